@@ -1,0 +1,180 @@
+"""The functional API: one plain function per op, taking Tensors (or constants) and returning one."""
+
+from __future__ import annotations
+
+import builtins
+
+from . import ops_math as m
+from . import ops_nn as nn
+from . import ops_reduce as r
+from . import ops_shape as s
+from .tensor import Tensor
+
+
+def _data(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def add(a, b) -> Tensor:
+    return m.Add.apply(a, b)
+
+
+def sub(a, b) -> Tensor:
+    return m.Sub.apply(a, b)
+
+
+def mul(a, b) -> Tensor:
+    return m.Mul.apply(a, b)
+
+
+def div(a, b) -> Tensor:
+    return m.Div.apply(a, b)
+
+
+def neg(a) -> Tensor:
+    return m.Neg.apply(a)
+
+
+def pow(a, b) -> Tensor:  # noqa: A001 - the op's name
+    return m.Pow.apply(a, b)
+
+
+def matmul(a, b) -> Tensor:
+    return m.MatMul.apply(a, b)
+
+
+def exp(a) -> Tensor:
+    return m.Exp.apply(a)
+
+
+def log(a) -> Tensor:
+    return m.Log.apply(a)
+
+
+def tanh(a) -> Tensor:
+    return m.Tanh.apply(a)
+
+
+def sigmoid(a) -> Tensor:
+    return m.Sigmoid.apply(a)
+
+
+def relu(a) -> Tensor:
+    return m.ReLU.apply(a)
+
+
+def gelu(a) -> Tensor:
+    return m.GELU.apply(a)
+
+
+def sum(a, axis=None, keepdims=False) -> Tensor:  # noqa: A001 - the op's name
+    return r.Sum.apply(a, axis=axis, keepdims=keepdims)
+
+
+def mean(a, axis=None, keepdims=False) -> Tensor:
+    return r.Mean.apply(a, axis=axis, keepdims=keepdims)
+
+
+def max(a, axis=None, keepdims=False) -> Tensor:  # noqa: A001 - the op's name
+    return r.Max.apply(a, axis=axis, keepdims=keepdims)
+
+
+def reshape(a, *shape) -> Tensor:
+    return s.Reshape.apply(a, shape=shape[0] if len(shape) == 1 else shape)
+
+
+def permute(a, *axes) -> Tensor:
+    return s.Permute.apply(a, axes=axes[0] if len(axes) == 1 else axes)
+
+
+def transpose(a, axis1=-2, axis2=-1) -> Tensor:
+    """Swap two axes (the last two by default)."""
+    axes = list(range(a.ndim))
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+    return s.Permute.apply(a, axes=axes)
+
+
+def getitem(a, index) -> Tensor:
+    index = tuple(map(_data, index)) if isinstance(index, tuple) else _data(index)
+    return s.GetItem.apply(a, index=index)
+
+
+def gather(weight, ids) -> Tensor:
+    """Embedding lookup: weight (V, D), integer ids (...) → (..., D)."""
+    return s.Gather.apply(weight, _data(ids))
+
+
+def concat(tensors, axis=0) -> Tensor:
+    return s.Concat.apply(*tensors, axis=axis)
+
+
+def stack(tensors, axis=0) -> Tensor:
+    expanded = []
+    for t in tensors:
+        shape = list(t.shape)
+        shape.insert(axis % (len(shape) + 1), 1)
+        expanded.append(reshape(t, tuple(shape)))
+    return concat(expanded, axis=axis)
+
+
+def split(a, sections, axis=-1) -> list[Tensor]:
+    """Split into ``sections`` equal parts (an int) or parts of the given sizes (a list)."""
+    n = a.shape[axis]
+    if isinstance(sections, int):
+        if n % sections:
+            raise ValueError(f"cannot split an axis of {n} into {sections} equal parts")
+        sizes = [n // sections] * sections
+    else:
+        sizes = list(sections)
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split sizes {sizes} do not add up to the axis length {n}")
+    parts, start = [], 0
+    for size in sizes:
+        index = [slice(None)] * a.ndim
+        index[axis] = slice(start, start + size)
+        parts.append(getitem(a, tuple(index)))
+        start += size
+    return parts
+
+
+def where(cond, a, b) -> Tensor:
+    return s.Where.apply(_data(cond), a, b)
+
+
+def masked_fill(a, mask, value) -> Tensor:
+    return s.MaskedFill.apply(a, _data(mask), value)
+
+
+def softmax(x, axis=-1) -> Tensor:
+    return nn.Softmax.apply(x, axis=axis)
+
+
+def log_softmax(x, axis=-1) -> Tensor:
+    return nn.LogSoftmax.apply(x, axis=axis)
+
+
+def dropout(x, p: float, generator, training: bool = True) -> Tensor:
+    """Zero each entry with probability ``p`` using the host ``generator``; identity in eval."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if not training or p == 0.0:
+        return x
+    keep = x.xp.asarray(generator.random(x.shape) >= p)
+    return nn.Dropout.apply(x, keep, p)
+
+
+def linear(x, w, b=None) -> Tensor:
+    return nn.Linear.apply(x, w, b) if b is not None else nn.Linear.apply(x, w)
+
+
+def layer_norm(x, gamma, beta, eps=1e-5) -> Tensor:
+    return nn.LayerNorm.apply(x, gamma, beta, eps=eps)
+
+
+def cross_entropy(logits, targets, ignore_index=-100, reduction="mean") -> Tensor:
+    """Mean (or summed) −log softmax(logits)[target] over targets ≠ ``ignore_index``."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    return nn.CrossEntropy.apply(logits, _data(targets), ignore_index=ignore_index,
+                                 reduction=reduction)
+

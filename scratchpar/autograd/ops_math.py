@@ -1,0 +1,204 @@
+"""Elementwise arithmetic, matmul and pointwise nonlinearities, with broadcasting-correct grads."""
+
+from __future__ import annotations
+
+from ..backend import get_array_module
+from .tensor import Function
+
+
+def shape_of(x) -> tuple:
+    return getattr(x, "shape", ())
+
+
+def unbroadcast(grad, shape: tuple):
+    """Sum ``grad`` over the axes that broadcasting stretched, back to ``shape``."""
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    stretched = tuple(lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1)
+    grad = grad.sum(axis=tuple(range(lead)) + stretched, keepdims=True)
+    return grad.reshape(shape)
+
+
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = shape_of(a), shape_of(b)
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        return (unbroadcast(g, ctx.shapes[0]) if need_a else None,
+                unbroadcast(g, ctx.shapes[1]) if need_b else None)
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = shape_of(a), shape_of(b)
+        return a - b
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        return (unbroadcast(g, ctx.shapes[0]) if need_a else None,
+                unbroadcast(-g, ctx.shapes[1]) if need_b else None)
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.a, ctx.b = a, b
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        return (unbroadcast(g * ctx.b, shape_of(ctx.a)) if need_a else None,
+                unbroadcast(g * ctx.a, shape_of(ctx.b)) if need_b else None)
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.a, ctx.b = a, b
+        return a / b
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        ga = g / ctx.b
+        return (unbroadcast(ga, shape_of(ctx.a)) if need_a else None,
+                unbroadcast(-ga * ctx.a / ctx.b, shape_of(ctx.b)) if need_b else None)
+
+
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return -a
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class Pow(Function):
+    """``a ** b``; the gradient for ``b`` (a**b · ln a) needs ``a > 0``."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.a, ctx.b = a, b
+        ctx.out = out = a**b
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        a, b = ctx.a, ctx.b
+        ga = gb = None
+        if need_a:
+            ga = unbroadcast(g * b * a ** (b - 1), shape_of(a))
+        if need_b:
+            gb = unbroadcast(g * ctx.out * get_array_module(a).log(a), shape_of(b))
+        return ga, gb
+
+
+class MatMul(Function):
+    """Batched ``a @ b``: (..., M, K) @ (..., K, N) → (..., M, N), batch dims broadcast."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        if a.ndim < 2 or b.ndim < 2:
+            raise ValueError(f"matmul needs operands of 2+ dims, got {a.shape} @ {b.shape}")
+        ctx.a, ctx.b = a, b
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        a, b = ctx.a, ctx.b
+        ga = gb = None
+        if need_a:
+            ga = unbroadcast(g @ b.swapaxes(-1, -2), a.shape)
+        if need_b:
+            if b.ndim == 2:  # fold the batch into M: one (K, B·M) @ (B·M, N) product
+                gb = a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+            else:
+                gb = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape)
+        return ga, gb
+
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.out = out = get_array_module(a).exp(a)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.out
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.a = a
+        return get_array_module(a).log(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / ctx.a
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.out = out = get_array_module(a).tanh(a)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (1 - ctx.out * ctx.out)
+
+
+class Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, a):
+        xp = get_array_module(a)
+        ctx.out = out = 0.5 * (xp.tanh(0.5 * a) + 1)  # stable for large |a|
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.out * (1 - ctx.out)
+
+
+class ReLU(Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.mask = mask = a > 0
+        return a * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.mask
+
+
+class GELU(Function):
+    """GELU, tanh approximation (Hendrycks & Gimpel 2016, eq. in §2), as in GPT-2."""
+
+    C = 0.7978845608028654  # sqrt(2 / pi)
+
+    @staticmethod
+    def forward(ctx, a):
+        xp = get_array_module(a)
+        ctx.a = a
+        ctx.t = t = xp.tanh(GELU.C * (a + 0.044715 * a * a * a))
+        return 0.5 * a * (1 + t)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, t = ctx.a, ctx.t
+        dinner = GELU.C * (1 + 3 * 0.044715 * a * a)
+        return g * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * dinner)

@@ -1,0 +1,53 @@
+"""Reductions over axes: sum, mean and max, whose grads spread back over the reduced axes."""
+
+from __future__ import annotations
+
+from ..backend import get_array_module
+from .tensor import Function
+
+
+def reduction(ctx, a, axis) -> tuple:
+    """Record the input shape and the reduced axes; returns the axes as a sorted tuple."""
+    ctx.shape = a.shape
+    ctx.axes = axes = tuple(range(a.ndim)) if axis is None else tuple(
+        sorted(ax % a.ndim for ax in ((axis,) if isinstance(axis, int) else axis)))
+    ctx.kept = tuple(1 if i in axes else n for i, n in enumerate(a.shape))  # keepdims shape
+    return axes
+
+
+class Sum(Function):
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        return a.sum(axis=reduction(ctx, a, axis), keepdims=keepdims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return get_array_module(g).broadcast_to(g.reshape(ctx.kept), ctx.shape)
+
+
+class Mean(Function):
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        out = a.mean(axis=reduction(ctx, a, axis), keepdims=keepdims)
+        ctx.count = a.size // max(out.size, 1) if a.size else 1
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return get_array_module(g).broadcast_to(g.reshape(ctx.kept) / ctx.count, ctx.shape)
+
+
+class Max(Function):
+    """Max over axes; tied maxima share the gradient equally."""
+
+    @staticmethod
+    def forward(ctx, a, axis=None, keepdims=False):
+        axes = reduction(ctx, a, axis)
+        out = a.max(axis=axes, keepdims=True)
+        mask = a == out
+        ctx.weights = mask / mask.sum(axis=axes, keepdims=True)
+        return out if keepdims else out.reshape([n for i, n in enumerate(a.shape) if i not in axes])
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.kept) * ctx.weights

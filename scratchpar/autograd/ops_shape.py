@@ -1,0 +1,122 @@
+"""Shape and indexing: reshape, permute, slicing, gather, concat, where and masked fill."""
+
+from __future__ import annotations
+
+from ..backend import get_array_module, scatter_add
+from .ops_math import unbroadcast
+from .tensor import Function
+
+
+class Reshape(Function):
+    @staticmethod
+    def forward(ctx, a, shape):
+        ctx.shape = a.shape
+        return a.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.shape)
+
+
+class Permute(Function):
+    """Reorder axes; ``axes=None`` reverses them (a transpose)."""
+
+    @staticmethod
+    def forward(ctx, a, axes=None):
+        axes = tuple(reversed(range(a.ndim))) if axes is None else tuple(ax % a.ndim for ax in axes)
+        ctx.inverse = tuple(sorted(range(len(axes)), key=axes.__getitem__))
+        return a.transpose(axes)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.transpose(ctx.inverse)
+
+
+def _is_basic(index) -> bool:
+    """True for indexes made of ints, slices, None and Ellipsis: no element is selected twice."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(p, (int, slice)) or p is None or p is Ellipsis for p in parts)
+
+
+class GetItem(Function):
+    """``a[index]`` for basic and advanced indexes; repeated picks accumulate their grads."""
+
+    @staticmethod
+    def forward(ctx, a, index):
+        ctx.shape, ctx.dtype, ctx.index = a.shape, a.dtype, index
+        return a[index]
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = get_array_module(g)
+        grad = xp.zeros(ctx.shape, dtype=g.dtype)
+        if _is_basic(ctx.index):
+            grad[ctx.index] = g
+        else:
+            scatter_add(grad, ctx.index, g)
+        return grad
+
+
+class Gather(Function):
+    """Row lookup ``weight[ids]``: weight (V, D), ids (...) int → (..., D). An embedding."""
+
+    @staticmethod
+    def forward(ctx, weight, ids):
+        ctx.shape, ctx.ids = weight.shape, ids
+        return weight[ids]  # (..., D)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = get_array_module(g)
+        grad = xp.zeros(ctx.shape, dtype=g.dtype)  # (V, D)
+        scatter_add(grad, ctx.ids.reshape(-1), g.reshape(-1, ctx.shape[1]))
+        return grad, None
+
+
+class Concat(Function):
+    """Join arrays along ``axis``; the grad is split back at the same boundaries."""
+
+    @staticmethod
+    def forward(ctx, *arrays, axis=0):
+        xp = get_array_module(*arrays)
+        ctx.axis = axis
+        ctx.bounds = list(xp.cumsum([a.shape[axis] for a in arrays])[:-1].tolist())
+        return xp.concatenate(arrays, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        return tuple(get_array_module(g).split(g, ctx.bounds, axis=ctx.axis))
+
+
+class Where(Function):
+    """``cond ? a : b`` elementwise, with a constant boolean ``cond``."""
+
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        ctx.cond = cond
+        ctx.shapes = getattr(a, "shape", ()), getattr(b, "shape", ())
+        return get_array_module(cond).where(cond, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        _, need_a, need_b = ctx.needs_input_grad
+        zero = g.dtype.type(0)
+        xp = get_array_module(g)
+        return (None,
+                unbroadcast(xp.where(ctx.cond, g, zero), ctx.shapes[0]) if need_a else None,
+                unbroadcast(xp.where(ctx.cond, zero, g), ctx.shapes[1]) if need_b else None)
+
+
+class MaskedFill(Function):
+    """Entries where ``mask`` is true become ``value`` (no grad flows to them)."""
+
+    @staticmethod
+    def forward(ctx, a, mask, value):
+        xp = get_array_module(a)
+        ctx.mask, ctx.shape = mask, a.shape
+        return xp.where(mask, a.dtype.type(value), a)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = get_array_module(g)
+        return unbroadcast(xp.where(ctx.mask, g.dtype.type(0), g), ctx.shape), None, None

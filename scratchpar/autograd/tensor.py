@@ -1,0 +1,154 @@
+"""Tensor and Function: the reverse-mode autograd graph and its backward pass."""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..backend import get_array_module, xp_default
+
+_grad_enabled = True
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Inside this block, operations record no graph (evaluation, optimizer updates)."""
+    global _grad_enabled
+    previous, _grad_enabled = _grad_enabled, False
+    try:
+        yield
+    finally:
+        _grad_enabled = previous
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class Context:
+    """What one application of a Function keeps for its backward: inputs, flags, saved arrays."""
+
+    __slots__ = ("fn", "parents", "needs_input_grad", "__dict__")
+
+
+class Function:
+    """One differentiable operation: ``forward(ctx, *arrays)`` and ``backward(ctx, grad)``.
+
+    ``backward`` returns one gradient per input of ``forward`` (``None`` where an input needs
+    none), each shaped like that input. It must never modify ``grad`` in place. Subclasses
+    define both as static methods and are used through :meth:`apply`.
+    """
+
+    @classmethod
+    def apply(cls, *inputs, **kwargs) -> Tensor:
+        ctx = Context()
+        ctx.needs_input_grad = needs = tuple(
+            isinstance(x, Tensor) and x.requires_grad for x in inputs
+        )
+        arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
+        out = cls.forward(ctx, *arrays, **kwargs)
+        if _grad_enabled and True in needs:
+            ctx.fn = cls
+            ctx.parents = inputs
+            result = Tensor(out, requires_grad=True)
+            result._ctx = ctx
+            return result
+        return Tensor(out)
+
+
+class Tensor:
+    """An array with an optional gradient and the operation that produced it.
+
+    ``data`` is a NumPy or CuPy array. Leaves with ``requires_grad`` receive ``.grad`` from
+    :meth:`backward`; gradients accumulate across calls until cleared.
+    """
+
+    __slots__ = ("data", "grad", "requires_grad", "_ctx", "__weakref__")
+    __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
+
+    def __init__(self, data, requires_grad: bool = False):
+        if isinstance(data, Tensor):
+            raise TypeError("Tensor(data) takes an array, not a Tensor; use .detach()")
+        if not hasattr(data, "__array_interface__") and not hasattr(data, "__cuda_array_interface__"):
+            data = xp_default().asarray(data)
+        self.data = data
+        self.grad = None
+        self.requires_grad = requires_grad
+        self._ctx = None
+
+    shape = property(lambda self: self.data.shape)
+    ndim = property(lambda self: self.data.ndim)
+    dtype = property(lambda self: self.data.dtype)
+    size = property(lambda self: self.data.size)
+    xp = property(lambda self: get_array_module(self.data))
+    is_leaf = property(lambda self: self._ctx is None)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        flag = ", requires_grad=True" if self.requires_grad else ""
+        return f"Tensor({self.data!r}{flag})"
+
+    def item(self) -> float:
+        return self.data.item()
+
+    def detach(self) -> Tensor:
+        """The same data, cut from the graph."""
+        return Tensor(self.data)
+
+    def backward(self, grad=None) -> None:
+        """Accumulate d(self)/d(leaf) · grad into every leaf's ``.grad`` (chain rule, reversed)."""
+        if not self.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad")
+        if grad is None:
+            if self.data.size != 1:
+                raise RuntimeError(f"backward() needs a grad for a non-scalar of shape {self.shape}")
+            grad = self.xp.ones_like(self.data)
+        else:
+            grad = self.xp.array(grad.data if isinstance(grad, Tensor) else grad, copy=True)
+            if grad.shape != self.shape:
+                raise ValueError(f"grad of shape {grad.shape} for a tensor of shape {self.shape}")
+        grads = {id(self): grad}
+        given = set()
+        for node in self._topological_order():
+            g = grads.pop(id(node), None)
+            if g is None:
+                continue
+            ctx = node._ctx
+            if ctx is None:
+                node._accumulate(g, given)
+                continue
+            input_grads = ctx.fn.backward(ctx, g)
+            if type(input_grads) is not tuple:
+                input_grads = (input_grads,)
+            for parent, need, pg in zip(ctx.parents, ctx.needs_input_grad, input_grads):
+                if need and pg is not None:
+                    key = id(parent)
+                    grads[key] = pg if key not in grads else grads[key] + pg
+
+    def _accumulate(self, g, given: set) -> None:
+        # A leaf must own its gradient: an array already handed to another leaf, or a view of
+        # one (reshape, broadcast), is copied so that in-place updates never reach two leaves.
+        if id(g) in given or g.base is not None:
+            g = g.copy()
+        given.add(id(g))
+        self.grad = g if self.grad is None else self.grad + g
+
+    def _topological_order(self) -> list[Tensor]:
+        """Nodes reachable from self, each before the inputs it was computed from."""
+        order, seen, stack = [], set(), [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            if node._ctx is not None:
+                for parent, need in zip(node._ctx.parents, node._ctx.needs_input_grad):
+                    if need and id(parent) not in seen:
+                        stack.append((parent, False))
+        order.reverse()
+        return order

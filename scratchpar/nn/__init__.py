@@ -1,0 +1,13 @@
+"""Modules, layers, losses and models on the autograd."""
+
+from .attention import Block, CausalSelfAttention
+from .gpt import GPT
+from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, Tanh
+from .loss import count_targets, lm_loss, shift
+from .mlp import MLP
+from .module import Module, ModuleList, Parameter, Sequential
+from .rnn import LSTMLanguageModel, RNNLanguageModel
+
+__all__ = ["GELU", "GPT", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding",
+           "LSTMLanguageModel", "LayerNorm", "Linear", "Module", "ModuleList", "Parameter", "ReLU",
+           "RNNLanguageModel", "Sequential", "Tanh", "count_targets", "lm_loss", "shift"]

@@ -1,0 +1,58 @@
+"""Causal multi-head self-attention and the pre-norm transformer block (Vaswani et al. 2017)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..autograd import functional as F
+from .layers import GELU, Dropout, LayerNorm, Linear
+from .module import Module, Sequential
+
+
+class CausalSelfAttention(Module):
+    """(B, T, C) → (B, T, C); each position attends to itself and earlier ones, H heads."""
+
+    def __init__(self, d_model: int, n_heads: int, gen: np.random.Generator, dropout: float = 0.0,
+                 dtype=np.float32):
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
+        self.n_heads = n_heads
+        self.qkv = Linear(d_model, 3 * d_model, gen, dtype=dtype)
+        self.proj = Linear(d_model, d_model, gen, dtype=dtype)
+        self.dropout = Dropout(dropout, gen)
+        self._mask = None
+
+    def causal_mask(self, t: int, xp):
+        """(T, T) bool, True above the diagonal: the future positions to hide."""
+        if self._mask is None or self._mask.shape[0] < t:
+            self._mask = xp.asarray(np.triu(np.ones((t, t), dtype=bool), k=1))
+        return self._mask[:t, :t]
+
+    def forward(self, x):
+        b, t, c = x.shape
+        h, d = self.n_heads, c // self.n_heads
+        qkv = self.qkv(x).reshape(b, t, 3, h, d).permute(2, 0, 3, 1, 4)  # (3, B, H, T, d)
+        q, k, v = qkv[0], qkv[1], qkv[2]  # (B, H, T, d)
+        scores = (q @ k.transpose()) * (1.0 / math.sqrt(d))  # (B, H, T, T): QKᵀ/√d, eq. 1
+        scores = F.masked_fill(scores, self.causal_mask(t, x.xp), float("-inf"))
+        attn = self.dropout(F.softmax(scores, axis=-1))  # (B, H, T, T)
+        y = (attn @ v).permute(0, 2, 1, 3).reshape(b, t, c)  # (B, T, H·d)
+        return self.proj(y)
+
+
+class Block(Module):
+    """x + attn(LN(x)), then x + MLP(LN(x)): the pre-norm block of GPT-2 (Radford et al. 2019)."""
+
+    def __init__(self, d_model: int, n_heads: int, gen: np.random.Generator, dropout: float = 0.0,
+                 dtype=np.float32):
+        self.ln1 = LayerNorm(d_model, dtype)
+        self.attn = CausalSelfAttention(d_model, n_heads, gen, dropout, dtype)
+        self.ln2 = LayerNorm(d_model, dtype)
+        self.mlp = Sequential(Linear(d_model, 4 * d_model, gen, dtype=dtype), GELU(),
+                              Linear(4 * d_model, d_model, gen, dtype=dtype), Dropout(dropout, gen))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))  # (B, T, C)
+        return x + self.mlp(self.ln2(x))

@@ -1,0 +1,73 @@
+"""Basic layers: Linear, Embedding, LayerNorm, Dropout and the activation functions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import functional as F
+from ..backend import to_device
+from . import init
+from .module import Module, Parameter
+
+
+class Linear(Module):
+    """(..., D) → (..., F): y = x·W + b with W (D, F). Kaiming init before a ReLU, else Xavier."""
+
+    def __init__(self, in_features: int, out_features: int, gen: np.random.Generator,
+                 bias: bool = True, dtype=np.float32, relu_follows: bool = False):
+        shape = (in_features, out_features)
+        w = (init.kaiming_uniform(gen, in_features, shape, dtype) if relu_follows
+             else init.xavier_uniform(gen, in_features, out_features, shape, dtype))
+        self.weight = Parameter(w)
+        self.bias = Parameter(to_device(np.zeros(out_features), dtype=dtype)) if bias else None
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+
+class Embedding(Module):
+    """(...) int ids → (..., D): rows of a (V, D) table, Xavier-normal init."""
+
+    def __init__(self, num_embeddings: int, dim: int, gen: np.random.Generator, dtype=np.float32):
+        self.weight = Parameter(init.xavier_normal(gen, num_embeddings, dim,
+                                                   (num_embeddings, dim), dtype))
+
+    def forward(self, ids):
+        return F.gather(self.weight, ids)
+
+
+class LayerNorm(Module):
+    """(..., D) → (..., D), normalized over D, then γ ⊙ x̂ + β."""
+
+    def __init__(self, dim: int, dtype=np.float32, eps: float = 1e-5):
+        self.weight = Parameter(to_device(np.ones(dim), dtype=dtype))
+        self.bias = Parameter(to_device(np.zeros(dim), dtype=dtype))
+        self.eps = eps
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight, self.bias, self.eps)
+
+
+class Dropout(Module):
+    """Zero entries with probability p while training, drawing masks from ``gen``."""
+
+    def __init__(self, p: float, gen: np.random.Generator):
+        self.p, self.gen = p, gen
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.gen, self.training)
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return F.relu(x)
+
+
+class GELU(Module):
+    def forward(self, x):
+        return F.gelu(x)
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return F.tanh(x)

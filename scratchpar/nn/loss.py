@@ -1,0 +1,25 @@
+"""Losses: classification cross-entropy and the padded language-modelling loss."""
+
+from __future__ import annotations
+
+from ..autograd import functional as F
+
+PAD = 0
+
+
+def shift(batch):
+    """A padded batch B (b, n+1) → inputs X = B[:, :n] and targets Y = B[:, 1:]."""
+    return batch[:, :-1], batch[:, 1:]
+
+
+def lm_loss(model, batch, reduction: str = "mean"):
+    """Next-token cross-entropy of ``model`` on B (b, n+1); padding targets (id 0) do not count."""
+    x, y = shift(batch)  # (b, n), (b, n)
+    logits = model(x)  # (b, n, V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                           ignore_index=PAD, reduction=reduction)
+
+
+def count_targets(batch) -> int:
+    """How many targets of B (b, n+1) the language-modelling loss counts."""
+    return int((batch[:, 1:] != PAD).sum())

@@ -1,0 +1,21 @@
+"""An MLP classifier: Linear–ReLU stacks ending in class logits."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .layers import Linear, ReLU
+from .module import Sequential
+
+
+class MLP(Sequential):
+    """(B, sizes[0]) → (B, sizes[-1]) logits, ReLU between layers (e.g. 784-512-512-10)."""
+
+    def __init__(self, sizes: list[int], gen: np.random.Generator, dtype=np.float32):
+        layers = []
+        for i, (d_in, d_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+            last = i == len(sizes) - 2
+            layers.append(Linear(d_in, d_out, gen, dtype=dtype, relu_follows=not last))
+            if not last:
+                layers.append(ReLU())
+        super().__init__(*layers)

@@ -1,0 +1,83 @@
+"""Adam (Kingma & Ba 2015) with L2 weight decay, and AdamW with decoupled weight decay."""
+
+from __future__ import annotations
+
+import math
+
+from scratchpar.backend import get_array_module
+from scratchpar.optim.optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """Adam as in ``torch.optim.Adam``: Kingma & Ba 2015, Algorithm 1, with L2 weight decay λ.
+
+    Each parameter keeps its own step count t (a step without a gradient does not advance it), the
+    moments m and v in the parameter's dtype, and is updated by θ ← θ − lr·m̂/(√v̂ + ε).
+    """
+
+    buffers = ("exp_avg", "exp_avg_sq")
+    counters = ("step",)
+
+    def __init__(
+        self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8, weight_decay: float = 0.0,
+    ):
+        super().__init__(params, lr)
+        for beta in betas:
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"betas must lie in [0, 1), got {betas}")
+        if not eps >= 0.0:
+            raise ValueError(f"eps must be >= 0, got {eps}")
+        if not weight_decay >= 0.0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        self.betas = (float(betas[0]), float(betas[1]))
+        self.eps = float(eps)
+        self.weight_decay = float(weight_decay)
+
+    def _update(self, i: int, p) -> None:
+        g = p.grad
+        if self.weight_decay:
+            g = self._scratch(p.data, slot=1)
+            get_array_module(g).multiply(p.data, self.weight_decay, out=g)
+            g += p.grad  # g = ∇ + λθ: L2 weight decay inside the gradient
+        self._adam(i, p, g)
+
+    def _adam(self, i: int, p, g) -> None:
+        """One Adam step of parameter i along g (p.grad or a scratch array; neither is changed)."""
+        xp = get_array_module(p.data)
+        state = self.state[i]
+        if not state:
+            state.update(step=0, exp_avg=xp.zeros_like(p.data), exp_avg_sq=xp.zeros_like(p.data))
+        state["step"] += 1
+        t = state["step"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        beta1, beta2 = self.betas
+        tmp = self._scratch(p.data)
+        m *= beta1
+        xp.multiply(g, 1.0 - beta1, out=tmp)
+        m += tmp  # m ← β₁m + (1 − β₁)g  (Algorithm 1)
+        v *= beta2
+        xp.multiply(g, g, out=tmp)
+        tmp *= 1.0 - beta2
+        v += tmp  # v ← β₂v + (1 − β₂)g²  (Algorithm 1)
+        xp.sqrt(v, out=tmp)
+        tmp /= math.sqrt(1.0 - beta2**t)
+        tmp += self.eps  # √v̂ + ε, with v̂ = v/(1 − β₂ᵗ)  (Algorithm 1)
+        xp.divide(m, tmp, out=tmp)
+        tmp *= self.lr / (1.0 - beta1**t)
+        p.data -= tmp  # θ ← θ − lr·m̂/(√v̂ + ε), with m̂ = m/(1 − β₁ᵗ)  (Algorithm 1)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter 2019, Algorithm 2), as in torch."""
+
+    def __init__(
+        self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8, weight_decay: float = 0.01,
+    ):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+    def _update(self, i: int, p) -> None:
+        if self.weight_decay:
+            p.data *= 1.0 - self.lr * self.weight_decay  # θ ← (1 − lr·λ)θ, apart from the gradient
+        self._adam(i, p, p.grad)

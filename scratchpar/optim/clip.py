@@ -1,0 +1,32 @@
+"""Gradient clipping by the global L2 norm over all parameters (torch's clip_grad_norm_)."""
+
+from __future__ import annotations
+
+from scratchpar.backend import get_array_module
+
+
+def global_grad_norm(params) -> float:
+    """‖(g₁, …, gₙ)‖₂ over the gradients of ``params`` that are not None (0.0 if there are none)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    xp = get_array_module(*grads)
+    norms = xp.stack([xp.linalg.norm(g.ravel()) for g in grads])  # (n,): ‖gᵢ‖₂, one per parameter
+    return float(xp.linalg.norm(norms))  # ‖(‖g₁‖, …, ‖gₙ‖)‖₂ = ‖(g₁, …, gₙ)‖₂
+
+
+def clip_grad_norm(params, max_norm: float) -> float:
+    """Scale all gradients in place by max_norm/(‖g‖ + 1e-6) if that is below 1; return ‖g‖.
+
+    ‖g‖ is the global norm before clipping (:func:`global_grad_norm`); None gradients are skipped.
+    """
+    if not max_norm > 0.0:
+        raise ValueError(f"max_norm must be > 0, got {max_norm}")
+    params = list(params)
+    norm = global_grad_norm(params)
+    scale = max_norm / (norm + 1e-6)
+    if scale < 1.0:
+        for p in params:
+            if p.grad is not None:
+                p.grad *= scale
+    return norm
