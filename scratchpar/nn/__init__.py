@@ -2,7 +2,7 @@
 
 from .attention import Block, CausalSelfAttention
 from .gpt import GPT
-from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, Tanh
+from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, Tanh, set_dropout_generator
 from .loss import count_targets, lm_loss, shift
 from .mlp import MLP
 from .module import Module, ModuleList, Parameter, Sequential
@@ -10,4 +10,5 @@ from .rnn import LSTMLanguageModel, RNNLanguageModel
 
 __all__ = ["GELU", "GPT", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding",
            "LSTMLanguageModel", "LayerNorm", "Linear", "Module", "ModuleList", "Parameter", "ReLU",
-           "RNNLanguageModel", "Sequential", "Tanh", "count_targets", "lm_loss", "shift"]
+           "RNNLanguageModel", "Sequential", "Tanh", "count_targets", "lm_loss", "set_dropout_generator",
+           "shift"]

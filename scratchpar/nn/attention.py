@@ -21,7 +21,7 @@ class CausalSelfAttention(Module):
         self.n_heads = n_heads
         self.qkv = Linear(d_model, 3 * d_model, gen, dtype=dtype)
         self.proj = Linear(d_model, d_model, gen, dtype=dtype)
-        self.dropout = Dropout(dropout, gen)
+        self.dropout = Dropout(dropout)
         self._mask = None
 
     def causal_mask(self, t: int, xp):
@@ -51,7 +51,7 @@ class Block(Module):
         self.attn = CausalSelfAttention(d_model, n_heads, gen, dropout, dtype)
         self.ln2 = LayerNorm(d_model, dtype)
         self.mlp = Sequential(Linear(d_model, 4 * d_model, gen, dtype=dtype), GELU(),
-                              Linear(4 * d_model, d_model, gen, dtype=dtype), Dropout(dropout, gen))
+                              Linear(4 * d_model, d_model, gen, dtype=dtype), Dropout(dropout))
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))  # (B, T, C)

@@ -19,7 +19,7 @@ class GPT(Module):
         self.max_len = max_len
         self.tok = Embedding(vocab_size, d_model, gen, dtype)
         self.pos = Embedding(max_len, d_model, gen, dtype)
-        self.drop = Dropout(dropout, gen)
+        self.drop = Dropout(dropout)
         self.blocks = ModuleList([Block(d_model, n_heads, gen, dropout, dtype)
                                   for _ in range(n_layers)])
         self.ln_f = LayerNorm(d_model, dtype)

@@ -49,13 +49,24 @@ class LayerNorm(Module):
 
 
 class Dropout(Module):
-    """Zero entries with probability p while training, drawing masks from ``gen``."""
+    """Zero entries with probability p while training; masks come from the generator that
+    :func:`set_dropout_generator` gives the model (one stream, saved with checkpoints)."""
 
-    def __init__(self, p: float, gen: np.random.Generator):
-        self.p, self.gen = p, gen
+    def __init__(self, p: float):
+        self.p, self.gen = p, None
 
     def forward(self, x):
+        if self.training and self.p > 0 and self.gen is None:
+            raise RuntimeError("Dropout needs a generator: call nn.set_dropout_generator(model, "
+                               "gen) before training")
         return F.dropout(x, self.p, self.gen, self.training)
+
+
+def set_dropout_generator(model: Module, gen: np.random.Generator) -> None:
+    """Let every Dropout in ``model`` draw its masks from ``gen``."""
+    for _, module in model.named_modules():
+        if isinstance(module, Dropout):
+            module.gen = gen
 
 
 class ReLU(Module):

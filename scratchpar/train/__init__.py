@@ -1,0 +1,9 @@
+"""Training: configuration, the strategy-agnostic loop, checkpoints and the command line."""
+
+from .build import build_trainer
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .config import Config, ConfigError, load_config, make_config
+from .loop import Trainer, format_summary
+
+__all__ = ["CheckpointError", "Config", "ConfigError", "Trainer", "build_trainer",
+           "format_summary", "load_checkpoint", "make_config", "load_config", "save_checkpoint"]

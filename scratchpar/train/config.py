@@ -1,0 +1,196 @@
+"""Run configuration: frozen dataclasses filled from defaults < a TOML file < command-line flags."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message lists every violation found, one per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def opt(default, help: str, flag: str | None = None, choices: tuple | None = None,
+        kind: type | None = None):
+    """A config field with its help, flag (``--field-name``), choices and type (of the default)."""
+    return field(default=default, metadata={"help": help, "flag": flag, "choices": choices,
+                                            "kind": kind or type(default)})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: str = opt("gpt", "model to train", flag="--model",
+                    choices=("gpt", "lstm", "rnn", "mlp"))
+    d_model: int = opt(64, "embedding / model width (gpt, lstm, rnn)")
+    n_heads: int = opt(4, "attention heads (gpt)")
+    n_layers: int = opt(2, "transformer blocks (gpt)")
+    d_hidden: int = opt(128, "recurrent state size (lstm, rnn)")
+    hidden_sizes: tuple = opt((512, 512), "hidden layer sizes, comma-separated (mlp)")
+    dropout: float = opt(0.0, "dropout probability (gpt)")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str = opt("synthetic", "data source; --data PATH implies text",
+                      choices=("synthetic", "text", "classification"))
+    path: str | None = opt(None, "character-level text file to train on", flag="--data", kind=str)
+    seq_len: int = opt(64, "tokens per sequence (language models)")
+    vocab_size: int = opt(32, "synthetic language: vocabulary size, incl. PAD/BOS/EOS")
+    order: int = opt(2, "synthetic language: Markov order of the source")
+    mean_length: float = opt(20.0, "synthetic language: mean sentence length in words")
+    concentration: float = opt(0.1, "synthetic language: Dirichlet concentration (low = peaked)")
+    n_features: int = opt(784, "classification: input features")
+    n_classes: int = opt(10, "classification: classes")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    optimizer: str = opt("adamw", "optimizer", choices=("sgd", "adam", "adamw"))
+    lr: float = opt(3e-3, "peak learning rate")
+    momentum: float = opt(0.9, "SGD momentum")
+    weight_decay: float = opt(0.0, "weight decay (L2 for sgd/adam, decoupled for adamw)")
+    grad_clip: float = opt(1.0, "clip gradients to this global norm (0 = off)")
+    schedule: str = opt("cosine", "LR schedule after warm-up",
+                        choices=("constant", "cosine", "linear"))
+    warmup: int = opt(50, "linear warm-up steps")
+    min_lr: float = opt(0.0, "final learning rate of the decay")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    strategy: str = opt("single", "parallel strategy", choices=("single",))
+    steps: int = opt(1500, "optimizer steps to train")
+    batch_size: int = opt(32, "global batch size (sequences or samples)")
+    seed: int = opt(0, "seed of the data, the initialization and dropout")
+    device: str = opt("cpu", "array backend", choices=("cpu", "cuda"))
+    dtype: str = opt("float32", "parameter and activation dtype", choices=("float32", "float64"))
+    log_every: int = opt(25, "steps between metrics records")
+    eval_batches: int = opt(8, "held-out batches for the final evaluation")
+    metrics: str = opt("runs/metrics.jsonl", "JSONL metrics file")
+    save: str | None = opt(None, "checkpoint directory to write", kind=str)
+    save_every: int = opt(0, "steps between checkpoints (0 = only at the end)")
+    resume: str | None = opt(None, "checkpoint directory to resume from", kind=str)
+    stop_after: int | None = opt(None, "stop after this step, as if interrupted (schedule "
+                                       "unchanged)", kind=int)
+    progress: bool = opt(True, "show a progress bar")
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"model": ModelConfig, "data": DataConfig, "optim": OptimConfig, "train": TrainConfig}
+
+
+def _flag(f: dataclasses.Field) -> str:
+    return f.metadata["flag"] or "--" + f.name.replace("_", "-")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m scratchpar.train",
+        description="Train a model with scratchpar. Values come from defaults, then --config "
+                    "TOML ([model], [data], [optim], [train] tables), then these flags.",
+        argument_default=argparse.SUPPRESS)
+    parser.add_argument("--config", help="TOML file with [model] [data] [optim] [train] tables")
+    for section, cls in SECTIONS.items():
+        group = parser.add_argument_group(section)
+        for f in dataclasses.fields(cls):
+            kw = {"dest": f"{section}.{f.name}", "help": f"{f.metadata['help']} "
+                  f"(default: {_show(f.default)})"}
+            if isinstance(f.default, bool):
+                kw["action"] = argparse.BooleanOptionalAction
+            elif isinstance(f.default, tuple):
+                kw["type"], kw["metavar"] = _int_tuple, "N,N,…"
+            else:
+                kw["type"] = f.metadata["kind"]
+                kw["choices"] = f.metadata["choices"]
+                kw["metavar"] = None if kw["choices"] else f.name.upper()
+            group.add_argument(_flag(f), **kw)
+    return parser
+
+
+def _show(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def _int_tuple(text: str) -> tuple:
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def load_config(argv: list[str] | None = None) -> Config:
+    """Parse flags (and the TOML file they name) into a validated Config, or raise ConfigError."""
+    args = vars(build_parser().parse_args(argv))
+    values: dict[str, dict] = {s: {} for s in SECTIONS}
+    problems: list[str] = []
+    if "config" in args:
+        _read_toml(Path(args.pop("config")), values, problems)
+    for key, value in args.items():
+        section, name = key.split(".")
+        values[section][name] = value
+    if values["data"].get("path") and "source" not in values["data"]:
+        values["data"]["source"] = "text"
+    if problems:
+        raise ConfigError(problems)
+    return make_config(values)
+
+
+def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
+    try:
+        table = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        problems.append(f"--config {path}: {e}")
+        return
+    for section, entries in table.items():
+        if section not in SECTIONS or not isinstance(entries, dict):
+            problems.append(f"--config {path}: unknown table [{section}]")
+            continue
+        known = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
+        for name, value in entries.items():
+            if name not in known:
+                problems.append(f"--config {path}: unknown key {section}.{name}")
+            else:
+                values[section][name] = tuple(value) if isinstance(value, list) else value
+
+
+def make_config(values: dict[str, dict]) -> Config:
+    """Build a Config from per-section overrides and validate it (raises ConfigError)."""
+    from .validate import validate
+
+    problems = _type_problems(values)
+    if problems:
+        raise ConfigError(problems)
+    config = Config(**{s: cls(**values.get(s, {})) for s, cls in SECTIONS.items()})
+    problems = validate(config)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _type_problems(values: dict[str, dict]) -> list[str]:
+    problems = []
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            if f.name not in values.get(section, {}):
+                continue
+            value, kind = values[section][f.name], f.metadata["kind"]
+            expected = (int, float) if kind is float else kind
+            if not isinstance(value, expected) or isinstance(value, bool) and kind is not bool:
+                problems.append(f"{section}.{f.name}: expected {kind.__name__}, got {value!r}")
+            elif kind is float:
+                values[section][f.name] = float(value)
+    return problems

@@ -1,0 +1,115 @@
+"""The strategy-agnostic training loop: schedule, batches, steps, metrics, checkpoints, summary."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..backend import sync
+from .checkpoint import load_checkpoint, save_checkpoint, split_state
+
+
+class Trainer:
+    """Runs ``strategy.step`` over the task's batches from step 0 (or a checkpoint) to the end.
+
+    Everything a resumed run needs is a function of the step number (the batch, the learning
+    rate) or is saved in the checkpoint (parameters, optimizer state, the dropout generator), so
+    stopping and resuming continues bit-identically.
+    """
+
+    def __init__(self, cfg, strategy, task, schedule, dropout_gen, is_logger: bool = True):
+        self.cfg, self.strategy, self.task, self.schedule = cfg, strategy, task, schedule
+        self.dropout_gen, self.is_logger = dropout_gen, is_logger
+        self.step = 0
+
+    def save(self, directory: str) -> None:
+        arrays, meta = {}, {"step": self.step, "config": self.cfg.to_dict(),
+                            "dropout_rng": self.dropout_gen.bit_generator.state}
+        for part, state in self.strategy.state_dict().items():
+            arrays[part], meta[part] = split_state(state)
+        save_checkpoint(directory, arrays, meta)
+
+    def restore(self, directory: str) -> None:
+        arrays, meta = load_checkpoint(directory)
+        self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
+        self.dropout_gen.bit_generator.state = meta["dropout_rng"]
+        self.step = meta["step"]
+
+    def run(self) -> dict:
+        """Train; returns the summary (held-out loss, floor, gap, throughput)."""
+        t = self.cfg.train
+        if t.resume:
+            self.restore(t.resume)
+        stop = t.stop_after or t.steps
+        log = _open_metrics(t.metrics, append=bool(t.resume)) if self.is_logger else None
+        bar = tqdm(total=stop, initial=self.step, disable=not (t.progress and self.is_logger),
+                   unit="step", dynamic_ncols=True)
+        window_loss = window_units = 0.0
+        window_start = run_start = time.perf_counter()
+        units_done = 0
+        first = self.step
+        while self.step < stop:
+            lr = self.schedule(self.step)
+            self.strategy.optimizer.lr = lr
+            batch = self.task.batch(self.step, t.batch_size)
+            units = self.task.count(batch)
+            metrics = self.strategy.step(batch)
+            self.step += 1
+            window_loss += metrics["loss"] * units
+            window_units += units
+            units_done += units
+            if self.step % t.log_every == 0 or self.step == stop:
+                sync()
+                now = time.perf_counter()
+                record = {"step": self.step, "loss": window_loss / max(window_units, 1), "lr": lr,
+                          f"{self.task.unit}_per_s": window_units / (now - window_start),
+                          "elapsed_s": now - run_start, **_extra(metrics)}
+                if log:
+                    log.write(json.dumps(record) + "\n")
+                    log.flush()
+                bar.set_postfix(loss=f"{record['loss']:.4f}",
+                                **{f"{self.task.unit}/s": f"{record[f'{self.task.unit}_per_s']:.0f}"})
+                window_loss = window_units = 0.0
+                window_start = now
+            bar.update(1)
+            if t.save and t.save_every and self.step % t.save_every == 0 and self.is_logger:
+                self.save(t.save)
+        bar.close()
+        if log:
+            log.close()
+        elapsed = time.perf_counter() - run_start
+        if t.save and self.is_logger:
+            self.save(t.save)
+        return self.summary(units_done, elapsed, self.step - first)
+
+    def summary(self, units: int, elapsed: float, steps: int) -> dict:
+        loss = self.task.evaluate(self.cfg.train.eval_batches, self.cfg.train.batch_size)
+        floor = self.task.floor()
+        return {"step": self.step, "steps_run": steps, "eval_loss": loss, "floor": floor,
+                "gap": None if floor is None else loss - floor, "unit": self.task.unit,
+                "units_per_s": units / elapsed if elapsed > 0 else 0.0, "elapsed_s": elapsed}
+
+
+def _extra(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if k != "loss"}
+
+
+def _open_metrics(path: str, append: bool):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "a" if append else "w")
+
+
+def format_summary(s: dict) -> str:
+    """One line: held-out loss, the entropy floor and the gap to it, and throughput."""
+    unit = "token" if s["unit"] == "tok" else "sample"
+    line = f"final: step {s['step']} · held-out loss {s['eval_loss']:.4f} nats/{unit}"
+    if s["floor"] is not None:
+        line += (f" · entropy floor {s['floor']:.4f} · gap {s['gap']:+.4f} "
+                 f"({100 * s['gap'] / max(s['floor'], 1e-12):.1f}% above)")
+    else:
+        line += " · entropy floor unknown for this data"
+    return line + (f" · {s['units_per_s']:,.0f} {s['unit']}/s · {s['steps_run']} steps in "
+                   f"{s['elapsed_s']:.1f} s")

@@ -1,0 +1,77 @@
+"""A task ties a dataset to a model and its loss: what the training loop trains and evaluates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import nn
+from ..autograd import functional as F
+from ..autograd import no_grad
+from ..backend import rng, to_device
+from ..data import CharText, SyntheticClassification, SyntheticLanguage
+
+EVAL_OFFSET = 2**40  # held-out batches are drawn at data positions no training run reaches
+
+
+@dataclass
+class Task:
+    dataset: object
+    model: nn.Module
+    unit: str  # what the loss is averaged over: "tok" or "sample"
+
+    def batch(self, step: int, batch_size: int):
+        """Global batch ``step`` on the device: B (b, n+1) ids, or (x (b, F), y (b,))."""
+        batch = self.dataset.batch(step, batch_size)
+        return tuple(map(to_device, batch)) if isinstance(batch, tuple) else to_device(batch)
+
+    def loss(self, model, batch, reduction: str = "mean"):
+        if self.unit == "tok":
+            return nn.lm_loss(model, batch, reduction)
+        x, y = batch
+        return F.cross_entropy(model(x), y, reduction=reduction)
+
+    def count(self, batch) -> int:
+        """Units (non-pad target tokens, or samples) in ``batch``."""
+        return nn.count_targets(batch) if self.unit == "tok" else len(batch[1])
+
+    def floor(self) -> float | None:
+        """The best achievable loss per unit, where the data source knows it."""
+        return self.dataset.entropy_floor()
+
+    def evaluate(self, n_batches: int, batch_size: int) -> float:
+        """Held-out loss per unit: Σ losses / Σ units over ``n_batches`` fresh batches."""
+        self.model.eval()
+        total = units = 0.0
+        with no_grad():
+            for i in range(n_batches):
+                batch = self.batch(EVAL_OFFSET + i, batch_size)
+                total += self.loss(self.model, batch, reduction="sum").item()
+                units += self.count(batch)
+        self.model.train()
+        return total / max(units, 1)
+
+
+def build_task(cfg, dropout_gen: np.random.Generator) -> Task:
+    """Dataset and freshly initialized model for Config ``cfg`` (initialization seeded by it)."""
+    m, d = cfg.model, cfg.data
+    seed, dtype = cfg.train.seed, np.dtype(cfg.train.dtype)
+    if d.source == "classification":
+        data = SyntheticClassification(d.n_features, d.n_classes, seed=seed)
+        model = nn.MLP([d.n_features, *m.hidden_sizes, d.n_classes], rng(seed, 0), dtype)
+        return Task(data, model, "sample")
+    if d.source == "text":
+        data = CharText(d.path, d.seq_len, seed=seed)
+    else:
+        data = SyntheticLanguage(d.vocab_size, d.order, d.seq_len, d.concentration,
+                                 d.mean_length, seed=seed)
+    init = rng(seed, 0)
+    if m.kind == "gpt":
+        model = nn.GPT(data.vocab_size, d.seq_len, m.d_model, m.n_heads, m.n_layers, init,
+                       dropout=m.dropout, dtype=dtype)
+        nn.set_dropout_generator(model, dropout_gen)
+    else:
+        cls = nn.LSTMLanguageModel if m.kind == "lstm" else nn.RNNLanguageModel
+        model = cls(data.vocab_size, m.d_model, m.d_hidden, init, dtype)
+    return Task(data, model, "tok")

@@ -1,0 +1,64 @@
+"""Every rule a Config must satisfy, checked at once so one error lists every violation."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
+
+
+def validate(c) -> list[str]:
+    """The list of violations of Config ``c`` (empty when it is valid)."""
+    m, d, o, t = c.model, c.data, c.optim, c.train
+    problems = []
+
+    def need(ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(message)
+
+    for part in dataclasses.fields(c):
+        section = getattr(c, part.name)
+        for f in dataclasses.fields(section):
+            choices, value = f.metadata["choices"], getattr(section, f.name)
+            need(choices is None or value in choices,
+                 f"{part.name}.{f.name} must be one of {', '.join(choices or ())}; got {value!r}")
+    for name in ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
+                 "data.seq_len", "data.n_features", "train.steps", "train.batch_size",
+                 "train.log_every", "train.eval_batches"):
+        value = getattr(getattr(c, name.split(".")[0]), name.split(".")[1])
+        need(value >= 1, f"{name} must be at least 1; got {value}")
+    need(all(h >= 1 for h in m.hidden_sizes), f"model.hidden_sizes must be positive; got "
+                                              f"{m.hidden_sizes}")
+    need(m.n_heads < 1 or m.d_model % m.n_heads == 0,
+         f"model.n_heads ({m.n_heads}) must divide model.d_model ({m.d_model})")
+    need(0.0 <= m.dropout < 1.0, f"model.dropout must be in [0, 1); got {m.dropout}")
+    need(d.vocab_size >= 4, f"data.vocab_size must be at least 4; got {d.vocab_size}")
+    need(d.order >= 1, f"data.order must be at least 1; got {d.order}")
+    need(d.mean_length > 0, f"data.mean_length must be positive; got {d.mean_length}")
+    need(d.concentration > 0, f"data.concentration must be positive; got {d.concentration}")
+    need(d.n_classes >= 2, f"data.n_classes must be at least 2; got {d.n_classes}")
+    if d.source == "text":
+        need(d.path is not None, "data.source text needs a file: --data PATH")
+        need(d.path is None or Path(d.path).is_file(), f"--data {d.path}: no such file")
+    need(d.path is None or d.source == "text", f"--data PATH goes with data.source text, "
+                                               f"not {d.source}")
+    classification = d.source == "classification"
+    need(classification == (m.kind == "mlp"),
+         f"model {m.kind} cannot learn data.source {d.source}: use mlp with classification "
+         f"and gpt, lstm or rnn with synthetic or text")
+    need(o.lr > 0, f"optim.lr must be positive; got {o.lr}")
+    need(0.0 <= o.momentum < 1.0, f"optim.momentum must be in [0, 1); got {o.momentum}")
+    need(o.weight_decay >= 0, f"optim.weight_decay must be non-negative; got {o.weight_decay}")
+    need(o.grad_clip >= 0, f"optim.grad_clip must be non-negative; got {o.grad_clip}")
+    need(o.warmup >= 0, f"optim.warmup must be non-negative; got {o.warmup}")
+    need(o.warmup < t.steps, f"optim.warmup ({o.warmup}) must be less than train.steps "
+                             f"({t.steps})")
+    need(o.min_lr >= 0 and (o.lr <= 0 or o.min_lr <= o.lr),
+         f"optim.min_lr must be in [0, optim.lr]; got {o.min_lr}")
+    need(t.save_every >= 0, f"train.save_every must be non-negative; got {t.save_every}")
+    need(t.save_every == 0 or t.save is not None, "train.save_every needs --save DIR")
+    need(t.stop_after is None or 1 <= t.stop_after <= t.steps,
+         f"train.stop_after must be in [1, steps]; got {t.stop_after}")
+    need(t.resume is None or Path(t.resume).is_dir(), f"--resume {t.resume}: no such directory")
+    return problems
