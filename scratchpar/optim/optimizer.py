@@ -14,7 +14,7 @@ class Optimizer:
     of the same shape, or None). Per-parameter state lives in ``self.state[i]`` (``i`` = index in
     ``self.params``): arrays shaped like the parameter, named in ``buffers``, and integers, named in
     ``counters``. A parameter's state is created on its first update. A subclass sets those names
-    and implements ``_update(i, p)``.
+    and defines ``_update(i, p)``, the update of parameter ``i``.
     """
 
     buffers: tuple[str, ...] = ()
@@ -37,9 +37,6 @@ class Optimizer:
         for i, p in enumerate(self.params):
             if p.grad is not None:
                 self._update(i, p)
-
-    def _update(self, i: int, p) -> None:
-        raise NotImplementedError
 
     def zero_grad(self) -> None:
         """Drop every gradient (``p.grad = None``)."""

@@ -45,6 +45,9 @@ class Trainer:
             self.restore(t.resume)
         stop = t.stop_after or t.steps
         log = _open_metrics(t.metrics, append=bool(t.resume)) if self.is_logger else None
+        if log:
+            log.write(json.dumps({"event": "start", "step": self.step, "unit": self.task.unit,
+                                  "floor": self.task.floor(), "config": self.cfg.to_dict()}) + "\n")
         bar = tqdm(total=stop, initial=self.step, disable=not (t.progress and self.is_logger),
                    unit="step", dynamic_ncols=True)
         window_loss = window_units = 0.0
@@ -64,7 +67,7 @@ class Trainer:
             if self.step % t.log_every == 0 or self.step == stop:
                 sync()
                 now = time.perf_counter()
-                record = {"step": self.step, "loss": window_loss / max(window_units, 1), "lr": lr,
+                record = {"event": "step", "step": self.step, "loss": window_loss / max(window_units, 1), "lr": lr,
                           f"{self.task.unit}_per_s": window_units / (now - window_start),
                           "elapsed_s": now - run_start, **_extra(metrics)}
                 if log:
@@ -83,7 +86,11 @@ class Trainer:
         elapsed = time.perf_counter() - run_start
         if t.save and self.is_logger:
             self.save(t.save)
-        return self.summary(units_done, elapsed, self.step - first)
+        summary = self.summary(units_done, elapsed, self.step - first)
+        if self.is_logger:
+            with open(t.metrics, "a") as fh:
+                fh.write(json.dumps({"event": "final", **summary}) + "\n")
+        return summary
 
     def summary(self, units: int, elapsed: float, steps: int) -> dict:
         loss = self.task.evaluate(self.cfg.train.eval_batches, self.cfg.train.batch_size)

@@ -1,0 +1,45 @@
+# Every target creates and uses the local virtual environment $(VENV); a fresh machine needs
+# nothing but python3 (>= 3.11). mpi4py with the mpich wheel provides mpiexec.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+ARGS ?=
+export OMP_NUM_THREADS = 1
+export OPENBLAS_NUM_THREADS = 1
+export MKL_NUM_THREADS = 1
+
+.PHONY: install train test test-% lint bench docs clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[mpich,test,plot,lint]'
+	touch $@
+
+$(VENV)/.bench: $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	touch $@
+
+train: install  ## train the default model (make train ARGS="--steps 100 …")
+	$(BIN)/python -m scratchpar.train $(ARGS)
+
+test: install  ## the whole suite: unit, property and launch tests
+	$(BIN)/python -m pytest -q $(ARGS)
+
+test-%: install  ## the MPI tier on N ranks: make test-4
+	$(BIN)/mpiexec -n $* $(BIN)/python -m pytest -q -p no:cacheprovider tests/mpi $(ARGS)
+
+lint: install
+	$(BIN)/ruff check scratchpar tests
+
+bench: $(VENV)/.bench  ## scratchpar's training step against PyTorch eager and a NumPy floor
+	$(BIN)/python -m scratchpar.bench step $(ARGS)
+
+docs: install  ## redraw the figures in docs/ from a fresh default training run
+	$(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
+	$(BIN)/python -m scratchpar.trace loss docs/figures/train_metrics.jsonl -o docs/figures/loss.png
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .hypothesis

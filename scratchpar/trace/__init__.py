@@ -1,0 +1,1 @@
+"""Traces and plots: per-rank event timelines, loss curves from metrics files."""

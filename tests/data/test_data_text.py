@@ -1,0 +1,117 @@
+"""CharText: vocabulary, windows from the file, determinism, encode/decode, unreadable files."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scratchpar.data import CharText, DataError
+
+TEXT = "the quick brown fox — jumps over the lazy dög. 日本語!\n" * 7
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return path
+
+
+def test_vocabulary_is_the_sorted_characters_after_pad(corpus):
+    data = CharText(corpus, seq_len=8)
+    assert data.chars == "".join(sorted(set(TEXT)))
+    assert data.vocab_size == len(set(TEXT)) + 1
+    assert data.entropy_floor() is None
+    ids = data.encode("abc")
+    assert ids.dtype == np.int64
+    np.testing.assert_array_equal(ids, [data.chars.index(c) + 1 for c in "abc"])
+    assert data.encode(TEXT).min() == 1
+    assert data.encode(TEXT).max() == data.vocab_size - 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(text=st.text(alphabet=sorted(set(TEXT)), max_size=50))
+def test_decode_inverts_encode(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("c") / "c.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    data = CharText(str(path), seq_len=4)
+    assert data.decode(data.encode(text)) == text
+    assert data.decode(np.concatenate([data.encode(text), [0, 0]])) == text
+
+
+@settings(max_examples=20, deadline=None)
+@given(seq_len=st.integers(1, 60), step=st.integers(0, 2**40), batch_size=st.integers(1, 9))
+def test_batches_are_windows_of_the_file(tmp_path_factory, seq_len, step, batch_size):
+    path = tmp_path_factory.mktemp("c") / "c.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    data = CharText(path, seq_len=seq_len, seed=5)
+    batch = data.batch(step, batch_size)
+    assert batch.dtype == np.int64
+    assert batch.shape == (batch_size, seq_len + 1)
+    assert np.all(batch != CharText.PAD)
+    for row in batch:
+        assert data.decode(row) in TEXT
+    np.testing.assert_array_equal(
+        CharText(path, seq_len=seq_len, seed=5).batch(step, batch_size), batch
+    )
+
+
+def test_steps_and_seeds_give_different_windows(corpus):
+    data = CharText(corpus, seq_len=16, seed=0)
+    assert len({data.batch(step, 8).tobytes() for step in range(10)}) == 10
+    assert not np.array_equal(CharText(corpus, seq_len=16, seed=1).batch(0, 8), data.batch(0, 8))
+
+
+def test_every_offset_is_reachable(tmp_path):
+    path = tmp_path / "short.txt"
+    path.write_text("abcdef", encoding="utf-8")
+    data = CharText(path, seq_len=4)  # two windows: "abcde" and "bcdef"
+    rows = {data.decode(row) for step in range(5) for row in data.batch(step, 10)}
+    assert rows == {"abcde", "bcdef"}
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        CharText(tmp_path / "absent.txt")
+
+
+def test_directory_is_not_a_file(tmp_path):
+    with pytest.raises(DataError, match="cannot read"):
+        CharText(tmp_path)
+
+
+def test_non_utf8_file(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("caf\xe9 ".encode("latin-1") * 40)
+    with pytest.raises(DataError, match="not UTF-8"):
+        CharText(path, seq_len=8)
+
+
+def test_too_short_file(tmp_path):
+    path = tmp_path / "short.txt"
+    path.write_text("x" * 9, encoding="utf-8")
+    with pytest.raises(DataError, match="at least"):
+        CharText(path, seq_len=8)
+    assert CharText(path, seq_len=7).batch(0, 3).shape == (3, 8)
+
+
+def test_data_error_is_a_value_error():
+    assert issubclass(DataError, ValueError)
+
+
+def test_bad_encode_decode_and_arguments(corpus):
+    data = CharText(corpus, seq_len=8)
+    with pytest.raises(DataError, match="'Z'"):
+        data.encode("Zebra")
+    with pytest.raises(DataError, match="outside"):
+        data.decode([1, data.vocab_size])
+    with pytest.raises(DataError, match="outside"):
+        data.decode([-1])
+    with pytest.raises(DataError, match="integers"):
+        data.decode([1.0])
+    with pytest.raises(ValueError, match="seq_len"):
+        CharText(corpus, seq_len=0)
+    with pytest.raises(ValueError, match="step"):
+        data.batch(-1, 2)
+    with pytest.raises(ValueError, match="batch_size"):
+        data.batch(0, 0)

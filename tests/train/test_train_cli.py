@@ -1,0 +1,50 @@
+"""The command line end to end, as a user runs it: help, a bad config, a tiny run."""
+
+import subprocess
+import sys
+
+
+def run_cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "scratchpar.train", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_lists_every_section():
+    out = run_cli("--help")
+    assert out.returncode == 0
+    for flag in ("--model", "--data", "--lr", "--steps", "--save", "--resume", "--config",
+                 "--strategy", "--device"):
+        assert flag in out.stdout
+
+
+def test_bad_config_exits_2_with_every_problem_and_no_traceback():
+    out = run_cli("--n-heads", "5", "--batch-size", "0", "--optimizer", "adamw", "--lr", "0")
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "n_heads (5) must divide" in out.stderr
+    assert "batch_size must be at least 1" in out.stderr
+    assert "optim.lr must be positive" in out.stderr
+
+
+def test_tiny_run_end_to_end(tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    out = run_cli("--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--seq-len", "12",
+                  "--steps", "6", "--warmup", "1", "--batch-size", "4", "--eval-batches", "1",
+                  "--no-progress", "--metrics", str(metrics), "--save", str(tmp_path / "ck"))
+    assert out.returncode == 0, out.stderr
+    assert "final: step 6" in out.stdout and "entropy floor" in out.stdout
+    assert (tmp_path / "ck" / "meta.json").is_file() and metrics.is_file()
+    resumed = run_cli("--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--seq-len", "12",
+                      "--steps", "8", "--warmup", "1", "--batch-size", "4", "--eval-batches",
+                      "1", "--no-progress", "--metrics", str(metrics), "--resume",
+                      str(tmp_path / "ck"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "final: step 8" in resumed.stdout and "2 steps in" in resumed.stdout
+
+
+def test_broken_checkpoint_is_a_clear_error(tmp_path):
+    (tmp_path / "ck").mkdir()
+    out = run_cli("--resume", str(tmp_path / "ck"), "--no-progress", "--steps", "2",
+                  "--warmup", "0", "--metrics", str(tmp_path / "m.jsonl"))
+    assert out.returncode == 2
+    assert "not a checkpoint" in out.stderr and "Traceback" not in out.stderr

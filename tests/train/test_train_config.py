@@ -1,0 +1,61 @@
+"""Config: defaults < TOML < flags, and one ConfigError listing every violation."""
+
+import pytest
+
+from scratchpar.train import ConfigError, load_config, make_config
+
+
+def test_defaults_are_valid():
+    cfg = load_config([])
+    assert cfg.train.strategy == "single"
+    assert cfg.model.d_model % cfg.model.n_heads == 0
+
+
+def test_flags_override_toml_which_overrides_defaults(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text("[model]\nd_model = 32\nn_heads = 8\n[optim]\nlr = 1\n[train]\nsteps = 7\n")
+    cfg = load_config(["--config", str(toml), "--steps", "9", "--warmup", "2"])
+    assert (cfg.model.d_model, cfg.model.n_heads, cfg.train.steps) == (32, 8, 9)
+    assert cfg.optim.lr == 1.0 and isinstance(cfg.optim.lr, float)
+    assert cfg.model.n_layers == 2  # untouched default
+
+
+def test_config_is_frozen():
+    cfg = load_config([])
+    with pytest.raises(AttributeError):
+        cfg.train.steps = 3
+
+
+def test_every_violation_is_listed_at_once():
+    with pytest.raises(ConfigError) as err:
+        load_config(["--n-heads", "3", "--lr", "-1", "--steps", "5", "--warmup", "9",
+                     "--dropout", "1.5", "--model", "mlp"])
+    problems = err.value.problems
+    assert len(problems) == 5, problems
+    text = str(err.value)
+    for fragment in ("n_heads (3) must divide", "optim.lr must be positive", "warmup (9)",
+                     "dropout must be in [0, 1)", "model mlp cannot learn"):
+        assert fragment in text
+
+
+def test_toml_unknown_keys_and_bad_types_are_reported(tmp_path):
+    toml = tmp_path / "bad.toml"
+    toml.write_text("[model]\nwidth = 3\n[nonsense]\nx = 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(["--config", str(toml)])
+    assert len(err.value.problems) == 2
+    with pytest.raises(ConfigError, match="expected int"):
+        make_config({"train": {"steps": "many"}})
+
+
+def test_data_path_implies_text_and_must_exist(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(["--data", str(tmp_path / "missing.txt")])
+    text = tmp_path / "corpus.txt"
+    text.write_text("hello world " * 50)
+    assert load_config(["--data", str(text)]).data.source == "text"
+
+
+def test_unreadable_toml_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="--config"):
+        load_config(["--config", str(tmp_path / "absent.toml")])
