@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from scratchpar.backend import get_array_module, to_host
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """Updates ``p.data`` in place from ``p.grad`` for every parameter whose gradient is not None.
 
     A parameter is any object with ``.data`` (an xp array, never rebound) and ``.grad`` (an array
@@ -37,6 +39,10 @@ class Optimizer:
         for i, p in enumerate(self.params):
             if p.grad is not None:
                 self._update(i, p)
+
+    @abc.abstractmethod
+    def _update(self, i: int, p) -> None:
+        """Update parameter ``i`` (``p``, whose ``grad`` is set) in place."""
 
     def zero_grad(self) -> None:
         """Drop every gradient (``p.grad = None``)."""
