@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from ..backend import BackendError
+from ..data import DataError
 from .build import build_trainer
 from .checkpoint import CheckpointError
 from .config import ConfigError, load_config
@@ -15,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(argv)
         trainer = build_trainer(cfg)
         summary = trainer.run()
-    except (ConfigError, CheckpointError) as e:
+    except (ConfigError, CheckpointError, BackendError, DataError) as e:
         print(f"scratchpar.train: {e}", file=sys.stderr)
         return 2
     print(format_summary(summary), flush=True)

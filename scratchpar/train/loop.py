@@ -9,7 +9,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..backend import sync
-from .checkpoint import load_checkpoint, save_checkpoint, split_state
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint, split_state
 
 
 class Trainer:
@@ -34,9 +34,12 @@ class Trainer:
 
     def restore(self, directory: str) -> None:
         arrays, meta = load_checkpoint(directory)
-        self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
-        self.dropout_gen.bit_generator.state = meta["dropout_rng"]
-        self.step = meta["step"]
+        try:
+            self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
+            self.dropout_gen.bit_generator.state = meta["dropout_rng"]
+            self.step = int(meta["step"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise CheckpointError(f"{directory} does not fit this run: {e}") from e
 
     def run(self) -> dict:
         """Train; returns the summary (held-out loss, floor, gap, throughput)."""

@@ -1,5 +1,6 @@
 """The command line end to end, as a user runs it: help, a bad config, a tiny run."""
 
+import importlib.util
 import subprocess
 import sys
 
@@ -48,3 +49,23 @@ def test_broken_checkpoint_is_a_clear_error(tmp_path):
                   "--warmup", "0", "--metrics", str(tmp_path / "m.jsonl"))
     assert out.returncode == 2
     assert "not a checkpoint" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
+    common = ("--n-heads", "2", "--n-layers", "1", "--seq-len", "12", "--steps", "2",
+              "--warmup", "0", "--batch-size", "2", "--eval-batches", "1", "--no-progress",
+              "--metrics", str(tmp_path / "m.jsonl"))
+    assert run_cli("--d-model", "16", "--save", str(tmp_path / "ck"), *common).returncode == 0
+    out = run_cli("--d-model", "8", "--resume", str(tmp_path / "ck"), *common)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "does not fit this run" in out.stderr and "shape" in out.stderr
+
+
+def test_cuda_without_cupy_is_a_clear_error(tmp_path):
+    out = run_cli("--device", "cuda", "--steps", "2", "--warmup", "0", "--no-progress",
+                  "--metrics", str(tmp_path / "m.jsonl"))
+    if importlib.util.find_spec("cupy") is not None:  # a machine with CuPy trains on its GPU
+        assert out.returncode == 0 and "final:" in out.stdout, out.stderr
+    else:
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert "CuPy" in out.stderr
