@@ -70,14 +70,12 @@ class Trainer:
             if self.step % t.log_every == 0 or self.step == stop:
                 sync()
                 now = time.perf_counter()
-                record = {"event": "step", "step": self.step, "loss": window_loss / max(window_units, 1), "lr": lr,
-                          f"{self.task.unit}_per_s": window_units / (now - window_start),
-                          "elapsed_s": now - run_start, **_extra(metrics)}
+                record = self._record(window_loss, window_units, now - window_start, lr, metrics)
+                record["elapsed_s"] = now - run_start
                 if log:
                     log.write(json.dumps(record) + "\n")
                     log.flush()
-                bar.set_postfix(loss=f"{record['loss']:.4f}",
-                                **{f"{self.task.unit}/s": f"{record[f'{self.task.unit}_per_s']:.0f}"})
+                bar.set_postfix(loss=f"{record['loss']:.4f}", rate=f"{record[self.rate]:.0f}")
                 window_loss = window_units = 0.0
                 window_start = now
             bar.update(1)
@@ -95,16 +93,23 @@ class Trainer:
                 fh.write(json.dumps({"event": "final", **summary}) + "\n")
         return summary
 
+    @property
+    def rate(self) -> str:
+        return f"{self.task.unit}_per_s"
+
+    def _record(self, loss_sum: float, units: float, seconds: float, lr: float,
+                metrics: dict) -> dict:
+        """A metrics record for the steps since the last one: unit-weighted loss, throughput."""
+        extra = {k: v for k, v in metrics.items() if k != "loss"}
+        return {"event": "step", "step": self.step, "loss": loss_sum / max(units, 1), "lr": lr,
+                self.rate: units / seconds, **extra}
+
     def summary(self, units: int, elapsed: float, steps: int) -> dict:
         loss = self.task.evaluate(self.cfg.train.eval_batches, self.cfg.train.batch_size)
         floor = self.task.floor()
         return {"step": self.step, "steps_run": steps, "eval_loss": loss, "floor": floor,
                 "gap": None if floor is None else loss - floor, "unit": self.task.unit,
                 "units_per_s": units / elapsed if elapsed > 0 else 0.0, "elapsed_s": elapsed}
-
-
-def _extra(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if k != "loss"}
 
 
 def _open_metrics(path: str, append: bool):

@@ -4,7 +4,6 @@ import dataclasses
 import json
 
 import numpy as np
-from train_helpers import tiny_config
 
 from scratchpar.train import build_trainer
 
@@ -18,8 +17,8 @@ def final_state(trainer):
     return {f"{part}/{k}": np.array(v) for part, named in state.items() for k, v in named.items()}
 
 
-def test_resume_equals_uninterrupted_run(tmp_path):
-    cfg = tiny_config(tmp_path)
+def test_resume_equals_uninterrupted_run(tmp_path, tiny_config):
+    cfg = tiny_config()
     straight = build_trainer(cfg)
     straight.run()
 
@@ -38,9 +37,9 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     assert straight.dropout_gen.bit_generator.state == second.dropout_gen.bit_generator.state
 
 
-def test_resume_changes_training(tmp_path):
+def test_resume_changes_training(tmp_path, tiny_config):
     """The check above can fail: a different seed gives different parameters."""
-    cfg = tiny_config(tmp_path)
+    cfg = tiny_config()
     a = build_trainer(cfg)
     a.run()
     b = build_trainer(replace_train(cfg, seed=1))
@@ -49,8 +48,8 @@ def test_resume_changes_training(tmp_path):
                zip(final_state(a).values(), final_state(b).values()))
 
 
-def test_metrics_file_records_the_run(tmp_path):
-    cfg = tiny_config(tmp_path)
+def test_metrics_file_records_the_run(tmp_path, tiny_config):
+    cfg = tiny_config()
     summary = build_trainer(cfg).run()
     records = [json.loads(line) for line in open(cfg.train.metrics)]
     assert records[0]["event"] == "start" and records[0]["floor"] == summary["floor"]
