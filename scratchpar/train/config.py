@@ -53,13 +53,13 @@ class DataConfig:
 @dataclass(frozen=True)
 class OptimConfig:
     optimizer: str = opt("adamw", "optimizer", choices=("sgd", "adam", "adamw"))
-    lr: float = opt(3e-3, "peak learning rate")
+    lr: float = opt(6e-3, "peak learning rate")
     momentum: float = opt(0.9, "SGD momentum")
     weight_decay: float = opt(0.0, "weight decay (L2 for sgd/adam, decoupled for adamw)")
     grad_clip: float = opt(1.0, "clip gradients to this global norm (0 = off)")
     schedule: str = opt("cosine", "LR schedule after warm-up",
                         choices=("constant", "cosine", "linear"))
-    warmup: int = opt(50, "linear warm-up steps")
+    warmup: int = opt(100, "linear warm-up steps")
     min_lr: float = opt(0.0, "final learning rate of the decay")
 
 
