@@ -1,4 +1,4 @@
-"""The functional API: one plain function per op, taking Tensors (or constants) and returning one."""
+"""The functional API: one plain function per op, on Tensors (or constants), returning a Tensor."""
 
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ def reshape(a, *shape) -> Tensor:
 
 
 def permute(a, *axes) -> Tensor:
-    return s.Permute.apply(a, axes=axes[0] if len(axes) == 1 else axes)
+    one_sequence = len(axes) == 1 and isinstance(axes[0], (tuple, list))  # permute((1, 0))
+    return s.Permute.apply(a, axes=axes[0] if one_sequence else axes)
 
 
 def transpose(a, axis1=-2, axis2=-1) -> Tensor:

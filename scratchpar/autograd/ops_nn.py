@@ -10,19 +10,35 @@ from ..backend import get_array_module
 from .tensor import Function
 
 
+def sum_over(a, axis: int, b=None):
+    """Σ a (or Σ a ⊙ b) over ``axis``, kept as size 1.
+
+    For the last axis this is an einsum: NumPy sums short contiguous rows several times slower,
+    and the einsum forms the product without a temporary array.
+    """
+    if axis not in (-1, a.ndim - 1):
+        return (a if b is None else a * b).sum(axis=axis, keepdims=True)
+    xp = get_array_module(a)
+    total = xp.einsum("...i->...", a) if b is None else xp.einsum("...i,...i->...", a, b)
+    return total[..., None]
+
+
 class Softmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         xp = get_array_module(x)
-        e = xp.exp(x - x.max(axis=axis, keepdims=True))  # shift for stability
-        ctx.out = out = e / e.sum(axis=axis, keepdims=True)
-        ctx.axis = axis
+        out = x - x.max(axis=axis, keepdims=True)  # shift for stability
+        xp.exp(out, out=out)
+        out /= sum_over(out, axis)
+        ctx.out, ctx.axis = out, axis
         return out
 
     @staticmethod
     def backward(ctx, g):
         y = ctx.out  # dx = y ⊙ (g − Σ g⊙y)
-        return y * (g - (g * y).sum(axis=ctx.axis, keepdims=True))
+        dx = g - sum_over(g, ctx.axis, y)
+        dx *= y
+        return dx
 
 
 class LogSoftmax(Function):
@@ -54,23 +70,22 @@ class Dropout(Function):
 
 
 class Linear(Function):
-    """Y[..., F] = X[..., D] · W[D, F] + b[F]."""
+    """Y[..., F] = X[..., D] · W[D, F] + b[F], the leading axes folded into one 2-D product."""
 
     @staticmethod
     def forward(ctx, x, w, b=None):
-        ctx.x, ctx.w = x, w
-        y = x @ w  # (..., F)
+        ctx.x2, ctx.w, ctx.shape = x.reshape(-1, x.shape[-1]), w, x.shape  # (N, D)
+        y = ctx.x2 @ w  # (N, F)
         if b is not None:
             y += b
-        return y
+        return y.reshape(*x.shape[:-1], w.shape[1])
 
     @staticmethod
     def backward(ctx, g):
         need_x, need_w = ctx.needs_input_grad[:2]
-        x, w = ctx.x, ctx.w
         g2 = g.reshape(-1, g.shape[-1])  # (N, F)
-        gx = (g @ w.T) if need_x else None  # (..., D)
-        gw = (x.reshape(-1, x.shape[-1]).T @ g2) if need_w else None  # (D, F)
+        gx = (g2 @ ctx.w.T).reshape(ctx.shape) if need_x else None  # (..., D)
+        gw = (ctx.x2.T @ g2) if need_w else None  # (D, F)
         gb = g2.sum(axis=0) if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2] else None
         return gx, gw, gb
 
@@ -81,23 +96,32 @@ class LayerNorm(Function):
     @staticmethod
     def forward(ctx, x, gamma, beta, eps=1e-5):
         xp = get_array_module(x)
-        mu = x.mean(axis=-1, keepdims=True)  # (..., 1)
-        xc = x - mu
-        rstd = 1.0 / xp.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)  # (..., 1)
-        ctx.xhat = xhat = xc * rstd  # (..., D)
-        ctx.rstd, ctx.gamma = rstd, gamma
-        return xhat * gamma + beta
+        d = x.shape[-1]
+        xhat = x - sum_over(x, -1) / d  # (..., D) centred
+        rstd = 1.0 / xp.sqrt(sum_over(xhat, -1, xhat) / d + eps)  # (..., 1)
+        xhat *= rstd  # x̂
+        ctx.xhat, ctx.rstd, ctx.gamma = xhat, rstd, gamma
+        out = xhat * gamma
+        out += beta
+        return out
 
     @staticmethod
     def backward(ctx, g):
+        xp = get_array_module(g)
+        need_x, need_gamma, need_beta = ctx.needs_input_grad
         xhat, rstd = ctx.xhat, ctx.rstd
-        lead = tuple(range(g.ndim - 1))
-        ggamma = (g * xhat).sum(axis=lead)  # (D,)
-        gbeta = g.sum(axis=lead)  # (D,)
-        gx_hat = g * ctx.gamma  # (..., D)
-        # dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)), the standard layer-norm backward
-        gx = rstd * (gx_hat - gx_hat.mean(axis=-1, keepdims=True)
-                     - xhat * (gx_hat * xhat).mean(axis=-1, keepdims=True))
+        d = g.shape[-1]
+        ggamma = (xp.einsum("ni,ni->i", g.reshape(-1, d), xhat.reshape(-1, d))  # (D,): Σ g ⊙ x̂
+                  if need_gamma else None)
+        gbeta = g.sum(axis=tuple(range(g.ndim - 1))) if need_beta else None  # (D,)
+        if not need_x:
+            return None, ggamma, gbeta
+        # dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)) with ĝ = g ⊙ γ, the layer-norm backward
+        gx = g * ctx.gamma  # (..., D): ĝ
+        correction = xhat * (sum_over(gx, -1, xhat) / d)
+        gx -= sum_over(gx, -1) / d
+        gx -= correction
+        gx *= rstd
         return gx, ggamma, gbeta
 
 
@@ -111,23 +135,23 @@ class CrossEntropy(Function):
     @staticmethod
     def forward(ctx, logits, targets, ignore_index=-100, reduction="mean"):
         xp = get_array_module(logits)
-        n = logits.shape[0]
-        shifted = logits - logits.max(axis=1, keepdims=True)  # (N, V)
-        exp = xp.exp(shifted)
-        sumexp = exp.sum(axis=1, keepdims=True)  # (N, 1)
+        rows = xp.arange(logits.shape[0])
         valid = targets != ignore_index  # (N,)
         safe = xp.where(valid, targets, 0)
-        picked = shifted[xp.arange(n), safe]  # (N,)
+        probs = logits - logits.max(axis=1, keepdims=True)  # (N, V), shifted for stability
+        picked = probs[rows, safe]  # (N,)
+        xp.exp(probs, out=probs)
+        sumexp = sum_over(probs, -1)  # (N, 1)
+        probs /= sumexp  # softmax
         losses = (xp.log(sumexp[:, 0]) - picked) * valid  # −log softmax(x)_y, masked
         count = int(valid.sum())
         ctx.scale = 1.0 / max(count, 1) if reduction == "mean" else 1.0
-        ctx.probs, ctx.safe, ctx.valid = exp / sumexp, safe, valid
+        ctx.probs, ctx.rows, ctx.safe, ctx.valid = probs, rows, safe, valid
         return xp.asarray(losses.sum() * ctx.scale, dtype=logits.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        xp = get_array_module(g)
         grad = ctx.probs.copy()  # (N, V): softmax − onehot, for counted rows only
-        grad[xp.arange(grad.shape[0]), ctx.safe] -= 1
+        grad[ctx.rows, ctx.safe] -= 1
         grad *= (ctx.valid * (g * ctx.scale)).astype(grad.dtype)[:, None]
         return grad, None

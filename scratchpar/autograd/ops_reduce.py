@@ -15,6 +15,17 @@ def reduction(ctx, a, axis) -> tuple:
     return axes
 
 
+def spread(ctx, g):
+    """The reduced ``g`` repeated over the reduced axes: a fresh array of the input's shape.
+
+    A fresh array rather than a broadcast view: a leaf would copy the view anyway, and
+    ``broadcast_to`` alone costs more than filling a small array.
+    """
+    out = get_array_module(g).empty(ctx.shape, dtype=g.dtype)
+    out[...] = g.reshape(ctx.kept)
+    return out
+
+
 class Sum(Function):
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
@@ -22,7 +33,7 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return get_array_module(g).broadcast_to(g.reshape(ctx.kept), ctx.shape)
+        return spread(ctx, g)
 
 
 class Mean(Function):
@@ -34,7 +45,7 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return get_array_module(g).broadcast_to(g.reshape(ctx.kept) / ctx.count, ctx.shape)
+        return spread(ctx, g / ctx.count)
 
 
 class Max(Function):

@@ -69,7 +69,9 @@ class Gather(Function):
     def backward(ctx, g):
         xp = get_array_module(g)
         grad = xp.zeros(ctx.shape, dtype=g.dtype)  # (V, D)
-        scatter_add(grad, ctx.ids.reshape(-1), g.reshape(-1, ctx.shape[1]))
+        d = ctx.shape[1]
+        entries = (ctx.ids.reshape(-1, 1) * d + xp.arange(d)).reshape(-1)  # (N·D,) flat indices
+        scatter_add(grad.reshape(-1), entries, g.reshape(-1))  # 1-D: NumPy's fast path
         return grad, None
 
 

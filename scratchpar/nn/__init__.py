@@ -10,5 +10,5 @@ from .rnn import LSTMLanguageModel, RNNLanguageModel
 
 __all__ = ["GELU", "GPT", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding",
            "LSTMLanguageModel", "LayerNorm", "Linear", "Module", "ModuleList", "Parameter", "ReLU",
-           "RNNLanguageModel", "Sequential", "Tanh", "count_targets", "lm_loss", "set_dropout_generator",
-           "shift"]
+           "RNNLanguageModel", "Sequential", "Tanh", "count_targets", "lm_loss",
+           "set_dropout_generator", "shift"]

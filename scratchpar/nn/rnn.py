@@ -45,7 +45,7 @@ class RNNLanguageModel(Module):
 
 
 class LSTMLanguageModel(RNNLanguageModel):
-    """The same with an LSTM cell (Hochreiter & Schmidhuber 1997; gates as in Graves 2013, eq. 7–11)."""
+    """The same with an LSTM cell (Hochreiter & Schmidhuber 1997; Graves 2013, eq. 7–11)."""
 
     gates = 4
 

@@ -1,0 +1,1 @@
+"""Benchmarks that print side-by-side tables: ``python -m scratchpar.bench <name>``."""

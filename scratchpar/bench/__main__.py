@@ -1,0 +1,31 @@
+"""The benchmark launcher: ``python -m scratchpar.bench <name> [options]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+if __name__ == "__main__":  # one thread per library, set before NumPy and PyTorch load
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
+from . import step  # noqa: E402
+
+BENCHMARKS = {"step": step}  # name → module with add_arguments(parser) and run(args) -> exit code
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scratchpar.bench",
+                                     description="Run one of scratchpar's benchmarks.")
+    names = parser.add_subparsers(dest="name", metavar="<name>", required=True,
+                                  help=f"one of: {', '.join(BENCHMARKS)}")
+    for name, module in BENCHMARKS.items():
+        module.add_arguments(names.add_parser(name, help=module.__doc__.splitlines()[0],
+                                              description=module.__doc__))
+    args = parser.parse_args(argv)
+    return BENCHMARKS[args.name].run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

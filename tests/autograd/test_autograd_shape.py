@@ -1,0 +1,262 @@
+"""Shape and indexing ops: reshape, permute, getitem, gather, concat/split/stack, where, fill."""
+
+import numpy as np
+import pytest
+from autograd_helpers import PROPERTY, leaf, normal, seeds, shapes
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from scratchpar.autograd import Tensor, grad_check
+from scratchpar.autograd import functional as F
+
+
+@st.composite
+def reshape_case(draw):
+    """A shape and another with the same size: its sides shuffled, with 1s inserted."""
+    shape = draw(shapes())
+    target = list(draw(st.permutations(shape))) if shape else []
+    for _ in range(draw(st.integers(0, 2))):
+        target.insert(draw(st.integers(0, len(target))), 1)
+    if target and draw(st.booleans()):
+        target[draw(st.integers(0, len(target) - 1))] = -1
+    return shape, tuple(target)
+
+
+@PROPERTY
+@given(case=reshape_case(), seed=seeds)
+def test_reshape(case, seed):
+    shape, target = case
+    x = normal(np.random.default_rng(seed), shape)
+    out = x.reshape(target)
+    np.testing.assert_array_equal(out.data, x.data.reshape(target))
+    np.testing.assert_array_equal(F.reshape(x, *target).data, out.data)
+    grad_check(lambda t: t.reshape(target), [x])
+
+
+@st.composite
+def permute_case(draw):
+    shape = draw(shapes(min_dims=1, max_dims=4))
+    return shape, tuple(draw(st.permutations(range(len(shape)))))
+
+
+@PROPERTY
+@given(case=permute_case(), seed=seeds)
+def test_permute(case, seed):
+    shape, axes = case
+    x = normal(np.random.default_rng(seed), shape)
+    out = x.permute(*axes)
+    np.testing.assert_array_equal(out.data, np.transpose(x.data, axes))
+    np.testing.assert_array_equal(F.permute(x, axes).data, out.data)
+    grad_check(lambda t: t.permute(*axes), [x])
+
+
+@PROPERTY
+@given(shape=shapes(min_dims=2, max_dims=4), seed=seeds, data=st.data())
+def test_transpose_swaps_two_axes(shape, seed, data):
+    x = normal(np.random.default_rng(seed), shape)
+    np.testing.assert_array_equal(x.T.data, np.swapaxes(x.data, -1, -2))
+    np.testing.assert_array_equal(x.transpose().data, np.swapaxes(x.data, -1, -2))
+    i = data.draw(st.integers(-len(shape), len(shape) - 1))
+    j = data.draw(st.integers(-len(shape), len(shape) - 1))
+    np.testing.assert_array_equal(F.transpose(x, i, j).data, np.swapaxes(x.data, i, j))
+    grad_check(lambda t: F.transpose(t, i, j), [x])
+
+
+@st.composite
+def basic_index(draw):
+    """A shape and a basic index: ints, slices with any step, None and Ellipsis."""
+    shape = draw(shapes(min_dims=1, max_dims=3, max_side=4))
+    parts = []
+    for n in shape:
+        kind = draw(st.sampled_from(("int", "slice", "slice", "full")))
+        if kind == "int":
+            parts.append(draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            start = draw(st.none() | st.integers(-n, n))
+            stop = draw(st.none() | st.integers(-n, n))
+            step = draw(st.sampled_from([None, 1, 2, -1, -2]))
+            parts.append(slice(start, stop, step))
+        else:
+            parts.append(slice(None))
+    k = draw(st.integers(1, len(parts)))
+    form = draw(st.sampled_from(("leading", "leading...", "...trailing")))
+    if form == "...trailing":
+        parts = [Ellipsis] + parts[len(parts) - k:]
+    else:
+        parts = parts[:k] + ([Ellipsis] if form == "leading..." else [])
+    if draw(st.booleans()):
+        parts.insert(draw(st.integers(0, len(parts))), None)
+    return shape, tuple(parts)
+
+
+@PROPERTY
+@given(case=basic_index(), seed=seeds)
+def test_getitem_basic(case, seed):
+    shape, index = case
+    x = normal(np.random.default_rng(seed), shape)
+    out = x[index]
+    expected = x.data[index]
+    np.testing.assert_array_equal(out.data, expected)
+    grad_check(lambda t: t[index], [x])
+    x.grad = None
+    x[index].backward(np.ones(np.shape(expected)))
+    hit = np.zeros(shape)
+    hit[index] = 1.0
+    np.testing.assert_array_equal(x.grad, hit)  # 1 where read, 0 elsewhere
+
+
+@PROPERTY
+@given(shape=shapes(min_dims=1, max_dims=3), seed=seeds, data=st.data())
+def test_getitem_integer_array_with_repeats_accumulates(shape, seed, data):
+    rng = np.random.default_rng(seed)
+    x = normal(rng, shape)
+    ids = data.draw(hnp.arrays(np.int64, st.integers(1, 6),
+                               elements=st.integers(-shape[0], shape[0] - 1)))
+    np.testing.assert_array_equal(x[ids].data, x.data[ids])
+    grad_check(lambda t: t[ids], [x])
+    x.grad = None
+    x[ids].backward(np.ones((len(ids),) + shape[1:]))
+    counts = np.bincount(ids % shape[0], minlength=shape[0]).astype(np.float64)
+    np.testing.assert_array_equal(x.grad, np.broadcast_to(
+        counts.reshape((-1,) + (1,) * (len(shape) - 1)), shape))
+
+
+@PROPERTY
+@given(seed=seeds, rows=st.lists(st.integers(0, 2), min_size=1, max_size=5),
+       cols=st.integers(0, 3))
+def test_getitem_paired_index_arrays_and_mixed(seed, rows, cols):
+    x = normal(np.random.default_rng(seed), (3, 4))
+    r = np.array(rows)
+    c = np.full(len(rows), cols)
+    np.testing.assert_array_equal(x[r, c].data, x.data[r, c])
+    grad_check(lambda t: t[r, c], [x])
+    grad_check(lambda t: t[1:, r], [x])  # a slice then an integer array
+    grad_check(lambda t: t[Tensor(r)], [x])  # an index given as a Tensor
+
+
+@PROPERTY
+@given(shape=shapes(min_dims=1, max_dims=3), seed=seeds, data=st.data())
+def test_getitem_boolean_mask(shape, seed, data):
+    x = normal(np.random.default_rng(seed), shape)
+    full = data.draw(hnp.arrays(np.bool_, shape))
+    rows = data.draw(hnp.arrays(np.bool_, shape[:1]))
+    for mask in (full, rows):
+        np.testing.assert_array_equal(x[mask].data, x.data[mask])
+        grad_check(lambda t, m=mask: t[m], [x])
+    x.grad = None
+    x[full].backward(np.full(int(full.sum()), 2.0))
+    np.testing.assert_array_equal(x.grad, 2.0 * full)
+
+
+@PROPERTY
+@given(v=st.integers(1, 5), d=st.integers(1, 4), seed=seeds, data=st.data())
+def test_gather_with_repeated_ids(v, d, seed, data):
+    w = normal(np.random.default_rng(seed), (v, d))
+    ids = data.draw(hnp.arrays(np.int64, shapes(min_dims=0, max_dims=2, max_side=4),
+                               elements=st.integers(0, v - 1)))
+    out = F.gather(w, ids)
+    assert out.shape == ids.shape + (d,)
+    np.testing.assert_array_equal(out.data, w.data[ids])
+    grad_check(lambda t: F.gather(t, ids), [w])
+    w.grad = None
+    F.gather(w, Tensor(ids)).backward(np.ones(ids.shape + (d,)))
+    counts = np.bincount(ids.reshape(-1), minlength=v).astype(np.float64)
+    np.testing.assert_array_equal(w.grad, np.repeat(counts[:, None], d, axis=1))
+
+
+@st.composite
+def concat_case(draw):
+    """Shapes that agree except along ``axis``; ``axis`` may be negative."""
+    base = list(draw(shapes(min_dims=1, max_dims=3)))
+    axis = draw(st.integers(-len(base), len(base) - 1))
+    sizes = draw(st.lists(st.integers(1, 3), min_size=1, max_size=4))
+    out = []
+    for size in sizes:
+        shape = list(base)
+        shape[axis] = size
+        out.append(tuple(shape))
+    return out, axis, sizes
+
+
+@PROPERTY
+@given(case=concat_case(), seed=seeds)
+def test_concat_then_split_round_trip(case, seed):
+    part_shapes, axis, sizes = case
+    rng = np.random.default_rng(seed)
+    parts = [normal(rng, s) for s in part_shapes]
+    joined = F.concat(parts, axis=axis)
+    np.testing.assert_array_equal(joined.data, np.concatenate([p.data for p in parts], axis))
+    grad_check(lambda *ts: F.concat(ts, axis=axis), parts)
+    back = F.split(joined, sizes, axis=axis)
+    assert len(back) == len(parts)
+    for p, q in zip(parts, back, strict=True):
+        np.testing.assert_array_equal(q.data, p.data)
+    whole = leaf(joined.data)
+    weights = [rng.standard_normal(s) for s in part_shapes]
+
+    def weighted_parts(t):
+        parts_t = F.split(t, sizes, axis=axis)
+        return F.concat([q * w for q, w in zip(parts_t, weights, strict=True)], axis)
+
+    grad_check(weighted_parts, [whole])
+
+
+@PROPERTY
+@given(shape=shapes(min_dims=1, max_dims=3), n=st.integers(1, 4), seed=seeds, data=st.data())
+def test_stack_and_equal_split(shape, n, seed, data):
+    rng = np.random.default_rng(seed)
+    parts = [normal(rng, shape) for _ in range(n)]
+    axis = data.draw(st.integers(-len(shape) - 1, len(shape)))
+    stacked = F.stack(parts, axis=axis)
+    np.testing.assert_array_equal(stacked.data, np.stack([p.data for p in parts], axis))
+    grad_check(lambda *ts: F.stack(ts, axis=axis), parts)
+    pieces = F.split(stacked, n, axis=axis)
+    for p, q in zip(parts, pieces, strict=True):
+        np.testing.assert_array_equal(q.data.reshape(shape), p.data)
+
+
+def test_split_rejects_bad_sections():
+    x = leaf(np.ones((2, 5)))
+    with pytest.raises(ValueError, match="equal parts"):
+        F.split(x, 2, axis=1)
+    with pytest.raises(ValueError, match="add up"):
+        F.split(x, [2, 2], axis=1)
+
+
+@PROPERTY
+@given(shapes3=hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=3),
+       seed=seeds)
+def test_where_broadcasts_condition_and_branches(shapes3, seed):
+    cond_shape, a_shape, b_shape = shapes3.input_shapes
+    rng = np.random.default_rng(seed)
+    cond = rng.random(cond_shape) < 0.5
+    a, b = normal(rng, a_shape), normal(rng, b_shape)
+    out = F.where(cond, a, b)
+    np.testing.assert_array_equal(out.data, np.where(cond, a.data, b.data))
+    grad_check(lambda x, y: F.where(cond, x, y), [a, b])
+    grad_check(lambda x: F.where(Tensor(cond), x, 0.5), [a])  # constant branch, Tensor cond
+    a.grad = b.grad = None
+    F.where(cond, a, b).backward(np.ones(shapes3.result_shape))
+    full = np.broadcast_to(cond, shapes3.result_shape)
+    assert a.grad.sum() == full.sum() and b.grad.sum() == (~full).sum()
+
+
+@PROPERTY
+@given(pair=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3),
+       seed=seeds, value=st.sampled_from([0.0, -2.0, 3.5]))
+def test_masked_fill(pair, seed, value):
+    a_shape, mask_shape = pair.input_shapes
+    rng = np.random.default_rng(seed)
+    a = normal(rng, a_shape)
+    mask = rng.random(mask_shape) < 0.5
+    out = F.masked_fill(a, mask, value)
+    np.testing.assert_array_equal(out.data, np.where(mask, value, a.data))
+    grad_check(lambda t: F.masked_fill(t, mask, value), [a])
+    a.grad = None
+    F.masked_fill(a, mask, value).backward(np.ones(pair.result_shape))
+    kept = np.broadcast_to(~mask, pair.result_shape).astype(np.float64)
+    expected = kept.sum(axis=tuple(range(kept.ndim - len(a_shape))))
+    expected = expected.sum(axis=tuple(i for i, n in enumerate(a_shape) if n == 1 and
+                                       expected.shape[i] != 1), keepdims=True)
+    np.testing.assert_array_equal(a.grad, expected.reshape(a_shape))

@@ -1,0 +1,66 @@
+"""Smoke tests of ``python -m scratchpar.bench step``: runs, checks equivalence, prints its rows."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import scratchpar.bench
+from scratchpar.bench.__main__ import main
+from scratchpar.bench.cases import Case, Contender
+from scratchpar.bench.step import NotEquivalent, compare
+
+
+def rows_of(out: str) -> set[tuple[str, str]]:
+    """(case, contender) of every timing-table line."""
+    return {tuple(line.split()[:2]) for line in out.splitlines()
+            if line.split()[:1] in (["mlp"], ["gpt"]) and len(line.split()) >= 6}
+
+
+def test_step_quick_prints_every_row_after_the_equivalence_check(capsys, tmp_path):
+    path = tmp_path / "step.json"
+    assert main(["step", "--quick", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "before timing: OK" in out
+    expected = {("mlp", "scratchpar"), ("mlp", "floor"), ("gpt", "scratchpar")}
+    torch_rows = {("mlp", "pytorch"), ("gpt", "pytorch")}
+    has_torch = "torch missing" not in out
+    assert rows_of(out) == (expected | torch_rows if has_torch else expected)
+    for op in ("add", "mul", "matmul", "relu", "sum", "reshape"):
+        assert any(line.startswith(op + " ") for line in out.splitlines())
+    result = json.loads(path.read_text())
+    assert len(result["targets"]) == 3
+    assert all(r["loss_rel_err"] <= 1e-4 for r in result["equivalence"])
+    assert result["per_step"]["mlp"]["scratchpar"]["ms"] > 0
+
+
+def test_step_without_torch_keeps_scratchpar_and_the_floor(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now fails
+    monkeypatch.delitem(sys.modules, "scratchpar.bench.twins", raising=False)
+    monkeypatch.delattr(scratchpar.bench, "twins", raising=False)
+    assert main(["step", "--quick", "--default-malloc"]) == 0
+    out = capsys.readouterr().out
+    assert "torch missing" in out and "before timing: OK" in out
+    assert rows_of(out) == {("mlp", "scratchpar"), ("mlp", "floor"), ("gpt", "scratchpar")}
+    assert out.count("n/a (no torch)") == 2
+
+
+def test_unknown_benchmark_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["no-such-benchmark"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'no-such-benchmark'" in capsys.readouterr().err
+
+
+def test_disagreeing_contenders_are_not_timed():
+    grads = {"w": np.ones(3)}
+
+    def contender(name, loss, scale):
+        return Contender(name, lambda: None, lambda: (loss, {"w": scale * grads["w"]}))
+
+    compare(Case("toy", "", [contender("a", 1.0, 1.0), contender("b", 1.0, 1.0 + 1e-6)]))
+    with pytest.raises(NotEquivalent, match="b disagrees with a"):
+        compare(Case("toy", "", [contender("a", 1.0, 1.0), contender("b", 1.0, 1.1)]))
+    with pytest.raises(NotEquivalent):
+        compare(Case("toy", "", [contender("a", 1.0, 1.0), contender("b", 1.01, 1.0)]))
