@@ -6,8 +6,9 @@ Layout of ``DIR``::
     model.npz     parameter name → array
     optim.npz     optimizer state name → array
 
-The directory is written beside its destination and renamed into place, so a crash leaves either
-the old checkpoint or the new one, never a mixture. Loading verifies every checksum and refuses
+The directory is written beside its destination and renamed into place, so a reader never sees
+a mixture of two checkpoints; a crash between the two renames leaves the old checkpoint intact
+under a hidden ``.DIR.old-PID`` name. Loading verifies every checksum and refuses
 object arrays (``allow_pickle=False``): a checkpoint can never run code.
 """
 
