@@ -84,6 +84,9 @@ def reshape(a, *shape) -> Tensor:
 
 
 def permute(a, *axes) -> Tensor:
+    """Reorder axes: ``permute(x, 1, 0)`` or ``permute(x, (1, 0))``; no axes reverses them."""
+    if not axes:
+        return s.Permute.apply(a, axes=None)
     one_sequence = len(axes) == 1 and isinstance(axes[0], (tuple, list))  # permute((1, 0))
     return s.Permute.apply(a, axes=axes[0] if one_sequence else axes)
 
@@ -102,7 +105,7 @@ def getitem(a, index) -> Tensor:
 
 def gather(weight, ids) -> Tensor:
     """Embedding lookup: weight (V, D), integer ids (...) → (..., D)."""
-    return s.Gather.apply(weight, _data(ids))
+    return s.Gather.apply(weight, weight.xp.asarray(_data(ids)))
 
 
 def concat(tensors, axis=0) -> Tensor:

@@ -260,3 +260,11 @@ def test_masked_fill(pair, seed, value):
     expected = expected.sum(axis=tuple(i for i, n in enumerate(a_shape) if n == 1 and
                                        expected.shape[i] != 1), keepdims=True)
     np.testing.assert_array_equal(a.grad, expected.reshape(a_shape))
+
+
+def test_gather_accepts_python_lists_and_permute_without_axes_reverses():
+    w = Tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    F.gather(w, [0, 2, 0]).sum().backward()
+    np.testing.assert_array_equal(w.grad, [[2, 2], [0, 0], [1, 1]])
+    x = Tensor(np.zeros((2, 3, 4)))
+    assert F.permute(x).shape == (4, 3, 2)
