@@ -82,15 +82,13 @@ class Trainer:
             if t.save and t.save_every and self.step % t.save_every == 0 and self.is_logger:
                 self.save(t.save)
         bar.close()
-        if log:
-            log.close()
         elapsed = time.perf_counter() - run_start
         if t.save and self.is_logger:
             self.save(t.save)
         summary = self.summary(units_done, elapsed, self.step - first)
-        if self.is_logger:
-            with open(t.metrics, "a") as fh:
-                fh.write(json.dumps({"event": "final", **summary}) + "\n")
+        if log:
+            log.write(json.dumps({"event": "final", **summary}) + "\n")
+            log.close()
         return summary
 
     @property
