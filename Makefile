@@ -29,7 +29,7 @@ test: install  ## the whole suite: unit, property and launch tests
 	$(BIN)/python -m pytest -q $(ARGS)
 
 test-%: install  ## the MPI tier on N ranks: make test-4
-	$(BIN)/mpiexec -n $* $(BIN)/python -m pytest -q -p no:cacheprovider tests/mpi $(ARGS)
+	SCRATCHPAR_MPI_TIER=1 $(BIN)/mpiexec -n $* $(BIN)/python -m pytest -q -p no:cacheprovider tests/mpi $(ARGS)
 
 lint: install
 	$(BIN)/ruff check scratchpar tests

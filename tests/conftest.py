@@ -1,5 +1,7 @@
 """Fixtures shared across test folders."""
 
+import os
+
 import pytest
 
 from scratchpar.train import make_config
@@ -19,3 +21,7 @@ def tiny_config(tmp_path):
         })
 
     return make
+
+
+# tests/mpi run only on real ranks, started by tests/launch/test_launch_mpi_tier.py (or make test-N)
+collect_ignore = [] if os.environ.get("SCRATCHPAR_MPI_TIER") else ["mpi"]

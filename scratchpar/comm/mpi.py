@@ -1,0 +1,290 @@
+"""Communicator: one MPI communicator, messages on NumPy/CuPy arrays, and the one place that waits.
+
+This is the only module that imports mpi4py. Arrays always travel through the upper-case buffer
+API (never pickled); lower-case pickling carries small metadata only (shapes, signatures).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from scratchpar import backend
+from scratchpar.comm.errors import CommError, WaitTimeout
+from scratchpar.comm.watchdog import Wait, debug_enabled, default_timeout, report
+
+SPIN_S = 5e-4  # poll without sleeping this long: a short message arrives within it
+MAX_NAP_S = 1e-3  # then sleep between polls, doubling up to this, to free an oversubscribed core
+TAG_SPACE = 32767  # the MPI standard's smallest allowed MPI_TAG_UB
+MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+
+
+class Request:
+    """A pending message: the MPI request, what it is for, and what to do once it completes."""
+
+    __slots__ = ("mpi", "wait", "finish")
+
+    def __init__(self, mpi_request, wait: Wait, finish=None):
+        self.mpi, self.wait, self.finish = mpi_request, wait, finish
+
+
+class Communicator:
+    """One mpi4py intracommunicator with ``rank``, ``size`` and ``local_rank``.
+
+    Point-to-point calls post on the user channel. Inside an operation (see :meth:`enter`;
+    every collective is one) they post on a private duplicate, tagged by the operation's
+    sequence number, so a collective's messages never match a user's. Every wait goes through
+    :meth:`wait_all`, which polls (yielding the core), naps when the wait is long, and raises
+    :class:`WaitTimeout` past ``timeout`` seconds.
+    """
+
+    def __init__(self, mpi_comm=None, *, timeout: float | None = None, name: str = "world",
+                 cuda_aware: bool | None = None):
+        self._comm = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
+        self._coll = self._comm.Dup()  # collectives' channel
+        self._check = self._comm.Dup()  # debug-mode signature checks
+        self.rank, self.size, self.name = self._comm.Get_rank(), self._comm.Get_size(), name
+        node = self._comm.Split_type(MPI.COMM_TYPE_SHARED)
+        self.local_rank = node.Get_rank()
+        node.Free()
+        self.timeout = default_timeout() if timeout is None else timeout
+        self.cuda_aware = detect_cuda_aware() if cuda_aware is None else cuda_aware
+        self.debug = debug_enabled()  # compare every collective's signature across ranks first
+        self._seq = 0  # operations started here; every rank numbers them alike
+        self._op: Wait | None = None  # the collective whose messages are being posted
+
+    def __repr__(self) -> str:
+        return f"Communicator({self.name}, rank {self.rank} of {self.size})"
+
+    # -- structure ------------------------------------------------------------------------------
+    def split(self, color: int, key: int | None = None, name: str | None = None) -> Communicator:
+        """Ranks with equal ``color`` form a new communicator, ordered by ``key`` (default rank)."""
+        sub = self._comm.Split(color, self.rank if key is None else key)
+        return Communicator(sub, timeout=self.timeout, name=name or f"{self.name}/{color}",
+                            cuda_aware=self.cuda_aware)
+
+    def dup(self, name: str | None = None) -> Communicator:
+        """The same ranks on a separate channel: a subsystem's messages never mix with others'."""
+        return Communicator(self._comm.Dup(), timeout=self.timeout, name=name or self.name,
+                            cuda_aware=self.cuda_aware)
+
+    def barrier(self) -> None:
+        """Wait until every rank arrives (a polled non-blocking barrier: waiters nap, not spin)."""
+        self.wait(Request(self._coll.Ibarrier(), self._next_wait("barrier")))
+
+    def abort(self, code: int = 1) -> None:
+        """End every rank of the job now."""
+        MPI.COMM_WORLD.Abort(code)
+
+    # -- point to point -------------------------------------------------------------------------
+    def isend(self, buf, dest: int, tag: int = 0) -> Request:
+        """Start sending the contiguous array ``buf`` to ``dest``; it must not change until done."""
+        comm, tag, wait = self._route(tag, "send", buf, dest)
+        send = self._sendable(buf)
+        return Request(comm.Isend(_spec(send), dest, tag), wait)
+
+    def irecv(self, buf, source: int, tag: int = 0) -> Request:
+        """Start receiving into the contiguous array ``buf`` from ``source``."""
+        comm, tag, wait = self._route(tag, "recv", buf, source)
+        host, finish = self._receivable(buf)
+        return Request(comm.Irecv(_spec(host), source, tag), wait, finish)
+
+    def send(self, buf, dest: int, tag: int = 0) -> None:
+        self.wait(self.isend(buf, dest, tag))
+
+    def recv(self, buf, source: int, tag: int = 0) -> None:
+        self.wait(self.irecv(buf, source, tag))
+
+    def sendrecv(self, sendbuf, dest: int, recvbuf, source: int, tag: int = 0) -> None:
+        """Send to ``dest`` and receive from ``source`` at once (safe in a ring: no deadlock)."""
+        self.wait_all([self.irecv(recvbuf, source, tag), self.isend(sendbuf, dest, tag)])
+
+    # -- waiting --------------------------------------------------------------------------------
+    def wait(self, request: Request) -> None:
+        self.wait_all([request])
+
+    def test_all(self, requests: list[Request]) -> bool:
+        """True (and receives delivered) if every request is complete; never blocks."""
+        if not MPI.Request.Testall([r.mpi for r in requests]):
+            return False
+        for r in requests:
+            if r.finish is not None:
+                r.finish()
+        return True
+
+    def wait_all(self, requests: list[Request]) -> None:
+        """Block until every request completes, or raise :class:`WaitTimeout` past the deadline."""
+        mpi = [r.mpi for r in requests]
+        start = time.perf_counter()
+        nap = 1e-5
+        while not MPI.Request.Testall(mpi):
+            waited = time.perf_counter() - start
+            if self.timeout and waited > self.timeout:
+                waits = [r.wait for r, m in zip(requests, mpi) if m != MPI.REQUEST_NULL]
+                raise WaitTimeout(report(self.rank, self.name, waits, waited))
+            if waited > SPIN_S:
+                time.sleep(nap)
+                nap = min(2 * nap, MAX_NAP_S)
+            else:
+                os.sched_yield()  # free the core at once if another rank waits for it
+        for r in requests:
+            if r.finish is not None:
+                r.finish()
+
+    # -- collectives' bookkeeping ---------------------------------------------------------------
+    def enter(self, wait: Wait | None) -> Wait | None:
+        """Until the next ``enter``, messages posted belong to the operation ``wait`` (``None``:
+        to the user): they travel on the collectives' channel, tagged by ``wait.seq``. Returns
+        the operation that was current, for the caller to restore."""
+        outer, self._op = self._op, wait
+        return outer
+
+    def next_seq(self) -> int:
+        """Number the next operation (all ranks call operations in the same order)."""
+        self._seq += 1
+        return self._seq
+
+    def allgather_obj(self, obj) -> list:
+        """Small picklable metadata from every rank, after a polled barrier (watchdog-covered)."""
+        self.wait(Request(self._check.Ibarrier(), self._next_wait("metadata exchange")))
+        return self._check.allgather(obj)
+
+    # -- MPI's own collectives on flat arrays: the baseline and the oracle ----------------------
+    def mpi_allreduce(self, sendbuf, recvbuf, op: str, blocking: bool = False) -> None:
+        """``recvbuf ← ⊕ sendbuf`` by the MPI library (``blocking`` calls MPI_Allreduce itself)."""
+        if blocking:
+            send, recv, finish = self._stage(sendbuf, recvbuf)
+            self._coll.Allreduce(_spec(send), _spec(recv), MPI_OPS[op])
+            if finish:
+                finish()
+            return
+        self._mpi("Iallreduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op]))
+
+    def mpi_reduce_scatter(self, sendbuf, recvbuf, counts: list[int], op: str) -> None:
+        self._mpi("Ireduce_scatter", sendbuf, recvbuf, lambda s, r: (s, r, counts, MPI_OPS[op]))
+
+    def mpi_allgather(self, sendbuf, recvbuf, counts: list[int]) -> None:
+        self._mpi("Iallgatherv", sendbuf, recvbuf, lambda s, r: (s, _vspec(r, counts)))
+
+    def mpi_bcast(self, buf, root: int) -> None:
+        send, recv = (buf, None) if self.rank == root else (None, buf)
+        self._mpi("Ibcast", send, recv, lambda s, r: (s if self.rank == root else r, root))
+
+    def mpi_reduce(self, sendbuf, recvbuf, op: str, root: int) -> None:
+        self._mpi("Ireduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op], root))
+
+    def mpi_gather(self, sendbuf, recvbuf, counts: list[int], root: int) -> None:
+        self._mpi("Igatherv", sendbuf, recvbuf, lambda s, r: (s, _vspec(r, counts), root))
+
+    def mpi_scatter(self, sendbuf, recvbuf, counts: list[int], root: int) -> None:
+        self._mpi("Iscatterv", sendbuf, recvbuf, lambda s, r: (_vspec(s, counts), r, root))
+
+    # -- internals ------------------------------------------------------------------------------
+    def _next_wait(self, op: str) -> Wait:
+        return Wait(op, self.next_seq())
+
+    def _route(self, tag: int, kind: str, buf, peer: int):
+        """Channel, tag and watchdog record of one message."""
+        if not 0 <= peer < self.size:
+            raise CommError(f"{self}: peer rank {peer} is outside 0..{self.size - 1}")
+        op = self._op
+        if op is None:
+            self._seq += 1
+            return self._comm, tag, Wait(kind, self._seq, kind, buf.shape, buf.dtype, peer)
+        wait = Wait(op.op, op.seq, kind, buf.shape, buf.dtype, peer)
+        return self._coll, op.seq % TAG_SPACE, wait
+
+    def _sendable(self, buf):
+        _check_contiguous(buf)
+        if isinstance(buf, np.ndarray):
+            return buf
+        if self.cuda_aware:
+            backend.sync()
+            return buf
+        _log_staging_once()
+        return backend.to_host(buf)
+
+    def _receivable(self, buf):
+        _check_contiguous(buf)
+        if isinstance(buf, np.ndarray) or self.cuda_aware:
+            if not isinstance(buf, np.ndarray):
+                backend.sync()
+            return buf, None
+        _log_staging_once()
+        host = np.empty(buf.shape, buf.dtype)
+        return host, lambda: buf.set(host)
+
+    def _stage(self, sendbuf, recvbuf):
+        """Host copies of GPU buffers where MPI cannot read device memory (``None`` passes)."""
+        send = None if sendbuf is None else self._sendable(sendbuf)
+        recv, finish = (None, None) if recvbuf is None else self._receivable(recvbuf)
+        return send, recv, finish
+
+    def _mpi(self, call: str, sendbuf, recvbuf, args) -> None:
+        send, recv, finish = self._stage(sendbuf, recvbuf)
+        seq = self._op.seq if self._op else self.next_seq()
+        buf = sendbuf if sendbuf is not None else recvbuf
+        wait = Wait(f"MPI {call}", seq, "", buf.shape, buf.dtype)
+        spec_s, spec_r = _spec(send), _spec(recv)
+        self.wait(Request(getattr(self._coll, call)(*args(spec_s, spec_r)), wait, finish))
+
+
+def _check_contiguous(buf) -> None:
+    if not buf.flags.c_contiguous:
+        raise CommError(f"message buffers must be C-contiguous; got shape {buf.shape} with "
+                        f"strides {buf.strides} (use xp.ascontiguousarray)")
+
+
+def _spec(buf):
+    """mpi4py's buffer spec: the array, its element count and its MPI datatype."""
+    return None if buf is None else [buf, buf.size, _mpi_type(buf.dtype)]
+
+
+@functools.cache
+def _mpi_type(dtype):
+    """The predefined MPI datatype of a NumPy dtype (float32 → MPI_FLOAT, …)."""
+    try:
+        return MPI.Datatype.fromcode(dtype.char)
+    except (KeyError, ValueError):
+        raise CommError(f"no MPI datatype for dtype {dtype}") from None
+
+
+def _vspec(spec, counts: list[int]):
+    """A vector spec: per-rank element counts laid end to end (``None`` off the root)."""
+    if spec is None:
+        return None
+    buf, _, dtype = spec
+    displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
+    return [buf, (list(counts), displs), dtype]
+
+
+@functools.cache
+def _log_staging_once() -> None:
+    print("scratchpar: MPI is not CUDA-aware; GPU buffers are staged through host memory "
+          "(SCRATCHPAR_CUDA_AWARE=1 overrides)", file=sys.stderr, flush=True)
+
+
+@functools.cache
+def detect_cuda_aware() -> bool:
+    """``$SCRATCHPAR_CUDA_AWARE`` (0/1) if set, else the library's ``MPIX_Query_cuda_support``."""
+    env = os.environ.get("SCRATCHPAR_CUDA_AWARE")
+    if env in ("0", "1"):
+        return env == "1"
+    if env is not None:
+        raise CommError(f"SCRATCHPAR_CUDA_AWARE must be 0 or 1, got {env!r}")
+    try:
+        with open("/proc/self/maps") as maps:  # the MPI library this process loaded (Linux)
+            libs = {line.split()[-1] for line in maps if "libmpi" in line and ".so" in line}
+    except OSError:
+        return False
+    for path in sorted(libs):
+        query = getattr(ctypes.CDLL(path), "MPIX_Query_cuda_support", None)
+        if query is not None:
+            return bool(query())
+    return False

@@ -1,0 +1,42 @@
+"""A collective in flight. An algorithm is a generator that yields each batch of messages it has
+posted and resumes once they have all arrived; a :class:`Handle` drives it, blocking or not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from scratchpar.comm.mpi import Communicator, Request
+from scratchpar.comm.watchdog import Wait
+
+
+class Handle:
+    """Drives one algorithm's steps on ``comm``; ``test()`` never blocks, ``wait()`` finishes."""
+
+    def __init__(self, comm: Communicator, wait: Wait, steps: Iterator[list[Request]], result=None):
+        self.comm, self.info, self.result = comm, wait, result
+        self._steps = steps
+        self.done = False
+        self._pending: list[Request] = []
+        self._advance()
+
+    def test(self) -> bool:
+        """Advance as far as arrived messages allow; True once the collective is complete."""
+        while not self.done and self.comm.test_all(self._pending):
+            self._advance()
+        return self.done
+
+    def wait(self):
+        """Block until complete (under the watchdog) and return the result."""
+        while not self.done:
+            self.comm.wait_all(self._pending)
+            self._advance()
+        return self.result
+
+    def _advance(self) -> None:
+        outer = self.comm.enter(self.info)
+        try:
+            self._pending = next(self._steps)
+        except StopIteration:
+            self.done, self._pending = True, []
+        finally:
+            self.comm.enter(outer)

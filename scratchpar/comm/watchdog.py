@@ -1,0 +1,56 @@
+"""The watchdog's vocabulary: how long a wait may last, and the report when one lasts longer."""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+TIMEOUT_ENV = "SCRATCHPAR_COMM_TIMEOUT"
+DEBUG_ENV = "SCRATCHPAR_DEBUG"
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def default_timeout() -> float:
+    """Seconds a blocking wait may last: ``$SCRATCHPAR_COMM_TIMEOUT``, else 600 (0 = forever)."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{TIMEOUT_ENV} must be >= 0 (0 waits forever), got {value}")
+    return value
+
+
+def debug_enabled() -> bool:
+    """``$SCRATCHPAR_DEBUG`` set, not 0: compare collectives' signatures first (comm/debug.py)."""
+    return os.environ.get(DEBUG_ENV, "0") not in ("", "0")
+
+
+class Wait(NamedTuple):
+    """What a rank is waiting for: the operation, its sequence number, the buffer and the peer."""
+
+    op: str
+    seq: int
+    kind: str = ""
+    shape: tuple = ()
+    dtype: object = ""
+    peer: int | None = None
+
+    def describe(self) -> str:
+        way = "to" if self.kind == "send" else "from"
+        peer = "" if self.peer is None else f" {way} rank {self.peer}"
+        kind = f" {self.kind}" if self.kind else ""
+        return f"{self.op} #{self.seq}{kind} of shape {self.shape} {self.dtype}{peer}"
+
+
+def report(rank: int, comm_name: str, waits: list[Wait], waited_s: float) -> str:
+    """The watchdog's message: who waited, how long, on what, and the likely causes."""
+    what = "; ".join(w.describe() for w in waits) or "a request"
+    return (
+        f"rank {rank} waited {waited_s:.1f} s on {comm_name}: {what}. "
+        "The peer may have stopped or crashed, or the ranks called different operations "
+        f"(set SCRATCHPAR_DEBUG=1 to check every collective; {TIMEOUT_ENV} sets the limit)."
+    )

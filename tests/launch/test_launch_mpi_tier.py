@@ -1,0 +1,12 @@
+"""The MPI tier (tests/mpi) on 1, 2, 3 and 4 real ranks, each run a separate mpiexec job."""
+
+import pytest
+from launch_helpers import run_mpi
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_mpi_tier(n):
+    result = run_mpi(n, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/mpi"],
+                     timeout=600, env={"SCRATCHPAR_MPI_TIER": "1"})
+    assert result.returncode == 0, f"tests/mpi failed on {n} ranks:\n{result.stdout[-6000:]}\n" \
+                                   f"{result.stderr[-3000:]}"

@@ -1,0 +1,17 @@
+"""The tier's own plumbing: every rank runs, and a shared verdict agrees everywhere."""
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from mpi_helpers import shared_verdict
+
+from scratchpar.comm import collectives
+
+
+@given(n=st.integers(0, 50))
+@shared_verdict
+def test_all_ranks_draw_the_same_examples(comm, n):
+    drawn = comm.allgather_obj(n)
+    assert drawn == [n] * comm.size
+    total = collectives.all_reduce(comm, np.full(n, comm.rank, np.int64))
+    assert np.array_equal(total, np.full(n, comm.size * (comm.size - 1) // 2))
