@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..backend import get_array_module
@@ -125,7 +127,8 @@ class MatMul(Function):
             ga = unbroadcast(g @ b.swapaxes(-1, -2), a.shape)
         if need_b:
             if b.ndim == 2:  # fold the batch into M: one (K, B·M) @ (B·M, N) product
-                gb = a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+                rows = math.prod(a.shape[:-1])  # explicit: reshape(-1, 0) is ambiguous
+                gb = a.reshape(rows, a.shape[-1]).T @ g.reshape(rows, g.shape[-1])
             else:
                 gb = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape)
         return ga, gb

@@ -34,7 +34,7 @@ SMALL_ALL_REDUCE_BYTES = 64 * 1024  # at or below: recursive doubling; above: ri
 
 def all_reduce(comm, x, op: str = "sum", algorithm: str = "auto"):
     """A new array: ⊕ over ranks of ``x``, identical bits on every rank."""
-    return all_reduce_(comm, _xp(x).array(x, copy=True), op, algorithm)
+    return all_reduce_(comm, _xp(x).array(x, copy=True, order="C"), op, algorithm)
 
 
 def all_reduce_(comm, buf, op: str = "sum", algorithm: str = "auto"):
@@ -53,8 +53,8 @@ def all_reduce_start(comm, buf, op: str = "sum", algorithm: str = "auto") -> Han
         steps = _mpi_steps(comm, lambda: comm.mpi_allreduce(flat.copy(), flat, op))
     else:
         module = {"ring": ring, "recursive_doubling": doubling, "tree": tree}[algorithm]
-        scratch = _scratch(flat, max(counts(flat.size, comm.size)) if module is ring else flat.size)
-        steps = module.all_reduce(comm, flat, op, scratch)
+        n = max(counts(flat.size, comm.size)) if module is ring else flat.size
+        steps = _borrowing(comm, flat, n, lambda tmp: module.all_reduce(comm, flat, op, tmp))
     return Handle(comm, wait, _then(steps, lambda: finish(op, flat, comm.size)), buf)
 
 
@@ -64,7 +64,7 @@ def reduce_scatter(comm, x, op: str = "sum", algorithm: str = "auto"):
     _need_axis(x)
     xp, row = _xp(x), _row_size(x)
     rows = counts(x.shape[0], comm.size)
-    work = xp.array(x, copy=True)
+    work = xp.array(x, copy=True, order="C")
     flat, spans = _flat(work), _spans_of([r * row for r in rows])
     a, b = spans[comm.rank]
     if algorithm == "mpi":
@@ -73,8 +73,8 @@ def reduce_scatter(comm, x, op: str = "sum", algorithm: str = "auto"):
             flat, out, [e - s for s, e in spans], op))
     else:
         out = flat[a:b]
-        scratch = _scratch(flat, max(e - s for s, e in spans))
-        steps = ring.reduce_scatter(comm, flat, op, spans, scratch)
+        steps = _borrowing(comm, flat, max(e - s for s, e in spans),
+                           lambda scratch: ring.reduce_scatter(comm, flat, op, spans, scratch))
     Handle(comm, _wait(comm, f"reduce_scatter/{algorithm}", x), steps).wait()
     finish(op, out, comm.size)
     return out.reshape(rows[comm.rank], *x.shape[1:]).copy()
@@ -85,6 +85,8 @@ def all_gather(comm, x, algorithm: str = "auto", rows: list[int] | None = None):
     algorithm = _begin(comm, "all_gather", algorithm, x, shape=x.shape[1:])
     _need_axis(x)
     rows = _exchange_rows(comm, x) if rows is None else list(rows)
+    if len(rows) != comm.size:
+        raise CommError(f"all_gather: rows needs one count per rank ({comm.size}), got {rows}")
     if rows[comm.rank] != x.shape[0]:
         raise CommError(f"all_gather: rows[{comm.rank}] = {rows[comm.rank]} but x has "
                         f"{x.shape[0]} rows")
@@ -117,7 +119,7 @@ def reduce(comm, x, op: str = "sum", root: int = 0, algorithm: str = "auto"):
     """⊕ over ranks of ``x`` on the root; ``None`` elsewhere."""
     algorithm = _begin(comm, "reduce", algorithm, x, op=op, root=root)
     xp = _xp(x)
-    work = xp.array(x, copy=True)
+    work = xp.array(x, copy=True, order="C")
     flat = _flat(work)
     if algorithm == "mpi":
         out = xp.empty_like(work) if comm.rank == root else None
@@ -125,7 +127,8 @@ def reduce(comm, x, op: str = "sum", root: int = 0, algorithm: str = "auto"):
             flat, None if out is None else _flat(out), op, root))
     else:
         out = work
-        steps = tree.reduce(comm, flat, op, root, _scratch(flat, flat.size))
+        steps = _borrowing(comm, flat, flat.size,
+                           lambda scratch: tree.reduce(comm, flat, op, root, scratch))
     Handle(comm, _wait(comm, f"reduce/{algorithm}", x), steps).wait()
     if comm.rank != root:
         return None
@@ -154,8 +157,11 @@ def gather(comm, x, root: int = 0, algorithm: str = "auto"):
 def scatter(comm, x, root: int = 0, algorithm: str = "auto"):
     """Rank i's rows ``bounds(len(x), p)[i]`` of the root's ``x`` (pass None off the root)."""
     algorithm = _begin(comm, "scatter", algorithm, None, root=root)
-    meta = (tuple(x.shape), str(x.dtype)) if comm.rank == root else None
-    shape, dtype = comm.allgather_obj(meta)[root]  # the other ranks learn their block's shape
+    meta = (tuple(x.shape), str(x.dtype)) if comm.rank == root and x is not None else None
+    meta = comm.allgather_obj(meta)[root]  # the other ranks learn their block's shape
+    if meta is None:
+        raise CommError(f"scatter: the root (rank {root}) passed None instead of an array")
+    shape, dtype = meta
     if not shape:
         raise CommError("scatter splits along axis 0: the root's array needs a dimension")
     xp = _xp(x) if comm.rank == root else xp_default()
@@ -219,8 +225,13 @@ def _flat(buf):
     return buf.reshape(-1)
 
 
-def _scratch(flat, n: int):
-    return _xp(flat).empty(n, flat.dtype)
+def _borrowing(comm, flat, n: int, algorithm):
+    """Run ``algorithm(scratch)`` with ``n`` elements of scratch borrowed from the workspace."""
+    scratch = comm.workspace.take(flat, n)
+    try:
+        yield from algorithm(scratch)
+    finally:
+        comm.workspace.give(scratch)
 
 
 def _row_size(x) -> int:

@@ -4,6 +4,10 @@ MPI trusts every rank to call the same collective on matching buffers. A mismatc
 worse, succeeds: MPI all-gathers 10 float64 against 20 float32 without complaint, since the byte
 counts agree. Here each rank first shares a signature (operation, algorithm, shape, dtype, op,
 root), and any disagreement raises :class:`CollectiveMismatch` on every rank, naming each call.
+
+The check is itself an exchange of metadata (``Communicator.allgather_obj``), labelled by the
+call. All exchanges share one channel, so a rank checking one call always meets the other ranks'
+next check, barrier or metadata exchange, never a hang; differing labels raise on every rank.
 """
 
 from __future__ import annotations
@@ -12,12 +16,23 @@ from scratchpar.comm.errors import CollectiveMismatch
 
 
 def check(comm, signature: dict) -> None:
-    """Raise on every rank unless all ranks passed an equal ``signature``."""
-    seen = comm.allgather_obj(signature)
-    if any(s != seen[0] for s in seen):
-        calls = "\n".join(f"  rank {i}: {_show(s)}" for i, s in enumerate(seen))
-        raise CollectiveMismatch(f"ranks of {comm.name} called different collectives:\n{calls}")
+    """Raise :class:`CollectiveMismatch` on every rank unless all ranks passed an equal
+    ``signature`` (``{"collective": name, **arguments}``; ``None`` arguments are left out):
+    the check is a labelled metadata exchange, which runs :func:`compare` on every rank."""
+    comm.allgather_obj(None, what=f"debug check of {describe(signature)}")
 
 
-def _show(signature: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in signature.items())
+def compare(comm_name: str, calls: list[str]) -> None:
+    """Raise :class:`CollectiveMismatch` unless every rank's call (``calls[rank]``) is equal."""
+    if any(call != calls[0] for call in calls):
+        lines = "\n".join(f"  rank {rank}: {call}" for rank, call in enumerate(calls))
+        raise CollectiveMismatch(
+            f"ranks of {comm_name} called different operations:\n{lines}\nEvery rank must call "
+            "the same collectives in the same order, on the same shapes and dtypes.")
+
+
+def describe(signature: dict) -> str:
+    """``all_gather(algorithm=ring, shape=(), dtype=float64)``."""
+    args = ", ".join(f"{k}={v}" for k, v in signature.items()
+                     if k != "collective" and v is not None)
+    return f"{signature['collective']}({args})"

@@ -6,18 +6,19 @@ API (never pickled); lower-case pickling carries small metadata only (shapes, si
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
-import sys
 import time
 
 import numpy as np
 from mpi4py import MPI
 
 from scratchpar import backend
-from scratchpar.comm.errors import CommError, WaitTimeout
-from scratchpar.comm.watchdog import Wait, debug_enabled, default_timeout, report
+from scratchpar.comm import debug
+from scratchpar.comm.cuda_aware import detect_cuda_aware, log_staging_once
+from scratchpar.comm.errors import CommError, MessageError, WaitTimeout
+from scratchpar.comm.watchdog import Recent, Wait, debug_enabled, default_timeout, failed, report
+from scratchpar.comm.workspace import Workspace
 
 SPIN_S = 5e-4  # poll without sleeping this long: a short message arrives within it
 MAX_NAP_S = 1e-3  # then sleep between polls, doubling up to this, to free an oversubscribed core
@@ -57,7 +58,10 @@ class Communicator:
         self.cuda_aware = detect_cuda_aware() if cuda_aware is None else cuda_aware
         self.debug = debug_enabled()  # compare every collective's signature across ranks first
         self._seq = 0  # operations started here; every rank numbers them alike
+        self._messages = 0  # user messages posted here, numbered apart: only some ranks send
         self._op: Wait | None = None  # the collective whose messages are being posted
+        self._recent = Recent()  # shared with every split and dup (see last_op)
+        self.workspace = Workspace()  # collectives' scratch buffers, reused call after call
 
     def __repr__(self) -> str:
         return f"Communicator({self.name}, rank {self.rank} of {self.size})"
@@ -66,21 +70,29 @@ class Communicator:
     def split(self, color: int, key: int | None = None, name: str | None = None) -> Communicator:
         """Ranks with equal ``color`` form a new communicator, ordered by ``key`` (default rank)."""
         sub = self._comm.Split(color, self.rank if key is None else key)
-        return Communicator(sub, timeout=self.timeout, name=name or f"{self.name}/{color}",
-                            cuda_aware=self.cuda_aware)
+        return self._family(Communicator(sub, timeout=self.timeout, cuda_aware=self.cuda_aware,
+                                         name=name or f"{self.name}/{color}"))
 
     def dup(self, name: str | None = None) -> Communicator:
         """The same ranks on a separate channel: a subsystem's messages never mix with others'."""
-        return Communicator(self._comm.Dup(), timeout=self.timeout, name=name or self.name,
-                            cuda_aware=self.cuda_aware)
+        return self._family(Communicator(self._comm.Dup(), timeout=self.timeout,
+                                         name=name or self.name, cuda_aware=self.cuda_aware))
 
     def barrier(self) -> None:
         """Wait until every rank arrives (a polled non-blocking barrier: waiters nap, not spin)."""
+        if self.debug:  # a rank in a barrier meets one in a collective's check, not a hang
+            debug.check(self, {"collective": "barrier"})
         self.wait(Request(self._coll.Ibarrier(), self._next_wait("barrier")))
 
     def abort(self, code: int = 1) -> None:
         """End every rank of the job now."""
         MPI.COMM_WORLD.Abort(code)
+
+    @property
+    def last_op(self) -> str | None:
+        """The operation this rank started most recently here or on any split or dup of this
+        communicator (a collective, barrier, metadata exchange or user message), or ``None``."""
+        return self._recent.describe()
 
     # -- point to point -------------------------------------------------------------------------
     def isend(self, buf, dest: int, tag: int = 0) -> Request:
@@ -111,7 +123,7 @@ class Communicator:
 
     def test_all(self, requests: list[Request]) -> bool:
         """True (and receives delivered) if every request is complete; never blocks."""
-        if not MPI.Request.Testall([r.mpi for r in requests]):
+        if not self._testall(requests, [r.mpi for r in requests], [MPI.Status() for _ in requests]):
             return False
         for r in requests:
             if r.finish is not None:
@@ -120,10 +132,10 @@ class Communicator:
 
     def wait_all(self, requests: list[Request]) -> None:
         """Block until every request completes, or raise :class:`WaitTimeout` past the deadline."""
-        mpi = [r.mpi for r in requests]
+        mpi, statuses = [r.mpi for r in requests], [MPI.Status() for _ in requests]
         start = time.perf_counter()
         nap = 1e-5
-        while not MPI.Request.Testall(mpi):
+        while not self._testall(requests, mpi, statuses):
             waited = time.perf_counter() - start
             if self.timeout and waited > self.timeout:
                 waits = [r.wait for r, m in zip(requests, mpi) if m != MPI.REQUEST_NULL]
@@ -137,12 +149,27 @@ class Communicator:
             if r.finish is not None:
                 r.finish()
 
+    def _testall(self, requests: list[Request], mpi: list, statuses: list) -> bool:
+        """``MPI_Testall``; an MPI error becomes a :class:`MessageError` naming each failed
+        message and MPI's reason (MPI's own words only say "see the MPI_ERROR field")."""
+        try:
+            return MPI.Request.Testall(mpi, statuses)
+        except MPI.Exception as error:
+            codes = [s.Get_error() for s in statuses]
+            if error.Get_error_code() != MPI.ERR_IN_STATUS:
+                codes = [error.Get_error_code()] * len(requests)
+            failures = [(r.wait, MPI.Get_error_string(c)) for r, c in zip(requests, codes)
+                        if MPI.Get_error_class(c) not in (MPI.SUCCESS, MPI.ERR_PENDING)]
+            raise MessageError(failed(self.rank, self.name, failures)) from None
+
     # -- collectives' bookkeeping ---------------------------------------------------------------
     def enter(self, wait: Wait | None) -> Wait | None:
         """Until the next ``enter``, messages posted belong to the operation ``wait`` (``None``:
         to the user): they travel on the collectives' channel, tagged by ``wait.seq``. Returns
         the operation that was current, for the caller to restore."""
         outer, self._op = self._op, wait
+        if wait is not None:
+            self._recent.note(self.name, wait)
         return outer
 
     def next_seq(self) -> int:
@@ -150,10 +177,17 @@ class Communicator:
         self._seq += 1
         return self._seq
 
-    def allgather_obj(self, obj) -> list:
-        """Small picklable metadata from every rank, after a polled barrier (watchdog-covered)."""
-        self.wait(Request(self._check.Ibarrier(), self._next_wait("metadata exchange")))
-        return self._check.allgather(obj)
+    def allgather_obj(self, obj, what: str = "metadata exchange") -> list:
+        """Small picklable metadata from every rank, after a polled barrier (watchdog-covered).
+
+        ``what`` names the exchange. Every exchange shares one channel, so ranks in different
+        exchanges would read each other's metadata: instead they raise
+        :class:`CollectiveMismatch`, every one of them, naming what each rank was doing.
+        """
+        self.wait(Request(self._check.Ibarrier(), self._next_wait(what)))
+        seen = self._check.allgather((what, obj))
+        debug.compare(self.name, [w for w, _ in seen])
+        return [o for _, o in seen]
 
     # -- MPI's own collectives on flat arrays: the baseline and the oracle ----------------------
     def mpi_allreduce(self, sendbuf, recvbuf, op: str, blocking: bool = False) -> None:
@@ -186,8 +220,12 @@ class Communicator:
         self._mpi("Iscatterv", sendbuf, recvbuf, lambda s, r: (_vspec(s, counts), r, root))
 
     # -- internals ------------------------------------------------------------------------------
+    def _family(self, child: Communicator) -> Communicator:
+        child._recent = self._recent
+        return child
+
     def _next_wait(self, op: str) -> Wait:
-        return Wait(op, self.next_seq())
+        return self._recent.note(self.name, Wait(op, self.next_seq()))
 
     def _route(self, tag: int, kind: str, buf, peer: int):
         """Channel, tag and watchdog record of one message."""
@@ -195,8 +233,9 @@ class Communicator:
             raise CommError(f"{self}: peer rank {peer} is outside 0..{self.size - 1}")
         op = self._op
         if op is None:
-            self._seq += 1
-            return self._comm, tag, Wait(kind, self._seq, kind, buf.shape, buf.dtype, peer)
+            self._messages += 1
+            wait = Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)
+            return self._comm, tag, self._recent.note(self.name, wait)
         wait = Wait(op.op, op.seq, kind, buf.shape, buf.dtype, peer)
         return self._coll, op.seq % TAG_SPACE, wait
 
@@ -207,7 +246,7 @@ class Communicator:
         if self.cuda_aware:
             backend.sync()
             return buf
-        _log_staging_once()
+        log_staging_once()
         return backend.to_host(buf)
 
     def _receivable(self, buf):
@@ -216,7 +255,7 @@ class Communicator:
             if not isinstance(buf, np.ndarray):
                 backend.sync()
             return buf, None
-        _log_staging_once()
+        log_staging_once()
         host = np.empty(buf.shape, buf.dtype)
         return host, lambda: buf.set(host)
 
@@ -262,29 +301,3 @@ def _vspec(spec, counts: list[int]):
     buf, _, dtype = spec
     displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
     return [buf, (list(counts), displs), dtype]
-
-
-@functools.cache
-def _log_staging_once() -> None:
-    print("scratchpar: MPI is not CUDA-aware; GPU buffers are staged through host memory "
-          "(SCRATCHPAR_CUDA_AWARE=1 overrides)", file=sys.stderr, flush=True)
-
-
-@functools.cache
-def detect_cuda_aware() -> bool:
-    """``$SCRATCHPAR_CUDA_AWARE`` (0/1) if set, else the library's ``MPIX_Query_cuda_support``."""
-    env = os.environ.get("SCRATCHPAR_CUDA_AWARE")
-    if env in ("0", "1"):
-        return env == "1"
-    if env is not None:
-        raise CommError(f"SCRATCHPAR_CUDA_AWARE must be 0 or 1, got {env!r}")
-    try:
-        with open("/proc/self/maps") as maps:  # the MPI library this process loaded (Linux)
-            libs = {line.split()[-1] for line in maps if "libmpi" in line and ".so" in line}
-    except OSError:
-        return False
-    for path in sorted(libs):
-        query = getattr(ctypes.CDLL(path), "MPIX_Query_cuda_support", None)
-        if query is not None:
-            return bool(query())
-    return False

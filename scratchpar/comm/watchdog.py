@@ -1,4 +1,5 @@
-"""The watchdog's vocabulary: how long a wait may last, and the report when one lasts longer."""
+"""The watchdog's vocabulary: how long a wait may last, what a rank is doing, and the reports
+when a wait lasts too long or MPI fails a message."""
 
 from __future__ import annotations
 
@@ -40,10 +41,28 @@ class Wait(NamedTuple):
     peer: int | None = None
 
     def describe(self) -> str:
+        if str(self.dtype) == "":  # no buffer: a barrier or a metadata exchange
+            return f"{self.op} #{self.seq}"
         way = "to" if self.kind == "send" else "from"
         peer = "" if self.peer is None else f" {way} rank {self.peer}"
-        kind = f" {self.kind}" if self.kind else ""
+        kind = f" {self.kind}" if self.kind not in ("", self.op) else ""  # not "send #3 send"
         return f"{self.op} #{self.seq}{kind} of shape {self.shape} {self.dtype}{peer}"
+
+
+class Recent:
+    """The operation started most recently on a communicator and its splits and dups alike."""
+
+    __slots__ = ("comm", "wait")
+
+    def __init__(self):
+        self.comm, self.wait = "", None
+
+    def note(self, comm_name: str, wait: Wait) -> Wait:
+        self.comm, self.wait = comm_name, wait
+        return wait
+
+    def describe(self) -> str | None:
+        return None if self.wait is None else f"{self.wait.describe()} on {self.comm}"
 
 
 def report(rank: int, comm_name: str, waits: list[Wait], waited_s: float) -> str:
@@ -54,3 +73,11 @@ def report(rank: int, comm_name: str, waits: list[Wait], waited_s: float) -> str
         "The peer may have stopped or crashed, or the ranks called different operations "
         f"(set SCRATCHPAR_DEBUG=1 to check every collective; {TIMEOUT_ENV} sets the limit)."
     )
+
+
+def failed(rank: int, comm_name: str, failures: list[tuple[Wait, str]]) -> str:
+    """The message when MPI fails messages: each one, with MPI's reason."""
+    lines = "\n".join(f"  {wait.describe()}: {reason}" for wait, reason in failures)
+    return (f"rank {rank} on {comm_name}: MPI failed\n{lines}\nA truncated message means the "
+            "ranks disagree on a shape or dtype (SCRATCHPAR_DEBUG=1 checks every collective "
+            "before it starts).")

@@ -120,3 +120,13 @@ def test_max_ties_over_all_axes_share_the_gradient(shape, seed, keepdims):
     winners = data == data.max()
     np.testing.assert_allclose(x.grad, 6.0 * winners / winners.sum(), rtol=1e-14)
     assert x.grad.sum() == pytest.approx(6.0, rel=1e-14)
+
+
+@pytest.mark.parametrize("sa, sb", [((1, 2), (2, 0)), ((0, 2), (2, 3)), ((3, 0), (0, 2)),
+                                    ((2, 3, 4), (4, 0))])
+def test_matmul_with_an_empty_dimension(sa, sb):
+    """An empty shard (a tensor-parallel rank with no columns) still has zero-shaped gradients."""
+    a, b = leaf(np.ones(sa)), leaf(np.ones(sb))
+    (a @ b).sum().backward()
+    assert a.grad.shape == sa and b.grad.shape == sb
+    assert not a.grad.any() and not b.grad.any()

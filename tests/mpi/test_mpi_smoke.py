@@ -1,6 +1,7 @@
 """The tier's own plumbing: every rank runs, and a shared verdict agrees everywhere."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -15,3 +16,13 @@ def test_all_ranks_draw_the_same_examples(comm, n):
     assert drawn == [n] * comm.size
     total = collectives.all_reduce(comm, np.full(n, comm.rank, np.int64))
     assert np.array_equal(total, np.full(n, comm.size * (comm.size - 1) // 2))
+
+
+def test_a_failure_on_one_rank_fails_every_rank(comm):
+    @shared_verdict
+    def fails_on_the_last_rank():
+        assert comm.rank != comm.size - 1, "the last rank disagrees"
+
+    with pytest.raises(AssertionError, match=f"failed on 1 of {comm.size} ranks:\n"
+                                             f"rank {comm.size - 1}: .*the last rank disagrees"):
+        fails_on_the_last_rank()

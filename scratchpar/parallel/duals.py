@@ -1,0 +1,167 @@
+"""Differentiable communication in dual pairs: each operation's backward is its partner.
+
+    identity   ↔ all-reduce       Megatron's f and g (Shoeybi et al. 2019, §3, Fig. 3)
+    all-gather ↔ reduce-scatter   along any axis (Korthikanti et al. 2022, §4.2: g and ḡ)
+    send       ↔ recv             between pipeline stages (Huang et al. 2019, GPipe, §2.2)
+
+Each function takes a Tensor and the communicator and returns a Tensor; every rank of the
+communicator calls it in the same order, and later runs the matching backward in the same order.
+The convention is Megatron's. A tensor that every rank uses whole (f's input, all-gather's
+result) gets a share of its gradient from each rank's part of the work, and the backward sums
+the shares (all-reduce, reduce-scatter). A sum over ranks (g, reduce-scatter) hands each rank
+its result exactly, so the gradient goes back as it came (identity, all-gather); after g the
+loss is computed alike on every rank and counted once.
+"""
+
+from __future__ import annotations
+
+from ..autograd import Function, Tensor
+from ..backend import get_array_module, xp_default
+from ..comm import collectives
+from ..comm.chunks import counts
+from ..comm.errors import CommError
+
+
+def identity(x, comm) -> Tensor:
+    """Megatron's f: ``x`` unchanged forward; backward all-reduces (sums) the gradient."""
+    return Identity.apply(x, comm=comm)
+
+
+def all_reduce(x, comm) -> Tensor:
+    """Megatron's g: Σ over ranks of ``x`` forward; backward passes the gradient unchanged."""
+    return AllReduce.apply(x, comm=comm)
+
+
+def all_gather(x, comm, axis: int = 0) -> Tensor:
+    """Every rank's ``x`` joined along ``axis`` in rank order; backward reduce-scatters.
+
+    Rank i holds ``chunks.counts(N, p)[i]`` of the N joined rows (any N, equal shares or not).
+    """
+    return AllGather.apply(x, comm=comm, axis=axis)
+
+
+def reduce_scatter(x, comm, axis: int = 0) -> Tensor:
+    """This rank's ``chunks.bounds(N, p)[rank]`` rows along ``axis`` of Σ over ranks of ``x``;
+    backward all-gathers."""
+    return ReduceScatter.apply(x, comm=comm, axis=axis)
+
+
+def send(x, comm, dest: int, tag: int = 0) -> Tensor:
+    """Send ``x`` to rank ``dest``; returns a stand-in for the loss that ``dest`` will compute.
+
+    The stand-in is a scalar 0 whose gradient with respect to ``x`` is the one ``dest`` sends
+    back: ``token.backward()`` (or ``(local_loss + token).backward()``) receives it and carries
+    on through this rank's graph. ``x`` must require grad whenever ``dest`` runs a backward.
+    """
+    return Send.apply(x, comm=comm, dest=dest, tag=tag)
+
+
+def recv(shape, dtype, comm, source: int, tag: int = 0) -> Tensor:
+    """Receive a ``shape`` ``dtype`` tensor from rank ``source``; its backward sends the gradient
+    back to ``source`` (so the received tensor must reach the loss)."""
+    anchor = Tensor(xp_default().zeros(()), requires_grad=True)  # gives the result a backward
+    return Recv.apply(anchor, shape=tuple(shape), dtype=dtype, comm=comm, source=source, tag=tag)
+
+
+class Identity(Function):
+    """f: every rank's shard of the layer uses the same x, so ∂L/∂x = Σ_r ∂L_r/∂x."""
+
+    @staticmethod
+    def forward(ctx, x, comm):
+        ctx.comm = comm
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return _summed(ctx.comm, g)  # Shoeybi et al. 2019, §3: f's backward is an all-reduce
+
+
+class AllReduce(Function):
+    """g: the summed output is replicated, and each rank's copy carries the whole gradient."""
+
+    @staticmethod
+    def forward(ctx, x, comm):
+        return _summed(comm, x)  # Shoeybi et al. 2019, §3: g's forward is an all-reduce
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class AllGather(Function):
+    """y = [x_0; …; x_{p−1}] along ``axis``: ∂L/∂x_i = rows i of Σ_r ∂L_r/∂y, a reduce-scatter."""
+
+    @staticmethod
+    def forward(ctx, x, comm, axis):
+        ctx.comm, ctx.axis = comm, axis
+        rows = [int(r) for r in comm.allgather_obj(x.shape[axis])]
+        if rows != counts(sum(rows), comm.size):
+            raise CommError(f"all_gather along axis {axis}: the ranks hold {rows} rows, but its "
+                            f"backward (a reduce-scatter) splits {sum(rows)} rows as "
+                            f"{counts(sum(rows), comm.size)} (chunks.counts)")
+        return _along(axis, x, lambda front: collectives.all_gather(comm, front, rows=rows))
+
+    @staticmethod
+    def backward(ctx, g):
+        return _along(ctx.axis, g, lambda front: collectives.reduce_scatter(ctx.comm, front))
+
+
+class ReduceScatter(Function):
+    """y_i = rows i of Σ_r x_r along ``axis``: ∂L/∂x_r = [∂L/∂y_0; …; ∂L/∂y_{p−1}], all-gathered."""
+
+    @staticmethod
+    def forward(ctx, x, comm, axis):
+        ctx.comm, ctx.axis = comm, axis
+        ctx.rows = counts(x.shape[axis], comm.size)
+        return _along(axis, x, lambda front: collectives.reduce_scatter(comm, front))
+
+    @staticmethod
+    def backward(ctx, g):
+        return _along(ctx.axis, g, lambda front: collectives.all_gather(
+            ctx.comm, front, rows=ctx.rows))
+
+
+class Send(Function):
+    """Forward sends the activation on; backward receives its gradient from the next stage."""
+
+    @staticmethod
+    def forward(ctx, x, comm, dest, tag):
+        xp = get_array_module(x)
+        comm.send(xp.ascontiguousarray(x), dest, tag)
+        ctx.comm, ctx.dest, ctx.tag, ctx.shape, ctx.dtype = comm, dest, tag, x.shape, x.dtype
+        return xp.zeros((), x.dtype)  # the stand-in for the loss downstream
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = get_array_module(g).empty(ctx.shape, ctx.dtype)
+        ctx.comm.recv(grad, ctx.dest, ctx.tag)  # ∂L/∂x, computed on rank dest
+        grad *= g  # the stand-in may have been scaled or added to before backward
+        return grad
+
+
+class Recv(Function):
+    """Forward receives the activation; backward sends its gradient to the previous stage."""
+
+    @staticmethod
+    def forward(ctx, anchor, shape, dtype, comm, source, tag):
+        out = xp_default().empty(shape, dtype)
+        comm.recv(out, source, tag)
+        ctx.comm, ctx.source, ctx.tag = comm, source, tag
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.comm.send(get_array_module(g).ascontiguousarray(g), ctx.source, ctx.tag)
+        return None  # the anchor gets no gradient
+
+
+def _summed(comm, a):
+    """A new C-ordered array: Σ over ranks of ``a``."""
+    return collectives.all_reduce_(comm, get_array_module(a).array(a, order="C"))
+
+
+def _along(axis: int, a, collective):
+    """Run ``collective``, which splits or joins along axis 0, along ``axis`` instead."""
+    xp = get_array_module(a)
+    front = xp.ascontiguousarray(xp.moveaxis(a, axis, 0))  # the axis first
+    return xp.ascontiguousarray(xp.moveaxis(collective(front), 0, axis))

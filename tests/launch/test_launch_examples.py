@@ -1,0 +1,73 @@
+"""Every numbered example in mpi_examples/ runs with the command in its header and prints what it
+teaches: one mpiexec job per example, under a hard timeout."""
+
+import re
+
+import pytest
+from launch_helpers import ROOT, run_mpi
+
+EXAMPLES = sorted((ROOT / "mpi_examples").glob("[0-9][0-9]_*.py"))
+HEADER = re.compile(r"# mpiexec -n (\d+) python (mpi_examples/\S+\.py)")
+EXPECTED = {  # lines (or parts of lines) each example must print
+    "01_point_to_point.py": [
+        "rank 1 received [0. 1. 2. 3. 4.]",
+        "rank 0 got 3 from rank 3",  # isend/irecv ring shift
+        "rank 0 got 30 from rank 3",  # sendrecv ring shift
+        "rank 1, 0.5 s before any receive:",
+        "after the receives: all done",
+    ],
+    "02_ring_all_reduce.py": [
+        "reduce-scatter, step 1 of 3",
+        "rank 0: sends chunk 3 (0004) to rank 1, adds chunk 2 from rank 3: 0003 + 3000 = 3003",
+        "rank 3: sends chunk 0 (1110) to rank 0, adds chunk 3 from rank 2: 4000 + 0444 = 4444",
+        "rank 2:  0110    0200   [3333]   0444",
+        "rank 1: sends chunk 1 (2222) to rank 2, receives chunk 0 (1111) from rank 0",
+        "rank 3:  1111    2222    3333    4444",
+        "reference.all_reduce: yes, on every rank",
+    ],
+    "03_collectives_tour.py": [
+        "rank 0:    [0, 1, 2, 3, 4]  →  [6, 10, 14, 18, 22]",  # reduce to the root
+        "rank 1:    [1, 2, 3, 4, 5]  →  None",
+        "rank 0:    [0, 1, 2, 3, 4]  →  [6, 10]",  # reduce-scatter: 5 rows as 2, 1, 1, 1
+        "rank 2:       [20, 21, 22]  →  [0, 10, 11, 20, 21, 22, 30, 31, 32, 33]",
+        "rank 3:               None  →  [8, 9]",  # scatter
+    ],
+    "04_mesh.py": [
+        "Mesh dp=2 × pp=2 × tp=2 over 8 ranks",
+        "rank 5 at (1, 0, 1)   dp [1, 5] → 6    pp [5, 7] → 12   tp [4, 5] → 9 ",
+        "tp, pp, dp in turn → 28",
+        "checked: right on every rank",
+    ],
+}
+
+
+def header(path):
+    """The world size in the example's first line, which must be the command that runs it."""
+    first = path.read_text().splitlines()[0]
+    match = HEADER.fullmatch(first)
+    assert match, f"{path.name}: first line must be '# mpiexec -n N python mpi_examples/…'"
+    assert match[2] == f"mpi_examples/{path.name}", f"{path.name}: header runs {match[2]}"
+    return int(match[1])
+
+
+def test_every_example_has_expected_lines():
+    assert [p.name for p in EXAMPLES] == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs_as_its_header_says(path):
+    result = run_mpi(header(path), [str(path.relative_to(ROOT))], timeout=240)
+    out = result.stdout
+    assert result.returncode == 0, f"{path.name} exited {result.returncode}:\n{out[-4000:]}\n" \
+                                   f"{result.stderr[-3000:]}"
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for line in EXPECTED[path.name]:
+        assert line in out, f"{path.name} did not print {line!r}:\n{out[-4000:]}"
+
+
+def test_wrong_world_size_is_a_message_not_a_traceback():
+    result = run_mpi(2, ["mpi_examples/04_mesh.py"], timeout=120)
+    assert result.returncode == 2
+    assert "cannot be laid out on a world of 2 ranks" in result.stdout
+    assert "run it as: mpiexec -n 8 python mpi_examples/04_mesh.py" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr

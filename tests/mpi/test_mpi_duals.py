@@ -1,0 +1,241 @@
+"""Differentiable communication on real ranks, in float64, against single-process emulations.
+
+Every rank builds every rank's data from one seed, so each can compute the single-process
+answer itself. The loss convention is Megatron's: after an all-reduce the result is replicated
+and its loss counted once (same upstream weights on every rank); elsewhere each rank's loss
+adds to the total, L = Σ_r L_r, and ``x.grad`` on rank r must be ∂L/∂x_r.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mpi_helpers import shared_verdict
+
+from scratchpar.autograd import Tensor, grad_check, no_grad
+from scratchpar.comm import collectives
+from scratchpar.comm.chunks import bounds, counts
+from scratchpar.comm.errors import CommError
+from scratchpar.parallel import duals
+
+seeds = st.integers(0, 2**31)
+TIGHT = {"rtol": 1e-10, "atol": 1e-12}
+NUMERIC = {"rtol": 1e-6, "atol": 1e-8}  # central differences, eps = 1e-6
+
+
+def rng(seed, *stream):
+    return np.random.default_rng([seed, *stream])
+
+
+def rows_of(a, axis, span):
+    return np.take(a, range(*span), axis=axis)
+
+
+def total_loss_grad(comm, loss_of, x, eps=1e-6):
+    """∂(Σ_r L_r)/∂x on this rank by central differences, one rank's entries at a time."""
+    grad = np.zeros_like(x)
+    for q, n in enumerate(comm.allgather_obj(x.size)):
+        for i in range(n):
+            sides = []
+            for step in (eps, -eps):
+                mine = x.copy()
+                if comm.rank == q:
+                    mine.reshape(-1)[i] += step
+                sides.append(collectives.all_reduce(comm, np.array([loss_of(mine)]))[0])
+            if comm.rank == q:
+                grad.reshape(-1)[i] = (sides[0] - sides[1]) / (2 * eps)
+    return grad
+
+
+@given(b=st.integers(1, 3), d=st.integers(1, 4), extra=st.integers(0, 4), seed=seeds)
+@shared_verdict
+def test_megatron_mlp_with_f_and_g_equals_one_device(comm, b, d, extra, seed):
+    """Y = tanh(X·W1)·W2 with W1 split by columns and W2 by rows (Shoeybi et al. 2019, Fig. 3a)."""
+    f = comm.size + extra  # every rank holds at least one column, the shares may differ
+    r = rng(seed)
+    x0, w1, w2, up = (r.standard_normal(s) for s in ((b, d), (d, f), (f, d), (b, d)))
+    cols = slice(*bounds(f, comm.size)[comm.rank])
+    x = Tensor(x0.copy(), requires_grad=True)
+    w1_r = Tensor(w1[:, cols].copy(), requires_grad=True)  # W1[D, F/t]
+    w2_r = Tensor(w2[cols].copy(), requires_grad=True)  # W2[F/t, D]
+    y = duals.all_reduce((duals.identity(x, comm) @ w1_r).tanh() @ w2_r, comm)
+    (y * up).sum().backward()
+    one = [Tensor(a.copy(), requires_grad=True) for a in (x0, w1, w2)]
+    y0 = (one[0] @ one[1]).tanh() @ one[2]
+    (y0 * up).sum().backward()
+    np.testing.assert_allclose(y.data, y0.data, **TIGHT)
+    np.testing.assert_allclose(x.grad, one[0].grad, **TIGHT)
+    np.testing.assert_allclose(w1_r.grad, one[1].grad[:, cols], **TIGHT)
+    np.testing.assert_allclose(w2_r.grad, one[2].grad[cols], **TIGHT)
+
+
+@settings(max_examples=10)
+@given(shape=st.lists(st.integers(1, 3), min_size=1, max_size=2), seed=seeds)
+@shared_verdict
+def test_f_and_g_by_hand_and_by_finite_differences(comm, shape, seed):
+    """L = Σ w ⊙ g(f(x) ⊙ a_r), so ∂L/∂x = w ⊙ Σ_r a_r: f sums what each rank's shard adds."""
+    x0, w = rng(seed).standard_normal((2, *shape))
+    a = [rng(seed, q).standard_normal(shape) for q in range(comm.size)]
+    x = Tensor(x0, requires_grad=True)
+    s = duals.all_reduce(duals.identity(x, comm) * a[comm.rank], comm)
+    np.testing.assert_allclose(s.data, x0 * sum(a), **TIGHT)
+    (s * w).sum().backward()
+    np.testing.assert_allclose(x.grad, w * sum(a), **TIGHT)
+    grad_check(lambda t: duals.all_reduce(duals.identity(t, comm) * a[comm.rank], comm),
+               [Tensor(x0.copy(), requires_grad=True)])
+
+
+@st.composite
+def split_arrays(draw):
+    """A shape, an axis to split or join along, and a total length along it (zero allowed)."""
+    shape = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    return shape, axis, draw(st.integers(0, 7))
+
+
+def with_length(shape, axis, n):
+    shape = list(shape)
+    shape[axis] = n
+    return tuple(shape)
+
+
+@given(case=split_arrays(), seed=seeds)
+@shared_verdict
+def test_all_gather_joins_forward_and_reduce_scatters_backward(comm, case, seed):
+    shape, axis, n = case
+    spans = bounds(n, comm.size)
+    xs = [rng(seed, q).standard_normal(with_length(shape, axis, c))
+          for q, c in enumerate(counts(n, comm.size))]
+    ups = [rng(seed, q, 1).standard_normal(with_length(shape, axis, n)) for q in range(comm.size)]
+    x = Tensor(xs[comm.rank].copy(), requires_grad=True)
+    y = duals.all_gather(x, comm, axis=axis)
+    assert np.array_equal(y.data, np.concatenate(xs, axis=axis))
+    (y * ups[comm.rank]).sum().backward()
+    np.testing.assert_allclose(x.grad, rows_of(sum(ups), axis, spans[comm.rank]), **TIGHT)
+
+
+@given(case=split_arrays(), seed=seeds)
+@shared_verdict
+def test_reduce_scatter_sums_forward_and_all_gathers_backward(comm, case, seed):
+    shape, axis, n = case
+    spans = bounds(n, comm.size)
+    xs = [rng(seed, q).standard_normal(with_length(shape, axis, n)) for q in range(comm.size)]
+    ups = [rng(seed, q, 1).standard_normal(with_length(shape, axis, c))
+           for q, c in enumerate(counts(n, comm.size))]
+    x = Tensor(xs[comm.rank].copy(), requires_grad=True)
+    y = duals.reduce_scatter(x, comm, axis=axis)
+    np.testing.assert_allclose(y.data, rows_of(sum(xs), axis, spans[comm.rank]), **TIGHT)
+    (y * ups[comm.rank]).sum().backward()
+    assert np.array_equal(x.grad, np.concatenate(ups, axis=axis))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@shared_verdict
+def test_gather_and_scatter_by_finite_differences(comm, axis):
+    """∂(Σ_r L_r)/∂x_r numerically, perturbing one rank's entries at a time."""
+    n = comm.size + 1
+    mine = counts(n, comm.size)[comm.rank]
+    up = rng(5, comm.rank).standard_normal(with_length((2, 3), axis, n))
+    x0 = rng(6, comm.rank).standard_normal(with_length((2, 3), axis, mine))
+
+    def gathered(a):
+        return (duals.all_gather(Tensor(a), comm, axis=axis).tanh() * up).sum().item()
+
+    x = Tensor(x0, requires_grad=True)
+    (duals.all_gather(x, comm, axis=axis).tanh() * up).sum().backward()
+    np.testing.assert_allclose(x.grad, total_loss_grad(comm, gathered, x0), **NUMERIC)
+    z0 = rng(7, comm.rank).standard_normal(with_length((2, 3), axis, n))
+    w = rng(8, comm.rank).standard_normal(x0.shape)
+
+    def scattered(a):
+        return (duals.reduce_scatter(Tensor(a) ** 2, comm, axis=axis) * w).sum().item()
+
+    z = Tensor(z0, requires_grad=True)
+    (duals.reduce_scatter(z ** 2, comm, axis=axis) * w).sum().backward()
+    np.testing.assert_allclose(z.grad, total_loss_grad(comm, scattered, z0), **NUMERIC)
+
+
+@shared_verdict
+def test_all_gather_refuses_rows_its_backward_cannot_split(comm):
+    if comm.size == 1:
+        pytest.skip("one rank always holds counts(N, 1) rows")
+    x = np.ones((int(comm.rank > 0), 2))  # [0, 1, 1, …] rows, not counts(p − 1, p)
+    with pytest.raises(CommError, match="splits .* rows as"):
+        duals.all_gather(Tensor(x, requires_grad=True), comm)
+
+
+@pytest.fixture(scope="module")
+def pipe(comm):
+    """The pipeline's own channel: its messages never mix with the tests' collectives."""
+    return comm.dup(name="pipe")
+
+
+def chain(x0, weights, extras, up):
+    """The whole pipeline on one device: L = Σ_k<last Σ c_k ⊙ h_k + Σ up ⊙ h_last."""
+    x = Tensor(x0, requires_grad=True)
+    ws = [Tensor(w, requires_grad=True) for w in weights]
+    h, loss = x, 0.0
+    for k, w in enumerate(ws):
+        h = (h @ w).tanh()
+        loss = loss + (h * (extras[k] if k < len(ws) - 1 else up)).sum()
+    loss.backward()
+    return h.data, x.grad, [w.grad for w in ws]
+
+
+@settings(max_examples=10)
+@given(b=st.integers(1, 3), d=st.integers(1, 4), micro=st.integers(1, 3), seed=seeds)
+@shared_verdict
+def test_send_recv_pipeline_equals_one_device(comm, pipe, b, d, micro, seed):
+    """Stage k = rank k; micro-batches all forward, then all backward in reverse (GPipe)."""
+    if comm.size == 1:
+        pytest.skip("a pipeline needs two ranks")
+    k, last = comm.rank, comm.size - 1
+    r = rng(seed)
+    weights = [r.standard_normal((d, d)) for _ in range(comm.size)]
+    data = [[r.standard_normal((b, d)) for _ in range(comm.size + 1)] for _ in range(micro)]
+    w = Tensor(weights[k].copy(), requires_grad=True)
+    xs, ends = [], []
+    for m in range(micro):  # x, c_0 … c_{last−1}, up of micro-batch m
+        x = Tensor(data[m][0].copy(), requires_grad=True) if k == 0 else \
+            duals.recv((b, d), np.float64, pipe, k - 1, tag=m)
+        h = (x @ w).tanh()
+        xs.append(x)
+        ends.append((h * data[m][-1]).sum() if k == last else
+                    (h * data[m][k + 1]).sum() + duals.send(h, pipe, k + 1, tag=m))
+        if k == last:
+            expected_h = chain(data[m][0], weights, data[m][1:-1], data[m][-1])[0]
+            np.testing.assert_allclose(h.data, expected_h, **TIGHT)
+    for m in reversed(range(micro)):
+        ends[m].backward()
+    oracle = [chain(data[m][0], weights, data[m][1:-1], data[m][-1]) for m in range(micro)]
+    np.testing.assert_allclose(w.grad, sum(o[2][k] for o in oracle), **TIGHT)
+    if k == 0:
+        for x, o in zip(xs, oracle):
+            np.testing.assert_allclose(x.grad, o[1], **TIGHT)
+
+
+@shared_verdict
+def test_send_recv_without_grad_build_no_graph(comm, pipe):
+    if comm.size == 1:
+        pytest.skip("a message needs two ranks")
+    with no_grad():
+        if comm.rank == 0:
+            token = duals.send(Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True), pipe, 1)
+            assert not token.requires_grad and token.item() == 0.0
+        if comm.rank == 1:
+            got = duals.recv((2, 3), np.float64, pipe, 0)
+            assert not got.requires_grad and np.array_equal(got.data, np.arange(6.0).reshape(2, 3))
+
+
+@shared_verdict
+def test_the_stand_in_for_the_remote_loss_scales_like_a_loss(comm, pipe):
+    """d(3·token)/dx = 3 · ∂L_remote/∂x: the stand-in behaves as the downstream loss would."""
+    if comm.size == 1:
+        pytest.skip("a message needs two ranks")
+    c = rng(9).standard_normal((2, 3))
+    if comm.rank == 0:
+        x = Tensor(rng(10).standard_normal((2, 3)), requires_grad=True)
+        (3.0 * duals.send(x.tanh(), pipe, 1)).backward()
+        np.testing.assert_allclose(x.grad, 3 * c * (1 - np.tanh(x.data) ** 2), **TIGHT)
+    if comm.rank == 1:
+        (duals.recv((2, 3), np.float64, pipe, 0) * c).sum().backward()

@@ -1,0 +1,161 @@
+"""The Communicator's point-to-point messages and structure (split, dup, barrier) on real ranks."""
+
+import socket
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import array_shapes
+from mpi_helpers import shared_verdict
+
+from scratchpar.comm import collectives
+from scratchpar.comm.errors import CommError
+
+BIG = (512, 257)  # float64: 1.004 MiB, past MPI's eager limit, so a send waits for its receive
+
+
+def payload(rank: int, shape=BIG, dtype="float64", salt: int = 0):
+    """What ``rank`` sends: distinct per rank and per element, the same wherever it is built."""
+    n = int(np.prod(shape))
+    return ((np.arange(n) % 1000) + 1000 * rank + 100_000 * salt).astype(dtype).reshape(shape)
+
+
+def neighbours(comm):
+    return (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+
+
+@shared_verdict
+def test_blocking_send_recv_around_the_ring_in_both_directions(comm):
+    if comm.size == 1:
+        pytest.skip("a blocking send to oneself waits forever for a large message")
+    right, left = neighbours(comm)
+    for salt, (to, frm) in enumerate([(right, left), (left, right)]):
+        got = np.empty(BIG)
+        if comm.rank % 2 == 0:  # even ranks send first, odd ranks receive first: no cycle
+            comm.send(payload(comm.rank, salt=salt), to)
+            comm.recv(got, frm)
+        else:
+            comm.recv(got, frm)
+            comm.send(payload(comm.rank, salt=salt), to)
+        assert np.array_equal(got, payload(frm, salt=salt))
+
+
+@shared_verdict
+def test_isend_irecv_around_the_ring_in_both_directions(comm):
+    right, left = neighbours(comm)
+    from_left, from_right = np.empty(BIG), np.empty(BIG)
+    out_right, out_left = payload(comm.rank, salt=1), payload(comm.rank, salt=2)
+    comm.wait_all([comm.irecv(from_left, left, tag=1), comm.irecv(from_right, right, tag=2),
+                   comm.isend(out_right, right, tag=1), comm.isend(out_left, left, tag=2)])
+    assert np.array_equal(from_left, payload(left, salt=1))
+    assert np.array_equal(from_right, payload(right, salt=2))
+
+
+@shared_verdict
+def test_sendrecv_shifts_the_ring_both_ways(comm):
+    right, left = neighbours(comm)
+    got = np.empty(BIG)
+    comm.sendrecv(payload(comm.rank), right, got, left)
+    assert np.array_equal(got, payload(left))
+    comm.sendrecv(payload(comm.rank, salt=1), left, got, right)
+    assert np.array_equal(got, payload(right, salt=1))
+
+
+@given(shape=array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6),
+       dtype=st.sampled_from(["int32", "int64", "float32", "float64"]))
+@shared_verdict
+def test_messages_of_any_shape_and_dtype_arrive_whole(comm, shape, dtype):
+    right, left = neighbours(comm)
+    got = np.full(shape, -7, dtype)
+    comm.sendrecv(payload(comm.rank, shape, dtype), right, got, left)
+    assert got.dtype == dtype and got.shape == shape
+    assert np.array_equal(got, payload(left, shape, dtype))
+
+
+@shared_verdict
+def test_empty_messages_complete(comm):
+    right, left = neighbours(comm)
+    got = np.empty((0, 3), np.int64)
+    comm.wait_all([comm.irecv(got, left, tag=5), comm.isend(np.empty((0, 3), np.int64), right,
+                                                           tag=5)])
+    assert got.shape == (0, 3)
+
+
+@shared_verdict
+def test_user_messages_never_match_a_collectives_messages(comm):
+    right, left = neighbours(comm)
+    for tag in (1, 2, 3):  # a new channel numbers its collectives from 1: the same tags
+        fresh = comm.dup()
+        got = np.empty(5)
+        pending = fresh.irecv(got, left, tag)  # posted before the collective's own receives
+        total = collectives.all_reduce(fresh, np.full(5, comm.rank + 1.0), algorithm="ring")
+        fresh.wait_all([pending, fresh.isend(np.full(5, -1.0 - comm.rank), right, tag)])
+        assert np.array_equal(total, np.full(5, comm.size * (comm.size + 1) / 2))
+        assert np.array_equal(got, np.full(5, -1.0 - left))
+
+
+@shared_verdict
+def test_some_ranks_talking_does_not_desynchronize_later_collectives(comm):
+    talk = comm.dup()
+    talk.timeout = 5.0  # a collective whose ranks disagree on its tag fails fast
+    if talk.rank == 0:  # a message to itself, while the other ranks send nothing
+        got = np.empty(2)
+        talk.sendrecv(np.ones(2), 0, got, 0)
+        assert np.array_equal(got, np.ones(2))
+    total = collectives.all_reduce(talk, np.ones(2), algorithm="recursive_doubling")
+    assert np.array_equal(total, np.full(2, float(comm.size)))
+
+
+@shared_verdict
+def test_split_by_parity_makes_working_sub_communicators(comm):
+    color = comm.rank % 2
+    sub = comm.split(color)
+    members = [r for r in range(comm.size) if r % 2 == color]
+    assert (sub.rank, sub.size) == (members.index(comm.rank), len(members))
+    total = collectives.all_reduce(sub, np.array([comm.rank], np.int64), algorithm="ring")
+    assert total.tolist() == [sum(members)]
+    reverse = comm.split(color, key=-comm.rank)
+    assert reverse.rank == len(members) - 1 - members.index(comm.rank)
+
+
+@shared_verdict
+def test_a_dup_is_a_separate_channel(comm):
+    dup = comm.dup()
+    assert (dup.rank, dup.size) == (comm.rank, comm.size)
+    right, left = neighbours(comm)
+    on_world, on_dup = np.empty(3), np.empty(3)
+    world_recv = comm.irecv(on_world, left)  # posted first: it would take the dup's message
+    dup_recv = dup.irecv(on_dup, left)
+    dup.wait_all([dup.isend(np.full(3, 2.0), right), dup_recv])
+    comm.wait_all([comm.isend(np.full(3, 1.0), right), world_recv])
+    assert on_world.tolist() == [1.0] * 3 and on_dup.tolist() == [2.0] * 3
+
+
+@shared_verdict
+def test_barrier_holds_every_rank_until_the_last_arrives(comm):
+    if comm.rank == 0:
+        time.sleep(0.2)
+    arrived = time.time()  # rank 0's arrival is the latest
+    comm.barrier()
+    left = time.time()
+    times = comm.allgather_obj((arrived, left))
+    assert min(t_left for _, t_left in times) >= times[0][0]
+
+
+@pytest.mark.parametrize("peer", ["size", -1])
+def test_a_peer_outside_the_world_is_refused(comm, peer):
+    peer = comm.size if peer == "size" else peer
+    buf = np.zeros(2)
+    for post in (comm.isend, comm.irecv, comm.send, comm.recv):
+        with pytest.raises(CommError, match=f"peer rank {peer} is outside"):
+            post(buf, peer)
+
+
+def test_local_ranks_number_each_node_from_zero(comm):
+    hosts = comm.allgather_obj((socket.gethostname(), comm.local_rank))
+    assert 0 <= comm.local_rank < comm.size
+    for host in {h for h, _ in hosts}:
+        local = sorted(lr for h, lr in hosts if h == host)
+        assert local == list(range(len(local)))
