@@ -8,7 +8,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-% lint bench docs clean
+.PHONY: install train test test-% lint bench bench-collectives docs clean
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,9 @@ lint: install
 
 bench: $(VENV)/.bench  ## scratchpar's training step against PyTorch eager and a NumPy floor
 	$(BIN)/python -m scratchpar.bench step $(ARGS)
+
+bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
+	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
 
 docs: install  ## redraw the figures in docs/ from a fresh default training run
 	$(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl

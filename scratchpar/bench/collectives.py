@@ -1,0 +1,186 @@
+"""Time the hand-written all-reduces (ring, recursive doubling, tree, auto) against MPI's own.
+
+For each world size, two MPI jobs: the hand-written algorithms beside MPI_Allreduce as MPICH
+picks it, then MPI_Allreduce forced to MPICH's ring (MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM=ring).
+Prints time, algorithmic and bus bandwidth and the ratio to MPI's default for every size; the
+ceilings (single-process memcpy, 2-rank ping-pong); α and β fitted to the ring's cost model; the
+size up to which recursive doubling beats the ring (the crossover for algorithm="auto"); and the
+targets as PASS/MISS lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .alphabeta import algbw, busbw
+from .collectives_report import crossovers, fits, human, targets
+from .mpijob import JobFailed, run_module
+from .table import format_table
+
+KIB, MIB = 1024, 1024 * 1024
+HAND_WRITTEN = ["ring", "recursive_doubling", "tree", "auto"]
+MPI_DEFAULT, MPI_RING = "mpi", "mpi-ring"
+JOBS = [  # (contenders as the worker names them, environment, name of its "mpi" contender)
+    (HAND_WRITTEN + ["mpi"], {}, MPI_DEFAULT),
+    (["mpi"], {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}, MPI_RING),
+]
+QUICK_SIZES = [4 * KIB, 64 * KIB, MIB]
+MEMCPY_BYTES = 64 * MIB
+JOB_TIMEOUT_S = 600
+
+
+def byte_size(text: str) -> int:
+    """'4096', '4K', '64M' → bytes (K, M, G: powers of 1024); a whole number of float32s."""
+    scale = {"K": KIB, "M": MIB, "G": 1024 * MIB}.get(text[-1:].upper(), 1)
+    nbytes = int(text[:-1] if scale > 1 else text) * scale
+    if nbytes < 4 or nbytes % 4:
+        raise argparse.ArgumentTypeError(f"{text}: need a positive multiple of 4 bytes")
+    return nbytes
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
+                        help="comma-separated world sizes, each ≥ 2 (default 2,4; --quick: 2)")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--sizes", type=lambda s: [byte_size(b) for b in s.split(",")],
+                       help="comma-separated buffer sizes, e.g. 4K,1M,64M")
+    sizes.add_argument("--max-size", type=byte_size, default=64 * MIB,
+                       help="sizes 4 KiB, 16 KiB, … ×4 up to this (default 64M)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed blocks per contender")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"sizes {', '.join(map(human, QUICK_SIZES))}, 2 repeats (smoke test)")
+    parser.add_argument("--json", metavar="PATH", help="also write every number to this file")
+
+
+def plan(args) -> tuple[list[int], list[int], int, float]:
+    """World sizes, buffer sizes, repeats and seconds per timed block."""
+    ranks = args.ranks or ([2] if args.quick else [2, 4])
+    if min(ranks) < 2:
+        raise SystemExit("--ranks: every world size must be at least 2")
+    if args.sizes:
+        sizes = sorted(set(args.sizes))
+    elif args.quick:
+        sizes = QUICK_SIZES
+    else:
+        sizes = [4 * KIB * 4 ** k for k in range(12) if 4 * KIB * 4 ** k <= args.max_size]
+    if not sizes:
+        raise SystemExit("--max-size: the smallest size is 4K")
+    return (ranks, sizes, 2, 0.001) if args.quick else (ranks, sizes, args.repeats, 0.01)
+
+
+def memcpy_seconds(nbytes: int, repeats: int) -> float:
+    """Median seconds of one np.copyto of ``nbytes`` in this (single) process."""
+    src = np.ones(nbytes // 4, dtype=np.float32)  # (N/4,)
+    dst = np.zeros_like(src)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times[1:]))
+
+
+def measure(n: int, sizes: list[int], repeats: int, block_s: float, tmp: Path) -> dict:
+    """Both jobs at world size ``n``: ``{"times": {contender: {bytes: seconds}}, "raw": {…},
+    "pingpong": {…}}``."""
+    merged = {"times": {}, "raw": {}, "pingpong": None}
+    for i, (contenders, env, mpi_name) in enumerate(JOBS):
+        print(f"collectives: n={n}, job {i + 1}/{len(JOBS)}: {', '.join(contenders)}"
+              + "".join(f" ({k}={v})" for k, v in env.items()), file=sys.stderr, flush=True)
+        out = tmp / f"n{n}-job{i}.json"
+        run_module(n, "scratchpar.bench.collectives_worker",
+                   ["--sizes", ",".join(map(str, sizes)), "--contenders", ",".join(contenders),
+                    "--repeats", str(repeats), "--block-seconds", str(block_s), "--out", str(out)]
+                   + (["--pingpong"] if i == 0 else []), JOB_TIMEOUT_S, env)
+        job = json.loads(out.read_text())
+        for size, per in job["sizes"].items():
+            for name, numbers in per.items():
+                label = mpi_name if name == "mpi" else name
+                merged["times"].setdefault(label, {})[int(size)] = numbers["median_s"]
+                merged["raw"].setdefault(label, {})[int(size)] = numbers
+        merged["pingpong"] = merged["pingpong"] or job["pingpong"]
+    return merged
+
+
+def timing_rows(results: dict, sizes: list[int]) -> list[list]:
+    rows = []
+    for n, res in results.items():
+        times = res["times"]
+        for size in sizes:
+            for name in HAND_WRITTEN + [MPI_DEFAULT, MPI_RING]:
+                t = times[name][size]
+                rows.append([n, human(size), name, 1e6 * t, algbw(size, t) / 1e9,
+                             busbw(size, t, n) / 1e9, t / times[MPI_DEFAULT][size]])
+    return rows
+
+
+def ceiling_rows(results: dict, memcpy_s: float) -> list[list]:
+    rows = [["memcpy (np.copyto, 1 process)", human(MEMCPY_BYTES), 1e6 * memcpy_s,
+             MEMCPY_BYTES / memcpy_s / 1e9]]
+    for n, res in results.items():
+        pp = res["pingpong"]
+        for kind in ("small", "large"):
+            nbytes, t = pp[f"{kind}_bytes"], pp[f"{kind}_s"]
+            rows.append([f"ping-pong rank 0 ↔ 1 (n={n}), one way", human(nbytes), 1e6 * t,
+                         nbytes / t / 1e9])
+    return rows
+
+
+def run(args) -> int:
+    ranks, sizes, repeats, block_s = plan(args)
+    print(f"collectives benchmark: float32 sum all-reduce, world sizes {ranks}, "
+          f"sizes {human(sizes[0])} … {human(sizes[-1])}")
+    print(f"median of {repeats} timed blocks per contender, taken in turns; each block starts at a "
+          f"barrier and repeats the call to last ≥ {1e3 * block_s:g} ms; time = slowest rank")
+    load = [os.getloadavg()[0]]  # a shared machine's other work shows here
+    memcpy_s = memcpy_seconds(MEMCPY_BYTES, repeats)
+    results = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="scratchpar-bench-") as tmp:
+            for n in ranks:
+                results[n] = measure(n, sizes, repeats, block_s, Path(tmp))
+    except JobFailed as failure:
+        print(f"collectives: {failure}", file=sys.stderr)
+        return 1
+    load.append(os.getloadavg()[0])
+    print(f"load average (1 min) before: {load[0]:.2f}, after: {load[1]:.2f} "
+          f"on {os.cpu_count()} cores")
+    rows = timing_rows(results, sizes)
+    print("\n" + format_table(["n", "size", "algorithm", "µs", "algbw GB/s", "busbw GB/s",
+                               "x mpi"], rows))
+    ceilings = ceiling_rows(results, memcpy_s)
+    print("\nceilings\n" + format_table(["what", "size", "µs", "GB/s"], ceilings))
+    fitted = fits(results, sizes)
+    print("\nα-β fit (least squares on relative error, this run's data; β includes the reductions)"
+          "\n" + format_table(["n", "model", "α µs", "β ns/B", "1/β GB/s", "rms rel residual"],
+                              [[f["n"], f["model"], 1e6 * f["alpha_s"], 1e9 * f["beta_s_per_byte"],
+                                1e-9 / f["beta_s_per_byte"], f["rms_rel_residual"]]
+                               for f in fitted]))
+    cross = crossovers(results, sizes)
+    print("\ncrossover for algorithm=\"auto\"\n" + format_table(
+        ["n", "recursive doubling beats ring up to", "MPI's own fastest at"],
+        [[c["n"], human(c["doubling_wins_up_to"]) if c["doubling_wins_up_to"] else "never",
+          ", ".join(map(human, c["mpi_fastest_at"])) or "never"] for c in cross]))
+    verdicts = targets(results, sizes, MEMCPY_BYTES / memcpy_s)
+    print("\n" + format_table(["target", "measured", "at", "verdict"],
+                              [[t["target"], t["measured"], t["at"], t["verdict"]]
+                               for t in verdicts]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"world_sizes": ranks, "sizes": sizes, "repeats": repeats, "load": load,
+                       "block_seconds": block_s, "memcpy": {"bytes": MEMCPY_BYTES,
+                                                            "seconds": memcpy_s},
+                       "per_world_size": {str(n): {"raw": res["raw"], "pingpong": res["pingpong"]}
+                                          for n, res in results.items()},
+                       "table": [dict(zip(["n", "size", "algorithm", "us", "algbw_gbs",
+                                           "busbw_gbs", "x_mpi"], r)) for r in rows],
+                       "fits": fitted, "crossovers": cross, "targets": verdicts}, f, indent=2)
+    return 0

@@ -1,0 +1,146 @@
+"""One rank of the collectives benchmark: times all-reduce contenders in turns, rank 0 writes JSON.
+
+Run by ``python -m scratchpar.bench collectives`` under ``mpiexec -n N``; not meant to be called
+by hand. Each timed block starts from a barrier and runs the same all-reduce ``calls`` times in a
+row on a preallocated, zero-filled float32 buffer (zeros: the sums never overflow). A sample is
+the slowest rank's time per call in that block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+
+from scratchpar.bench.collectives_report import human
+from scratchpar.comm.collectives import all_reduce_
+from scratchpar.comm.mpi import Communicator
+
+HAND_WRITTEN = ("ring", "recursive_doubling", "tree", "auto")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", required=True, help="comma-separated buffer sizes in bytes")
+    parser.add_argument("--contenders", required=True,
+                        help=f"comma-separated, from {', '.join(HAND_WRITTEN)}, mpi")
+    parser.add_argument("--repeats", type=int, required=True, help="timed blocks per contender")
+    parser.add_argument("--block-seconds", type=float, required=True,
+                        help="aim for timed blocks about this long (more calls per block)")
+    parser.add_argument("--pingpong", action="store_true", help="also time ranks 0 ↔ 1")
+    parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
+    return parser.parse_args(argv)
+
+
+def sync(comm: Communicator) -> None:
+    """The polled barrier brings every rank close; a tiny blocking MPI all-reduce then releases
+    them within about one message latency of each other."""
+    comm.barrier()
+    one = np.zeros(1)
+    comm.mpi_allreduce(one.copy(), one, "max", blocking=True)
+
+
+def slowest(comm: Communicator, seconds) -> np.ndarray:
+    """Element-wise max over ranks of this rank's timings."""
+    mine = np.asarray(seconds, dtype=np.float64)
+    out = np.empty_like(mine)
+    comm.mpi_allreduce(mine, out, "max", blocking=True)
+    return out
+
+
+def contender(comm: Communicator, name: str, buf, send):
+    """(call, the array it reads): an all-reduce into ``buf`` (MPI's reads ``send``, the hand-
+    written ones work in place)."""
+    if name == "mpi":
+        return (lambda: comm.mpi_allreduce(send, buf, "sum", blocking=True)), send
+    return (lambda: all_reduce_(comm, buf, "sum", name)), buf
+
+
+def check(comm: Communicator, name: str, call, result, source) -> None:
+    """One all-reduce of rank+1 everywhere must give p(p+1)/2 (exact in float32); then zeros."""
+    source[...] = comm.rank + 1
+    call()
+    expected = comm.size * (comm.size + 1) / 2
+    if not np.all(result == expected):
+        raise AssertionError(f"{name} all-reduce of {result.nbytes} bytes is wrong on rank "
+                             f"{comm.rank}: got {result[:4]}…, expected {expected}")
+    source[...] = 0
+    result[...] = 0
+
+
+def timed_block(comm: Communicator, call, calls: int) -> float:
+    sync(comm)
+    start = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - start) / calls
+
+
+def time_size(comm: Communicator, names: list[str], nbytes: int, repeats: int,
+              block_s: float) -> dict:
+    """Median per-call seconds of each contender at one size, the contenders taking turns."""
+    buf = np.zeros(nbytes // 4, dtype=np.float32)  # (N/4,) shared by every contender
+    send = np.zeros_like(buf)
+    calls, blocks = {}, {}
+    for name in names:
+        call, source = contender(comm, name, buf, send)
+        check(comm, name, call, buf, source)
+        once = slowest(comm, [timed_block(comm, call, 1)])[0]  # warm, and learn how long a call is
+        calls[name] = max(1, min(1000, math.ceil(block_s / once)))  # every rank agrees: same max
+        blocks[name] = call
+    samples = {name: [] for name in names}
+    for r in range(repeats):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            samples[name].append(timed_block(comm, blocks[name], calls[name]))
+    worst = slowest(comm, [samples[name] for name in names])  # (C, R)
+    return {name: {"median_s": float(np.median(worst[i])), "samples_s": worst[i].tolist(),
+                   "calls_per_block": calls[name]} for i, name in enumerate(names)}
+
+
+def pingpong(comm: Communicator, nbytes: int, repeats: int) -> float | None:
+    """Median one-way seconds of an ``nbytes`` message between ranks 0 and 1 (half a round trip);
+    the other ranks wait."""
+    buf = np.zeros(nbytes, dtype=np.uint8)
+    times = []
+    for _ in range(repeats + 1):
+        sync(comm)
+        start = time.perf_counter()
+        if comm.rank == 0:
+            comm.send(buf, 1)
+            comm.recv(buf, 1)
+        elif comm.rank == 1:
+            comm.recv(buf, 0)
+            comm.send(buf, 0)
+        times.append((time.perf_counter() - start) / 2)
+    return float(np.median(times[1:])) if comm.rank == 0 else None
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    comm = Communicator()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    names = args.contenders.split(",")
+    result = {"world_size": comm.size, "sizes": {}, "pingpong": None}
+    for nbytes in sizes:
+        if comm.rank == 0:
+            print(f"  n={comm.size}, {human(nbytes)}: {', '.join(names)}", file=sys.stderr,
+                  flush=True)
+        result["sizes"][str(nbytes)] = time_size(comm, names, nbytes, args.repeats,
+                                                 args.block_seconds)
+    if args.pingpong:
+        result["pingpong"] = {"small_bytes": sizes[0], "large_bytes": sizes[-1],
+                              "small_s": pingpong(comm, sizes[0], args.repeats),
+                              "large_s": pingpong(comm, sizes[-1], args.repeats)}
+    if comm.rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

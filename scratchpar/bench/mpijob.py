@@ -1,0 +1,47 @@
+"""Start an MPI job from a benchmark: the mpiexec beside this Python, one thread per rank, a hard
+timeout that kills the whole job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository root, so workers import this tree
+
+
+class JobFailed(RuntimeError):
+    """An MPI job exited with an error or ran past its timeout."""
+
+
+def mpiexec() -> str:
+    """The mpiexec beside this Python (the mpich wheel's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    found = str(beside) if beside.exists() else shutil.which("mpiexec")
+    if found is None:
+        raise JobFailed("no mpiexec beside this Python or on PATH: install the mpich extra")
+    return found
+
+
+def run_module(n: int, module: str, args: list[str], timeout: float, env: dict) -> None:
+    """``mpiexec -n n python -m module args…``; ranks' stderr passes through, stdout is kept for
+    the error message. The job runs in its own session so a timeout kills every rank."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+                "MKL_NUM_THREADS": "1",
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                            os.environ.get("PYTHONPATH")])),
+                **env}
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", module, *args]
+    job = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        out, _ = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)  # the session's group: mpiexec and every rank
+        job.communicate()
+        raise JobFailed(f"{' '.join(cmd)} still running after {timeout:.0f} s: killed") from None
+    if job.returncode != 0:
+        raise JobFailed(f"{' '.join(cmd)} exited with {job.returncode}:\n{out[-4000:]}")

@@ -1,0 +1,121 @@
+"""``python -m scratchpar.bench collectives``: a real 2-rank run end to end, the α-β fit, the
+bandwidth conventions and the crossover and target logic."""
+
+import json
+
+import numpy as np
+import pytest
+
+from scratchpar.bench.__main__ import main
+from scratchpar.bench.alphabeta import algbw, busbw, doubling_terms, fit, ring_terms
+from scratchpar.bench.collectives import byte_size
+from scratchpar.bench.collectives_report import crossovers, human, targets
+
+KIB, MIB = 1024, 1024 * 1024
+CONTENDERS = ["ring", "recursive_doubling", "tree", "auto", "mpi", "mpi-ring"]
+
+
+def timing_rows(out: str) -> set[tuple[str, str, str]]:
+    """(n, size, algorithm) of every line of the main table: seven columns, n first."""
+    rows = set()
+    for line in out.splitlines():
+        cells = line.split()
+        if len(cells) == 8 and cells[0].isdigit() and cells[2] in ("KiB", "MiB"):
+            rows.add((cells[0], f"{cells[1]} {cells[2]}", cells[3]))
+    return rows
+
+
+def test_quick_run_times_every_algorithm_and_both_mpi_baselines(capsys, tmp_path):
+    path = tmp_path / "collectives.json"
+    assert main(["collectives", "--quick", "--ranks", "2", "--sizes", "4K,16K",
+                 "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert timing_rows(out) == {("2", size, name) for size in ("4 KiB", "16 KiB")
+                                for name in CONTENDERS}
+    for heading in ("ceilings", "memcpy", "ping-pong", "α-β fit", "crossover"):
+        assert heading in out
+    result = json.loads(path.read_text())
+    assert result["sizes"] == [4 * KIB, 16 * KIB]
+    raw = result["per_world_size"]["2"]["raw"]
+    assert set(raw) == set(CONTENDERS)
+    for name in CONTENDERS:
+        for size in ("4096", "16384"):
+            assert len(raw[name][size]["samples_s"]) == 2
+            assert 0 < raw[name][size]["median_s"] < 1
+    mpi_rows = [r for r in result["table"] if r["algorithm"] == "mpi"]
+    assert all(r["x_mpi"] == 1.0 for r in mpi_rows)
+    ring, auto, bus = result["targets"]
+    assert ring["verdict"] == "n/a (no size in range)"  # no size ≥ 1 MiB in this run
+    assert auto["verdict"] in out and bus["verdict"] in out
+    assert auto["verdict"] in ("PASS", "MISS") and bus["verdict"] in ("PASS", "MISS")
+    assert auto["measured"] == max(r["x_mpi"] for r in result["table"] if r["algorithm"] == "auto")
+    assert {f["model"] for f in result["fits"]} == {"ring", "recursive_doubling"}
+    pingpong = result["per_world_size"]["2"]["pingpong"]
+    assert pingpong["large_bytes"] == 16 * KIB and pingpong["large_s"] > 0
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8])
+def test_fit_recovers_alpha_and_beta_of_synthetic_timings(p):
+    alpha, beta = 7e-6, 2.5e-10  # 7 µs per message, 4 GB/s
+    sizes = [4 * KIB * 4 ** k for k in range(8)]
+    for terms in (ring_terms, doubling_terms):
+        exact = [m * alpha + b * beta for m, b in (terms(s, p) for s in sizes)]
+        got = fit([terms(s, p) for s in sizes], exact)
+        assert got["alpha_s"] == pytest.approx(alpha, rel=1e-9)
+        assert got["beta_s_per_byte"] == pytest.approx(beta, rel=1e-9)
+        assert got["rms_rel_residual"] < 1e-9
+        noise = np.random.default_rng(p).uniform(0.97, 1.03, len(sizes))  # ±3 % on every time
+        noisy = fit([terms(s, p) for s in sizes], list(np.array(exact) * noise))
+        assert noisy["alpha_s"] == pytest.approx(alpha, rel=0.15)
+        assert noisy["beta_s_per_byte"] == pytest.approx(beta, rel=0.05)
+        assert 0.005 < noisy["rms_rel_residual"] < 0.03
+
+
+def test_cost_model_terms_count_messages_and_bytes():
+    assert ring_terms(1000, 4) == (6, 1500)  # 2(p−1) messages carrying 2(p−1)/p·N bytes
+    assert ring_terms(1000, 2) == (2, 1000)
+    assert doubling_terms(1000, 4) == (2, 2000)  # log₂ p exchanges of the whole buffer
+    assert doubling_terms(1000, 8) == (3, 3000)
+    assert doubling_terms(1000, 3) == (3, 3000)  # fold, one exchange, unfold
+    assert doubling_terms(1000, 6) == (4, 4000)
+
+
+def test_bandwidths_follow_nccl_conventions():
+    assert algbw(64 * MIB, 0.01) == pytest.approx(6710886400.0)
+    assert busbw(64 * MIB, 0.01, 2) == pytest.approx(algbw(64 * MIB, 0.01))  # 2(p−1)/p = 1
+    assert busbw(1e9, 1.0, 4) == pytest.approx(1.5e9)
+    assert busbw(1e9, 1.0, 8) == pytest.approx(1.75e9)
+
+
+def synthetic(times_by_name: dict[str, list[float]], sizes: list[int]) -> dict:
+    return {4: {"times": {name: dict(zip(sizes, ts)) for name, ts in times_by_name.items()}}}
+
+
+def test_crossover_and_targets_read_the_right_sizes():
+    sizes = [4 * KIB, 64 * KIB, MIB, 64 * MIB]
+    results = synthetic({
+        "ring": [30e-6, 60e-6, 500e-6, 0.01],
+        "recursive_doubling": [10e-6, 50e-6, 700e-6, 0.05],
+        "tree": [12e-6, 70e-6, 800e-6, 0.06],
+        "auto": [11e-6, 52e-6, 510e-6, 0.0101],
+        "mpi": [5e-6, 50e-6, 600e-6, 0.02],
+        "mpi-ring": [6e-6, 40e-6, 650e-6, 0.012],
+    }, sizes)
+    (cross,) = crossovers(results, sizes)
+    assert cross["doubling_wins_up_to"] == 64 * KIB
+    assert cross["mpi_fastest_at"] == [4 * KIB, 64 * KIB]
+    ring, auto, bus = targets(results, sizes, memcpy_bytes_per_s=10e9)
+    assert ring["measured"] == pytest.approx(5 / 6) and ring["at"] == "1 MiB"  # worse than 1/2
+    assert ring["verdict"] == "PASS"
+    assert auto["measured"] == pytest.approx(2.2) and auto["at"] == "4 KiB"
+    assert auto["verdict"] == "MISS"
+    assert bus["measured"] == pytest.approx(busbw(64 * MIB, 0.01, 4) / 10e9)
+    assert bus["verdict"] == "PASS"
+
+
+def test_sizes_parse_and_print_in_binary_units():
+    assert [byte_size(s) for s in ("4096", "4K", "64M", "1g")] == [4096, 4 * KIB, 64 * MIB,
+                                                                 1024 * MIB]
+    assert [human(n) for n in (4 * KIB, 64 * MIB, 12, None)] == ["4 KiB", "64 MiB", "12 B", "-"]
+    with pytest.raises(Exception, match="multiple of 4"):
+        byte_size("6")
