@@ -29,7 +29,6 @@ ALGORITHMS = {
     "gather": ("auto", "linear", "mpi"),
     "scatter": ("auto", "linear", "mpi"),
 }
-SMALL_ALL_REDUCE_BYTES = 64 * 1024  # at or below: recursive doubling; above: ring
 
 
 def all_reduce(comm, x, op: str = "sum", algorithm: str = "auto"):
@@ -46,16 +45,32 @@ def all_reduce_start(comm, buf, op: str = "sum", algorithm: str = "auto") -> Han
     """Start an in-place all-reduce; ``.test()`` advances it, ``.wait()`` finishes it."""
     algorithm = _begin(comm, "all_reduce", algorithm, buf, op=op)
     if algorithm == "auto":
-        algorithm = "recursive_doubling" if buf.nbytes <= SMALL_ALL_REDUCE_BYTES else "ring"
+        algorithm = auto_all_reduce(buf.nbytes, comm.size)
     flat = _flat(buf)
     wait = _wait(comm, f"all_reduce/{algorithm}", buf)
     if algorithm == "mpi":
         steps = _mpi_steps(comm, lambda: comm.mpi_allreduce(flat.copy(), flat, op))
-    else:
-        module = {"ring": ring, "recursive_doubling": doubling, "tree": tree}[algorithm]
-        n = max(counts(flat.size, comm.size)) if module is ring else flat.size
-        steps = _borrowing(comm, flat, n, lambda tmp: module.all_reduce(comm, flat, op, tmp))
-    return Handle(comm, wait, _then(steps, lambda: finish(op, flat, comm.size)), buf)
+        return Handle(comm, wait, steps, buf, after=lambda: finish(op, flat, comm.size))
+    module = {"ring": ring, "recursive_doubling": doubling, "tree": tree}[algorithm]
+    scratch = comm.workspace.take(flat, max(counts(flat.size, comm.size)) if module is ring
+                                  else flat.size)
+
+    def after():
+        comm.workspace.give(scratch)
+        finish(op, flat, comm.size)
+
+    return Handle(comm, wait, module.all_reduce(comm, flat, op, scratch), buf, after)
+
+
+def auto_all_reduce(nbytes: int, p: int) -> str:
+    """Recursive doubling up to the measured crossover, the ring above it.
+
+    ``python -m scratchpar.bench collectives`` on the 2-core development machine: recursive
+    doubling beats the ring up to 1 MiB at p = 2 and 4, but only up to 256 KiB at p = 3, where
+    folding the odd rank in costs two more whole-buffer steps (docs/collectives.md).
+    """
+    power_of_two = p & (p - 1) == 0
+    return "recursive_doubling" if nbytes <= (1 << 20 if power_of_two else 256 << 10) else "ring"
 
 
 def reduce_scatter(comm, x, op: str = "sum", algorithm: str = "auto"):
@@ -73,9 +88,11 @@ def reduce_scatter(comm, x, op: str = "sum", algorithm: str = "auto"):
             flat, out, [e - s for s, e in spans], op))
     else:
         out = flat[a:b]
-        steps = _borrowing(comm, flat, max(e - s for s, e in spans),
-                           lambda scratch: ring.reduce_scatter(comm, flat, op, spans, scratch))
+        scratch = comm.workspace.take(flat, max(e - s for s, e in spans))
+        steps = ring.reduce_scatter(comm, flat, op, spans, scratch)
     Handle(comm, _wait(comm, f"reduce_scatter/{algorithm}", x), steps).wait()
+    if algorithm != "mpi":
+        comm.workspace.give(scratch)
     finish(op, out, comm.size)
     return out.reshape(rows[comm.rank], *x.shape[1:]).copy()
 
@@ -127,9 +144,11 @@ def reduce(comm, x, op: str = "sum", root: int = 0, algorithm: str = "auto"):
             flat, None if out is None else _flat(out), op, root))
     else:
         out = work
-        steps = _borrowing(comm, flat, flat.size,
-                           lambda scratch: tree.reduce(comm, flat, op, root, scratch))
+        scratch = comm.workspace.take(flat, flat.size)
+        steps = tree.reduce(comm, flat, op, root, scratch)
     Handle(comm, _wait(comm, f"reduce/{algorithm}", x), steps).wait()
+    if algorithm != "mpi":
+        comm.workspace.give(scratch)
     if comm.rank != root:
         return None
     finish(op, out, comm.size)
@@ -204,11 +223,6 @@ def _wait(comm, op: str, x) -> Wait:
     return Wait(op, comm.next_seq(), "", x.shape, x.dtype)
 
 
-def _then(steps, after):
-    yield from steps
-    after()
-
-
 def _mpi_steps(comm, call):
     """MPI's collective as a one-step algorithm (it waits through the Communicator itself)."""
     call()
@@ -223,15 +237,6 @@ def _flat(buf):
     if not buf.flags.c_contiguous:
         raise CommError(f"collective buffers must be C-contiguous; got strides {buf.strides}")
     return buf.reshape(-1)
-
-
-def _borrowing(comm, flat, n: int, algorithm):
-    """Run ``algorithm(scratch)`` with ``n`` elements of scratch borrowed from the workspace."""
-    scratch = comm.workspace.take(flat, n)
-    try:
-        yield from algorithm(scratch)
-    finally:
-        comm.workspace.give(scratch)
 
 
 def _row_size(x) -> int:

@@ -12,9 +12,10 @@ from scratchpar.comm.watchdog import Wait
 class Handle:
     """Drives one algorithm's steps on ``comm``; ``test()`` never blocks, ``wait()`` finishes."""
 
-    def __init__(self, comm: Communicator, wait: Wait, steps: Iterator[list[Request]], result=None):
+    def __init__(self, comm: Communicator, wait: Wait, steps: Iterator[list[Request]], result=None,
+                 after=None):
         self.comm, self.info, self.result = comm, wait, result
-        self._steps = steps
+        self._steps, self._after = steps, after  # after(): once, when the last step is done
         self.done = False
         self._pending: list[Request] = []
         self._advance()
@@ -38,5 +39,7 @@ class Handle:
             self._pending = next(self._steps)
         except StopIteration:
             self.done, self._pending = True, []
+            if self._after is not None:
+                self._after()
         finally:
             self.comm.enter(outer)

@@ -111,3 +111,14 @@ def test_debug_mode_follows_the_environment(monkeypatch, raw, want):
     else:
         monkeypatch.setenv(watchdog.DEBUG_ENV, raw)
     assert watchdog.debug_enabled() is want
+
+
+def test_auto_all_reduce_follows_the_measured_crossover():
+    from scratchpar.comm.collectives import auto_all_reduce
+
+    for p in (2, 4, 8):
+        assert auto_all_reduce(1 << 20, p) == "recursive_doubling"
+        assert auto_all_reduce((1 << 20) + 4, p) == "ring"
+    for p in (3, 5, 6):
+        assert auto_all_reduce(256 << 10, p) == "recursive_doubling"
+        assert auto_all_reduce(1 << 20, p) == "ring"

@@ -55,11 +55,11 @@ def cases(draw):
 
 
 EDGES = (Case(1, (0,), "float64", "sum", 0, 2), Case(2, (1, 3), "int32", "max", 1, 0),
-         Case(3, (3001, 3), "float64", "avg", 3, 1))  # the last is past all-reduce's auto switch
+         Case(3, (45000, 3), "float64", "avg", 3, 1))  # the last is past all-reduce's auto switch
 
 
 def covering_edges(test):
-    """The given test, run on ``EDGES`` too (empty, one row, past the 64 KiB auto switch)."""
+    """The given test, run on ``EDGES`` too (empty, one row, past the 1 MiB auto switch)."""
     for case in EDGES:
         test = example(case=case)(test)
     return settings(max_examples=8)(test)
