@@ -32,7 +32,7 @@ test-%: install  ## the MPI tier on N ranks: make test-4
 	SCRATCHPAR_MPI_TIER=1 $(BIN)/mpiexec -n $* $(BIN)/python -m pytest -q -p no:cacheprovider tests/mpi $(ARGS)
 
 lint: install
-	$(BIN)/ruff check scratchpar tests
+	$(BIN)/ruff check scratchpar tests mpi_examples
 
 bench: $(VENV)/.bench  ## scratchpar's training step against PyTorch eager and a NumPy floor
 	$(BIN)/python -m scratchpar.bench step $(ARGS)
