@@ -1,1 +1,1 @@
-"""Traces and plots: per-rank event timelines, loss curves from metrics files."""
+"""Traces and plots: per-rank event timelines, loss curves, collectives benchmark figures."""

@@ -1,10 +1,11 @@
-"""``python -m scratchpar.trace loss METRICS.jsonl -o loss.png``: draw pictures of a run."""
+"""``python -m scratchpar.trace {loss,collectives} FILE -o OUT.png``: loss or all-reduce plots."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from .collectives_plot import plot_collectives
 from .loss_plot import plot_loss
 
 
@@ -14,9 +15,14 @@ def main(argv: list[str] | None = None) -> int:
     loss = sub.add_parser("loss", help="loss curve and entropy floor from a metrics file")
     loss.add_argument("metrics", help="JSONL metrics file written by scratchpar.train")
     loss.add_argument("-o", "--out", default="loss.png", help="PNG to write")
+    loss.set_defaults(draw=lambda a: plot_loss(a.metrics, a.out))
+    coll = sub.add_parser("collectives", help="all-reduce algorithms vs MPI from a benchmark JSON")
+    coll.add_argument("bench", help="JSON written by python -m scratchpar.bench collectives --json")
+    coll.add_argument("-o", "--out", default="collectives.png", help="PNG to write")
+    coll.set_defaults(draw=lambda a: plot_collectives(a.bench, a.out))
     args = parser.parse_args(argv)
     try:
-        print(f"wrote {plot_loss(args.metrics, args.out)}")
+        print(f"wrote {args.draw(args)}")
     except ImportError:
         print("plotting needs matplotlib: pip install 'scratchpar[plot]'", file=sys.stderr)
         return 2
