@@ -29,6 +29,7 @@ ALGORITHMS = {
     "gather": ("auto", "linear", "mpi"),
     "scatter": ("auto", "linear", "mpi"),
 }
+ALL_REDUCE = {"ring": ring, "recursive_doubling": doubling, "tree": tree}
 
 
 def all_reduce(comm, x, op: str = "sum", algorithm: str = "auto"):
@@ -51,9 +52,8 @@ def all_reduce_start(comm, buf, op: str = "sum", algorithm: str = "auto") -> Han
     if algorithm == "mpi":
         steps = _mpi_steps(comm, lambda: comm.mpi_allreduce(flat.copy(), flat, op))
         return Handle(comm, wait, steps, buf, after=lambda: finish(op, flat, comm.size))
-    module = {"ring": ring, "recursive_doubling": doubling, "tree": tree}[algorithm]
-    scratch = comm.workspace.take(flat, max(counts(flat.size, comm.size)) if module is ring
-                                  else flat.size)
+    module = ALL_REDUCE[algorithm]
+    scratch = comm.workspace.take(flat, -(-flat.size // comm.size) if module is ring else flat.size)
 
     def after():
         comm.workspace.give(scratch)

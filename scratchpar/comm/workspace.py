@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from scratchpar.backend import get_array_module
 
+POOLED_BYTES = 64 * 1024  # smaller buffers come from malloc's free lists: cheap, not pooled
+
 
 class Workspace:
     """Flat buffers per (array module, dtype); each collective in flight holds its own."""
@@ -20,7 +22,9 @@ class Workspace:
     def take(self, like, n: int):
         """A flat array of ``n`` elements with ``like``'s dtype and module (contents undefined)."""
         xp = get_array_module(like)
-        free = self._free.setdefault((xp.__name__, like.dtype.str), [])
+        if n * like.itemsize < POOLED_BYTES:
+            return xp.empty(n, like.dtype)
+        free = self._free.setdefault((xp, like.dtype), [])
         fits = [i for i, b in enumerate(free) if b.size >= n]
         if not fits:
             return xp.empty(n, like.dtype)
@@ -30,5 +34,5 @@ class Workspace:
     def give(self, buf) -> None:
         """Return a buffer from :meth:`take` for later calls."""
         whole = buf if buf.base is None else buf.base
-        xp = get_array_module(whole)
-        self._free.setdefault((xp.__name__, whole.dtype.str), []).append(whole)
+        if whole.nbytes >= POOLED_BYTES:
+            self._free.setdefault((get_array_module(whole), whole.dtype), []).append(whole)
