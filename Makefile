@@ -22,8 +22,8 @@ $(VENV)/.bench: $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	touch $@
 
-train: install  ## train the default model (make train ARGS="--steps 100 …")
-	$(BIN)/python -m scratchpar.train $(ARGS)
+train: install  ## 4-rank data-parallel training of the default model (make train ARGS="--steps 100 …")
+	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train $(ARGS)
 
 test: install  ## the whole suite: unit, property and launch tests
 	$(BIN)/python -m pytest -q $(ARGS)

@@ -106,8 +106,13 @@ class Tensor:
         """The same data, cut from the graph."""
         return Tensor(self.data)
 
-    def backward(self, grad=None) -> None:
-        """Accumulate d(self)/d(leaf) · grad into every leaf's ``.grad`` (chain rule, reversed)."""
+    def backward(self, grad=None, *, on_grad_ready=None) -> None:
+        """Accumulate d(self)/d(leaf) · grad into every leaf's ``.grad`` (chain rule, reversed).
+
+        ``on_grad_ready(leaf)``, if given, is called once per leaf reached, as soon as its
+        ``.grad`` is final: every consumer of a node is visited before it, so a leaf receives its
+        whole gradient at once (data parallelism starts communicating it during backward).
+        """
         if not self.requires_grad:
             raise RuntimeError("backward() on a tensor that does not require grad")
         if grad is None:
@@ -127,6 +132,8 @@ class Tensor:
             ctx = node._ctx
             if ctx is None:
                 node._accumulate(g, given)
+                if on_grad_ready is not None:
+                    on_grad_ready(node)
                 continue
             input_grads = ctx.fn.backward(ctx, g)
             if type(input_grads) is not tuple:
@@ -150,15 +157,22 @@ class Tensor:
         while stack:
             node, expanded = stack.pop()
             if expanded:
+                # A leaf goes in just before its first consumer here, so just after its last one
+                # once reversed: backward finishes it as early as possible.
+                for parent, need in zip(node._ctx.parents, node._ctx.needs_input_grad):
+                    if need and parent._ctx is None and id(parent) not in seen:
+                        seen.add(id(parent))
+                        order.append(parent)
                 order.append(node)
                 continue
             if id(node) in seen:
                 continue
-            seen.add(id(node))
             ctx = node._ctx
-            if ctx is None:  # a leaf has no inputs: it is finished as soon as it is reached
-                order.append(node)
+            if ctx is None:  # a leaf has no inputs: placed by its consumer, or alone as the root
+                if node is self:
+                    order.append(node)
                 continue
+            seen.add(id(node))
             stack.append((node, True))
             for parent, need in zip(ctx.parents, ctx.needs_input_grad):
                 if need and id(parent) not in seen:

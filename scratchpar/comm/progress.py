@@ -4,9 +4,12 @@ posted and resumes once they have all arrived; a :class:`Handle` drives it, bloc
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from scratchpar.comm.mpi import Communicator, Request
 from scratchpar.comm.watchdog import Wait
+
+if TYPE_CHECKING:  # only for annotations: importing collectives must not start MPI
+    from scratchpar.comm.mpi import Communicator, Request
 
 
 class Handle:

@@ -13,24 +13,26 @@ from .config import ConfigError, load_config
 from .loop import format_summary
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, comm=None) -> int:
     """Exit status 0, or 2 for a bad config, checkpoint, backend or data: errors that a rank
     finds before any message, so it may exit by itself (ranks given the same flags and files
-    all do). Any other exception propagates."""
+    all do). Any other exception propagates. ``comm`` is the world when launched by MPI."""
     try:
-        cfg = load_config(argv)
-        trainer = build_trainer(cfg)
-        summary = trainer.run()
+        cfg = load_config(argv, world_size=1 if comm is None else comm.size)
+        summary = build_trainer(cfg, comm).run()
     except (ConfigError, CheckpointError, BackendError, DataError) as e:
         print(f"scratchpar.train: {e}", file=sys.stderr)
         return 2
-    print(format_summary(summary), flush=True)
+    if summary is not None:  # rank 0 reports for the job
+        print(format_summary(summary), flush=True)
     return 0
 
 
 if __name__ == "__main__":
+    world = None
     if launched_by_mpi():  # an exception on one rank must end them all, not hang the rest
         from ..comm.mpi import Communicator  # loads MPI: only under mpiexec
 
-        abort_on_exception(Communicator(name="world"))
-    sys.exit(main())
+        world = Communicator(name="world")
+        abort_on_exception(world)
+    sys.exit(main(comm=world))

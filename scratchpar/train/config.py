@@ -65,7 +65,14 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    strategy: str = opt("single", "parallel strategy", choices=("single",))
+    strategy: str = opt("dp", "parallel strategy: one device, data parallel (bucketed, "
+                        "overlapped), data parallel with one all-reduce per parameter, or "
+                        "local SGD (periodic model averaging)",
+                        choices=("single", "dp", "dp-naive", "local-sgd"))
+    bucket_mb: float = opt(1.0, "dp: gradient bucket size in MiB")
+    local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
+                                  "(0 = once, at the end)")
+    local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
     steps: int = opt(1500, "optimizer steps to train")
     batch_size: int = opt(32, "global batch size (sequences or samples)")
     seed: int = opt(0, "seed of the data, the initialization and dropout")
@@ -132,8 +139,9 @@ def _int_tuple(text: str) -> tuple:
     return tuple(int(v) for v in text.split(",") if v.strip())
 
 
-def load_config(argv: list[str] | None = None) -> Config:
-    """Parse flags (and the TOML file they name) into a validated Config, or raise ConfigError."""
+def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
+    """Parse flags (and the TOML file they name) into a Config validated for ``world_size``
+    ranks, or raise ConfigError."""
     args = vars(build_parser().parse_args(argv))
     values: dict[str, dict] = {s: {} for s in SECTIONS}
     problems: list[str] = []
@@ -146,7 +154,7 @@ def load_config(argv: list[str] | None = None) -> Config:
         values["data"]["source"] = "text"
     if problems:
         raise ConfigError(problems)
-    return make_config(values)
+    return make_config(values, world_size)
 
 
 def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
@@ -167,15 +175,16 @@ def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
                 values[section][name] = tuple(value) if isinstance(value, list) else value
 
 
-def make_config(values: dict[str, dict]) -> Config:
-    """Build a Config from per-section overrides and validate it (raises ConfigError)."""
+def make_config(values: dict[str, dict], world_size: int = 1) -> Config:
+    """Build a Config from per-section overrides and validate it for ``world_size`` ranks
+    (raises ConfigError)."""
     from .validate import validate
 
     problems = _type_problems(values)
     if problems:
         raise ConfigError(problems)
     config = Config(**{s: cls(**values.get(s, {})) for s, cls in SECTIONS.items()})
-    problems = validate(config)
+    problems = validate(config, world_size)
     if problems:
         raise ConfigError(problems)
     return config

@@ -20,29 +20,41 @@ class Trainer:
     stopping and resuming continues bit-identically.
     """
 
-    def __init__(self, cfg, strategy, task, schedule, dropout_gen, is_logger: bool = True):
+    def __init__(self, cfg, strategy, task, schedule, dropout_gen, comm=None):
         self.cfg, self.strategy, self.task, self.schedule = cfg, strategy, task, schedule
-        self.dropout_gen, self.is_logger = dropout_gen, is_logger
+        self.dropout_gen, self.comm = dropout_gen, comm
+        self.rank, self.world = (0, 1) if comm is None else (comm.rank, comm.size)
+        self.is_logger = self.rank == 0  # logs, shows progress, evaluates, saves checkpoints
         self.step = 0
 
     def save(self, directory: str) -> None:
+        """Rank 0 writes the strategy's state (alike on every rank) and each rank's dropout
+        stream; every rank calls this at the same step."""
+        stream = self.dropout_gen.bit_generator.state
+        streams = [stream] if self.comm is None else self.comm.allgather_obj(stream)
+        if not self.is_logger:
+            return
         arrays, meta = {}, {"step": self.step, "config": self.cfg.to_dict(),
-                            "dropout_rng": self.dropout_gen.bit_generator.state}
+                            "dropout_rng": streams}
         for part, state in self.strategy.state_dict().items():
             arrays[part], meta[part] = split_state(state)
         save_checkpoint(directory, arrays, meta)
 
     def restore(self, directory: str) -> None:
+        """Every rank loads the checkpoint, whatever world size wrote it: the data position is
+        the step number. A rank the writing world did not have keeps its fresh dropout stream."""
         arrays, meta = load_checkpoint(directory)
         try:
             self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
-            self.dropout_gen.bit_generator.state = meta["dropout_rng"]
+            if self.rank < len(meta["dropout_rng"]):
+                self.dropout_gen.bit_generator.state = meta["dropout_rng"][self.rank]
             self.step = int(meta["step"])
         except (KeyError, TypeError, ValueError) as e:
             raise CheckpointError(f"{directory} does not fit this run: {e}") from e
 
-    def run(self) -> dict:
-        """Train; returns the summary (held-out loss, floor, gap, throughput)."""
+    def run(self) -> dict | None:
+        """Train; rank 0 returns the summary (held-out loss, floor, gap, throughput), the other
+        ranks None."""
         t = self.cfg.train
         if t.resume:
             self.restore(t.resume)
@@ -50,7 +62,8 @@ class Trainer:
         log = _open_metrics(t.metrics, append=bool(t.resume)) if self.is_logger else None
         if log:
             log.write(json.dumps({"event": "start", "step": self.step, "unit": self.task.unit,
-                                  "floor": self.task.floor(), "config": self.cfg.to_dict()}) + "\n")
+                                  "floor": self.task.floor(), "world": self.world,
+                                  "config": self.cfg.to_dict()}) + "\n")
         bar = tqdm(total=stop, initial=self.step, disable=not (t.progress and self.is_logger),
                    unit="step", dynamic_ncols=True)
         window_loss = window_units = 0.0
@@ -79,12 +92,17 @@ class Trainer:
                 window_loss = window_units = 0.0
                 window_start = now
             bar.update(1)
-            if t.save and t.save_every and self.step % t.save_every == 0 and self.is_logger:
+            if t.save and t.save_every and self.step % t.save_every == 0:
                 self.save(t.save)
         bar.close()
+        finish = getattr(self.strategy, "finish", None)  # local SGD averages the replicas
+        if finish is not None and self.step == t.steps:
+            finish()
         elapsed = time.perf_counter() - run_start
-        if t.save and self.is_logger:
+        if t.save:
             self.save(t.save)
+        if not self.is_logger:
+            return None
         summary = self.summary(units_done, elapsed, self.step - first)
         if log:
             log.write(json.dumps({"event": "final", **summary}) + "\n")
@@ -100,14 +118,17 @@ class Trainer:
         """A metrics record for the steps since the last one: unit-weighted loss, throughput."""
         extra = {k: v for k, v in metrics.items() if k != "loss"}
         return {"event": "step", "step": self.step, "loss": loss_sum / max(units, 1), "lr": lr,
-                self.rate: units / seconds, **extra}
+                self.rate: units / seconds, f"{self.rate}_per_rank": units / seconds / self.world,
+                **extra}
 
     def summary(self, units: int, elapsed: float, steps: int) -> dict:
         loss = self.task.evaluate(self.cfg.train.eval_batches, self.cfg.train.batch_size)
         floor = self.task.floor()
+        rate = units / elapsed if elapsed > 0 else 0.0  # units of the global batches
         return {"step": self.step, "steps_run": steps, "eval_loss": loss, "floor": floor,
                 "gap": None if floor is None else loss - floor, "unit": self.task.unit,
-                "units_per_s": units / elapsed if elapsed > 0 else 0.0, "elapsed_s": elapsed}
+                "units_per_s": rate, "units_per_s_per_rank": rate / self.world,
+                "world": self.world, "elapsed_s": elapsed}
 
 
 def _open_metrics(path: str, append: bool):
@@ -124,5 +145,7 @@ def format_summary(s: dict) -> str:
                  f"({100 * s['gap'] / max(s['floor'], 1e-12):.1f}% above)")
     else:
         line += " · entropy floor unknown for this data"
-    return line + (f" · {s['units_per_s']:,.0f} {s['unit']}/s · {s['steps_run']} steps in "
-                   f"{s['elapsed_s']:.1f} s")
+    line += f" · {s['units_per_s']:,.0f} {s['unit']}/s"
+    if s["world"] > 1:
+        line += f" ({s['units_per_s_per_rank']:,.0f} per rank × {s['world']})"
+    return line + f" · {s['steps_run']} steps in {s['elapsed_s']:.1f} s"

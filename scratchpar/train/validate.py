@@ -8,8 +8,8 @@ from pathlib import Path
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 
 
-def validate(c) -> list[str]:
-    """The list of violations of Config ``c`` (empty when it is valid)."""
+def validate(c, world_size: int = 1) -> list[str]:
+    """The list of violations of Config ``c`` run on ``world_size`` ranks (empty when valid)."""
     m, d, o, t = c.model, c.data, c.optim, c.train
     problems = []
 
@@ -61,4 +61,14 @@ def validate(c) -> list[str]:
     need(t.stop_after is None or 1 <= t.stop_after <= t.steps,
          f"train.stop_after must be in [1, steps]; got {t.stop_after}")
     need(t.resume is None or Path(t.resume).is_dir(), f"--resume {t.resume}: no such directory")
+    need(t.bucket_mb > 0, f"train.bucket_mb must be positive; got {t.bucket_mb}")
+    need(t.local_sgd_every >= 0, f"train.local_sgd_every must be non-negative; got "
+                                 f"{t.local_sgd_every}")
+    need(t.local_sgd_warmup >= 0, f"train.local_sgd_warmup must be non-negative; got "
+                                  f"{t.local_sgd_warmup}")
+    need(t.strategy != "single" or world_size == 1,
+         f"--strategy single runs on one rank; launched on {world_size}")
+    need(t.batch_size < 1 or t.batch_size >= world_size,
+         f"train.batch_size ({t.batch_size}) must be at least the number of ranks "
+         f"({world_size}): each rank needs a share of the global batch")
     return problems

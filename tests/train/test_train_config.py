@@ -7,7 +7,7 @@ from scratchpar.train import ConfigError, load_config, make_config
 
 def test_defaults_are_valid():
     cfg = load_config([])
-    assert cfg.train.strategy == "single"
+    assert cfg.train.strategy == "dp"
     assert cfg.model.d_model % cfg.model.n_heads == 0
 
 

@@ -1,0 +1,22 @@
+"""This rank's share of a global batch: the rows every collective's chunk layout gives it."""
+
+from __future__ import annotations
+
+from scratchpar.comm.chunks import bounds
+
+
+def shard(batch, rank: int, size: int):
+    """Rows ``bounds(len, size)[rank]`` of ``batch``: an array, or a tuple of arrays cut alike.
+
+    Any batch size works: the first ``len % size`` ranks get one row more, and a rank gets 0 rows
+    when the batch has fewer rows than there are ranks.
+    """
+    if not 0 <= rank < size:
+        raise ValueError(f"rank {rank} is outside 0..{size - 1}")
+    arrays = batch if isinstance(batch, tuple) else (batch,)
+    lengths = {len(a) for a in arrays}
+    if len(lengths) != 1:
+        raise ValueError(f"the arrays of a batch must have the same number of rows, got {lengths}")
+    start, stop = bounds(lengths.pop(), size)[rank]
+    rows = tuple(a[start:stop] for a in arrays)
+    return rows if isinstance(batch, tuple) else rows[0]

@@ -1,0 +1,153 @@
+"""Synchronous data parallelism: each rank's shard gradient, summed over ranks, one update."""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..backend import get_array_module
+from ..comm import collectives
+from ..comm.buckets import Buckets
+from ..data.shard import shard
+from ..optim import clip_grad_norm
+
+
+class DataParallelNaive:
+    """The specification: after backward, one blocking all-reduce per parameter.
+
+    Rank r holds rows ``bounds(b, p)[r]`` of the global batch. With Lᵣ its summed loss and nᵣ its
+    units (samples or tokens), the full-batch mean gradient is ∇(Σᵣ Lᵣ)/N with N = Σᵣ nᵣ: every
+    rank backpropagates its Lᵣ, the gradients are summed over ranks and scaled by 1/N. This is
+    exact for unequal shards (a rank may hold 0 rows), where averaging per-rank means is not.
+    """
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, grad_clip: float = 0.0):
+        self.model, self.optimizer, self.comm = model, optimizer, comm
+        self.loss_fn, self.count_fn, self.grad_clip = loss_fn, count_fn, grad_clip
+        self.params = model.parameters()
+        self.xp = get_array_module(*(p.data for p in self.params))
+        for p in self.params:  # every replica starts from rank 0's parameters
+            collectives.broadcast_(comm, p.data)
+        self._pending = None  # [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
+
+    def step(self, global_batch) -> dict:
+        """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
+        totals, local = self._forward(global_batch)
+        local.backward()
+        return self._update(self._reduce_grads(totals))
+
+    def _forward(self, global_batch):
+        """This rank's summed loss, with Σ loss and Σ units (float64) all-reduce started."""
+        loss, n = self.local_loss(global_batch)
+        totals = self.xp.array([loss.item(), n], dtype="float64")
+        if self._pending is not None:
+            totals += self.xp.array(self._pending, dtype="float64")
+        self._pending = None
+        return collectives.all_reduce_start(self.comm, totals), loss
+
+    def local_loss(self, global_batch):
+        """This rank's summed loss Lᵣ (a Tensor) and unit count nᵣ."""
+        if self._pending is None:
+            self.optimizer.zero_grad()
+        batch = shard(global_batch, self.comm.rank, self.comm.size)
+        return self.loss_fn(self.model, batch, reduction="sum"), self.count_fn(batch)
+
+    def _reduce_grads(self, totals):
+        for p in self.params:
+            p.grad = collectives.all_reduce_(self.comm, self._grad_or_zeros(p))
+        return totals
+
+    def _grad_or_zeros(self, p):
+        """A parameter this backward did not reach still takes part: its gradient counts as 0."""
+        return self.xp.zeros_like(p.data) if p.grad is None else self.xp.ascontiguousarray(p.grad)
+
+    def _update(self, totals) -> dict:
+        """Scale Σ gradients by 1/N, clip the (now global, identical) gradient, step."""
+        loss_sum, n = (float(v) for v in totals.wait())
+        scale = 1.0 / max(n, 1.0)
+        for p in self.params:
+            p.grad *= scale
+        metrics = {"loss": loss_sum * scale}
+        if self.grad_clip > 0:
+            metrics["grad_norm"] = clip_grad_norm(self.params, self.grad_clip)
+        self.optimizer.step()
+        return metrics
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optim": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optim"])
+
+
+class DataParallel(DataParallelNaive):
+    """Bucketed and overlapped: a bucket's all-reduce starts during backward (Li et al. 2020).
+
+    Buckets are planned over the parameters in reverse definition order, the order in which
+    backward roughly finishes their gradients. When the last gradient of bucket k is final, the
+    buckets up to k that are complete are packed and started, always in bucket order, so every
+    rank posts the same collectives in the same sequence; each later gradient also advances the
+    ones in flight. The sum and the 1/N scaling are those of :class:`DataParallelNaive`.
+    """
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
+                 grad_clip: float = 0.0):
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+        self.order = self.params[::-1]
+        self.plan = Buckets([p.data for p in self.order], bucket_bytes)
+        self.index = {id(p): j for j, p in enumerate(self.order)}
+        self.zeros = [self.xp.zeros_like(p.data) for p in self.order]  # stand-ins for pack
+        self.syncing = True
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Steps inside only accumulate gradients locally; the next step outside reduces all."""
+        self.syncing = False
+        try:
+            yield
+        finally:
+            self.syncing = True
+
+    def step(self, global_batch) -> dict:
+        if not self.syncing:
+            return self._accumulate(global_batch)
+        totals, local = self._forward(global_batch)
+        self._missing = [len(m) for m in self.plan.members]  # per bucket: gradients not final
+        self._next, self._inflight = 0, [totals]
+        local.backward(on_grad_ready=self._ready)
+        self._start(final=True)
+        for handle in self._inflight:
+            handle.wait()
+        for j, p in enumerate(self.order):
+            p.grad = self.plan.view(j).copy()
+        return self._update(totals)
+
+    def _accumulate(self, global_batch) -> dict:
+        """Backward on this rank's shard, no communication; returns this rank's own mean loss."""
+        loss, n = self.local_loss(global_batch)
+        loss.backward()
+        before = self._pending or [0.0, 0.0]
+        self._pending = [before[0] + loss.item(), before[1] + n]
+        return {"loss": loss.item() / max(n, 1)}
+
+    def _ready(self, leaf) -> None:
+        j = self.index.get(id(leaf))
+        if j is not None:
+            k = self.plan.slots[j].bucket
+            self._missing[k] -= 1
+            if self._missing[k] == 0:
+                self._start(final=False)
+        self._inflight = [h for h in self._inflight if not h.test()]
+
+    def _start(self, final: bool) -> None:
+        """Pack and start buckets in order while they are complete; after backward (``final``)
+        every bucket left, the gradients backward did not reach counting as zeros."""
+        while self._next < len(self.plan) and (final or self._missing[self._next] == 0):
+            k, grads = self._next, list(self.zeros)
+            for j in self.plan.members[k]:
+                grad = self.order[j].grad
+                if grad is not None:
+                    grads[j] = grad
+            self.plan.pack(grads, bucket=k)
+            self._inflight.append(self.plan.start(self.comm, k))
+            self._next += 1

@@ -1,0 +1,52 @@
+"""The data-parallel flags: parsing, validation against the world size, and rank-0 reporting."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from scratchpar.train import ConfigError, build_trainer, format_summary, load_config, make_config
+
+
+def test_dp_is_the_default_and_the_flags_parse():
+    default = load_config([]).train
+    assert (default.strategy, default.bucket_mb) == ("dp", 1.0)
+    assert (default.local_sgd_every, default.local_sgd_warmup) == (8, 0)
+    t = load_config(["--strategy", "local-sgd", "--local-sgd-every", "4",
+                     "--local-sgd-warmup", "2", "--bucket-mb", "0.25"]).train
+    assert (t.strategy, t.local_sgd_every, t.local_sgd_warmup, t.bucket_mb) == \
+        ("local-sgd", 4, 2, 0.25)
+
+
+def test_every_parallel_problem_is_listed_at_once():
+    with pytest.raises(ConfigError) as err:
+        load_config(["--bucket-mb", "0", "--local-sgd-every", "-1", "--local-sgd-warmup", "-3",
+                     "--strategy", "single", "--batch-size", "3"], world_size=4)
+    text = str(err.value)
+    assert len(err.value.problems) == 5, text
+    for fragment in ("train.bucket_mb must be positive; got 0.0",
+                     "train.local_sgd_every must be non-negative; got -1",
+                     "train.local_sgd_warmup must be non-negative; got -3",
+                     "--strategy single runs on one rank; launched on 4",
+                     "train.batch_size (3) must be at least the number of ranks (4)"):
+        assert fragment in text
+
+
+def test_the_same_flags_are_valid_on_fewer_ranks():
+    assert load_config(["--batch-size", "3"], world_size=3).train.batch_size == 3
+    assert make_config({"train": {"strategy": "single"}}).train.strategy == "single"
+    with pytest.raises(ConfigError, match="launched on 2"):
+        make_config({"train": {"strategy": "single"}}, world_size=2)
+
+
+def test_build_trainer_checks_the_config_against_the_world_it_is_given(tiny_config):
+    two_ranks = SimpleNamespace(rank=0, size=2)
+    with pytest.raises(ConfigError, match="--strategy single runs on one rank; launched on 2"):
+        build_trainer(tiny_config(strategy="single"), two_ranks)
+
+
+def test_summary_gives_throughput_in_total_and_per_rank():
+    s = {"step": 6, "steps_run": 6, "eval_loss": 2.0, "floor": 1.5, "gap": 0.5, "unit": "tok",
+         "units_per_s": 8000.0, "units_per_s_per_rank": 2000.0, "world": 4, "elapsed_s": 3.0}
+    line = format_summary(s)
+    assert "· 8,000 tok/s (2,000 per rank × 4) · 6 steps in 3.0 s" in line
+    assert "per rank" not in format_summary({**s, "world": 1, "units_per_s_per_rank": 8000.0})
