@@ -40,9 +40,11 @@ bench: $(VENV)/.bench  ## scratchpar's training step against PyTorch eager and a
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
 
-docs: install  ## redraw the figures in docs/ from a fresh default training run
-	$(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
+docs: install  ## redraw the figures in docs/: a default training run, the collectives benchmark
+	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
 	$(BIN)/python -m scratchpar.trace loss docs/figures/train_metrics.jsonl -o docs/figures/loss.png
+	$(BIN)/python -m scratchpar.bench collectives --json docs/figures/collectives.json
+	$(BIN)/python -m scratchpar.trace collectives docs/figures/collectives.json -o docs/figures/collectives.png
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis
