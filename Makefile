@@ -8,7 +8,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-% lint bench bench-collectives docs clean
+.PHONY: install train test test-% lint bench bench-collectives bench-dp docs clean
 
 install: $(VENV)/.installed
 
@@ -39,6 +39,9 @@ bench: $(VENV)/.bench  ## scratchpar's training step against PyTorch eager and a
 
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
+
+bench-dp: $(VENV)/.bench  ## data parallelism: scaling, bucketed against naive, torch DDP
+	$(BIN)/python -m scratchpar.bench dp $(ARGS)
 
 docs: install  ## redraw the figures in docs/: a default training run, the collectives benchmark
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl

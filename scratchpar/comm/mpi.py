@@ -62,6 +62,7 @@ class Communicator:
         self._op: Wait | None = None  # the collective whose messages are being posted
         self._recent = Recent()  # shared with every split and dup (see last_op)
         self.workspace = Workspace()  # collectives' scratch buffers, reused call after call
+        self.tracer = None  # a trace.Tracer records every collective here (splits, dups alike)
 
     def __repr__(self) -> str:
         return f"Communicator({self.name}, rank {self.rank} of {self.size})"
@@ -221,7 +222,7 @@ class Communicator:
 
     # -- internals ------------------------------------------------------------------------------
     def _family(self, child: Communicator) -> Communicator:
-        child._recent = self._recent
+        child._recent, child.tracer = self._recent, self.tracer
         return child
 
     def _next_wait(self, op: str) -> Wait:

@@ -3,6 +3,7 @@ posted and resumes once they have all arrived; a :class:`Handle` drives it, bloc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,8 @@ class Handle:
         self._steps, self._after = steps, after  # after(): once, when the last step is done
         self.done = False
         self._pending: list[Request] = []
+        self._tracer = comm.tracer  # records the collective as one region, start to completion
+        self._start = None if self._tracer is None else self._tracer.now()
         self._advance()
 
     def test(self) -> bool:
@@ -44,5 +47,8 @@ class Handle:
             self.done, self._pending = True, []
             if self._after is not None:
                 self._after()
+            if self._tracer is not None:
+                nbytes = math.prod(self.info.shape) * self.info.dtype.itemsize
+                self._tracer.record(self.info.op, "comm", self._start, self._tracer.now(), nbytes)
         finally:
             self.comm.enter(outer)

@@ -9,6 +9,7 @@ from ..comm import collectives
 from ..comm.buckets import Buckets
 from ..data.shard import shard
 from ..optim import clip_grad_norm
+from ..trace.tracer import NULL
 
 
 class DataParallelNaive:
@@ -29,10 +30,17 @@ class DataParallelNaive:
             collectives.broadcast_(comm, p.data)
         self._pending = None  # [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
 
+    @property
+    def tracer(self):
+        """The communicator's tracer (its collectives are recorded too), or a no-op one."""
+        return self.comm.tracer or NULL
+
     def step(self, global_batch) -> dict:
         """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
-        totals, local = self._forward(global_batch)
-        local.backward()
+        with self.tracer.region("forward", "compute"):
+            totals, local = self._forward(global_batch)
+        with self.tracer.region("backward", "compute"):
+            local.backward()
         return self._update(self._reduce_grads(totals))
 
     def _forward(self, global_batch):
@@ -63,13 +71,14 @@ class DataParallelNaive:
     def _update(self, totals) -> dict:
         """Scale Σ gradients by 1/N, clip the (now global, identical) gradient, step."""
         loss_sum, n = (float(v) for v in totals.wait())
-        scale = 1.0 / max(n, 1.0)
-        for p in self.params:
-            p.grad *= scale
-        metrics = {"loss": loss_sum * scale}
-        if self.grad_clip > 0:
-            metrics["grad_norm"] = clip_grad_norm(self.params, self.grad_clip)
-        self.optimizer.step()
+        with self.tracer.region("optimizer", "compute"):
+            scale = 1.0 / max(n, 1.0)
+            for p in self.params:
+                p.grad *= scale
+            metrics = {"loss": loss_sum * scale}
+            if self.grad_clip > 0:
+                metrics["grad_norm"] = clip_grad_norm(self.params, self.grad_clip)
+            self.optimizer.step()
         return metrics
 
     def state_dict(self) -> dict:
@@ -111,10 +120,12 @@ class DataParallel(DataParallelNaive):
     def step(self, global_batch) -> dict:
         if not self.syncing:
             return self._accumulate(global_batch)
-        totals, local = self._forward(global_batch)
+        with self.tracer.region("forward", "compute"):
+            totals, local = self._forward(global_batch)
         self._missing = [len(m) for m in self.plan.members]  # per bucket: gradients not final
         self._next, self._inflight = 0, [totals]
-        local.backward(on_grad_ready=self._ready)
+        with self.tracer.region("backward", "compute"):
+            local.backward(on_grad_ready=self._ready)
         self._start(final=True)
         for handle in self._inflight:
             handle.wait()
@@ -124,8 +135,10 @@ class DataParallel(DataParallelNaive):
 
     def _accumulate(self, global_batch) -> dict:
         """Backward on this rank's shard, no communication; returns this rank's own mean loss."""
-        loss, n = self.local_loss(global_batch)
-        loss.backward()
+        with self.tracer.region("forward", "compute"):
+            loss, n = self.local_loss(global_batch)
+        with self.tracer.region("backward", "compute"):
+            loss.backward()
         before = self._pending or [0.0, 0.0]
         self._pending = [before[0] + loss.item(), before[1] + n]
         return {"loss": loss.item() / max(n, 1)}

@@ -1,4 +1,5 @@
-"""``python -m scratchpar.trace {loss,collectives} FILE -o OUT.png``: loss or all-reduce plots."""
+"""``python -m scratchpar.trace {loss,collectives,plot} FILE -o OUT.png``: loss, all-reduce or
+timeline plots."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 
 from .collectives_plot import plot_collectives
 from .loss_plot import plot_loss
+from .timeline_plot import plot_timeline
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     coll.add_argument("bench", help="JSON written by python -m scratchpar.bench collectives --json")
     coll.add_argument("-o", "--out", default="collectives.png", help="PNG to write")
     coll.set_defaults(draw=lambda a: plot_collectives(a.bench, a.out))
+    plot = sub.add_parser("plot", help="per-rank compute/communication timeline of a trace")
+    plot.add_argument("trace", help="Chrome trace JSON written by scratchpar.train --trace")
+    plot.add_argument("-o", "--out", default="timeline.png", help="PNG to write")
+    plot.set_defaults(draw=lambda a: plot_timeline(a.trace, a.out))
     args = parser.parse_args(argv)
     try:
         print(f"wrote {args.draw(args)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import optim, parallel
 from ..backend import rng, set_device
+from ..trace.tracer import Tracer
 from .config import ConfigError
 from .loop import Trainer
 from .task import build_task
@@ -59,5 +60,8 @@ def build_trainer(cfg, comm=None) -> Trainer:
     dropout_gen = rng(cfg.train.seed, 1, rank)
     task = build_task(cfg, dropout_gen)
     optimizer = build_optimizer(cfg, task.model.parameters())
+    if cfg.train.trace:  # the strategy and its collectives record on the communicator's tracer
+        comm.tracer = Tracer(rank)
+        comm.tracer.align(comm.barrier)
     strategy = build_strategy(cfg, task, optimizer, comm)
     return Trainer(cfg, strategy, task, build_schedule(cfg), dropout_gen, comm)

@@ -87,6 +87,9 @@ class TrainConfig:
     stop_after: int | None = opt(None, "stop after this step, as if interrupted (schedule "
                                        "unchanged)", kind=int)
     progress: bool = opt(True, "show a progress bar")
+    trace: str | None = opt(None, "every rank records its compute and communication regions; "
+                                  "rank 0 writes them to this Chrome trace JSON (Perfetto)",
+                            kind=str)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ..backend import sync
+from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint, split_state
 
 
@@ -101,6 +102,8 @@ class Trainer:
         elapsed = time.perf_counter() - run_start
         if t.save:
             self.save(t.save)
+        if t.trace:
+            self.write_trace(t.trace)
         if not self.is_logger:
             return None
         summary = self.summary(units_done, elapsed, self.step - first)
@@ -108,6 +111,12 @@ class Trainer:
             log.write(json.dumps({"event": "final", **summary}) + "\n")
             log.close()
         return summary
+
+    def write_trace(self, path: str) -> None:
+        """Every rank's regions, gathered and written by rank 0 as one Chrome trace."""
+        ranks = self.comm.allgather_obj(self.comm.tracer.export(), "trace events")
+        if self.is_logger:
+            write_chrome(path, ranks)
 
     @property
     def rate(self) -> str:

@@ -66,6 +66,8 @@ def validate(c, world_size: int = 1) -> list[str]:
                                  f"{t.local_sgd_every}")
     need(t.local_sgd_warmup >= 0, f"train.local_sgd_warmup must be non-negative; got "
                                   f"{t.local_sgd_warmup}")
+    need(t.trace is None or t.strategy != "single",
+         "--trace records a parallel strategy's regions; --strategy single has none")
     need(t.strategy != "single" or world_size == 1,
          f"--strategy single runs on one rank; launched on {world_size}")
     need(t.batch_size < 1 or t.batch_size >= world_size,

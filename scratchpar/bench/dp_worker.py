@@ -1,0 +1,169 @@
+"""One rank of the data-parallel benchmark: DP steps, the compute-only step and DDP, in turns.
+
+Run by ``python -m scratchpar.bench dp`` under ``mpiexec -n N``; not meant to be called by hand.
+Every contender trains the same MLP on the same global batch (float32, cross-entropy, SGD); a
+sample is one step timed from a barrier, the slowest rank's time. PyTorch is imported only when
+``--ddp-file`` asks for DistributedDataParallel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from scratchpar import nn, optim
+from scratchpar.autograd import Tensor
+from scratchpar.autograd import functional as F
+from scratchpar.bench.allocator import keep_freed_memory
+from scratchpar.bench.collectives_worker import slowest, sync
+from scratchpar.comm.mpi import Communicator
+from scratchpar.data.shard import shard
+from scratchpar.parallel import DataParallel, DataParallelNaive
+
+LR = 0.01
+LOSS_RTOL = 1e-5
+CHECK_STEPS = 2
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--configs", required=True,
+                        help='JSON: {name: {"sizes": [...], "batch": B, "ddp": bool}}')
+    parser.add_argument("--repeats", type=int, required=True, help="timed steps per contender")
+    parser.add_argument("--warmup", type=int, required=True, help="untimed steps per contender")
+    parser.add_argument("--ddp-file", help="add torch DDP, rendezvous through this new file")
+    parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
+    return parser.parse_args(argv)
+
+
+def loss_fn(model, batch, reduction: str = "mean"):
+    x, y = batch
+    return F.cross_entropy(model(Tensor(x)), y, reduction=reduction)
+
+
+def count_fn(batch) -> int:
+    return len(batch[1])
+
+
+def compute_only(model, optimizer, batch, comm):
+    """This rank's share of a DP step with no communication: backward on its shard, 1/N, SGD."""
+    local, scale = shard(batch, comm.rank, comm.size), 1.0 / len(batch[1])
+    params = model.parameters()
+
+    def step():
+        optimizer.zero_grad()
+        loss = loss_fn(model, local, reduction="sum")
+        loss.backward()
+        loss.item()
+        for p in params:
+            p.grad *= scale
+        optimizer.step()
+
+    return step
+
+
+def ddp_step(model, sizes: list[int], batch, comm, init_file: str):
+    """A step of torch DDP (gloo, file rendezvous) on a twin of the MLP ``model``: returns its
+    local loss. The shards must be equal, so that DDP's mean of rank means is the global mean."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from scratchpar.bench import twins
+
+    torch.set_num_threads(1)
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=comm.rank,
+                                world_size=comm.size)
+    net = DistributedDataParallel(twins.load_from(twins.TorchMLP(sizes), model))
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+    x, y = (torch.from_numpy(a) for a in shard(batch, comm.rank, comm.size))
+
+    def step() -> float:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def rank_mean(comm, value: float) -> float:
+    total = np.zeros(1)
+    comm.mpi_allreduce(np.array([value]), total, "sum", blocking=True)
+    return float(total[0]) / comm.size
+
+
+def check_losses(dp, ddp, batch, comm) -> list[dict]:
+    """The first steps' global mean losses of scratchpar DP and DDP from the same weights."""
+    rows = []
+    for k in range(CHECK_STEPS):
+        ours, theirs = dp.step(batch)["loss"], rank_mean(comm, ddp())
+        rows.append({"step": k + 1, "scratchpar": ours, "ddp": theirs,
+                     "rel_err": abs(ours - theirs) / abs(theirs)})
+        if rows[-1]["rel_err"] > LOSS_RTOL:
+            raise AssertionError(f"scratchpar DP and torch DDP disagree: {rows[-1]}")
+    return rows
+
+
+def turns(comm, contenders: dict, repeats: int, warmup: int) -> dict:
+    """Median slowest-rank seconds per step of each contender, the contenders taking turns."""
+    items = list(contenders.items())
+    for _ in range(warmup):
+        for _, step in items:
+            step()
+    samples = {name: [] for name, _ in items}
+    for r in range(repeats):
+        k = r % len(items)
+        for name, step in items[k:] + items[:k]:
+            sync(comm)
+            start = time.perf_counter()
+            step()
+            samples[name].append(time.perf_counter() - start)
+    worst = slowest(comm, [samples[name] for name, _ in items])  # (C, R)
+    return {name: {"median_s": float(np.median(worst[i])), "samples_s": worst[i].tolist()}
+            for i, (name, _) in enumerate(items)}
+
+
+def bench_config(comm, cfg: dict, args) -> dict:
+    gen = np.random.default_rng(0)
+    model = nn.MLP(cfg["sizes"], gen, dtype=np.float32)
+    x = gen.standard_normal((cfg["batch"], cfg["sizes"][0])).astype(np.float32)  # (B, D)
+    batch = (x, gen.integers(0, cfg["sizes"][-1], cfg["batch"]))  # (B, D), (B,)
+    optimizer = optim.SGD(model.parameters(), LR)
+    bucketed = DataParallel(model, optimizer, loss_fn, count_fn, comm)
+    naive = DataParallelNaive(model, optimizer, loss_fn, count_fn, comm)
+    contenders = {"bucketed": lambda: bucketed.step(batch), "naive": lambda: naive.step(batch),
+                  "compute-only": compute_only(model, optimizer, batch, comm)}
+    result = {"loss_check": None}
+    if cfg["ddp"] and args.ddp_file:
+        ddp = ddp_step(model, cfg["sizes"], batch, comm, args.ddp_file)
+        result["loss_check"] = check_losses(bucketed, ddp, batch, comm)
+        contenders["torch-ddp"] = ddp
+    result["contenders"] = turns(comm, contenders, args.repeats, args.warmup)
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    malloc = keep_freed_memory()
+    comm = Communicator()
+    result = {"world_size": comm.size, "malloc": malloc, "configs": {}}
+    for name, cfg in json.loads(args.configs).items():
+        if comm.rank == 0:
+            print(f"  n={comm.size}, {name}: MLP {cfg['sizes']}, batch {cfg['batch']}",
+                  file=sys.stderr, flush=True)
+        result["configs"][name] = bench_config(comm, cfg, args)
+    if comm.rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(result, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
