@@ -34,8 +34,10 @@ test-%: install  ## the MPI tier on N ranks: make test-4
 lint: install
 	$(BIN)/ruff check scratchpar tests mpi_examples
 
-bench: $(VENV)/.bench  ## scratchpar's training step against PyTorch eager and a NumPy floor
+bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data parallelism (ARGS=--quick)
 	$(BIN)/python -m scratchpar.bench step $(ARGS)
+	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
+	$(BIN)/python -m scratchpar.bench dp $(ARGS)
 
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)

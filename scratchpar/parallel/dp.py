@@ -97,6 +97,10 @@ class DataParallel(DataParallelNaive):
     buckets up to k that are complete are packed and started, always in bucket order, so every
     rank posts the same collectives in the same sequence; each later gradient also advances the
     ones in flight. The sum and the 1/N scaling are those of :class:`DataParallelNaive`.
+
+    No gradient is copied more than once: a bucket holding a single array (any array larger
+    than ``bucket_bytes``) is reduced in place in the gradient itself, and after the reduction
+    the other gradients become views of their bucket, like PyTorch's ``gradient_as_bucket_view``.
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
@@ -123,14 +127,15 @@ class DataParallel(DataParallelNaive):
         with self.tracer.region("forward", "compute"):
             totals, local = self._forward(global_batch)
         self._missing = [len(m) for m in self.plan.members]  # per bucket: gradients not final
-        self._next, self._inflight = 0, [totals]
+        self._next, self._inflight, self._in_place = 0, [totals], set()
         with self.tracer.region("backward", "compute"):
             local.backward(on_grad_ready=self._ready)
         self._start(final=True)
         for handle in self._inflight:
             handle.wait()
         for j, p in enumerate(self.order):
-            p.grad = self.plan.view(j).copy()
+            if j not in self._in_place:
+                p.grad = self.plan.view(j)  # valid until the next step packs this bucket again
         return self._update(totals)
 
     def _accumulate(self, global_batch) -> dict:
@@ -156,11 +161,17 @@ class DataParallel(DataParallelNaive):
         """Pack and start buckets in order while they are complete; after backward (``final``)
         every bucket left, the gradients backward did not reach counting as zeros."""
         while self._next < len(self.plan) and (final or self._missing[self._next] == 0):
-            k, grads = self._next, list(self.zeros)
-            for j in self.plan.members[k]:
-                grad = self.order[j].grad
-                if grad is not None:
-                    grads[j] = grad
-            self.plan.pack(grads, bucket=k)
-            self._inflight.append(self.plan.start(self.comm, k))
+            k, members = self._next, self.plan.members[self._next]
+            alone = self.order[members[0]] if len(members) == 1 else None
+            if alone is not None and alone.grad is not None:  # its own bucket: reduce in place
+                alone.grad = self.xp.ascontiguousarray(alone.grad)
+                self._inflight.append(collectives.all_reduce_start(self.comm, alone.grad))
+                self._in_place.add(members[0])
+            else:
+                grads = list(self.zeros)
+                for j in members:
+                    if self.order[j].grad is not None:
+                        grads[j] = self.order[j].grad
+                self.plan.pack(grads, bucket=k)
+                self._inflight.append(self.plan.start(self.comm, k))
             self._next += 1
