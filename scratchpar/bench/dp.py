@@ -164,7 +164,7 @@ def run(args) -> int:
         print(f"dp: {failure}", file=sys.stderr)
         return 1
     load.append(os.getloadavg()[0])
-    print(f"{results[1]['malloc']}; load average (1 min) before: {load[0]:.2f}, "
+    print(f"{results[1]['malloc']} (all contenders); load average (1 min) before: {load[0]:.2f}, "
           f"after: {load[1]:.2f} on {os.cpu_count()} cores")
     throughput = throughput_rows(results, configs)
     print("\nthroughput, compute MLP (efficiency = throughput_p / (p · throughput_1))\n"

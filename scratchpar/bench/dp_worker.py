@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 from scratchpar import nn, optim
+from scratchpar.allocator import keep_freed_memory
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
-from scratchpar.bench.allocator import keep_freed_memory
 from scratchpar.bench.collectives_worker import slowest, sync
 from scratchpar.comm.mpi import Communicator
 from scratchpar.data.shard import shard

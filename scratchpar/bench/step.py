@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from .allocator import keep_freed_memory
+from ..allocator import keep_freed_memory
 from .cases import Case, gpt_case, mlp_case, torch_twins
 from .overhead import overhead_rows
 from .table import format_table
@@ -33,7 +33,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="a few repeats only (smoke test)")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
     parser.add_argument("--default-malloc", action="store_true",
-                        help="leave glibc's heap trimming as it is (see allocator.py)")
+                        help="leave glibc's heap trimming as it is (see scratchpar/allocator.py)")
 
 
 def compare(case: Case) -> list[dict]:
@@ -90,7 +90,7 @@ def run(args) -> int:
     threads = ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in
                         ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"))
     malloc = "malloc: glibc defaults" if args.default_malloc else keep_freed_memory()
-    print(f"step benchmark: {versions}; {threads}\n{malloc}")
+    print(f"step benchmark: {versions}; {threads}\n{malloc} (all contenders)")
     print(f"median of {repeats} steps per contender, taken in turns after {warmup} warm-up steps")
     cases = [mlp_case(), gpt_case()]
     for case in cases:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..allocator import keep_freed_memory
 from ..backend import BackendError
 from ..comm.abort import abort_on_exception, launched_by_mpi
 from ..data import DataError
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None, comm=None) -> int:
 
 
 if __name__ == "__main__":
+    keep_freed_memory()  # NumPy's short-lived arrays reuse the heap instead of re-faulting it
     world = None
     if launched_by_mpi():  # an exception on one rank must end them all, not hang the rest
         from ..comm.mpi import Communicator  # loads MPI: only under mpiexec

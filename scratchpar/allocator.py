@@ -7,6 +7,9 @@ the heap is trimmed and faulted in again and again: ~8 000-16 000 minor page fau
 step, ~20 ms of kernel time, against a few hundred for PyTorch's fused kernels. A top pad
 (``mallopt(M_TOP_PAD)``, as ``MALLOC_TOP_PAD_`` does from the environment) keeps that much free
 memory at the top of the heap, so it is reused instead. It applies to the whole process.
+
+The training entry point and the benchmarks call it first. Under ``mpiexec -n 4`` it took the
+default run from 8,500–9,800 to 13,300–15,300 tokens/s (300 steps, two runs each way).
 """
 
 from __future__ import annotations
@@ -25,4 +28,4 @@ def keep_freed_memory(pad_bytes: int = TOP_PAD_BYTES) -> str:
         return "malloc: left as is (no glibc mallopt)"
     if mallopt(M_TOP_PAD, pad_bytes) != 1:
         return "malloc: left as is (mallopt refused M_TOP_PAD)"
-    return f"malloc: glibc top pad {pad_bytes >> 20} MiB: freed memory kept (all contenders)"
+    return f"malloc: glibc top pad {pad_bytes >> 20} MiB: freed memory kept"
