@@ -1,7 +1,7 @@
 """Local SGD on real ranks: every=1 equals data parallelism, and averaging makes replicas equal."""
 
+import dp_helpers as dp_cases
 import numpy as np
-import test_mpi_dp as dp_cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
