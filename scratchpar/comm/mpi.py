@@ -20,7 +20,7 @@ from scratchpar.comm.errors import CommError, MessageError, WaitTimeout
 from scratchpar.comm.watchdog import Recent, Wait, debug_enabled, default_timeout, failed, report
 from scratchpar.comm.workspace import Workspace
 
-SPIN_S = 5e-4  # poll without sleeping this long: a short message arrives within it
+SPIN_S = 2e-2  # poll (yielding the core to any runnable rank) this long before napping
 MAX_NAP_S = 1e-3  # then sleep between polls, doubling up to this, to free an oversubscribed core
 TAG_SPACE = 32767  # the MPI standard's smallest allowed MPI_TAG_UB
 MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
