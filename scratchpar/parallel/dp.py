@@ -10,6 +10,7 @@ from ..comm.buckets import Buckets
 from ..data.shard import shard
 from ..optim import clip_grad_norm
 from ..trace.tracer import NULL
+from .single import SingleDevice
 
 
 class DataParallelNaive:
@@ -81,12 +82,8 @@ class DataParallelNaive:
             self.optimizer.step()
         return metrics
 
-    def state_dict(self) -> dict:
-        return {"model": self.model.state_dict(), "optim": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optim"])
+    state_dict = SingleDevice.state_dict  # every replica holds one device's model and optimizer
+    load_state_dict = SingleDevice.load_state_dict
 
 
 class DataParallel(DataParallelNaive):

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from scratchpar.bench.mpijob import mpiexec
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def mpiexec() -> str:
-    """The mpiexec beside this Python (the mpich wheel's), else the one on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    found = str(beside) if beside.exists() else shutil.which("mpiexec")
-    if found is None:
-        raise RuntimeError("no mpiexec: install the mpich extra (make install)")
-    return found
 
 
 def run_mpi(n: int, args: list[str], timeout: float, env: dict | None = None):
