@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from optim_helpers import assert_matches_torch
 
 from scratchpar.backend import to_host
 from scratchpar.optim import SGD
@@ -116,21 +117,6 @@ def test_invalid_arguments(kwargs):
 
 @pytest.mark.parametrize("config", [(0.0, 0.0, False), (0.9, 0.01, False), (0.9, 0.01, True)])
 def test_matches_torch(config):
-    torch = pytest.importorskip("torch")
     momentum, weight_decay, nesterov = config
-    rng = np.random.default_rng(1)
-    shapes = [(4, 3), (3,), (2, 2, 2)]
-    theta = [rng.standard_normal(s) for s in shapes]
-    ours = [SimpleNamespace(data=t.copy(), grad=None) for t in theta]
-    theirs = [torch.tensor(t, requires_grad=True) for t in theta]
     kwargs = dict(lr=0.05, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov)
-    opt, ref = SGD(ours, **kwargs), torch.optim.SGD(theirs, **kwargs)
-    for step in range(5):
-        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-            g = None if (i == 1 and step == 2) else rng.standard_normal(shapes[i])
-            a.grad = g
-            b.grad = None if g is None else torch.tensor(g)
-        opt.step()
-        ref.step()
-    for a, b in zip(ours, theirs, strict=True):
-        np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-6, atol=1e-12)
+    assert_matches_torch(SGD, "SGD", kwargs, steps=5, skipped=(2,), seed=1)
