@@ -22,7 +22,10 @@ def main(argv: list[str] | None = None, comm=None) -> int:
         cfg = load_config(argv, world_size=1 if comm is None else comm.size)
         summary = build_trainer(cfg, comm).run()
     except (ConfigError, CheckpointError, BackendError, DataError) as e:
-        print(f"scratchpar.train: {e}", file=sys.stderr)
+        # every rank validates the same config alike, so one report is enough; the other errors
+        # may be a rank's own (its GPU, its copy of a file), so each rank says what it saw
+        if comm is None or comm.rank == 0 or not isinstance(e, ConfigError):
+            print(f"scratchpar.train: {e}", file=sys.stderr)
         return 2
     if summary is not None:  # rank 0 reports for the job
         print(format_summary(summary), flush=True)
