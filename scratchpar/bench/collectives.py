@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from .alphabeta import algbw, busbw
 from .collectives_report import crossovers, fits, human, targets
-from .mpijob import JobFailed, run_module
+from .mpijob import JobFailed, per_world_size, run_module
 from .table import format_table
 
 KIB, MIB = 1024, 1024 * 1024
@@ -140,17 +139,13 @@ def run(args) -> int:
           f"sizes {human(sizes[0])} … {human(sizes[-1])}")
     print(f"median of {repeats} timed blocks per contender, taken in turns; each block starts at a "
           f"barrier and repeats the call to last ≥ {1e3 * block_s:g} ms; time = slowest rank")
-    load = [os.getloadavg()[0]]  # a shared machine's other work shows here
     memcpy_s = memcpy_seconds(MEMCPY_BYTES, repeats)
-    results = {}
     try:
-        with tempfile.TemporaryDirectory(prefix="scratchpar-bench-") as tmp:
-            for n in ranks:
-                results[n] = measure(n, sizes, repeats, block_s, Path(tmp))
+        results, load = per_world_size(
+            ranks, lambda n, tmp: measure(n, sizes, repeats, block_s, tmp))
     except JobFailed as failure:
         print(f"collectives: {failure}", file=sys.stderr)
         return 1
-    load.append(os.getloadavg()[0])
     print(f"load average (1 min) before: {load[0]:.2f}, after: {load[1]:.2f} "
           f"on {os.cpu_count()} cores")
     rows = timing_rows(results, sizes)

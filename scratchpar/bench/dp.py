@@ -15,10 +15,9 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
-from .mpijob import JobFailed, run_module
+from .mpijob import JobFailed, per_world_size, run_module
 from .table import format_table
 
 CONFIGS = {"compute": {"sizes": [784, 1024, 1024, 10], "batch": 256, "ddp": True},
@@ -154,16 +153,12 @@ def run(args) -> int:
     print(f"median of {repeats} steps per contender after {warmup} warm-up steps, taken in turns; "
           "each step starts at a barrier; time = slowest rank"
           + ("" if ddp else "; torch missing: no DDP"))
-    load = [os.getloadavg()[0]]
-    results = {}
     try:
-        with tempfile.TemporaryDirectory(prefix="scratchpar-bench-") as tmp:
-            for n in ranks:
-                results[n] = measure(n, configs, repeats, warmup, ddp, Path(tmp))
+        results, load = per_world_size(
+            ranks, lambda n, tmp: measure(n, configs, repeats, warmup, ddp, tmp))
     except JobFailed as failure:
         print(f"dp: {failure}", file=sys.stderr)
         return 1
-    load.append(os.getloadavg()[0])
     print(f"{results[1]['malloc']} (all contenders); load average (1 min) before: {load[0]:.2f}, "
           f"after: {load[1]:.2f} on {os.cpu_count()} cores")
     throughput = throughput_rows(results, configs)

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root, so workers import this tree
@@ -45,3 +46,13 @@ def run_module(n: int, module: str, args: list[str], timeout: float, env: dict) 
         raise JobFailed(f"{' '.join(cmd)} still running after {timeout:.0f} s: killed") from None
     if job.returncode != 0:
         raise JobFailed(f"{' '.join(cmd)} exited with {job.returncode}:\n{out[-4000:]}")
+
+
+def per_world_size(ranks: list[int], measure) -> tuple[dict, tuple[float, float]]:
+    """``{n: measure(n, tmp)}`` for each world size, with a scratch folder for the jobs' files,
+    and the 1-minute load average before and after (a shared machine's other work shows there).
+    Raises :class:`JobFailed` from the first job that fails."""
+    before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="scratchpar-bench-") as tmp:
+        results = {n: measure(n, Path(tmp)) for n in ranks}
+    return results, (before, os.getloadavg()[0])
