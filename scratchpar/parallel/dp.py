@@ -106,7 +106,6 @@ class DataParallel(DataParallelNaive):
         self.order = self.params[::-1]
         self.plan = Buckets([p.data for p in self.order], bucket_bytes)
         self.index = {id(p): j for j, p in enumerate(self.order)}
-        self.zeros = [self.xp.zeros_like(p.data) for p in self.order]  # stand-ins for pack
         self.syncing = True
 
     @contextlib.contextmanager
@@ -165,10 +164,10 @@ class DataParallel(DataParallelNaive):
                 self._inflight.append(collectives.all_reduce_start(self.comm, alone.grad))
                 self._in_place.add(members[0])
             else:
-                grads = list(self.zeros)
+                grads = [self.plan.view(j) for j in range(len(self.order))]  # only k's are read
                 for j in members:
-                    if self.order[j].grad is not None:
-                        grads[j] = self.order[j].grad
+                    grad = self.order[j].grad
+                    grads[j] = self.xp.zeros_like(self.order[j].data) if grad is None else grad
                 self.plan.pack(grads, bucket=k)
                 self._inflight.append(self.plan.start(self.comm, k))
             self._next += 1

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
 
+from scratchpar import nn
 from scratchpar.optim import SGD, Adam
 from scratchpar.parallel import DataParallel, DataParallelNaive, SingleDevice
 
@@ -109,3 +110,25 @@ def test_no_sync_accumulation_equals_one_step_on_the_joined_batch(comm, kind, fi
     assert_close([p.data for p in mine.model.parameters()],
                  [p.data for p in one.model.parameters()], rtol=1e-10, atol=1e-14)
     assert len(set(replica_digests(comm, mine.model))) == 1
+
+
+@settings(max_examples=4)
+@given(cls=dp_classes, rows=rows, bucket_bytes=st.integers(8, 4000), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_parameter_backward_never_reaches_gets_a_zero_gradient(comm, cls, rows, bucket_bytes,
+                                                                  seed):
+    """An unused parameter still takes part in its bucket: its gradient is zeros on every rank,
+    and the others still equal the single-device gradient."""
+    mine, one = make_task("mlp", seed), make_task("mlp", seed)
+    for task in (mine, one):
+        task.model.unused = nn.Parameter(np.full((3, 2), 7.0))
+    dp = strategy(cls, mine, SGD(mine.model.parameters(), lr=0.1), comm,
+                  **dp_kwargs(cls, bucket_bytes))
+    batch = make_batch("mlp", rows, seed)
+    dp.step(batch)
+    single = oracle(one, SGD(one.model.parameters(), lr=0.1))
+    single.step(batch)
+    assert np.array_equal(mine.model.unused.grad, np.zeros((3, 2)))
+    used = [(p, q) for p, q in zip(mine.model.parameters(), one.model.parameters())
+            if p is not mine.model.unused]
+    assert_close([p.grad for p, _ in used], [q.grad for _, q in used], rtol=1e-10, atol=1e-12)
