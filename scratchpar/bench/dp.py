@@ -1,12 +1,13 @@
 """Time data parallelism: scaling, bucketed against naive, exposed communication, torch DDP.
 
-One MPI job per world size runs every contender in turns on two MLPs: a compute-bound one
-(throughput and scaling efficiency against one rank, and torch DistributedDataParallel when
-PyTorch is installed) and a communication-heavy one (many parameters, a small batch). Contenders:
-bucketed = DataParallel (bucketed, overlapped with backward), naive = DataParallelNaive (one
-blocking all-reduce per parameter after backward), compute-only = the same rank's step on its
-shard with no communication, torch-ddp = DistributedDataParallel (gloo, file rendezvous). Prints
-the tables and the targets as PASS/MISS lines.
+One MPI job per world size runs every contender in turns on three MLPs: a compute-bound one
+(throughput and scaling efficiency against one rank) and two communication-heavy ones, "wide"
+(few large gradients: bandwidth-bound) and "deep" (many small gradients: latency-bound). Scaling
+is weak, as in data-parallel practice: each rank keeps its batch, the global batch grows with the
+world. Contenders: bucketed = DataParallel (bucketed, overlapped with backward), naive =
+DataParallelNaive (one blocking all-reduce per parameter after backward), compute-only = the same
+rank's step on its shard with no communication, torch-ddp = DistributedDataParallel (gloo, file
+rendezvous) when PyTorch is installed. Prints the tables and the targets as PASS/MISS lines.
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 
 from .mpijob import JobFailed, per_world_size, run_module
 from .table import format_table
 
-CONFIGS = {"compute": {"sizes": [784, 1024, 1024, 10], "batch": 256, "ddp": True},
-           "comm": {"sizes": [1024, 2048, 2048, 10], "batch": 8, "ddp": False}}
-QUICK_CONFIGS = {"compute": {"sizes": [32, 64, 64, 10], "batch": 16, "ddp": True},
-                 "comm": {"sizes": [64, 256, 256, 10], "batch": 4, "ddp": False}}
+CONFIGS = {"compute": {"sizes": [784, 1024, 1024, 10], "per_rank": [32, 64, 128, 256, 512],
+                       "target": 128},
+           "wide": {"sizes": [1024, 2048, 2048, 10], "per_rank": [4]},
+           "deep": {"sizes": [64] * 33 + [10], "per_rank": [16]}}
+QUICK_CONFIGS = {"compute": {"sizes": [32, 64, 64, 10], "per_rank": [4, 8], "target": 8},
+                 "wide": {"sizes": [64, 256, 256, 10], "per_rank": [2]},
+                 "deep": {"sizes": [8] * 6 + [4], "per_rank": [2]}}
+COMM_CONFIGS = ("wide", "deep")
 TARGET_RANKS = 2
 EFFICIENCY_TARGET, RATIO_TARGET, DDP_TARGET = 0.90, 0.75, 1.8
 JOB_TIMEOUT_S = 600
@@ -37,6 +43,9 @@ def add_arguments(parser) -> None:
                              "(default 1,2,4; --quick: 1,2)")
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per contender")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per contender first")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="run the world sizes this many times in turn, pooling the samples "
+                             "(load that comes and goes then weighs on every world size)")
     parser.add_argument("--quick", action="store_true", help="tiny MLPs, 3 repeats (smoke test)")
     parser.add_argument("--json", metavar="PATH", help="also write every number to this file")
 
@@ -61,128 +70,194 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
+def jobs(configs: dict) -> dict[str, tuple[str, int]]:
+    """Job name → (config, per-rank batch): "compute@128", or plain "wide" for a single batch."""
+    return {(f"{name}@{b}" if len(c["per_rank"]) > 1 else name): (name, b)
+            for name, c in configs.items() for b in c["per_rank"]}
+
+
+def focus(configs: dict) -> list[str]:
+    """The jobs the ratio, exposure and DDP tables show: the compute target and the comm MLPs."""
+    target = configs["compute"]["target"]
+    return [job for job, (name, b) in jobs(configs).items()
+            if name in COMM_CONFIGS or (name == "compute" and b == target)]
+
+
 def measure(n: int, configs: dict, repeats: int, warmup: int, ddp: bool, tmp: Path) -> dict:
     print(f"dp: n={n}", file=sys.stderr, flush=True)
     out = tmp / f"n{n}.json"
+    specs = {job: {"sizes": configs[name]["sizes"], "batch": n * b, "ddp": ddp}
+             for job, (name, b) in jobs(configs).items()}
     run_module(n, "scratchpar.bench.dp_worker",
-               ["--configs", json.dumps(configs), "--repeats", str(repeats), "--warmup",
+               ["--configs", json.dumps(specs), "--repeats", str(repeats), "--warmup",
                 str(warmup), "--out", str(out)]
                + (["--ddp-file", str(tmp / f"ddp-rendezvous-n{n}")] if ddp else []),
                JOB_TIMEOUT_S, JOB_ENV)
     return json.loads(out.read_text())
 
 
-def median(results: dict, n: int, config: str, contender: str) -> float | None:
-    times = results[n]["configs"][config]["contenders"].get(contender)
+def pool(rounds: list[dict]) -> dict:
+    """One result per world size from several rounds: each contender's samples pooled, the
+    median taken over all of them; the loss check is the first round's."""
+    merged = rounds[0]
+    for n, result in merged.items():
+        for job, timed in result["configs"].items():
+            for name, times in timed["contenders"].items():
+                samples = [s for r in rounds for s in r[n]["configs"][job]["contenders"][name]
+                           ["samples_s"]]
+                times.update(samples_s=samples, median_s=float(statistics.median(samples)))
+    return merged
+
+
+def median(results: dict, n: int, job: str, contender: str) -> float | None:
+    times = results[n]["configs"][job]["contenders"].get(contender)
     return times["median_s"] if times else None
 
 
 def throughput_rows(results: dict, configs: dict) -> list[list]:
-    """Compute-bound MLP: samples/s of each contender and its efficiency against one rank."""
-    batch, rows = configs["compute"]["batch"], []
-    for name in ("bucketed", "naive", "torch-ddp"):
-        if median(results, 1, "compute", name) is None:
+    """Compute-bound MLP, weak scaling, one row per per-rank batch and contender: ms and
+    samples/s at one rank, then samples/s and efficiency against one rank at each world size."""
+    rows = []
+    for job, (name, b) in jobs(configs).items():
+        if name != "compute":
             continue
-        one = batch / median(results, 1, "compute", name)
-        for n in results:
-            t = median(results, n, "compute", name)
-            note = f"oversubscribed: {n} ranks on {os.cpu_count()} cores" \
-                if n > (os.cpu_count() or 1) else ""
-            rows.append([n, name, 1e3 * t, batch / t, efficiency(batch / t, n, one), note])
+        for contender in ("bucketed", "naive", "compute-only", "torch-ddp"):
+            one = median(results, 1, job, contender)
+            if one is None:
+                continue
+            row = [b, contender, 1e3 * one, b / one]
+            for n in results:
+                if n > 1:
+                    rate = n * b / median(results, n, job, contender)
+                    row += [rate, efficiency(rate, n, b / one)]
+            rows.append(row)
     return rows
 
 
-def ratio_rows(results: dict) -> list[list]:
-    return [[config, n, 1e3 * median(results, n, config, "naive"),
-             1e3 * median(results, n, config, "bucketed"),
-             median(results, n, config, "bucketed") / median(results, n, config, "naive")]
-            for config in ("comm", "compute") for n in results if n > 1]
+def throughput_headers(results: dict) -> list[str]:
+    return ["per-rank batch", "contender", "ms/step n=1", "samples/s n=1"] + [
+        h for n in results if n > 1 for h in (f"samples/s n={n}", f"efficiency n={n}")]
 
 
-def fraction_rows(results: dict) -> list[list]:
+def ratio_rows(results: dict, configs: dict) -> list[list]:
+    return [[job, n, 1e3 * median(results, n, job, "naive"),
+             1e3 * median(results, n, job, "bucketed"),
+             median(results, n, job, "bucketed") / median(results, n, job, "naive")]
+            for job in focus(configs) for n in results if n > 1]
+
+
+def fraction_rows(results: dict, configs: dict) -> list[list]:
     rows = []
-    for config in ("compute", "comm"):
+    for job in focus(configs):
         for n in results:
-            compute = median(results, n, config, "compute-only")
+            compute = median(results, n, job, "compute-only")
             for name in ("bucketed", "naive"):
-                t = median(results, n, config, name)
-                rows.append([config, n, name, 1e3 * t, 1e3 * compute,
-                             exposed_fraction(t, compute)])
+                t = median(results, n, job, name)
+                rows.append([job, n, name, 1e3 * t, 1e3 * compute, exposed_fraction(t, compute)])
     return rows
 
 
-def ddp_rows(results: dict, batch: int) -> list[list]:
-    rows = []
-    for n, res in results.items():
-        check = res["configs"]["compute"]["loss_check"]
-        if check is None:
-            continue
-        ours, theirs = median(results, n, "compute", "bucketed"), median(results, n, "compute",
-                                                                         "torch-ddp")
-        rows.append([n, batch / ours, batch / theirs, theirs / ours,
-                     f"{max(c['rel_err'] for c in check):.1e}"])
+def ddp_rows(results: dict, configs: dict) -> list[list]:
+    rows, per_rank = [], {job: b for job, (_, b) in jobs(configs).items()}
+    for job in focus(configs):
+        for n in results:
+            check = results[n]["configs"][job]["loss_check"]
+            if check is None:
+                continue
+            ours, theirs = median(results, n, job, "bucketed"), median(results, n, job,
+                                                                       "torch-ddp")
+            rows.append([job, n, n * per_rank[job] / ours, n * per_rank[job] / theirs,
+                         theirs / ours, f"{max(e['abs_err'] for e in check):.1e}"])
     return rows
 
 
-def targets(results: dict, throughput: list, ratios: list, ddp: list) -> list[list]:
-    at = TARGET_RANKS
-    eff = next((r[4] for r in throughput if r[0] == at and r[1] == "bucketed"), None)
-    ratio = next((r[4] for r in ratios if r[0] == "comm" and r[1] == at), None)
-    speedup = next((r[3] for r in ddp if r[0] == at), None)
-    return [[f"scaling efficiency, bucketed, compute MLP ≥ {EFFICIENCY_TARGET}", eff, at,
-             verdict(eff, EFFICIENCY_TARGET, True)],
-            [f"bucketed / naive step time, comm MLP ≤ {RATIO_TARGET}", ratio, at,
-             verdict(ratio, RATIO_TARGET, False)],
-            [f"scratchpar / torch DDP throughput, compute MLP ≥ {DDP_TARGET}", speedup, at,
-             verdict(speedup, DDP_TARGET, True) if ddp else "n/a (torch missing)"]]
+def targets(results: dict, configs: dict, ddp: list) -> list[list]:
+    """The issue's three targets at ``TARGET_RANKS`` ranks: one row per MLP they apply to."""
+    at, target = TARGET_RANKS, f"compute@{configs['compute']['target']}"
+    eff = None
+    if at in results:
+        one = median(results, 1, target, "bucketed")
+        eff = one / median(results, at, target, "bucketed")  # weak scaling: t₁ / t_p
+    rows = [[f"scaling efficiency, bucketed, {target} ≥ {EFFICIENCY_TARGET}", eff, at,
+             verdict(eff, EFFICIENCY_TARGET, True)]]
+    for job in COMM_CONFIGS:
+        ratio = None if at not in results else \
+            median(results, at, job, "bucketed") / median(results, at, job, "naive")
+        rows.append([f"bucketed / naive step time, {job} ≤ {RATIO_TARGET}", ratio, at,
+                     verdict(ratio, RATIO_TARGET, False)])
+    for job in focus(configs):
+        speedup = next((r[4] for r in ddp if r[0] == job and r[1] == at), None)
+        rows.append([f"scratchpar / torch DDP throughput, {job} ≥ {DDP_TARGET}", speedup, at,
+                     verdict(speedup, DDP_TARGET, True) if ddp else "n/a (torch missing)"])
+    return rows
 
 
 def describe(configs: dict) -> str:
-    return "; ".join(f"{name}: MLP {'-'.join(map(str, c['sizes']))}, global batch {c['batch']}"
+    return "; ".join(f"{name}: MLP {layers(c['sizes'])}, "
+                     f"{'/'.join(map(str, c['per_rank']))} samples per rank"
                      for name, c in configs.items())
+
+
+def layers(sizes: list[int]) -> str:
+    """784-1024-10, or 64×33-10 for a run of equal widths."""
+    parts, i = [], 0
+    while i < len(sizes):
+        j = i
+        while j + 1 < len(sizes) and sizes[j + 1] == sizes[i]:
+            j += 1
+        run = sizes[i:j + 1]
+        parts.append(f"{sizes[i]}×{len(run)}" if len(run) >= 3 else "-".join(map(str, run)))
+        i = j + 1
+    return "-".join(parts)
 
 
 def run(args) -> int:
     configs = QUICK_CONFIGS if args.quick else CONFIGS
-    repeats, warmup = (3, 1) if args.quick else (args.repeats, args.warmup)
+    repeats, warmup, rounds = (3, 1, 1) if args.quick else (args.repeats, args.warmup,
+                                                            args.rounds)
     ranks = sorted({1, *(args.ranks or ([1, 2] if args.quick else [1, 2, 4]))})
-    if any(configs[c]["batch"] % n for c in configs for n in ranks):
-        raise SystemExit(f"--ranks: every world size must divide the batches ({describe(configs)})")
+    if ranks[0] < 1 or rounds < 1:
+        raise SystemExit(f"--ranks and --rounds must be positive, got {ranks} and {rounds}")
     ddp = torch_available()
-    print(f"dp benchmark: float32, cross-entropy, SGD; {describe(configs)}; world sizes {ranks}")
-    print(f"median of {repeats} steps per contender after {warmup} warm-up steps, taken in turns; "
-          "each step starts at a barrier; time = slowest rank"
+    print(f"dp benchmark: float32, cross-entropy, SGD; {describe(configs)}; world sizes {ranks}; "
+          "weak scaling: the global batch is ranks × per-rank batch")
+    print(f"median of {rounds} × {repeats} steps per contender after {warmup} warm-up steps, "
+          "taken in turns; each step starts at a barrier; time = slowest rank"
           + ("" if ddp else "; torch missing: no DDP"))
     try:
-        results, load = per_world_size(
-            ranks, lambda n, tmp: measure(n, configs, repeats, warmup, ddp, tmp))
+        measured = [per_world_size(ranks, lambda n, tmp: measure(n, configs, repeats, warmup,
+                                                                 ddp, tmp))
+                    for _ in range(rounds)]
     except JobFailed as failure:
         print(f"dp: {failure}", file=sys.stderr)
         return 1
+    results = pool([r for r, _ in measured])
+    load = (measured[0][1][0], measured[-1][1][1])
     print(f"{results[1]['malloc']} (all contenders); load average (1 min) before: {load[0]:.2f}, "
-          f"after: {load[1]:.2f} on {os.cpu_count()} cores")
-    throughput = throughput_rows(results, configs)
-    print("\nthroughput, compute MLP (efficiency = throughput_p / (p · throughput_1))\n"
-          + format_table(["n", "contender", "ms/step", "samples/s", "efficiency", "note"],
-                         throughput))
-    ratios = ratio_rows(results)
+          f"after: {load[1]:.2f} on {os.cpu_count()} cores"
+          + ("" if max(results) <= (os.cpu_count() or 1) else
+             f"; n={max(results)} is oversubscribed, two ranks share a core"))
+    print("\nthroughput, compute MLP, weak scaling (efficiency = throughput_p / "
+          "(p · throughput_1) at the same per-rank batch)\n"
+          + format_table(throughput_headers(results), throughput_rows(results, configs)))
     print("\nbucketed against naive\n"
-          + format_table(["config", "n", "naive ms", "bucketed ms", "bucketed/naive"], ratios))
-    fractions = fraction_rows(results)
+          + format_table(["MLP", "n", "naive ms", "bucketed ms", "bucketed/naive"],
+                         ratio_rows(results, configs)))
     print("\nexposed communication = (DP step − compute-only step) / DP step\n"
-          + format_table(["config", "n", "contender", "ms/step", "compute-only ms", "exposed"],
-                         fractions))
-    ddp_table = ddp_rows(results, configs["compute"]["batch"])
+          + format_table(["MLP", "n", "contender", "ms/step", "compute-only ms", "exposed"],
+                         fraction_rows(results, configs)))
+    ddp_table = ddp_rows(results, configs)
     if ddp_table:
-        print("\nscratchpar (bucketed) against torch DDP, compute MLP; loss of the first steps "
-              "checked first\n" + format_table(["n", "scratchpar samples/s", "ddp samples/s",
-                                                "scratchpar/ddp", "loss rel err"], ddp_table))
-    verdicts = targets(results, throughput, ratios, ddp_table)
+        print("\nscratchpar (bucketed) against torch DDP; loss of the first steps checked first\n"
+              + format_table(["MLP", "n", "scratchpar samples/s", "ddp samples/s",
+                              "scratchpar/ddp", "loss abs err"], ddp_table))
+    verdicts = targets(results, configs, ddp_table)
     print("\n" + format_table(["target", "measured", "n", "verdict"], verdicts))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"configs": configs, "ranks": ranks, "repeats": repeats, "warmup": warmup,
-                       "load": load, "per_world_size": {str(n): r for n, r in results.items()},
+            json.dump({"configs": configs, "jobs": jobs(configs), "ranks": ranks,
+                       "repeats": repeats, "warmup": warmup, "rounds": rounds, "load": load,
+                       "per_world_size": {str(n): r for n, r in results.items()},
                        "targets": [dict(zip(["target", "measured", "n", "verdict"], t))
                                    for t in verdicts]}, f, indent=2)
     return 0

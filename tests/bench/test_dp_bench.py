@@ -31,34 +31,57 @@ def test_quick_run_prints_every_table_and_contender(capsys, tmp_path, monkeypatc
     path = tmp_path / "dp.json"
     assert main(["dp", "--quick", "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    names = {"bucketed", "naive"} | ({"torch-ddp"} if with_torch else set())
+    names = CONTENDERS | ({"torch-ddp"} if with_torch else set())
     throughput = table_rows(out, "throughput")
-    assert {(r[0], r[1]) for r in throughput} == {(n, c) for n in ("1", "2") for c in names}
-    assert all(float(r[4]) == 1.0 for r in throughput if r[0] == "1")  # against itself
-    assert [r[:2] for r in table_rows(out, "bucketed against naive")] == [["comm", "2"],
-                                                                          ["compute", "2"]]
+    assert {(r[0], r[1]) for r in throughput} == {(b, c) for b in ("4", "8") for c in names}
+    for row in throughput:  # batch, contender, ms (rounded), samples/s at n=1, then n=2
+        assert float(row[3]) == pytest.approx(int(row[0]) / (float(row[2]) / 1e3), rel=0.03)
+        assert float(row[5]) == pytest.approx(float(row[4]) / (2 * float(row[3])), abs=0.01)
+    focus = ["compute@8", "wide", "deep"]
+    assert [r[:2] for r in table_rows(out, "bucketed against naive")] == [[j, "2"] for j in focus]
     fractions = table_rows(out, "exposed communication")
     assert {(r[0], r[1], r[2]) for r in fractions} == {
-        (c, n, k) for c in ("compute", "comm") for n in ("1", "2") for k in ("bucketed", "naive")}
+        (j, n, k) for j in focus for n in ("1", "2") for k in ("bucketed", "naive")}
     assert ("scratchpar (bucketed) against torch DDP" in out) == with_torch
     result = json.loads(path.read_text())
+    jobs = ["compute@4", "compute@8", "wide", "deep"]
     for n in ("1", "2"):
-        for config in ("compute", "comm"):
-            timed = result["per_world_size"][n]["configs"][config]
-            expected = CONTENDERS | ({"torch-ddp"} if with_torch and config == "compute" else set())
-            assert set(timed["contenders"]) == expected
+        assert list(result["per_world_size"][n]["configs"]) == jobs
+        for job in jobs:
+            timed = result["per_world_size"][n]["configs"][job]
+            assert set(timed["contenders"]) == names
             for times in timed["contenders"].values():
                 assert len(times["samples_s"]) == 3 and 0 < times["median_s"] < 5
-        check = result["per_world_size"][n]["configs"]["compute"]["loss_check"]
-        assert (check is not None) == with_torch
-        if with_torch:
-            assert [c["step"] for c in check] == [1, 2]
-            assert all(c["rel_err"] <= 1e-5 and c["scratchpar"] > 0 for c in check)
+            check = timed["loss_check"]
+            assert (check is not None) == with_torch
+            if with_torch:
+                assert [c["step"] for c in check] == [1, 2]
+                assert all(c["abs_err"] <= 1e-4 and c["scratchpar"] > 0 for c in check)
     verdicts = [t["verdict"] for t in result["targets"]]
-    assert all(v in ("PASS", "MISS") for v in verdicts[:2])
-    assert verdicts[2] in (("PASS", "MISS") if with_torch else ("n/a (torch missing)",))
+    assert len(verdicts) == 6 and all(v in ("PASS", "MISS") for v in verdicts[:3])
+    assert set(verdicts[3:]) <= ({"PASS", "MISS"} if with_torch else {"n/a (torch missing)"})
     for verdict in verdicts:
         assert verdict in out
+
+
+def test_pooling_rounds_takes_the_median_of_every_sample():
+    def result(samples):
+        return {1: {"configs": {"deep": {"loss_check": None, "contenders": {
+            "naive": {"median_s": 0.0, "samples_s": samples}}}}}}
+
+    pooled = dp.pool([result([1.0, 2.0, 9.0]), result([3.0, 4.0, 5.0])])
+    assert pooled[1]["configs"]["deep"]["contenders"]["naive"] == {
+        "median_s": 3.5, "samples_s": [1.0, 2.0, 9.0, 3.0, 4.0, 5.0]}
+
+
+def test_jobs_name_each_per_rank_batch_of_a_swept_config():
+    configs = {"compute": {"sizes": [2, 2], "per_rank": [4, 8], "target": 8},
+               "wide": {"sizes": [2, 2], "per_rank": [2]}, "deep": {"sizes": [2], "per_rank": [3]}}
+    assert dp.jobs(configs) == {"compute@4": ("compute", 4), "compute@8": ("compute", 8),
+                                "wide": ("wide", 2), "deep": ("deep", 3)}
+    assert dp.focus(configs) == ["compute@8", "wide", "deep"]
+    assert dp.layers([64] * 33 + [10]) == "64×33-10"
+    assert dp.layers([784, 1024, 1024, 10]) == "784-1024-1024-10"
 
 
 def test_efficiency_is_throughput_over_p_times_one_rank():
@@ -81,6 +104,8 @@ def test_verdicts_respect_the_direction_of_each_target():
     assert dp.verdict(None, 0.75, higher_is_better=False) == "n/a"
 
 
-def test_world_sizes_must_divide_the_batches():
-    with pytest.raises(SystemExit, match="divide the batches"):
-        main(["dp", "--quick", "--ranks", "3"])
+def test_world_sizes_and_rounds_must_be_positive():
+    with pytest.raises(SystemExit, match="must be positive"):
+        main(["dp", "--quick", "--ranks", "0,2"])
+    with pytest.raises(SystemExit, match="must be positive"):
+        main(["dp", "--rounds", "0"])
