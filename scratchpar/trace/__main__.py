@@ -1,5 +1,6 @@
-"""``python -m scratchpar.trace {loss,collectives,plot} FILE -o OUT.png``: loss, all-reduce or
-timeline plots; ``python -m scratchpar.trace exposed TRACE.json``: exposed communication."""
+"""``python -m scratchpar.trace {loss,collectives,scaling,plot} FILE -o OUT.png``: loss,
+all-reduce, data-parallel scaling or timeline plots; ``python -m scratchpar.trace exposed
+TRACE.json``: exposed communication."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from .collectives_plot import plot_collectives
 from .exposure import report
 from .loss_plot import plot_loss
+from .scaling_plot import plot_scaling
 from .timeline_plot import plot_timeline
 
 
@@ -23,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     coll.add_argument("bench", help="JSON written by python -m scratchpar.bench collectives --json")
     coll.add_argument("-o", "--out", default="collectives.png", help="PNG to write")
     coll.set_defaults(run=lambda a: f"wrote {plot_collectives(a.bench, a.out)}")
+    scal = sub.add_parser("scaling", help="DP efficiency vs per-rank batch from a benchmark JSON")
+    scal.add_argument("bench", help="JSON written by python -m scratchpar.bench dp --json")
+    scal.add_argument("-o", "--out", default="dp_scaling.png", help="PNG to write")
+    scal.set_defaults(run=lambda a: f"wrote {plot_scaling(a.bench, a.out)}")
     plot = sub.add_parser("plot", help="per-rank compute/communication timeline of a trace")
     plot.add_argument("trace", help="Chrome trace JSON written by scratchpar.train --trace")
     plot.add_argument("-o", "--out", default="timeline.png", help="PNG to write")

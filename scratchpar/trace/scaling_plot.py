@@ -1,0 +1,70 @@
+"""Draw the data-parallel benchmark JSON: weak-scaling efficiency against the per-rank batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+LINES = [  # (contender in the benchmark, legend label, matplotlib style)
+    ("compute-only", "compute only (no communication)", dict(color="0.5", marker=".", ls=":")),
+    ("naive", "naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
+    ("bucketed", "bucketed, overlapped DP", dict(color="C0", marker="o")),
+    ("torch-ddp", "torch DDP (gloo)", dict(color="C3", marker="D", ls="--")),
+]
+TARGET = 0.90
+
+
+def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
+    """({(n, contender): {per-rank batch: efficiency}}, world sizes above one, the MLP's layer
+    sizes) from the compute MLP's sweep; efficiency = t₁ / tₙ at the same per-rank batch."""
+    try:
+        bench = json.loads(Path(path).read_text())
+        per_n = {int(n): r["configs"] for n, r in bench["per_world_size"].items()}
+        sweep = {job: b for job, (name, b) in bench["jobs"].items() if name == "compute"}
+        curves = {}
+        for n in sorted(per_n):
+            for job, b in sweep.items():
+                for name, times in per_n[n][job]["contenders"].items():
+                    one = per_n[1][job]["contenders"][name]["median_s"]
+                    curves.setdefault((n, name), {})[b] = one / times["median_s"]
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path} is not a dp benchmark JSON ({type(e).__name__}: {e})") from e
+    world_sizes = [n for n in sorted(per_n) if n > 1]
+    if not world_sizes or not sweep:
+        raise ValueError(f"{path} has no world size above 1 or no compute MLP sweep")
+    return curves, world_sizes, bench["configs"]["compute"]["sizes"]
+
+
+def plot_scaling(path: str | Path, out: str | Path) -> Path:
+    """Write a PNG: one panel per world size, efficiency of each contender vs per-rank batch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves, world_sizes, sizes = read_scaling(path)
+    fig, axes = plt.subplots(1, len(world_sizes), figsize=(5.5 * len(world_sizes), 4.5),
+                             dpi=120, sharey=True, squeeze=False)
+    for ax, n in zip(axes[0], world_sizes):
+        for name, label, style in LINES:
+            curve = curves.get((n, name))
+            if curve:
+                batches = sorted(curve)
+                ax.plot(batches, [curve[b] for b in batches], label=label, **style)
+        ax.axhline(TARGET, color="k", lw=1, ls="--", label=f"target {TARGET:g} (at 2 ranks)")
+        ax.axhline(1.0, color="0.7", lw=1)
+        ax.set_xscale("log", base=2)
+        batches = sorted({b for (m, _), c in curves.items() if m == n for b in c})
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.set_xlabel("samples per rank (compute per byte of gradient grows →)")
+        ax.set_title(f"n = {n} ranks" + (" (oversubscribed)" if n > 2 else ""))
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("weak-scaling efficiency t₁ / tₙ")
+    axes[0, 0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Data parallelism, weak scaling: MLP {'-'.join(map(str, sizes))}, float32 SGD")
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
