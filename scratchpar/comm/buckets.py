@@ -29,8 +29,9 @@ class Buckets:
     ``members[k]`` is ready, while backward goes on (Li et al. 2020, PyTorch DDP, §3.2).
 
     A bucket holds one dtype. An array joins the open bucket of its dtype unless it would overflow
-    it, then opens the next one; an array larger than the limit fills a bucket alone. The buffers
-    are allocated here, once, on the arrays' device, and every :meth:`pack` reuses them.
+    it, then opens the next one; an array larger than the limit fills a bucket alone. A bucket's
+    buffer is allocated on the arrays' device when first used, and then reused by every
+    :meth:`pack`: a caller that reduces a lone array in place never pays for its buffer.
     """
 
     def __init__(self, arrays, bucket_bytes: int):
@@ -52,23 +53,34 @@ class Buckets:
             self.slots.append(Slot(k, sizes[k], int(a.size), tuple(a.shape)))
             self.members[k].append(i)
             sizes[k] += int(a.size)
-        xp = get_array_module(*arrays)
-        self.buffers = [xp.empty(n, dtype) for n, dtype in zip(sizes, dtypes)]  # (n_k,) each
+        self.sizes, self.dtypes = sizes, dtypes  # per bucket: elements, dtype
+        self._xp = get_array_module(*arrays)
+        self._buffers = [None] * len(sizes)
 
     def __len__(self) -> int:
-        return len(self.buffers)
+        return len(self.sizes)
+
+    def buffer(self, k: int):
+        """Bucket ``k``'s flat buffer, (n_k,), allocated on first use."""
+        if self._buffers[k] is None:
+            self._buffers[k] = self._xp.empty(self.sizes[k], self.dtypes[k])
+        return self._buffers[k]
+
+    def allocated_bytes(self) -> int:
+        """Bytes of bucket buffers allocated so far."""
+        return sum(b.nbytes for b in self._buffers if b is not None)
 
     def view(self, i: int):
         """Array ``i`` as it stands in its bucket (a view: the next pack overwrites it)."""
         s = self.slots[i]
-        return self.buffers[s.bucket][s.offset:s.offset + s.size].reshape(s.shape)
+        return self.buffer(s.bucket)[s.offset:s.offset + s.size].reshape(s.shape)
 
     def pack(self, arrays, bucket: int | None = None) -> None:
         """Copy ``arrays`` (the list the plan was made for) into every bucket, or one bucket."""
         self._check(arrays, "pack")
         for i in range(len(self.slots)) if bucket is None else self.members[bucket]:
             s = self.slots[i]
-            self.buffers[s.bucket][s.offset:s.offset + s.size] = arrays[i].reshape(-1)
+            self.buffer(s.bucket)[s.offset:s.offset + s.size] = arrays[i].reshape(-1)
 
     def unpack(self, out=None) -> list:
         """The arrays back out of the buffers: as new arrays, or written into ``out``."""
@@ -81,7 +93,7 @@ class Buckets:
 
     def start(self, comm, bucket: int, op: str = "sum", algorithm: str = "auto") -> Handle:
         """Start all-reducing one bucket's buffer in place; the handle's ``wait()`` ends it."""
-        return collectives.all_reduce_start(comm, self.buffers[bucket], op, algorithm)
+        return collectives.all_reduce_start(comm, self.buffer(bucket), op, algorithm)
 
     def start_all(self, comm, op: str = "sum", algorithm: str = "auto") -> list[Handle]:
         """Start every bucket's all-reduce, in bucket order (every rank in the same order)."""
@@ -97,7 +109,7 @@ class Buckets:
         if len(arrays) != len(self.slots):
             raise CommError(f"{what}: the plan has {len(self.slots)} arrays, got {len(arrays)}")
         for i, (a, s) in enumerate(zip(arrays, self.slots)):
-            dtype = self.buffers[s.bucket].dtype
+            dtype = self.dtypes[s.bucket]
             if tuple(a.shape) != s.shape or a.dtype != dtype:
                 raise CommError(f"{what}: array {i} is {tuple(a.shape)} {a.dtype}, the plan "
                                 f"has {s.shape} {dtype}")

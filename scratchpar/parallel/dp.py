@@ -164,7 +164,7 @@ class DataParallel(DataParallelNaive):
                 self._inflight.append(collectives.all_reduce_start(self.comm, alone.grad))
                 self._in_place.add(members[0])
             else:
-                grads = [self.plan.view(j) for j in range(len(self.order))]  # only k's are read
+                grads = [p.data for p in self.order]  # stand-ins: only bucket k is read
                 for j in members:
                     grad = self.order[j].grad
                     grads[j] = self.xp.zeros_like(self.order[j].data) if grad is None else grad

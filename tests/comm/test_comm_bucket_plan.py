@@ -22,7 +22,7 @@ def array_lists(draw, max_arrays=12):
 
 
 def bytes_of(plan, k):
-    return plan.buffers[k].nbytes
+    return plan.sizes[k] * plan.dtypes[k].itemsize
 
 
 @PROPERTY
@@ -32,7 +32,7 @@ def test_buckets_respect_the_limit_unless_one_array_exceeds_it(arrays, limit):
     for k, members in enumerate(plan.members):
         nonempty = [i for i in members if arrays[i].size]
         assert bytes_of(plan, k) <= limit or len(nonempty) == 1
-        assert plan.buffers[k].size == sum(arrays[i].size for i in members)
+        assert plan.buffer(k).size == sum(arrays[i].size for i in members)
 
 
 @PROPERTY
@@ -42,9 +42,9 @@ def test_a_bucket_holds_one_dtype_and_arrays_keep_their_order(arrays, limit):
     assert sorted(i for m in plan.members for i in m) == list(range(len(arrays)))
     for k, members in enumerate(plan.members):
         assert members == sorted(members) and members
-        assert {arrays[i].dtype for i in members} == {plan.buffers[k].dtype}
+        assert {arrays[i].dtype for i in members} == {plan.buffer(k).dtype}
     for dtype in DTYPES:  # the buckets of one dtype hold its arrays in order, end to end
-        order = [i for k in range(len(plan)) if plan.buffers[k].dtype == dtype
+        order = [i for k in range(len(plan)) if plan.dtypes[k] == dtype
                  for i in plan.members[k]]
         assert order == [i for i, a in enumerate(arrays) if a.dtype == dtype]
 
@@ -68,7 +68,7 @@ def test_the_packing_is_greedy(arrays, limit):
     """A new bucket of a dtype opens only because the next array would have overflowed."""
     plan = Buckets(arrays, limit)
     for dtype in DTYPES:
-        mine = [k for k in range(len(plan)) if plan.buffers[k].dtype == dtype]
+        mine = [k for k in range(len(plan)) if plan.dtypes[k] == dtype]
         for k, nxt in zip(mine, mine[1:]):
             first = next(i for i in plan.members[nxt] if arrays[i].size)
             assert bytes_of(plan, k) + arrays[first].nbytes > limit
@@ -80,7 +80,7 @@ def test_a_small_worked_example():
               np.ones(10, f32), np.ones(1, f32), np.ones(1, f64)]
     plan = Buckets(arrays, 20)  # 20 bytes: 5 float32 or 2 float64
     assert plan.members == [[0, 2, 3], [1], [4], [5], [6]]  # 1 and 4 are too big: alone
-    assert [b.dtype for b in plan.buffers] == [f32, f64, f32, f32, f64]
+    assert plan.dtypes == [f32, f64, f32, f32, f64]
     assert [s.offset for s in plan.slots] == [0, 0, 3, 3, 0, 0, 0]
 
 
@@ -88,8 +88,8 @@ def test_a_small_worked_example():
 @given(array_lists(), st.integers(1, 400))
 def test_pack_then_unpack_gives_the_arrays_back(arrays, limit):
     plan = Buckets(arrays, limit)
-    buffers = list(plan.buffers)
     plan.pack(arrays)
+    buffers = [plan.buffer(k) for k in range(len(plan))]
     back = plan.unpack()
     for a, b in zip(arrays, back):
         assert b.dtype == a.dtype and np.array_equal(a, b)
@@ -97,7 +97,7 @@ def test_pack_then_unpack_gives_the_arrays_back(arrays, limit):
     assert plan.unpack(out) is out
     assert all(np.array_equal(a, o) for a, o in zip(arrays, out))
     plan.pack([-a for a in arrays])  # the same buffers, reused
-    assert all(b is c for b, c in zip(buffers, plan.buffers))
+    assert all(b is plan.buffer(k) for k, b in enumerate(buffers))
     assert all(np.array_equal(-a, b) for a, b in zip(arrays, plan.unpack()))
 
 
@@ -140,3 +140,12 @@ def test_arguments_are_checked():
 def test_no_arrays_no_buckets():
     plan = Buckets([], 8)
     assert len(plan) == 0 and plan.unpack() == []
+
+
+def test_a_buffer_is_allocated_only_when_first_used():
+    arrays = [np.ones(3, np.float32), np.ones(100, np.float32)]
+    plan = Buckets(arrays, 20)
+    assert plan.members == [[0], [1]] and plan.allocated_bytes() == 0
+    assert plan.view(0).shape == (3,) and plan.allocated_bytes() == 12  # not the big one's 400
+    first = plan.buffer(1)
+    assert first.shape == (100,) and plan.buffer(1) is first and plan.allocated_bytes() == 412

@@ -65,10 +65,10 @@ def test_buckets_started_as_they_fill_in_reverse_average_into_given_outputs(comm
 def test_the_buffers_are_reused_step_after_step(comm):
     specs = [((5, 3), np.float64), ((0,), np.float32), ((7,), np.float32), ((300,), np.float64)]
     plan = Buckets(arrays_of(0, comm.rank, specs), 128)
-    buffers = list(plan.buffers)
+    buffers = [plan.buffer(k) for k in range(len(plan))]
     for step in range(3):
         mine = arrays_of(step, comm.rank, specs)
         plan.pack(mine)
         got = plan.finish(plan.start_all(comm, algorithm="ring" if step else "auto"))
         assert_close(got, expected_sum(step, comm.size, specs))
-        assert all(a is b for a, b in zip(buffers, plan.buffers))
+        assert all(b is plan.buffer(k) for k, b in enumerate(buffers))

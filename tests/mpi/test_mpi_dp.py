@@ -132,3 +132,20 @@ def test_a_parameter_backward_never_reaches_gets_a_zero_gradient(comm, cls, rows
     used = [(p, q) for p, q in zip(mine.model.parameters(), one.model.parameters())
             if p is not mine.model.unused]
     assert_close([p.grad for p, _ in used], [q.grad for _, q in used], rtol=1e-10, atol=1e-12)
+
+
+@shared_verdict
+def test_a_gradient_alone_in_its_bucket_is_reduced_in_place_without_a_buffer(comm):
+    """Buckets of 8 bytes hold one array each: every gradient is reduced where it lies, so no
+    bucket buffer is ever allocated, and the step still equals one device's."""
+    mine, one = make_task("mlp", 7), make_task("mlp", 7)
+    dp = strategy(DataParallel, mine, SGD(mine.model.parameters(), lr=0.1), comm, bucket_bytes=8)
+    assert all(len(m) == 1 for m in dp.plan.members)
+    batch = make_batch("mlp", 5, 7)
+    for _ in range(2):
+        dp.step(batch)
+    oracle(one, SGD(one.model.parameters(), lr=0.1)).step(batch)
+    oracle(one, SGD(one.model.parameters(), lr=0.1)).step(batch)
+    assert dp.plan.allocated_bytes() == 0
+    assert_close([p.data for p in mine.model.parameters()],
+                 [p.data for p in one.model.parameters()], rtol=1e-10, atol=1e-14)
