@@ -13,8 +13,8 @@ class LocalSGD:
     Lin et al. 2020 ("Don't use large mini-batches, use local SGD"): the first ``warmup`` steps are
     synchronous data-parallel steps, then every rank runs its optimizer alone and the replicas are
     averaged, θ ← (1/p) Σᵣ θᵣ, after every ``every``-th local step. ``every = 0`` never averages
-    until :meth:`finish`: one-shot model averaging after independent SGD (Zhang et al. 2016).
-    Optimizer state (momentum, Adam moments) stays local.
+    until :meth:`finish`: one-shot model averaging after independent SGD (Zinkevich et al. 2010).
+    Optimizer state (momentum, Adam moments) stays local; a checkpoint keeps every rank's.
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, every: int, warmup: int = 0,
@@ -57,9 +57,76 @@ class LocalSGD:
         if self.diverged:
             self.average()
 
-    def state_dict(self) -> dict:
-        return {**self.sync.state_dict(), "local_sgd": {"steps": self.steps}}
+    def state_dict(self) -> dict | None:
+        """Collective: the whole run on rank 0, ``None`` on the other ranks.
+
+        Parts: ``"model"``/``"optim"`` (rank 0's replica, so any strategy can load it),
+        ``"replica{r}.optim"`` for every other rank r, ``"replica{r}.model"`` only while the
+        replicas differ (``diverged``), and ``"local_sgd"``: steps, world size, diverged.
+        """
+        xp = self.sync.xp
+        optims = _gather_states(self.comm, self.optimizer.state_dict(), xp)
+        models = _gather_states(self.comm, self.model.state_dict(), xp) if self.diverged else None
+        if self.comm.rank != 0:
+            return None
+        state = {"model": self.model.state_dict(), "optim": optims[0],
+                 "local_sgd": {"steps": self.steps, "world": self.comm.size,
+                               "diverged": self.diverged}}
+        for r in range(1, self.comm.size):
+            if models:
+                state[f"replica{r}.model"] = models[r]
+            state[f"replica{r}.optim"] = optims[r]
+        return state
 
     def load_state_dict(self, state: dict) -> None:
-        self.sync.load_state_dict(state)
-        self.steps = int(state.get("local_sgd", {}).get("steps", 0))
+        """Continue the run that :meth:`state_dict` saved (or a data-parallel one: one replica).
+
+        At the world size that wrote it, rank r restores replica r exactly, so the run goes on
+        bit-identically. At another world size the shards change, so this is an averaging point:
+        every rank loads θ ← (1/p) Σᵣ θᵣ over the p saved replicas, and the optimizer state of
+        saved replica r (replica 0's if there are fewer), taken whole so that its buffers and
+        counters stay consistent.
+        """
+        meta = state.get("local_sgd", {})
+        saved, diverged = int(meta.get("world", 1)), bool(meta.get("diverged", False))
+        rank = self.comm.rank
+        if saved == self.comm.size:
+            model, source = _replica(state, rank if diverged else 0, "model"), rank
+        else:
+            model = _mean([_replica(state, q, "model") for q in range(saved if diverged else 1)])
+            source, diverged = (rank if rank < saved else 0), False
+        self.model.load_state_dict(model)
+        self.optimizer.load_state_dict(_replica(state, source, "optim"))
+        self.steps, self.diverged = int(meta.get("steps", 0)), diverged
+
+
+def _replica(state: dict, r: int, name: str) -> dict:
+    """Part ``name`` ("model" or "optim") of saved replica r."""
+    return state[name] if r == 0 else state[f"replica{r}.{name}"]
+
+
+def _mean(states: list[dict]) -> dict:
+    """θ ← (1/p) Σᵣ θᵣ, entry by entry, summed in rank order (the same bits on every rank)."""
+    return {k: sum(s[k] for s in states) / len(states) for k in states[0]}
+
+
+def _gather_states(comm, state: dict, xp) -> list[dict] | None:
+    """Every rank's flat ``state`` on rank 0, in rank order; ``None`` on the other ranks.
+
+    Names, shapes, dtypes and scalars are pickled metadata; the arrays travel as buffers.
+    """
+    arrays = {k: v for k, v in state.items() if hasattr(v, "shape")}
+    scalars = {k: v for k, v in state.items() if k not in arrays}
+    layout = {k: (v.shape, v.dtype.str) for k, v in arrays.items()}
+    everyone = comm.allgather_obj((layout, scalars), "local SGD replica states")
+    if comm.rank != 0:
+        for v in arrays.values():
+            comm.send(v, 0)
+        return None
+    states = [state]
+    for r, (layout, scalars) in enumerate(everyone[1:], start=1):
+        received = {k: xp.empty(shape, dtype) for k, (shape, dtype) in layout.items()}
+        for buf in received.values():
+            comm.recv(buf, r)
+        states.append({**received, **scalars})
+    return states

@@ -29,15 +29,17 @@ class Trainer:
         self.step = 0
 
     def save(self, directory: str) -> None:
-        """Rank 0 writes the strategy's state (alike on every rank) and each rank's dropout
-        stream; every rank calls this at the same step."""
+        """Rank 0 writes the strategy's state and each rank's dropout stream; every rank calls
+        this at the same step, and every rank asks the strategy for its state, which may be a
+        collective (local SGD gathers every rank's replica on rank 0)."""
         stream = self.dropout_gen.bit_generator.state
         streams = [stream] if self.comm is None else self.comm.allgather_obj(stream)
+        strategy_state = self.strategy.state_dict()
         if not self.is_logger:
             return
         arrays, meta = {}, {"step": self.step, "config": self.cfg.to_dict(),
                             "dropout_rng": streams}
-        for part, state in self.strategy.state_dict().items():
+        for part, state in strategy_state.items():
             arrays[part], meta[part] = split_state(state)
         save_checkpoint(directory, arrays, meta)
 

@@ -1,5 +1,6 @@
 """``mpiexec -n 2 python -m scratchpar.train``: rank 0 alone reports, data parallelism trains as
-one device does, checkpoints move between world sizes, and a bad config ends every rank."""
+one device does, checkpoints move between world sizes, local SGD resumes every replica, and a bad
+config ends every rank."""
 
 import json
 
@@ -79,6 +80,22 @@ def test_resuming_at_another_world_size_continues_the_same_run(tmp_path):
                 "--metrics", str(tmp_path / "b.jsonl"))
     assert out.stdout.count("final: step 6") == 1 and "3 steps in" in out.stdout
     assert_same_model(tmp_path / "b", params)
+
+
+def test_local_sgd_resumed_between_averaging_points_ends_as_the_uninterrupted_run(tmp_path):
+    flags = ["--strategy", "local-sgd", "--local-sgd-every", "4", "--metrics",
+             str(tmp_path / "m.jsonl")]
+    train(2, *flags, "--save", str(tmp_path / "straight"))
+    train(2, *flags, "--stop-after", "3", "--save", str(tmp_path / "resumed"))
+    mid = load_checkpoint(tmp_path / "resumed")[0]
+    assert {"replica1.model", "replica1.optim"} <= mid.keys()  # the replicas differ at step 3
+    train(2, *flags, "--resume", str(tmp_path / "resumed"), "--save", str(tmp_path / "resumed"))
+    want, got = (load_checkpoint(tmp_path / name)[0] for name in ("straight", "resumed"))
+    assert got.keys() == want.keys() and "replica1.optim" in got
+    for part, named in want.items():
+        assert got[part].keys() == named.keys()
+        for name, value in named.items():
+            assert got[part][name].tobytes() == value.tobytes(), (part, name)
 
 
 def test_a_config_invalid_for_this_world_ends_every_rank_with_exit_2(tmp_path):
