@@ -39,8 +39,8 @@ JOB_ENV = {"GLOO_SOCKET_IFNAME": "lo"}
 
 def add_arguments(parser) -> None:
     parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
-                        help="comma-separated world sizes; 1 is always added "
-                             "(default 1,2,4; --quick: 1,2)")
+                        help="comma-separated world sizes (default 2,4; --quick: 2); each job "
+                             "also times one device, rank 0 alone")
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per contender")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per contender first")
     parser.add_argument("--rounds", type=int, default=2,
@@ -48,11 +48,6 @@ def add_arguments(parser) -> None:
                              "(load that comes and goes then weighs on every world size)")
     parser.add_argument("--quick", action="store_true", help="tiny MLPs, 3 repeats (smoke test)")
     parser.add_argument("--json", metavar="PATH", help="also write every number to this file")
-
-
-def efficiency(throughput_p: float, p: int, throughput_1: float) -> float:
-    """Scaling efficiency throughput_p / (p · throughput_1): 1 is perfect linear scaling."""
-    return throughput_p / (p * throughput_1)
 
 
 def exposed_fraction(step_s: float, compute_s: float) -> float:
@@ -114,36 +109,46 @@ def median(results: dict, n: int, job: str, contender: str) -> float | None:
     return times["median_s"] if times else None
 
 
+BASELINE = {"bucketed": "alone", "naive": "alone", "compute-only": "alone",
+            "torch-ddp": "torch-alone"}  # each contender's one-device step
+
+
+def efficiency_of(results: dict, n: int, job: str, contender: str) -> float:
+    """Weak scaling at n ranks: throughput n·b/t_n over n × one device's b/t₁, that is t₁/t_n,
+    with t₁ the one-device step measured in the same job."""
+    return median(results, n, job, BASELINE[contender]) / median(results, n, job, contender)
+
+
 def throughput_rows(results: dict, configs: dict) -> list[list]:
-    """Compute-bound MLP, weak scaling, one row per per-rank batch and contender: ms and
-    samples/s at one rank, then samples/s and efficiency against one rank at each world size."""
+    """Compute-bound MLP, weak scaling, one row per per-rank batch and contender: its ms per
+    step and efficiency at each world size (one device's rows: its ms, no efficiency)."""
     rows = []
     for job, (name, b) in jobs(configs).items():
         if name != "compute":
             continue
-        for contender in ("bucketed", "naive", "compute-only", "torch-ddp"):
-            one = median(results, 1, job, contender)
-            if one is None:
+        for contender in ("alone", "bucketed", "naive", "compute-only", "torch-alone",
+                          "torch-ddp"):
+            if median(results, min(results), job, contender) is None:
                 continue
-            row = [b, contender, 1e3 * one, b / one]
+            row = [b, contender]
             for n in results:
-                if n > 1:
-                    rate = n * b / median(results, n, job, contender)
-                    row += [rate, efficiency(rate, n, b / one)]
+                row += [1e3 * median(results, n, job, contender),
+                        efficiency_of(results, n, job, contender) if contender in BASELINE
+                        else None]
             rows.append(row)
     return rows
 
 
 def throughput_headers(results: dict) -> list[str]:
-    return ["per-rank batch", "contender", "ms/step n=1", "samples/s n=1"] + [
-        h for n in results if n > 1 for h in (f"samples/s n={n}", f"efficiency n={n}")]
+    return ["per-rank batch", "contender"] + [
+        h for n in results for h in (f"ms n={n}", f"efficiency n={n}")]
 
 
 def ratio_rows(results: dict, configs: dict) -> list[list]:
     return [[job, n, 1e3 * median(results, n, job, "naive"),
              1e3 * median(results, n, job, "bucketed"),
              median(results, n, job, "bucketed") / median(results, n, job, "naive")]
-            for job in focus(configs) for n in results if n > 1]
+            for job in focus(configs) for n in results]
 
 
 def fraction_rows(results: dict, configs: dict) -> list[list]:
@@ -174,10 +179,7 @@ def ddp_rows(results: dict, configs: dict) -> list[list]:
 def targets(results: dict, configs: dict, ddp: list) -> list[list]:
     """The issue's three targets at ``TARGET_RANKS`` ranks: one row per MLP they apply to."""
     at, target = TARGET_RANKS, f"compute@{configs['compute']['target']}"
-    eff = None
-    if at in results:
-        one = median(results, 1, target, "bucketed")
-        eff = one / median(results, at, target, "bucketed")  # weak scaling: t₁ / t_p
+    eff = efficiency_of(results, at, target, "bucketed") if at in results else None
     rows = [[f"scaling efficiency, bucketed, {target} ≥ {EFFICIENCY_TARGET}", eff, at,
              verdict(eff, EFFICIENCY_TARGET, True)]]
     for job in COMM_CONFIGS:
@@ -215,7 +217,7 @@ def run(args) -> int:
     configs = QUICK_CONFIGS if args.quick else CONFIGS
     repeats, warmup, rounds = (3, 1, 1) if args.quick else (args.repeats, args.warmup,
                                                             args.rounds)
-    ranks = sorted({1, *(args.ranks or ([1, 2] if args.quick else [1, 2, 4]))})
+    ranks = sorted(set(args.ranks or ([2] if args.quick else [2, 4])))
     if ranks[0] < 1 or rounds < 1:
         raise SystemExit(f"--ranks and --rounds must be positive, got {ranks} and {rounds}")
     ddp = torch_available()
@@ -233,12 +235,12 @@ def run(args) -> int:
         return 1
     results = pool([r for r, _ in measured])
     load = (measured[0][1][0], measured[-1][1][1])
-    print(f"{results[1]['malloc']} (all contenders); load average (1 min) before: {load[0]:.2f}, "
-          f"after: {load[1]:.2f} on {os.cpu_count()} cores"
+    print(f"{results[ranks[0]]['malloc']} (all contenders); load average (1 min) before: "
+          f"{load[0]:.2f}, after: {load[1]:.2f} on {os.cpu_count()} cores"
           + ("" if max(results) <= (os.cpu_count() or 1) else
              f"; n={max(results)} is oversubscribed, two ranks share a core"))
-    print("\nthroughput, compute MLP, weak scaling (efficiency = throughput_p / "
-          "(p · throughput_1) at the same per-rank batch)\n"
+    print("\nthroughput, compute MLP, weak scaling: efficiency = n·b/t_n / (n · b/t₁) = t₁/t_n, "
+          "t₁ = one device (rank 0 alone, the others asleep) in the same job\n"
           + format_table(throughput_headers(results), throughput_rows(results, configs)))
     print("\nbucketed against naive\n"
           + format_table(["MLP", "n", "naive ms", "bucketed ms", "bucketed/naive"],

@@ -2,8 +2,10 @@
 
 Run by ``python -m scratchpar.bench dp`` under ``mpiexec -n N``; not meant to be called by hand.
 Every contender trains the same MLP on the same global batch (float32, cross-entropy, SGD); a
-sample is one step timed from a barrier, the slowest rank's time. PyTorch is imported only when
-``--ddp-file`` asks for DistributedDataParallel.
+sample is one step timed from a barrier, the slowest rank's time. The one-device baselines run in
+the same job, in turn with the others: rank 0 steps on its shard alone while the other ranks
+sleep, so a machine whose speed drifts (a shared host) weighs on both sides of an efficiency
+alike. PyTorch is imported only when ``--ddp-file`` asks for DistributedDataParallel.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from scratchpar.parallel import DataParallel, DataParallelNaive
 LR = 0.01
 LOSS_RTOL, LOSS_ATOL = 1e-5, 1e-6  # float32: a loss near 0 is checked to an absolute error
 CHECK_STEPS = 2
+IDLE_POLL_S = 2e-4  # how often a rank sleeping through a one-device baseline looks for its cue
+SOLO = ("alone", "torch-alone")  # rank 0's time only: the other ranks sleep through these
 
 
 def parse_args(argv=None):
@@ -62,6 +66,43 @@ def compute_only(model, optimizer, batch, comm):
         for p in params:
             p.grad *= scale
         optimizer.step()
+
+    return step
+
+
+def alone(step, comm):
+    """Rank 0 runs ``step`` by itself, one core busy as on one device, while the other ranks
+    sleep until its message wakes them (a spinning wait would load their cores)."""
+    flag = np.zeros(1)
+
+    def run():
+        if comm.rank == 0:
+            step()
+            for r in range(1, comm.size):
+                comm.send(flag, r)
+        else:
+            request = comm.irecv(flag, 0)
+            while not comm.test_all([request]):
+                time.sleep(IDLE_POLL_S)
+
+    return run
+
+
+def torch_step(model, sizes: list[int], batch, comm):
+    """A one-device PyTorch step (no DDP) on this rank's shard, from ``model``'s weights."""
+    import torch
+
+    from scratchpar.bench import twins
+
+    torch.set_num_threads(1)
+    net = twins.load_from(twins.TorchMLP(sizes), model)
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+    x, y = (torch.from_numpy(a) for a in shard(batch, comm.rank, comm.size))
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
 
     return step
 
@@ -112,10 +153,12 @@ def check_losses(dp, ddp, batch, comm) -> list[dict]:
 
 
 def turns(comm, contenders: dict, repeats: int, warmup: int) -> dict:
-    """Median slowest-rank seconds per step of each contender, the contenders taking turns."""
+    """Median slowest-rank seconds per step of each contender, the contenders taking turns (a
+    one-device baseline counts rank 0's time: the others only sleep)."""
     items = list(contenders.items())
     for _ in range(warmup):
         for _, step in items:
+            sync(comm)
             step()
     samples = {name: [] for name, _ in items}
     for r in range(repeats):
@@ -124,7 +167,8 @@ def turns(comm, contenders: dict, repeats: int, warmup: int) -> dict:
             sync(comm)
             start = time.perf_counter()
             step()
-            samples[name].append(time.perf_counter() - start)
+            took = time.perf_counter() - start
+            samples[name].append(0.0 if name in SOLO and comm.rank else took)
     worst = slowest(comm, [samples[name] for name, _ in items])  # (C, R)
     return {name: {"median_s": float(np.median(worst[i])), "samples_s": worst[i].tolist()}
             for i, (name, _) in enumerate(items)}
@@ -139,12 +183,14 @@ def bench_config(comm, cfg: dict, args) -> dict:
     bucketed = DataParallel(model, optimizer, loss_fn, count_fn, comm)
     naive = DataParallelNaive(model, optimizer, loss_fn, count_fn, comm)
     contenders = {"bucketed": lambda: bucketed.step(batch), "naive": lambda: naive.step(batch),
-                  "compute-only": compute_only(model, optimizer, batch, comm)}
+                  "compute-only": compute_only(model, optimizer, batch, comm),
+                  "alone": alone(compute_only(model, optimizer, batch, comm), comm)}
     result = {"loss_check": None}
     if cfg["ddp"] and args.ddp_file:
         ddp = ddp_step(model, cfg["sizes"], batch, comm, args.ddp_file)
         result["loss_check"] = check_losses(bucketed, ddp, batch, comm)
         contenders["torch-ddp"] = ddp
+        contenders["torch-alone"] = alone(torch_step(model, cfg["sizes"], batch, comm), comm)
     result["contenders"] = turns(comm, contenders, args.repeats, args.warmup)
     return result
 

@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-LINES = [  # (contender in the benchmark, legend label, matplotlib style)
-    ("compute-only", "compute only (no communication)", dict(color="0.5", marker=".", ls=":")),
-    ("naive", "naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
-    ("bucketed", "bucketed, overlapped DP", dict(color="C0", marker="o")),
-    ("torch-ddp", "torch DDP (gloo)", dict(color="C3", marker="D", ls="--")),
+LINES = [  # (contender in the benchmark, its one-device baseline, legend label, style)
+    ("compute-only", "alone", "compute only (no communication)",
+     dict(color="0.5", marker=".", ls=":")),
+    ("naive", "alone", "naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
+    ("bucketed", "alone", "bucketed, overlapped DP", dict(color="C0", marker="o")),
+    ("torch-ddp", "torch-alone", "torch DDP (gloo), against torch on one device",
+     dict(color="C3", marker="D", ls="--")),
 ]
 TARGET = 0.90
 
 
 def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
-    """({(n, contender): {per-rank batch: efficiency}}, world sizes above one, the MLP's layer
-    sizes) from the compute MLP's sweep; efficiency = t₁ / tₙ at the same per-rank batch."""
+    """({(n, contender): {per-rank batch: efficiency}}, world sizes, the MLP's layer sizes) from
+    the compute MLP's sweep; efficiency = t₁ / tₙ at the same per-rank batch, t₁ the one-device
+    baseline timed in the same job."""
     try:
         bench = json.loads(Path(path).read_text())
         per_n = {int(n): r["configs"] for n, r in bench["per_world_size"].items()}
@@ -24,14 +27,16 @@ def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
         curves = {}
         for n in sorted(per_n):
             for job, b in sweep.items():
-                for name, times in per_n[n][job]["contenders"].items():
-                    one = per_n[1][job]["contenders"][name]["median_s"]
-                    curves.setdefault((n, name), {})[b] = one / times["median_s"]
+                timed = per_n[n][job]["contenders"]
+                for name, baseline, _, _ in LINES:
+                    if name in timed:
+                        curves.setdefault((n, name), {})[b] = (timed[baseline]["median_s"]
+                                                               / timed[name]["median_s"])
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path} is not a dp benchmark JSON ({type(e).__name__}: {e})") from e
-    world_sizes = [n for n in sorted(per_n) if n > 1]
+    world_sizes = sorted(per_n)
     if not world_sizes or not sweep:
-        raise ValueError(f"{path} has no world size above 1 or no compute MLP sweep")
+        raise ValueError(f"{path} has no world size or no compute MLP sweep")
     return curves, world_sizes, bench["configs"]["compute"]["sizes"]
 
 
@@ -46,7 +51,7 @@ def plot_scaling(path: str | Path, out: str | Path) -> Path:
     fig, axes = plt.subplots(1, len(world_sizes), figsize=(5.5 * len(world_sizes), 4.5),
                              dpi=120, sharey=True, squeeze=False)
     for ax, n in zip(axes[0], world_sizes):
-        for name, label, style in LINES:
+        for name, _, label, style in LINES:
             curve = curves.get((n, name))
             if curve:
                 batches = sorted(curve)

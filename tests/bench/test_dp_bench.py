@@ -7,7 +7,7 @@ import pytest
 from scratchpar.bench import dp
 from scratchpar.bench.__main__ import main
 
-CONTENDERS = {"bucketed", "naive", "compute-only"}
+CONTENDERS = {"bucketed", "naive", "compute-only", "alone"}
 
 
 def table_rows(out: str, heading: str) -> list[list[str]]:
@@ -31,21 +31,26 @@ def test_quick_run_prints_every_table_and_contender(capsys, tmp_path, monkeypatc
     path = tmp_path / "dp.json"
     assert main(["dp", "--quick", "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    names = CONTENDERS | ({"torch-ddp"} if with_torch else set())
+    names = CONTENDERS | ({"torch-ddp", "torch-alone"} if with_torch else set())
     throughput = table_rows(out, "throughput")
     assert {(r[0], r[1]) for r in throughput} == {(b, c) for b in ("4", "8") for c in names}
-    for row in throughput:  # batch, contender, ms (rounded), samples/s at n=1, then n=2
-        assert float(row[3]) == pytest.approx(int(row[0]) / (float(row[2]) / 1e3), rel=0.03)
-        assert float(row[5]) == pytest.approx(float(row[4]) / (2 * float(row[3])), abs=0.01)
+    alone = {r[0]: float(r[2]) for r in throughput if r[1] == "alone"}
+    for row in throughput:  # batch, contender, ms at n=2 (rounded), efficiency at n=2
+        if row[1] in ("alone", "torch-alone"):
+            assert row[3] == "-"
+        elif row[1] != "torch-ddp":
+            assert float(row[3]) == pytest.approx(alone[row[0]] / float(row[2]), rel=0.05,
+                                                  abs=0.01)
     focus = ["compute@8", "wide", "deep"]
     assert [r[:2] for r in table_rows(out, "bucketed against naive")] == [[j, "2"] for j in focus]
     fractions = table_rows(out, "exposed communication")
     assert {(r[0], r[1], r[2]) for r in fractions} == {
-        (j, n, k) for j in focus for n in ("1", "2") for k in ("bucketed", "naive")}
+        (j, "2", k) for j in focus for k in ("bucketed", "naive")}
     assert ("scratchpar (bucketed) against torch DDP" in out) == with_torch
     result = json.loads(path.read_text())
     jobs = ["compute@4", "compute@8", "wide", "deep"]
-    for n in ("1", "2"):
+    assert list(result["per_world_size"]) == ["2"]
+    for n in ("2",):
         assert list(result["per_world_size"][n]["configs"]) == jobs
         for job in jobs:
             timed = result["per_world_size"][n]["configs"][job]
@@ -84,10 +89,14 @@ def test_jobs_name_each_per_rank_batch_of_a_swept_config():
     assert dp.layers([784, 1024, 1024, 10]) == "784-1024-1024-10"
 
 
-def test_efficiency_is_throughput_over_p_times_one_rank():
-    assert dp.efficiency(2000.0, 2, 1000.0) == 1.0
-    assert dp.efficiency(1800.0, 2, 1000.0) == pytest.approx(0.9)
-    assert dp.efficiency(2000.0, 4, 1000.0) == pytest.approx(0.5)
+def test_efficiency_is_the_one_device_time_over_the_n_rank_time_of_the_same_job():
+    def timed(**medians):
+        return {"contenders": {k.replace("_", "-"): {"median_s": v} for k, v in medians.items()}}
+
+    results = {2: {"configs": {"c": timed(alone=0.010, bucketed=0.0125, torch_alone=0.02,
+                                          torch_ddp=0.04)}}}
+    assert dp.efficiency_of(results, 2, "c", "bucketed") == pytest.approx(0.8)
+    assert dp.efficiency_of(results, 2, "c", "torch-ddp") == pytest.approx(0.5)  # torch's own
 
 
 def test_exposed_fraction_is_the_share_of_the_step_not_spent_computing():
@@ -107,5 +116,7 @@ def test_verdicts_respect_the_direction_of_each_target():
 def test_world_sizes_and_rounds_must_be_positive():
     with pytest.raises(SystemExit, match="must be positive"):
         main(["dp", "--quick", "--ranks", "0,2"])
+    with pytest.raises(SystemExit, match="must be positive"):
+        main(["dp", "--quick", "--ranks", "-2"])
     with pytest.raises(SystemExit, match="must be positive"):
         main(["dp", "--rounds", "0"])
