@@ -45,11 +45,13 @@ bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH
 bench-dp: $(VENV)/.bench  ## data parallelism: scaling, bucketed against naive, torch DDP
 	$(BIN)/python -m scratchpar.bench dp $(ARGS)
 
-docs: install  ## redraw the figures in docs/: a default training run, the collectives benchmark
+docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collectives and dp benchmarks
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
 	$(BIN)/python -m scratchpar.trace loss docs/figures/train_metrics.jsonl -o docs/figures/loss.png
 	$(BIN)/python -m scratchpar.bench collectives --json docs/figures/collectives.json
 	$(BIN)/python -m scratchpar.trace collectives docs/figures/collectives.json -o docs/figures/collectives.png
+	$(BIN)/python -m scratchpar.bench dp --json docs/figures/dp_bench.json
+	$(BIN)/python -m scratchpar.trace scaling docs/figures/dp_bench.json -o docs/figures/dp_scaling.png
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

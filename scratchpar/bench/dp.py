@@ -22,7 +22,7 @@ from pathlib import Path
 from .mpijob import JobFailed, per_world_size, run_module
 from .table import format_table
 
-CONFIGS = {"compute": {"sizes": [784, 1024, 1024, 10], "per_rank": [32, 64, 128, 256, 512],
+CONFIGS = {"compute": {"sizes": [256, 512, 512, 10], "per_rank": [32, 64, 128, 256, 512],
                        "target": 128},
            "wide": {"sizes": [1024, 2048, 2048, 10], "per_rank": [4]},
            "deep": {"sizes": [64] * 33 + [10], "per_rank": [16]}}
