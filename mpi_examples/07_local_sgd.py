@@ -113,8 +113,8 @@ def main():
             print(f"  {name:<12} {n:2d} parameter/gradient all-reduces, {nbytes:6d} bytes; "
                   f"{totals} of 16 bytes for the loss")
         ratio = used["local SGD"][1] / used["DataParallel"][1]
-        print(f"  local SGD: one all-reduce per parameter array ({len(model.parameters())}) but "
-              f"only every {EVERY} steps, {ratio:.3f} of the bytes", flush=True)
+        print(f"  local SGD: the parameters (one bucket, like DP's gradients) only every {EVERY} "
+              f"steps, {ratio:.3f} of the bytes", flush=True)
 
 
 if __name__ == "__main__":

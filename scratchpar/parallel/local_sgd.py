@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..comm import collectives
+from ..comm.buckets import Buckets
 from ..optim import clip_grad_norm
 from .dp import DataParallel
 
@@ -18,10 +19,12 @@ class LocalSGD:
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, every: int, warmup: int = 0,
-                 grad_clip: float = 0.0):
+                 grad_clip: float = 0.0, bucket_bytes: int = 1 << 20):
         if every < 0 or warmup < 0:
             raise ValueError(f"every and warmup must be >= 0, got {every} and {warmup}")
-        self.sync = DataParallel(model, optimizer, loss_fn, count_fn, comm, grad_clip=grad_clip)
+        self.sync = DataParallel(model, optimizer, loss_fn, count_fn, comm,
+                                 bucket_bytes=bucket_bytes, grad_clip=grad_clip)
+        self.plan = Buckets([p.data for p in self.sync.params], bucket_bytes)  # for averaging
         self.model, self.optimizer, self.comm = model, optimizer, comm
         self.every, self.warmup, self.grad_clip = every, warmup, grad_clip
         self.steps = 0  # steps taken, synchronous ones included
@@ -47,9 +50,11 @@ class LocalSGD:
         return {"loss": loss_sum / max(total, 1.0), **metrics}
 
     def average(self) -> None:
-        """θ ← (1/p) Σᵣ θᵣ on every rank: the replicas become bitwise identical."""
-        for p in self.sync.params:
-            collectives.all_reduce_(self.comm, p.data, "avg")
+        """θ ← (1/p) Σᵣ θᵣ on every rank, in buckets like DP's gradients: the replicas become
+        bitwise identical."""
+        params = [p.data for p in self.sync.params]
+        self.plan.pack(params)
+        self.plan.finish(self.plan.start_all(self.comm, op="avg"), out=params)
         self.diverged = False
 
     def finish(self) -> None:

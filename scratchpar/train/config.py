@@ -69,7 +69,7 @@ class TrainConfig:
                         "overlapped), data parallel with one all-reduce per parameter, or "
                         "local SGD (periodic model averaging)",
                         choices=("single", "dp", "dp-naive", "local-sgd"))
-    bucket_mb: float = opt(1.0, "dp: gradient bucket size in MiB")
+    bucket_mb: float = opt(1.0, "dp, local-sgd: bucket size in MiB (gradients; models averaged)")
     local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
                                   "(0 = once, at the end)")
     local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
