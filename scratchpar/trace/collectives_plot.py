@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..bench.collectives_report import BUSBW_OF_MEMCPY, human
+from .figure import pyplot, save
 
 LINES = [  # (algorithm in the benchmark's table, legend label, matplotlib style)
     ("ring", "ring", dict(color="C0", marker="o")),
@@ -37,10 +38,7 @@ def read_bench(path: str | Path) -> tuple[dict, list[int], float]:
 
 def plot_collectives(path: str | Path, out: str | Path) -> Path:
     """Write a PNG: per world size, time / MPI's default (top) and bus bandwidth (bottom)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     rows, sizes, memcpy_gbs = read_bench(path)
@@ -84,8 +82,4 @@ def plot_collectives(path: str | Path, out: str | Path) -> Path:
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=9)
     fig.suptitle("Hand-written all-reduce vs MPICH's MPI_Allreduce (one machine)")
     fig.tight_layout(rect=(0, 0.09, 1, 1))
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save(fig, out)

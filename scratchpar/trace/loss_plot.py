@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .figure import pyplot, save
+
 
 def read_metrics(path: str | Path) -> tuple[dict, list[dict], dict | None]:
     """(the last run's start record, its step records, its final record or None)."""
@@ -25,10 +27,7 @@ def read_metrics(path: str | Path) -> tuple[dict, list[dict], dict | None]:
 
 def plot_loss(path: str | Path, out: str | Path) -> Path:
     """Write a PNG of training loss against step, the held-out loss, and the entropy floor."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     start, steps, final = read_metrics(path)
     if not steps:
@@ -49,8 +48,4 @@ def plot_loss(path: str | Path, out: str | Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save(fig, out)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .figure import pyplot, save
+
 LINES = [  # (contender in the benchmark, its one-device baseline, legend label, style)
     ("compute-only", "alone", "compute only (no communication)",
      dict(color="0.5", marker=".", ls=":")),
@@ -42,10 +44,7 @@ def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
 
 def plot_scaling(path: str | Path, out: str | Path) -> Path:
     """Write a PNG: one panel per world size, efficiency of each contender vs per-rank batch."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     curves, world_sizes, sizes = read_scaling(path)
     fig, axes = plt.subplots(1, len(world_sizes), figsize=(5.5 * len(world_sizes), 4.5),
@@ -68,8 +67,4 @@ def plot_scaling(path: str | Path, out: str | Path) -> Path:
     axes[0, 0].legend(fontsize=8, loc="lower right")
     fig.suptitle(f"Data parallelism, weak scaling: MLP {'-'.join(map(str, sizes))}, float32 SGD")
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return save(fig, out)

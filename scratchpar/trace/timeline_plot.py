@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .chrome import LANES, read_regions
+from .figure import pyplot, save
 
 COLORS = {"forward": "#4c72b0", "backward": "#dd8452", "optimizer": "#55a868",
           "all_reduce": "#c44e52", "broadcast": "#8172b3"}
@@ -21,10 +22,7 @@ def lane_order(cat: str) -> tuple:
 
 def plot_timeline(trace_path: str, out_path: str) -> str:
     """Draw every rank's lanes from ``trace_path`` (time in ms from the aligned zero)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     regions = read_regions(trace_path)
@@ -53,6 +51,4 @@ def plot_timeline(trace_path: str, out_path: str) -> str:
     ax.legend(handles=[Patch(color=c, label=k) for k, c in keys],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(out_path, dpi=130)
-    plt.close(fig)
-    return out_path
+    return str(save(fig, out_path, dpi=130))
