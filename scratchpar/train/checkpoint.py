@@ -25,8 +25,6 @@ import numpy as np
 
 from ..backend import to_host
 
-ARRAY_FILES = ("model", "optim")
-
 
 class CheckpointError(RuntimeError):
     """A checkpoint that is missing, corrupt, truncated or unsafe."""
