@@ -13,26 +13,26 @@ from .loss_plot import plot_loss
 from .scaling_plot import plot_scaling
 from .timeline_plot import plot_timeline
 
+PLOTS = [  # (command, drawing function, what it draws, its input, default PNG)
+    ("loss", plot_loss, "loss curve and entropy floor from a metrics file",
+     ("METRICS", "the JSONL metrics file written by scratchpar.train"), "loss.png"),
+    ("collectives", plot_collectives, "all-reduce algorithms vs MPI from a benchmark JSON",
+     ("BENCH", "the JSON of python -m scratchpar.bench collectives --json"), "collectives.png"),
+    ("scaling", plot_scaling, "DP efficiency vs per-rank batch from a benchmark JSON",
+     ("BENCH", "the JSON of python -m scratchpar.bench dp --json"), "dp_scaling.png"),
+    ("plot", plot_timeline, "per-rank compute/communication timeline of a trace",
+     ("TRACE", "the Chrome trace JSON written by scratchpar.train --trace"), "timeline.png"),
+]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scratchpar.trace")
     sub = parser.add_subparsers(dest="command", required=True)
-    loss = sub.add_parser("loss", help="loss curve and entropy floor from a metrics file")
-    loss.add_argument("metrics", help="JSONL metrics file written by scratchpar.train")
-    loss.add_argument("-o", "--out", default="loss.png", help="PNG to write")
-    loss.set_defaults(run=lambda a: f"wrote {plot_loss(a.metrics, a.out)}")
-    coll = sub.add_parser("collectives", help="all-reduce algorithms vs MPI from a benchmark JSON")
-    coll.add_argument("bench", help="JSON written by python -m scratchpar.bench collectives --json")
-    coll.add_argument("-o", "--out", default="collectives.png", help="PNG to write")
-    coll.set_defaults(run=lambda a: f"wrote {plot_collectives(a.bench, a.out)}")
-    scal = sub.add_parser("scaling", help="DP efficiency vs per-rank batch from a benchmark JSON")
-    scal.add_argument("bench", help="JSON written by python -m scratchpar.bench dp --json")
-    scal.add_argument("-o", "--out", default="dp_scaling.png", help="PNG to write")
-    scal.set_defaults(run=lambda a: f"wrote {plot_scaling(a.bench, a.out)}")
-    plot = sub.add_parser("plot", help="per-rank compute/communication timeline of a trace")
-    plot.add_argument("trace", help="Chrome trace JSON written by scratchpar.train --trace")
-    plot.add_argument("-o", "--out", default="timeline.png", help="PNG to write")
-    plot.set_defaults(run=lambda a: f"wrote {plot_timeline(a.trace, a.out)}")
+    for name, draw, what, (metavar, source), default in PLOTS:
+        cmd = sub.add_parser(name, help=what)
+        cmd.add_argument("input", metavar=metavar, help=source)
+        cmd.add_argument("-o", "--out", default=default, help="PNG to write")
+        cmd.set_defaults(run=lambda a, draw=draw: f"wrote {draw(a.input, a.out)}")
     expo = sub.add_parser("exposed", help="per rank: communication not hidden behind compute")
     expo.add_argument("trace", help="Chrome trace JSON written by scratchpar.train --trace")
     expo.set_defaults(run=lambda a: report(a.trace))
