@@ -28,6 +28,7 @@ from scratchpar.parallel import DataParallel, LocalSGD
 from scratchpar.trace.tracer import Tracer
 
 ROWS, SIZES, EVERY, STEPS, LR = 32, [5, 16, 3], 3, 9, 0.2
+LOSS_BYTES = 24  # at most three float64 scalars
 
 
 def loss_fn(model, batch, reduction="mean"):
@@ -73,10 +74,11 @@ def counted(comm, tracer, step, batch):
 
 
 def traffic(tracer):
-    """(all-reduces, bytes) of the steps: parameter or gradient ones, and Σ-loss ones (16 B)."""
-    model = [e.bytes for e in tracer.events if e.cat == "comm" and e.bytes > 16]
-    totals = [e for e in tracer.events if e.cat == "comm" and e.bytes == 16]
-    return len(model), sum(model), len(totals)
+    """(all-reduces, bytes) of the steps' parameters or gradients, and (all-reduces, bytes each)
+    of the loss: Σ loss and Σ units (16 B; local SGD adds Σ‖gᵣ‖, the verdict on finiteness)."""
+    model = [e.bytes for e in tracer.events if e.cat == "comm" and e.bytes > LOSS_BYTES]
+    totals = [e.bytes for e in tracer.events if e.cat == "comm" and e.bytes <= LOSS_BYTES]
+    return len(model), sum(model), len(totals), max(totals)
 
 
 def main():
@@ -109,9 +111,9 @@ def main():
               f"synchronous DataParallel {final[1]:.6f}")
         used = {name: traffic(log) for name, log in (("local SGD", local_log),
                                                      ("DataParallel", dp_log))}
-        for name, (n, nbytes, totals) in used.items():
+        for name, (n, nbytes, totals, each) in used.items():
             print(f"  {name:<12} {n:2d} parameter/gradient all-reduces, {nbytes:6d} bytes; "
-                  f"{totals} of 16 bytes for the loss")
+                  f"{totals} of {each} bytes for the loss")
         ratio = used["local SGD"][1] / used["DataParallel"][1]
         print(f"  local SGD: the parameters (one bucket, like DP's gradients) only every {EVERY} "
               f"steps, {ratio:.3f} of the bytes", flush=True)

@@ -36,7 +36,7 @@ class Request:
 
 
 class Communicator:
-    """One mpi4py intracommunicator with ``rank``, ``size`` and ``local_rank``.
+    """One mpi4py intracommunicator with ``rank``, ``size``, ``local_rank`` and ``local_size``.
 
     Point-to-point calls post on the user channel. Inside an operation (see :meth:`enter`;
     every collective is one) they post on a private duplicate, tagged by the operation's
@@ -52,7 +52,7 @@ class Communicator:
         self._check = self._comm.Dup()  # debug-mode signature checks
         self.rank, self.size, self.name = self._comm.Get_rank(), self._comm.Get_size(), name
         node = self._comm.Split_type(MPI.COMM_TYPE_SHARED)
-        self.local_rank = node.Get_rank()
+        self.local_rank, self.local_size = node.Get_rank(), node.Get_size()  # on this node
         node.Free()
         self.timeout = default_timeout() if timeout is None else timeout
         self.cuda_aware = detect_cuda_aware() if cuda_aware is None else cuda_aware

@@ -15,15 +15,16 @@ def global_grad_norm(params) -> float:
     return float(xp.linalg.norm(norms))  # ‖(‖g₁‖, …, ‖gₙ‖)‖₂ = ‖(g₁, …, gₙ)‖₂
 
 
-def clip_grad_norm(params, max_norm: float) -> float:
+def clip_grad_norm(params, max_norm: float, norm: float | None = None) -> float:
     """Scale all gradients in place by max_norm/(‖g‖ + 1e-6) if that is below 1; return ‖g‖.
 
-    ‖g‖ is the global norm before clipping (:func:`global_grad_norm`); None gradients are skipped.
+    ‖g‖ is the global norm before clipping (:func:`global_grad_norm`, unless the caller passes
+    ``norm``, already computed); None gradients are skipped.
     """
     if not max_norm > 0.0:
         raise ValueError(f"max_norm must be > 0, got {max_norm}")
     params = list(params)
-    norm = global_grad_norm(params)
+    norm = global_grad_norm(params) if norm is None else norm
     scale = max_norm / (norm + 1e-6)
     if scale < 1.0:
         for p in params:

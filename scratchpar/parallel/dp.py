@@ -8,7 +8,7 @@ from ..backend import get_array_module
 from ..comm import collectives
 from ..comm.buckets import Buckets
 from ..data.shard import shard
-from ..optim import clip_grad_norm
+from ..optim import guarded_step
 from ..trace.tracer import NULL
 from .single import SingleDevice
 
@@ -70,17 +70,14 @@ class DataParallelNaive:
         return self.xp.zeros_like(p.data) if p.grad is None else self.xp.ascontiguousarray(p.grad)
 
     def _update(self, totals) -> dict:
-        """Scale Σ gradients by 1/N, clip the (now global, identical) gradient, step."""
+        """Scale Σ gradients by 1/N, clip the (now global, identical) gradient, step. The loss
+        and the gradient are the reduced ones, so every rank skips a non-finite step alike."""
         loss_sum, n = (float(v) for v in totals.wait())
         with self.tracer.region("optimizer", "compute"):
             scale = 1.0 / max(n, 1.0)
             for p in self.params:
                 p.grad *= scale
-            metrics = {"loss": loss_sum * scale}
-            if self.grad_clip > 0:
-                metrics["grad_norm"] = clip_grad_norm(self.params, self.grad_clip)
-            self.optimizer.step()
-        return metrics
+            return guarded_step(self.optimizer, self.params, loss_sum * scale, self.grad_clip)
 
     state_dict = SingleDevice.state_dict  # every replica holds one device's model and optimizer
     load_state_dict = SingleDevice.load_state_dict

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from ..comm import collectives
 from ..comm.buckets import Buckets
-from ..optim import clip_grad_norm
+from ..optim import global_grad_norm, guarded_step, skipped
 from .dp import DataParallel
 
 
@@ -31,23 +33,28 @@ class LocalSGD:
         self.diverged = False  # True while local steps have not been averaged yet
 
     def step(self, global_batch) -> dict:
-        """One step; ``{"loss": mean loss over the global batch (one tiny all-reduce), …}``."""
+        """One step: ``{"loss": mean over the global batch, "grad_norm": this replica's,
+        "skipped"}``. One tiny all-reduce gives the loss and the verdict on finiteness: a step
+        is skipped on every replica if any replica's loss or gradient is not finite."""
         self.steps += 1
         if self.steps <= self.warmup:
             return self.sync.step(global_batch)
         loss, n = self.sync.local_loss(global_batch)  # Lᵣ summed over this rank's nᵣ units
-        totals = collectives.all_reduce_start(
-            self.comm, self.sync.xp.array([loss.item(), n], dtype="float64"))
         (loss * (1.0 / max(n, 1))).backward()  # this rank's mean gradient
-        metrics = {}
-        if self.grad_clip > 0:
-            metrics["grad_norm"] = clip_grad_norm(self.sync.params, self.grad_clip)
-        self.optimizer.step()
-        self.diverged = True
+        norm = global_grad_norm(self.sync.params)
+        totals = self.sync.xp.array([loss.item(), n, norm], dtype="float64")  # Σ‖gᵣ‖: finite
+        loss_sum, total, norms = (float(v) for v in collectives.all_reduce_(self.comm, totals))
+        mean_loss = loss_sum / max(total, 1.0)
+        if math.isfinite(norms):  # iff every replica's gradient is
+            metrics = guarded_step(self.optimizer, self.sync.params, mean_loss, self.grad_clip,
+                                   norm)
+        else:
+            metrics = skipped(mean_loss, norm)
+        if not metrics["skipped"]:
+            self.diverged = True
         if self.every and (self.steps - self.warmup) % self.every == 0:
             self.average()
-        loss_sum, total = (float(v) for v in totals.wait())
-        return {"loss": loss_sum / max(total, 1.0), **metrics}
+        return metrics
 
     def average(self) -> None:
         """θ ← (1/p) Σᵣ θᵣ on every rank, in buckets like DP's gradients: the replicas become

@@ -6,11 +6,12 @@ exposes ``model`` and ``optimizer``; the training loop, checkpoints and metrics 
 
 from __future__ import annotations
 
-from ..optim import clip_grad_norm
+from ..optim import guarded_step
 
 
 class SingleDevice:
-    """Forward, backward, clip, update: θ ← θ − η·∇L(θ; batch), on one device."""
+    """Forward, backward, clip, update: θ ← θ − η·∇L(θ; batch), on one device; a step whose
+    loss or gradient is not finite is skipped (:func:`~scratchpar.optim.guarded_step`)."""
 
     def __init__(self, model, optimizer, loss_fn, grad_clip: float = 0.0):
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
@@ -18,15 +19,11 @@ class SingleDevice:
         self.params = model.parameters()
 
     def step(self, batch) -> dict:
-        """One optimizer step on ``batch``; returns ``{"loss": …}`` (and the pre-clip grad norm)."""
+        """One optimizer step on ``batch``: ``{"loss", "grad_norm" (unclipped), "skipped"}``."""
         self.optimizer.zero_grad()
         loss = self.loss_fn(self.model, batch)
         loss.backward()
-        metrics = {"loss": loss.item()}
-        if self.grad_clip > 0:
-            metrics["grad_norm"] = clip_grad_norm(self.params, self.grad_clip)
-        self.optimizer.step()
-        return metrics
+        return guarded_step(self.optimizer, self.params, loss.item(), self.grad_clip)
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optim": self.optimizer.state_dict()}

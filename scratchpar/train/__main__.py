@@ -2,34 +2,58 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
+import warnings
+
+import numpy as np
 
 from ..allocator import keep_freed_memory
-from ..backend import BackendError
 from ..comm.abort import abort_on_exception, launched_by_mpi
-from ..data import DataError
-from .build import build_trainer
-from .checkpoint import CheckpointError
-from .config import ConfigError, load_config
+from ..comm.agree import RankErrors, agreeing
+from .build import RANK_ERRORS, assemble, prepare
+from .config import load_config
+from .divergence import Diverged
 from .loop import format_summary
+
+EXIT_BAD_INPUT, EXIT_DIVERGED = 2, 3
 
 
 def main(argv: list[str] | None = None, comm=None) -> int:
-    """Exit status 0, or 2 for a bad config, checkpoint, backend or data: errors that a rank
-    finds before any message, so it may exit by itself (ranks given the same flags and files
-    all do). Any other exception propagates. ``comm`` is the world when launched by MPI."""
-    try:
-        cfg = load_config(argv, world_size=1 if comm is None else comm.size)
-        summary = build_trainer(cfg, comm).run()
-    except (ConfigError, CheckpointError, BackendError, DataError) as e:
-        # every rank validates the same config alike, so one report is enough; the other errors
-        # may be a rank's own (its GPU, its copy of a file), so each rank says what it saw
-        if comm is None or comm.rank == 0 or not isinstance(e, ConfigError):
-            print(f"scratchpar.train: {e}", file=sys.stderr)
-        return 2
+    """Exit status 0; 2 for a bad input (flags, config, paths, data, checkpoint, device or
+    memory), which every rank checks before any message and all agree on; 3 if training
+    diverged. Any other exception propagates (under MPI, to the abort path). ``comm`` is the
+    world when launched by MPI; rank 0 alone prints, each message once per job."""
+    rank, size = (0, 1) if comm is None else (comm.rank, comm.size)
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # non-finite: caught, reported
+        if rank != 0:
+            warnings.simplefilter("ignore")  # rank 0 shows a warning once for the job
+        try:
+            with agreeing(comm, RANK_ERRORS):
+                with _only_rank_0_prints(rank):  # --help
+                    cfg = load_config(argv, world_size=size)
+                parts = prepare(cfg, comm)
+            summary = assemble(cfg, parts).run()
+        except RankErrors as e:
+            _report(rank, e.lines())
+            return EXIT_BAD_INPUT
+        except Diverged as e:
+            _report(rank, [str(e)])
+            return EXIT_DIVERGED
     if summary is not None:  # rank 0 reports for the job
         print(format_summary(summary), flush=True)
     return 0
+
+
+def _only_rank_0_prints(rank: int):
+    return contextlib.nullcontext() if rank == 0 else contextlib.redirect_stdout(io.StringIO())
+
+
+def _report(rank: int, lines: list[str]) -> None:
+    if rank == 0:
+        for line in lines:
+            print(f"scratchpar.train: {line}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,27 @@
-"""Assemble a Trainer from a Config: device, task, optimizer, schedule and strategy."""
+"""Assemble a Trainer from a Config in two phases: what each rank builds alone (checked, then
+agreed on by every rank), then what the ranks build together (the strategy)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from .. import optim, parallel
-from ..backend import rng, set_device
+from ..backend import BackendError, rng, set_device
+from ..comm.agree import agreeing
+from ..data import DataError
 from ..trace.tracer import Tracer
+from .checkpoint import CheckpointError, load_checkpoint
 from .config import ConfigError
 from .loop import Trainer
-from .task import build_task
+from .paths import output_problems
+from .task import Task, build_task
 from .validate import validate
+
+# what a bad input makes a rank raise before training: the ranks agree on these (comm/agree.py);
+# OSError: a file or path the checks did not foresee (a name too long, a permission, a full disk)
+RANK_ERRORS = (ConfigError, CheckpointError, BackendError, DataError, MemoryError, OSError)
 
 
 def build_optimizer(cfg, params):
@@ -42,26 +55,61 @@ def build_strategy(cfg, task, optimizer, comm):
                                  grad_clip=clip)
 
 
-def build_trainer(cfg, comm=None) -> Trainer:
-    """A Trainer for this rank of ``comm``, the world that trains together.
+@dataclass
+class Prepared:
+    """What one rank builds alone, before any message: the world it trains in, its task and
+    optimizer, its dropout stream, and the checkpoint it read (arrays, meta) if resuming."""
+
+    comm: object
+    task: Task
+    optimizer: object
+    dropout_gen: np.random.Generator
+    checkpoint: tuple[dict, dict] | None
+
+
+def prepare(cfg, comm=None) -> Prepared:
+    """This rank's checks and parts, with no message to another rank. Raises one of
+    RANK_ERRORS for a bad input: the config for this world, rank 0's output paths, this rank's
+    device, data and checkpoint files, and its memory.
 
     Without ``comm`` (a plain ``python`` run), a strategy other than ``single`` gets a world
-    of one rank; ``single`` never loads MPI. Every rank initializes the model alike (rank 0's
-    parameters are broadcast anyway) and draws its own dropout masks.
+    of one rank; ``single`` never loads MPI.
     """
     if comm is None and cfg.train.strategy != "single":
         from ..comm.mpi import Communicator  # loads MPI: a one-rank world outside mpiexec
         comm = Communicator(name="world")
     rank, size = (0, 1) if comm is None else (comm.rank, comm.size)
-    problems = validate(cfg, size)
+    problems = validate(cfg, size) + (output_problems(cfg) if rank == 0 else [])
     if problems:
         raise ConfigError(problems)
-    set_device(cfg.train.device)
-    dropout_gen = rng(cfg.train.seed, 1, rank)
-    task = build_task(cfg, dropout_gen)
+    set_device(cfg.train.device, 0 if comm is None else comm.local_rank)
+    dropout_gen = rng(cfg.train.seed, 1, rank)  # every rank its own dropout masks
+    task = build_task(cfg, dropout_gen)  # every rank initializes alike (DP broadcasts rank 0's)
     optimizer = build_optimizer(cfg, task.model.parameters())
+    checkpoint = load_checkpoint(cfg.train.resume) if cfg.train.resume else None
+    return Prepared(comm, task, optimizer, dropout_gen, checkpoint)
+
+
+def assemble(cfg, parts: Prepared) -> Trainer:
+    """The strategy over the ranks (its construction may communicate: broadcasts, dups), the
+    Trainer, and the checkpoint restored into it. Restoring is a rank's own check again (only
+    rank r reads its replica's part), so the ranks agree on it before training starts."""
+    comm = parts.comm
     if cfg.train.trace:  # the strategy and its collectives record on the communicator's tracer
-        comm.tracer = Tracer(rank)
+        comm.tracer = Tracer(comm.rank)
         comm.tracer.align(comm.barrier)
-    strategy = build_strategy(cfg, task, optimizer, comm)
-    return Trainer(cfg, strategy, task, build_schedule(cfg), dropout_gen, comm)
+    strategy = build_strategy(cfg, parts.task, parts.optimizer, comm)
+    trainer = Trainer(cfg, strategy, parts.task, build_schedule(cfg), parts.dropout_gen, comm)
+    if parts.checkpoint is not None:
+        with agreeing(comm, (CheckpointError,)):
+            trainer.restore(*parts.checkpoint, cfg.train.resume)
+    return trainer
+
+
+def build_trainer(cfg, comm=None) -> Trainer:
+    """A Trainer for this rank of ``comm``, the world that trains together (see
+    :func:`prepare`); raises :class:`~scratchpar.comm.agree.RankErrors` on every rank if any
+    rank's checks failed."""
+    with agreeing(comm, RANK_ERRORS):
+        parts = prepare(cfg, comm)
+    return assemble(cfg, parts)

@@ -6,18 +6,22 @@ Layout of ``DIR``::
     model.npz     parameter name → array
     optim.npz     optimizer state name → array
 
-The directory is written beside its destination and renamed into place, so a reader never sees
-a mixture of two checkpoints; a crash between the two renames leaves the old checkpoint intact
-under a hidden ``.DIR.old-PID`` name. Loading verifies every checksum and refuses
-object arrays (``allow_pickle=False``): a checkpoint can never run code.
+The directory is written beside its destination as ``.DIR.tmp-HOST-PID`` and renamed into
+place, so a reader never sees a mixture of two checkpoints; a crash between the two renames
+leaves the old checkpoint intact as ``.DIR.old-HOST-PID``. Each save removes the temporaries
+that writers on this host left behind when they died. Loading verifies every checksum and
+refuses object arrays (``allow_pickle=False``): a checkpoint can never run code.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import zipfile
 from pathlib import Path
 
@@ -40,9 +44,10 @@ def split_state(state: dict) -> tuple[dict, dict]:
 
 def save_checkpoint(directory: str | os.PathLike, arrays: dict[str, dict], meta: dict) -> None:
     """Write ``arrays`` (file stem → name → array) and ``meta`` to ``directory`` atomically."""
-    final = Path(directory)
+    final = Path(os.path.abspath(directory))
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+    writer = f"{socket.gethostname()}-{os.getpid()}"
+    tmp = final.with_name(f".{final.name}.tmp-{writer}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     digests = {}
@@ -54,25 +59,55 @@ def save_checkpoint(directory: str | os.PathLike, arrays: dict[str, dict], meta:
             os.fsync(fh.fileno())
         digests[stem] = _sha256(path)
     _write_json(tmp / "meta.json", {**meta, "sha256": digests})
-    old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    old = final.with_name(f".{final.name}.old-{writer}")
     if final.exists():
         final.rename(old)
     tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
+    for stale in _left_behind(final):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _left_behind(final: Path) -> list[Path]:
+    """The ``.NAME.tmp-HOST-PID`` and ``.NAME.old-HOST-PID`` folders beside ``final`` whose
+    writer, a process on this host, is gone (another host's cannot be checked: they stay).
+    Older versions wrote ``.NAME.tmp-PID``: those count as this host's."""
+    pattern = re.compile(rf"\.{re.escape(final.name)}\.(tmp|old)-(?:(.+)-)?(\d+)")
+    found = []
+    for path in final.parent.glob(f".{glob.escape(final.name)}.*-*"):
+        match = pattern.fullmatch(path.name)
+        if match and match[2] in (None, socket.gethostname()) and not _alive(int(match[3])):
+            found.append(path)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        pass
+    return True
 
 
 def load_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, dict], dict]:
     """Read a checkpoint: (file stem → name → NumPy array, meta). Raises CheckpointError."""
     root = Path(directory)
+    if not root.is_dir():
+        raise CheckpointError(f"{root}: no such directory{_interrupted_hint(root)}")
     try:
-        meta = json.loads((root / "meta.json").read_text())
+        meta = json.loads((root / "meta.json").read_bytes())
     except FileNotFoundError as e:
         raise CheckpointError(f"{root}: not a checkpoint (no meta.json)") from e
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
         raise CheckpointError(f"{root}/meta.json is unreadable or corrupt: {e}") from e
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{root}/meta.json holds a {type(meta).__name__}, not an object")
     digests = meta.get("sha256")
-    if not isinstance(digests, dict):
-        raise CheckpointError(f"{root}/meta.json lists no checksums")
+    if not isinstance(digests, dict) or not all(
+            isinstance(d, str) and re.fullmatch(r"[\w.-]+", s) for s, d in digests.items()):
+        raise CheckpointError(f"{root}/meta.json lists no checksums, or malformed ones")
     arrays = {}
     for stem, digest in digests.items():
         path = root / f"{stem}.npz"
@@ -82,6 +117,13 @@ def load_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, dict], dict
             raise CheckpointError(f"{path} does not match its checksum: truncated or modified")
         arrays[stem] = _load_npz(path)
     return arrays, meta
+
+
+def _interrupted_hint(root: Path) -> str:
+    """Where a save that was cut off between its two renames left the previous checkpoint."""
+    final = Path(os.path.abspath(root))
+    old = sorted(final.parent.glob(f".{glob.escape(final.name)}.old-*"))
+    return f" (a save was cut off: the previous checkpoint is in {old[0]})" if old else ""
 
 
 def _load_npz(path: Path) -> dict:

@@ -8,6 +8,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+MAX_DEFAULT_WARMUP = 100
+MAX_CONFIG_BYTES = 1 << 20  # a --config file larger than this is not a run configuration
+
 
 class ConfigError(ValueError):
     """An invalid configuration; the message lists every violation found, one per line."""
@@ -59,7 +62,8 @@ class OptimConfig:
     grad_clip: float = opt(1.0, "clip gradients to this global norm (0 = off)")
     schedule: str = opt("cosine", "LR schedule after warm-up",
                         choices=("constant", "cosine", "linear"))
-    warmup: int = opt(100, "linear warm-up steps")
+    warmup: int | None = opt(None, "linear warm-up steps (default: a tenth of --steps, at most "
+                                   f"{MAX_DEFAULT_WARMUP})", kind=int)
     min_lr: float = opt(0.0, "final learning rate of the decay")
 
 
@@ -86,6 +90,8 @@ class TrainConfig:
     resume: str | None = opt(None, "checkpoint directory to resume from", kind=str)
     stop_after: int | None = opt(None, "stop after this step, as if interrupted (schedule "
                                        "unchanged)", kind=int)
+    max_bad_steps: int = opt(5, "stop (exit 3) after this many steps in a row whose loss or "
+                                "gradient is not finite; each is skipped")
     progress: bool = opt(True, "show a progress bar")
     trace: str | None = opt(None, "every rank records its compute and communication regions; "
                                   "rank 0 writes them to this Chrome trace JSON (Perfetto)",
@@ -110,8 +116,16 @@ def _flag(f: dataclasses.Field) -> str:
     return f.metadata["flag"] or "--" + f.name.replace("_", "-")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises ConfigError instead of printing its usage and exiting, so that a
+    bad flag is reported like every other invalid value (once per job, not once per rank)."""
+
+    def error(self, message: str):
+        raise ConfigError([f"{message} (python -m scratchpar.train --help lists the flags)"])
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m scratchpar.train",
         description="Train a model with scratchpar. Values come from defaults, then --config "
                     "TOML ([model], [data], [optim], [train] tables), then these flags.",
@@ -120,8 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     for section, cls in SECTIONS.items():
         group = parser.add_argument_group(section)
         for f in dataclasses.fields(cls):
-            kw = {"dest": f"{section}.{f.name}", "help": f"{f.metadata['help']} "
-                  f"(default: {_show(f.default)})"}
+            shown = "" if "(default:" in f.metadata["help"] else f" (default: {_show(f.default)})"
+            kw = {"dest": f"{section}.{f.name}", "help": f.metadata["help"] + shown}
             if isinstance(f.default, bool):
                 kw["action"] = argparse.BooleanOptionalAction
             elif isinstance(f.default, tuple):
@@ -139,7 +153,11 @@ def _show(value) -> str:
 
 
 def _int_tuple(text: str) -> tuple:
-    return tuple(int(v) for v in text.split(",") if v.strip())
+    try:
+        return tuple(int(v) for v in text.split(",")) if text.strip() else ()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}")\
+            from None
 
 
 def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
@@ -162,8 +180,16 @@ def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
 
 def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
     try:
-        table = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
+        if not path.is_file():
+            raise ValueError("no such file" if not path.exists() else "not a regular file")
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ValueError(f"{path.stat().st_size:,} bytes; a configuration is a short TOML "
+                             "file")
+        table = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        problems.append(f"--config {path}: not UTF-8 text ({e.reason} at byte {e.start})")
+        return
+    except (OSError, ValueError) as e:  # TOMLDecodeError is a ValueError
         problems.append(f"--config {path}: {e}")
         return
     for section, entries in table.items():
@@ -183,14 +209,22 @@ def make_config(values: dict[str, dict], world_size: int = 1) -> Config:
     (raises ConfigError)."""
     from .validate import validate
 
+    values = {s: dict(values.get(s, {})) for s in SECTIONS}
     problems = _type_problems(values)
     if problems:
         raise ConfigError(problems)
-    config = Config(**{s: cls(**values.get(s, {})) for s, cls in SECTIONS.items()})
+    if values["optim"].get("warmup") is None:
+        values["optim"]["warmup"] = default_warmup(values["train"].get("steps", TrainConfig.steps))
+    config = Config(**{s: cls(**values[s]) for s, cls in SECTIONS.items()})
     problems = validate(config, world_size)
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def default_warmup(steps: int) -> int:
+    """A tenth of the run, at most MAX_DEFAULT_WARMUP steps: a short run gets a short warm-up."""
+    return min(MAX_DEFAULT_WARMUP, max(steps, 0) // 10)
 
 
 def _type_problems(values: dict[str, dict]) -> list[str]:
@@ -201,8 +235,13 @@ def _type_problems(values: dict[str, dict]) -> list[str]:
                 continue
             value, kind = values[section][f.name], f.metadata["kind"]
             expected = (int, float) if kind is float else kind
-            if not isinstance(value, expected) or isinstance(value, bool) and kind is not bool:
-                problems.append(f"{section}.{f.name}: expected {kind.__name__}, got {value!r}")
+            if value is None and f.default is None:
+                continue
+            wrong = not isinstance(value, expected) or isinstance(value, bool) and kind is not bool
+            if wrong or kind is tuple and not all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in value):
+                what = "a list of integers" if kind is tuple else kind.__name__
+                problems.append(f"{section}.{f.name}: expected {what}, got {value!r}")
             elif kind is float:
                 values[section][f.name] = float(value)
     return problems

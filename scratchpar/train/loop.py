@@ -10,7 +10,8 @@ from tqdm import tqdm
 
 from ..backend import sync
 from ..trace.chrome import write_chrome
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint, split_state
+from .checkpoint import CheckpointError, save_checkpoint, split_state
+from .divergence import BadSteps, Diverged, finite_or_text
 
 
 class Trainer:
@@ -18,7 +19,9 @@ class Trainer:
 
     Everything a resumed run needs is a function of the step number (the batch, the learning
     rate) or is saved in the checkpoint (parameters, optimizer state, the dropout generator), so
-    stopping and resuming continues bit-identically.
+    stopping and resuming continues bit-identically. A step that the strategy skipped (its loss or
+    gradient was not finite) is recorded; ``--max-bad-steps`` of them in a row raise
+    :class:`Diverged` on every rank.
     """
 
     def __init__(self, cfg, strategy, task, schedule, dropout_gen, comm=None):
@@ -27,6 +30,7 @@ class Trainer:
         self.rank, self.world = (0, 1) if comm is None else (comm.rank, comm.size)
         self.is_logger = self.rank == 0  # logs, shows progress, evaluates, saves checkpoints
         self.step = 0
+        self.bad = BadSteps(cfg.train.max_bad_steps)
 
     def save(self, directory: str) -> None:
         """Rank 0 writes the strategy's state and each rank's dropout stream; every rank calls
@@ -43,24 +47,28 @@ class Trainer:
             arrays[part], meta[part] = split_state(state)
         save_checkpoint(directory, arrays, meta)
 
-    def restore(self, directory: str) -> None:
-        """Every rank loads the checkpoint, whatever world size wrote it: the data position is
-        the step number. A rank the writing world did not have keeps its fresh dropout stream."""
-        arrays, meta = load_checkpoint(directory)
+    def restore(self, arrays: dict, meta: dict, directory: str) -> None:
+        """Continue from a checkpoint that every rank has read (``load_checkpoint``), whatever
+        world size wrote it: the data position is the step number. A rank the writing world did
+        not have keeps its fresh dropout stream. Raises CheckpointError on this rank alone when
+        its part does not fit (the caller makes the ranks agree)."""
+        t = self.cfg.train
         try:
+            step = meta["step"]
+            if not isinstance(step, int) or not 0 <= step <= (t.stop_after or t.steps):
+                raise ValueError(f"it is at step {step!r}, and this run stops at step "
+                                 f"{t.stop_after or t.steps}")
             self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
             if self.rank < len(meta["dropout_rng"]):
                 self.dropout_gen.bit_generator.state = meta["dropout_rng"][self.rank]
-            self.step = int(meta["step"])
-        except (KeyError, TypeError, ValueError) as e:
+            self.step = step
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             raise CheckpointError(f"{directory} does not fit this run: {e}") from e
 
     def run(self) -> dict | None:
         """Train; rank 0 returns the summary (held-out loss, floor, gap, throughput), the other
         ranks None."""
         t = self.cfg.train
-        if t.resume:
-            self.restore(t.resume)
         stop = t.stop_after or t.steps
         log = _open_metrics(t.metrics, append=bool(t.resume)) if self.is_logger else None
         if log:
@@ -69,7 +77,7 @@ class Trainer:
                                   "config": self.cfg.to_dict()}) + "\n")
         bar = tqdm(total=stop, initial=self.step, disable=not (t.progress and self.is_logger),
                    unit="step", dynamic_ncols=True)
-        window_loss = window_units = 0.0
+        window_loss = window_units = window_all = window_skips = 0.0
         window_start = run_start = time.perf_counter()
         units_done = 0
         first = self.step
@@ -80,19 +88,34 @@ class Trainer:
             units = self.task.count(batch)
             metrics = self.strategy.step(batch)
             self.step += 1
-            window_loss += metrics["loss"] * units
-            window_units += units
             units_done += units
+            window_all += units
+            skip = self.bad.count(self.step, metrics, lr)
+            if skip is None:
+                window_loss += metrics["loss"] * units
+                window_units += units
+            else:
+                window_skips += 1
+                if log:
+                    log.write(json.dumps(skip) + "\n")
+                if self.bad.exhausted:
+                    bar.close()
+                    if log:
+                        log.write(json.dumps({"event": "diverged", "step": self.step}) + "\n")
+                        log.close()
+                    raise self.bad.error(self.cfg, skip)
             if self.step % t.log_every == 0 or self.step == stop:
                 sync()
                 now = time.perf_counter()
-                record = self._record(window_loss, window_units, now - window_start, lr, metrics)
+                record = self._record(window_loss, window_units, window_all, window_skips,
+                                      now - window_start, lr, metrics)
                 record["elapsed_s"] = now - run_start
                 if log:
                     log.write(json.dumps(record) + "\n")
                     log.flush()
-                bar.set_postfix(loss=f"{record['loss']:.4f}", rate=f"{record[self.rate]:.0f}")
-                window_loss = window_units = 0.0
+                shown = "skipped" if record["loss"] is None else f"{record['loss']:.4f}"
+                bar.set_postfix(loss=shown, rate=f"{record[self.rate]:.0f}")
+                window_loss = window_units = window_all = window_skips = 0.0
                 window_start = now
             bar.update(1)
             if t.save and t.save_every and self.step % t.save_every == 0:
@@ -112,6 +135,11 @@ class Trainer:
         if log:
             log.write(json.dumps({"event": "final", **summary}) + "\n")
             log.close()
+        if isinstance(summary["eval_loss"], str):
+            raise Diverged(f"training diverged: the held-out loss is {summary['eval_loss']} "
+                           f"after step {self.step} ({summary['skipped_steps']} steps skipped for "
+                           f"a non-finite loss or gradient). Lower --lr (now "
+                           f"{self.cfg.optim.lr:g}) or lengthen --warmup.")
         return summary
 
     def write_trace(self, path: str) -> None:
@@ -124,20 +152,24 @@ class Trainer:
     def rate(self) -> str:
         return f"{self.task.unit}_per_s"
 
-    def _record(self, loss_sum: float, units: float, seconds: float, lr: float,
-                metrics: dict) -> dict:
-        """A metrics record for the steps since the last one: unit-weighted loss, throughput."""
-        extra = {k: v for k, v in metrics.items() if k != "loss"}
-        return {"event": "step", "step": self.step, "loss": loss_sum / max(units, 1), "lr": lr,
-                self.rate: units / seconds, f"{self.rate}_per_rank": units / seconds / self.world,
-                **extra}
+    def _record(self, loss_sum: float, units: float, all_units: float, skips: float,
+                seconds: float, lr: float, metrics: dict) -> dict:
+        """A metrics record for the steps since the last one: the unit-weighted loss of the
+        steps applied (``None`` if every one was skipped), skips, throughput, and the last
+        step's other metrics."""
+        extra = {k: finite_or_text(v) for k, v in metrics.items() if k not in ("loss", "skipped")}
+        return {"event": "step", "step": self.step,
+                "loss": loss_sum / units if units else None, "skipped": int(skips), "lr": lr,
+                self.rate: all_units / seconds,
+                f"{self.rate}_per_rank": all_units / seconds / self.world, **extra}
 
     def summary(self, units: int, elapsed: float, steps: int) -> dict:
         loss = self.task.evaluate(self.cfg.train.eval_batches, self.cfg.train.batch_size)
         floor = self.task.floor()
         rate = units / elapsed if elapsed > 0 else 0.0  # units of the global batches
-        return {"step": self.step, "steps_run": steps, "eval_loss": loss, "floor": floor,
-                "gap": None if floor is None else loss - floor, "unit": self.task.unit,
+        return {"step": self.step, "steps_run": steps, "eval_loss": finite_or_text(loss),
+                "floor": floor, "gap": None if floor is None else finite_or_text(loss - floor),
+                "skipped_steps": self.bad.total, "unit": self.task.unit,
                 "units_per_s": rate, "units_per_s_per_rank": rate / self.world,
                 "world": self.world, "elapsed_s": elapsed}
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
+from ..data.synthetic import MAX_TABLE_ENTRIES
+
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
+MIB = 2**20
 
 
 def validate(c, world_size: int = 1) -> list[str]:
@@ -23,9 +27,11 @@ def validate(c, world_size: int = 1) -> list[str]:
             choices, value = f.metadata["choices"], getattr(section, f.name)
             need(choices is None or value in choices,
                  f"{part.name}.{f.name} must be one of {', '.join(choices or ())}; got {value!r}")
+            need(f.metadata["kind"] is not float or math.isfinite(value),
+                 f"{part.name}.{f.name} must be a finite number; got {value}")
     for name in ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
                  "data.seq_len", "data.n_features", "train.steps", "train.batch_size",
-                 "train.log_every", "train.eval_batches"):
+                 "train.log_every", "train.eval_batches", "train.max_bad_steps"):
         value = getattr(getattr(c, name.split(".")[0]), name.split(".")[1])
         need(value >= 1, f"{name} must be at least 1; got {value}")
     need(all(h >= 1 for h in m.hidden_sizes), f"model.hidden_sizes must be positive; got "
@@ -35,12 +41,18 @@ def validate(c, world_size: int = 1) -> list[str]:
     need(0.0 <= m.dropout < 1.0, f"model.dropout must be in [0, 1); got {m.dropout}")
     need(d.vocab_size >= 4, f"data.vocab_size must be at least 4; got {d.vocab_size}")
     need(d.order >= 1, f"data.order must be at least 1; got {d.order}")
+    need(d.source != "synthetic" or d.vocab_size < 4 or not 1 <= d.order or (
+        d.order <= 21 and d.vocab_size ** (d.order + 1) <= MAX_TABLE_ENTRIES),  # no huge powers
+        f"the synthetic language's table has data.vocab_size**(data.order+1) = "
+        f"{d.vocab_size}**{d.order + 1} entries, more than {MAX_TABLE_ENTRIES}; lower "
+        f"--vocab-size or --order")
     need(d.mean_length > 0, f"data.mean_length must be positive; got {d.mean_length}")
     need(d.concentration > 0, f"data.concentration must be positive; got {d.concentration}")
     need(d.n_classes >= 2, f"data.n_classes must be at least 2; got {d.n_classes}")
     if d.source == "text":
         need(d.path is not None, "data.source text needs a file: --data PATH")
-        need(d.path is None or Path(d.path).is_file(), f"--data {d.path}: no such file")
+        kind = None if d.path is None else _file_kind(d.path)
+        need(kind in (None, "file"), f"--data {d.path}: {kind}")
     need(d.path is None or d.source == "text", f"--data PATH goes with data.source text, "
                                                f"not {d.source}")
     classification = d.source == "classification"
@@ -60,8 +72,11 @@ def validate(c, world_size: int = 1) -> list[str]:
     need(t.save_every == 0 or t.save is not None, "train.save_every needs --save DIR")
     need(t.stop_after is None or 1 <= t.stop_after <= t.steps,
          f"train.stop_after must be in [1, steps]; got {t.stop_after}")
-    need(t.resume is None or Path(t.resume).is_dir(), f"--resume {t.resume}: no such directory")
+    need(t.seed >= 0, f"train.seed must be non-negative; got {t.seed}")
     need(t.bucket_mb > 0, f"train.bucket_mb must be positive; got {t.bucket_mb}")
+    need(not 0 < t.bucket_mb < math.inf or round(t.bucket_mb * MIB) >= 1,
+         f"train.bucket_mb ({t.bucket_mb}) rounds to 0 bytes; give at least one byte, "
+         f"{1 / MIB:.2g} MiB")
     need(t.local_sgd_every >= 0, f"train.local_sgd_every must be non-negative; got "
                                  f"{t.local_sgd_every}")
     need(t.local_sgd_warmup >= 0, f"train.local_sgd_warmup must be non-negative; got "
@@ -74,3 +89,14 @@ def validate(c, world_size: int = 1) -> list[str]:
          f"train.batch_size ({t.batch_size}) must be at least the number of ranks "
          f"({world_size}): each rank needs a share of the global batch")
     return problems
+
+
+
+def _file_kind(path: str) -> str:
+    """"file" for a regular file, else what is wrong with ``path``."""
+    try:
+        target = Path(path)
+        return "file" if target.is_file() else "not a regular file" if target.exists() else \
+            "no such file"
+    except OSError as e:  # a name too long, a loop of links
+        return f"cannot be looked up ({e.strerror})"

@@ -61,7 +61,7 @@ EXPECTED = {  # lines (or parts of lines) each example must print
         "step 3  loss 0.683965  spread 0.000000  ← averaged: replicas identical",
         "step 4  loss 1.168765  spread 0.530289",  # the average fits each shard less well
         "step 9  loss 0.577794  spread 0.000000  ← averaged: replicas identical",
-        "local SGD     3 parameter/gradient all-reduces,   3528 bytes; 9 of 16 bytes for the loss",
+        "local SGD     3 parameter/gradient all-reduces,   3528 bytes; 9 of 24 bytes for the loss",
         "DataParallel  9 parameter/gradient all-reduces,  10584 bytes; 9 of 16 bytes for the loss",
     ],
 }

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from scratchpar.comm.agree import RankErrors
 from scratchpar.train import ConfigError, build_trainer, format_summary, load_config, make_config
 
 
@@ -39,8 +40,11 @@ def test_the_same_flags_are_valid_on_fewer_ranks():
 
 
 def test_build_trainer_checks_the_config_against_the_world_it_is_given(tiny_config):
-    two_ranks = SimpleNamespace(rank=0, size=2)
-    with pytest.raises(ConfigError, match="--strategy single runs on one rank; launched on 2"):
+    # rank 0 of a world whose other rank found nothing: the agreement reports rank 0's problem
+    two_ranks = SimpleNamespace(rank=0, size=2, local_rank=0, local_size=2,
+                                allgather_obj=lambda mine, what: [mine, []])
+    with pytest.raises(RankErrors, match="rank 0 of 2: invalid configuration:\n  - --strategy "
+                                         "single runs on one rank; launched on 2"):
         build_trainer(tiny_config(strategy="single"), two_ranks)
 
 

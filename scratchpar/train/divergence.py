@@ -1,0 +1,49 @@
+"""Divergence: steps skipped for a non-finite loss or gradient are counted, and too many in a row
+end the run with a message that says what to change."""
+
+from __future__ import annotations
+
+import math
+
+
+class Diverged(RuntimeError):
+    """Training diverged. Every rank raises it at the same step: the strategies judge the
+    reduced loss and gradient, which every rank holds alike."""
+
+
+class BadSteps:
+    """Counts the skipped steps (the strategy's ``metrics["skipped"]``) and those in a row."""
+
+    def __init__(self, limit: int):
+        self.limit, self.in_a_row, self.total = limit, 0, 0
+
+    def count(self, step: int, metrics: dict, lr: float) -> dict | None:
+        """Take step ``step``'s verdict; the metrics record of a skipped step, else ``None``."""
+        if not metrics.get("skipped"):
+            self.in_a_row = 0
+            return None
+        self.in_a_row += 1
+        self.total += 1
+        return {"event": "skip", "step": step, "loss": finite_or_text(metrics["loss"]),
+                "grad_norm": finite_or_text(metrics["grad_norm"]), "lr": lr,
+                "in_a_row": self.in_a_row}
+
+    @property
+    def exhausted(self) -> bool:
+        return self.in_a_row >= self.limit
+
+    def error(self, cfg, skip: dict) -> Diverged:
+        """The error after :attr:`exhausted`, from the last skip record, naming the knobs."""
+        o, last = cfg.optim, skip["step"]
+        first = last - self.in_a_row + 1
+        return Diverged(
+            f"training diverged: steps {first}-{last} ({self.in_a_row} in a row, "
+            f"--max-bad-steps {self.limit}) had a non-finite loss or gradient (last: loss "
+            f"{skip['loss']}, gradient norm {skip['grad_norm']}, learning rate {skip['lr']:.3g}); "
+            f"each was skipped. Lower --lr (now {o.lr:g}), lengthen --warmup (now {o.warmup}), "
+            f"or clip gradients with --grad-clip (now {o.grad_clip:g}; 0 is off).")
+
+
+def finite_or_text(value):
+    """``value``, or its text ("nan", "inf") where strict JSON has no number for it."""
+    return str(value) if isinstance(value, float) and not math.isfinite(value) else value
