@@ -1,6 +1,7 @@
 """The loss-curve picture is drawn from a metrics file, including a resumed run's."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -17,7 +18,8 @@ def test_resumed_metrics_read_as_one_run(tmp_path, tiny_config):
     resumed = dataclasses.replace(cfg, train=dataclasses.replace(
         cfg.train, resume=str(tmp_path / "ck")))
     summary = build_trainer(resumed).run()
-    start, steps, final = read_metrics(cfg.train.metrics)
+    start, steps, final, skips = read_metrics(cfg.train.metrics)
+    assert skips == []
     assert start["step"] == 0 and start["floor"] == summary["floor"]
     assert [r["step"] for r in steps] == [3, 5, 6, 9, 10]
     assert final["step"] == 10 and final["eval_loss"] == summary["eval_loss"]
@@ -35,3 +37,16 @@ def test_plot_writes_a_png(tmp_path, tiny_config):
 def test_missing_metrics_file_is_a_clear_error(tmp_path, capsys):
     assert main(["loss", str(tmp_path / "absent.jsonl")]) == 2
     assert "absent.jsonl" in capsys.readouterr().err
+
+
+def test_skipped_steps_are_read_and_drawn(tmp_path):
+    pytest.importorskip("matplotlib")
+    records = [{"event": "start", "step": 0, "unit": "tok", "floor": 1.0},
+               {"event": "skip", "step": 2}, {"event": "skip", "step": 3},
+               {"event": "step", "step": 4, "loss": None, "skipped": 2},
+               {"event": "step", "step": 8, "loss": 2.5, "skipped": 0},
+               {"event": "final", "step": 8, "eval_loss": "nan"}]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert read_metrics(path)[3] == [2, 3]
+    assert main(["loss", str(path), "-o", str(tmp_path / "loss.png")]) == 0
