@@ -15,6 +15,7 @@ from ..trace.tracer import Tracer
 from .checkpoint import CheckpointError, load_checkpoint
 from .config import ConfigError
 from .loop import Trainer
+from .memory import memory_problems
 from .paths import output_problems
 from .task import Task, build_task
 from .validate import validate
@@ -69,8 +70,9 @@ class Prepared:
 
 def prepare(cfg, comm=None) -> Prepared:
     """This rank's checks and parts, with no message to another rank. Raises one of
-    RANK_ERRORS for a bad input: the config for this world, rank 0's output paths, this rank's
-    device, data and checkpoint files, and its memory.
+    RANK_ERRORS for a bad input: the config for this world, rank 0's output paths, the memory
+    the run needs against what this rank has (before allocating anything), this rank's device,
+    data and checkpoint files.
 
     Without ``comm`` (a plain ``python`` run), a strategy other than ``single`` gets a world
     of one rank; ``single`` never loads MPI.
@@ -78,8 +80,11 @@ def prepare(cfg, comm=None) -> Prepared:
     if comm is None and cfg.train.strategy != "single":
         from ..comm.mpi import Communicator  # loads MPI: a one-rank world outside mpiexec
         comm = Communicator(name="world")
-    rank, size = (0, 1) if comm is None else (comm.rank, comm.size)
-    problems = validate(cfg, size) + (output_problems(cfg) if rank == 0 else [])
+    rank, size, on_node = (0, 1, 1) if comm is None else (comm.rank, comm.size, comm.local_size)
+    problems = validate(cfg, size)
+    if not problems:  # the estimate assumes a valid config; the sizes it refuses allocate nothing
+        problems = (output_problems(cfg) if rank == 0 else []) + \
+            memory_problems(cfg, size, on_node)
     if problems:
         raise ConfigError(problems)
     set_device(cfg.train.device, 0 if comm is None else comm.local_rank)
@@ -103,6 +108,7 @@ def assemble(cfg, parts: Prepared) -> Trainer:
     if parts.checkpoint is not None:
         with agreeing(comm, (CheckpointError,)):
             trainer.restore(*parts.checkpoint, cfg.train.resume)
+        parts.checkpoint = None  # restored: its arrays need not stay for the run
     return trainer
 
 
