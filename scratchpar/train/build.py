@@ -80,14 +80,16 @@ def prepare(cfg, comm=None) -> Prepared:
     if comm is None and cfg.train.strategy != "single":
         from ..comm.mpi import Communicator  # loads MPI: a one-rank world outside mpiexec
         comm = Communicator(name="world")
-    rank, size, on_node = (0, 1, 1) if comm is None else (comm.rank, comm.size, comm.local_size)
+    rank, size = (0, 1) if comm is None else (comm.rank, comm.size)
+    local_rank, on_node = (0, 1) if comm is None else (comm.local_rank, comm.local_size)
     problems = validate(cfg, size)
     if not problems:  # the estimate assumes a valid config; the sizes it refuses allocate nothing
-        problems = (output_problems(cfg) if rank == 0 else []) + \
-            memory_problems(cfg, size, on_node)
+        problems = output_problems(cfg) if rank == 0 else []
+        if local_rank == 0:  # the node's ranks share its memory: its first rank speaks for it
+            problems += memory_problems(cfg, size, on_node)
     if problems:
         raise ConfigError(problems)
-    set_device(cfg.train.device, 0 if comm is None else comm.local_rank)
+    set_device(cfg.train.device, local_rank)
     dropout_gen = rng(cfg.train.seed, 1, rank)  # every rank its own dropout masks
     task = build_task(cfg, dropout_gen)  # every rank initializes alike (DP broadcasts rank 0's)
     optimizer = build_optimizer(cfg, task.model.parameters())

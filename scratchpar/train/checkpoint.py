@@ -96,10 +96,10 @@ def load_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, dict], dict
     root = Path(directory)
     if not root.is_dir():
         raise CheckpointError(f"{root}: no such directory{_interrupted_hint(root)}")
+    if not (root / "meta.json").is_file():  # absent, or a pipe that would block the read
+        raise CheckpointError(f"{root}: not a checkpoint (no meta.json file)")
     try:
         meta = json.loads((root / "meta.json").read_bytes())
-    except FileNotFoundError as e:
-        raise CheckpointError(f"{root}: not a checkpoint (no meta.json)") from e
     except (OSError, ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
         raise CheckpointError(f"{root}/meta.json is unreadable or corrupt: {e}") from e
     if not isinstance(meta, dict):

@@ -35,13 +35,16 @@ def output_problems(cfg) -> list[str]:
 
 
 def _file_problem(path: str) -> str | None:
-    """Why a file cannot be written at ``path`` (None if it can)."""
+    """Why a file cannot be written at ``path`` (None if it can): it must be a regular file,
+    or not exist yet, or be /dev/null. A pipe would block the run, a device fail it."""
     if not path:
         return "an empty path"
     target = Path(path)
     if target.is_dir():
         return "is a directory; give a file name"
     if target.exists():
+        if not target.is_file() and not os.path.samefile(target, os.devnull):
+            return "is not a regular file (a pipe, a device); give a file name"
         return None if os.access(target, os.W_OK) else "is not writable"
     return _creatable(target)
 
@@ -64,12 +67,18 @@ def _checkpoint_problem(path: str) -> str | None:
 
 
 def _creatable(target: Path) -> str | None:
-    """Why ``target``, which does not exist, cannot be created with its missing parents."""
+    """Why ``target``, which does not resolve to anything, cannot be created with its missing
+    parents: the nearest thing on its way must be a writable directory (a symbolic link that
+    leads nowhere, or in a loop, is in the way)."""
+    if os.path.islink(target):
+        return "is a symbolic link that leads nowhere (dangling, or a loop)"
     ancestor = Path(os.path.abspath(target)).parent
-    while not ancestor.exists():
+    while not os.path.lexists(ancestor):
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        return f"cannot be created: {ancestor} is a file"
+        kind = "a symbolic link that leads nowhere" if ancestor.is_symlink() else \
+            "not a directory"
+        return f"cannot be created: {ancestor} is {kind}"
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"cannot be created: {ancestor} is not writable"
     return None

@@ -55,12 +55,31 @@ def refused(tmp_path, *flags) -> str:
     return str(err.value)
 
 
+def test_pipes_devices_and_links_that_lead_nowhere_are_refused_as_outputs(tmp_path):
+    os.mkfifo(tmp_path / "fifo")  # opening it to write would block the run
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "x")
+    report = refused(tmp_path, "--trace", str(tmp_path / "fifo"), "--strategy", "dp",
+                     "--save", str(tmp_path / "loop" / "ck"))
+    assert "--trace" in report and "is not a regular file (a pipe, a device)" in report
+    assert f"cannot be created: {tmp_path}/loop is a symbolic link that leads nowhere" in report
+    assert "is not a regular file" in refused(tmp_path, "--save", str(tmp_path / "ck"),
+                                              "--trace", "/dev/full", "--strategy", "dp")
+    assert "is a symbolic link that leads nowhere" in refused(
+        tmp_path, "--trace", str(tmp_path / "dangling"), "--strategy", "dp")
+    (tmp_path / "ck").mkdir()
+    os.mkfifo(tmp_path / "ck" / "meta.json")  # reading it would block the run
+    assert "not a checkpoint (no meta.json file)" in refused(tmp_path, "--resume",
+                                                              str(tmp_path / "ck"))
+
+
 def test_output_paths_are_checked_before_the_first_step(tmp_path):
     (tmp_path / "file").write_text("a regular file")
     (tmp_path / "somedir").mkdir()
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "keep.txt").write_text("the user's own work")
-    under = f"--trace '{tmp_path}/file/x.json': cannot be created: {tmp_path}/file is a file"
+    under = f"--trace '{tmp_path}/file/x.json': cannot be created: {tmp_path}/file is not a " \
+        "directory"
     assert under in refused(tmp_path, "--trace", str(tmp_path / "file" / "x.json"),
                             "--strategy", "dp")
     assert "--save" in refused(tmp_path, "--save", str(tmp_path / "file" / "ck"))
