@@ -55,7 +55,7 @@ class Trainer:
         t = self.cfg.train
         try:
             step = meta["step"]
-            if not isinstance(step, int) or not 0 <= step <= (t.stop_after or t.steps):
+            if type(step) is not int or not 0 <= step <= (t.stop_after or t.steps):  # not bool
                 raise ValueError(f"it is at step {step!r}, and this run stops at step "
                                  f"{t.stop_after or t.steps}")
             self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
