@@ -4,11 +4,13 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 ARGS ?=
+FUZZ_CASES ?= 300
+FUZZ_SEED ?= 1
 export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-% lint bench bench-collectives bench-dp docs clean
+.PHONY: install train test test-% fuzz lint bench bench-collectives bench-dp docs clean
 
 install: $(VENV)/.installed
 
@@ -30,6 +32,10 @@ test: install  ## the whole suite: unit, property and launch tests
 
 test-%: install  ## the MPI tier on N ranks: make test-4
 	SCRATCHPAR_MPI_TIER=1 $(BIN)/mpiexec -n $* $(BIN)/python -m pytest -q -p no:cacheprovider tests/mpi $(ARGS)
+
+fuzz: install  ## the CLI fuzzer at length: make fuzz FUZZ_CASES=300 FUZZ_SEED=1 (make test runs 50)
+	SCRATCHPAR_FUZZ_CASES=$(FUZZ_CASES) SCRATCHPAR_FUZZ_SEED=$(FUZZ_SEED) \
+		$(BIN)/python -m pytest -q tests/launch/test_launch_fuzz.py $(ARGS)
 
 lint: install
 	$(BIN)/ruff check scratchpar tests mpi_examples

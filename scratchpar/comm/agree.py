@@ -56,7 +56,7 @@ def agreeing(comm, expected: tuple[type[BaseException], ...]):
 
 def _message(error: BaseException) -> str:
     if isinstance(error, MemoryError):  # NumPy's says which array could not be allocated
-        return f"out of memory: {error}"
+        return f"out of memory: {error}" if str(error) else "out of memory"
     return str(error) or type(error).__name__
 
 

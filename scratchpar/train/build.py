@@ -84,9 +84,8 @@ def prepare(cfg, comm=None) -> Prepared:
     local_rank, on_node = (0, 1) if comm is None else (comm.local_rank, comm.local_size)
     problems = validate(cfg, size)
     if not problems:  # the estimate assumes a valid config; the sizes it refuses allocate nothing
-        problems = output_problems(cfg) if rank == 0 else []
-        if local_rank == 0:  # the node's ranks share its memory: its first rank speaks for it
-            problems += memory_problems(cfg, size, on_node)
+        problems = (output_problems(cfg) if rank == 0 else []) + \
+            memory_problems(cfg, size, on_node)
     if problems:
         raise ConfigError(problems)
     set_device(cfg.train.device, local_rank)

@@ -13,6 +13,7 @@ NODE_BYTES = 1024  # Python objects per recorded op until backward ends (measure
 MARGIN = 8  # activations are counted array by array; 1/8 more covers NumPy's own temporaries
 RUNTIME_BYTES = MiB  # modules a run imports on first use, and its small Python objects
 ALLOCATOR_BYTES = 160 * MiB  # what malloc maps beyond the live arrays (measured 90-150)
+PROCESS_BYTES = 512 * MiB  # what a rank maps before its arrays: Python, NumPy, MPI (415-420)
 CODE_POINTS = 0x110000  # distinct characters a text can hold at most
 SCAN_LIMIT = GiB  # a text file up to this size is read (in chunks) to count its characters
 HUGE = 1 << 4096  # stands in for a table too large to compute: V**(order+1) with a large order
@@ -229,22 +230,21 @@ def _checkpoint_bytes(directory) -> int:
 
 
 def available(ranks_on_node: int) -> tuple[int, str]:
-    """Bytes this rank may use, and a phrase saying where the figure comes from: the node's
-    MemAvailable (/proc/meminfo) split among the ranks sharing the node, or the address-space
-    limit (ulimit -v) minus what this process already maps (VmSize), whichever is smaller."""
+    """Bytes a rank may use, and a phrase saying where the figure comes from: the machine's
+    memory (MemTotal) split among the ranks sharing the node, or the address-space limit
+    (ulimit -v) less what a process maps before its arrays, whichever is smaller. Both are the
+    same on every rank of a node, so their refusals read alike and are reported once."""
     ranks = max(ranks_on_node, 1)
-    free = _proc_field("/proc/meminfo", "MemAvailable")
-    if free is None:  # no /proc: the machine's physical memory
-        free = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    total = _proc_field("/proc/meminfo", "MemTotal")
+    if total is None:  # no /proc: the machine's physical memory
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     shared = f" shared by {ranks} ranks" if ranks > 1 else ""
-    have, where = free // ranks, f"{_show(free)} free on this node{shared}"
+    have, where = total // ranks, f"{_show(total)} on this node{shared}"
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if limit != resource.RLIM_INFINITY:
-        mapped = _proc_field("/proc/self/status", "VmSize") or 0
-        if limit - mapped < have:
-            have = max(limit - mapped, 0)
-            where = (f"address-space limit {_show(limit)}, of which this process maps "
-                     f"{_show(mapped)}")
+    if limit != resource.RLIM_INFINITY and limit - PROCESS_BYTES < have:
+        have = max(limit - PROCESS_BYTES, 0)
+        where = (f"address-space limit {_show(limit)}, less {_show(PROCESS_BYTES)} that a "
+                 "process maps before its arrays")
     return have, where
 
 

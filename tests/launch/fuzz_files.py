@@ -1,0 +1,169 @@
+"""The fuzzer's files: each case's directory of good and hostile inputs, the checkpoints prepared
+once per session by real runs, and the ways a copy of one is corrupted."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+TINY = ("--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--seq-len", "12",
+        "--vocab-size", "10", "--order", "1", "--steps", "6", "--warmup", "1", "--batch-size", "4",
+        "--eval-batches", "1", "--log-every", "1", "--no-progress")
+LSTM = (*TINY, "--model", "lstm", "--d-hidden", "8")
+MLP = (*TINY, "--model", "mlp", "--source", "classification", "--n-features", "8",
+       "--n-classes", "3", "--hidden-sizes", "8")
+LOCAL_SGD = (*TINY, "--strategy", "local-sgd", "--local-sgd-every", "4")
+BASES = {"gpt": TINY, "lstm": LSTM, "mlp": MLP, "local-sgd": LOCAL_SGD}  # a case starts from one
+
+# name: (ranks, flags); each stops at step 3 of 6 and saves, so a resume has steps left to run
+PREPARED = {"gpt-1": (1, TINY), "gpt-2": (2, TINY), "local-sgd-2": (2, LOCAL_SGD),
+            "lstm-1": (1, LSTM), "mlp-1": (1, MLP)}
+
+TOMLS = {
+    "good.toml": "[optim]\nlr = 0.01\n[train]\nseed = 3\n",
+    "empty.toml": "",
+    "truncated.toml": "[model]\nd_model = 16\n[trai",
+    "typed.toml": '[model]\nd_model = "16"\n[train]\nsteps = 2.5\nprogress = 1\nmetrics = 5\n',
+    "unknown.toml": "[modle]\nd_model = 16\n[train]\nstepz = 3\n",
+    "nested.toml": "[model.gpt]\nd_model = 16\n[train]\nsave = {dir = 'x'}\n",
+    "huge.toml": "[model]\nd_model = 9223372036854775807\nhidden_sizes = [[1], 'a', 1.5]\n"
+                 "[optim]\nlr = nan\n[train]\nseed = -9223372036854775808\n",
+}
+TEXT = "the quick brown fox jumps over the lazy dog; " * 60
+
+
+def populate(tmp: Path, rnd: random.Random) -> None:
+    """The files that flag values name through ``{tmp}``."""
+    (tmp / "dir").mkdir()
+    (tmp / "dir" / "inside.txt").write_text("x")
+    (tmp / "file.txt").write_text(TEXT)
+    (tmp / "text.txt").write_text(TEXT)
+    (tmp / "short.txt").write_text("ab")
+    (tmp / "latin1.txt").write_bytes(TEXT.encode() + b"caf\xe9\n")
+    (tmp / "empty").write_bytes(b"")
+    (tmp / "binary.bin").write_bytes(rnd.randbytes(4096))
+    (tmp / "binary.toml").write_bytes(rnd.randbytes(512))
+    for name, text in TOMLS.items():
+        (tmp / name).write_text(text)
+    os.mkfifo(tmp / "fifo")  # opening it blocks until the other end opens too
+    (tmp / "loop").symlink_to("loop")
+    (tmp / "dangling").symlink_to("/nonexistent/scratchpar-fuzz")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _meta(ck: Path) -> dict:
+    return json.loads((ck / "meta.json").read_text())
+
+
+def _set_meta(ck: Path, meta) -> None:
+    (ck / "meta.json").write_text(json.dumps(meta))
+
+
+def _rehash(ck: Path, stem: str) -> None:
+    meta = _meta(ck)
+    meta["sha256"][stem] = sha256(ck / f"{stem}.npz")
+    _set_meta(ck, meta)
+
+
+def _any_npz(ck: Path, rnd: random.Random) -> str:
+    return rnd.choice(sorted(p.stem for p in ck.glob("*.npz")))
+
+
+def _truncate(ck, rnd, rehash):
+    stem = _any_npz(ck, rnd)
+    data = (ck / f"{stem}.npz").read_bytes()
+    (ck / f"{stem}.npz").write_bytes(data[:rnd.randrange(len(data))])
+    if rehash:
+        _rehash(ck, stem)
+
+
+def _flip(ck, rnd, name, rehash=False):
+    path = ck / (name or f"{_any_npz(ck, rnd)}.npz")
+    data = bytearray(path.read_bytes())
+    for _ in range(rnd.randint(1, 8)):
+        data[rnd.randrange(len(data))] ^= 1 << rnd.randrange(8)
+    path.write_bytes(bytes(data))
+    if rehash:
+        _rehash(ck, path.stem)
+
+
+def _drop_part(ck, rnd, forget):
+    """Delete one array file other than model.npz (a replica's, where local SGD wrote them)."""
+    stems = sorted(p.stem for p in ck.glob("*.npz") if p.stem != "model")
+    stem = rnd.choice([s for s in stems if s.startswith("replica")] or stems)
+    (ck / f"{stem}.npz").unlink()
+    if forget:
+        meta = _meta(ck)
+        del meta["sha256"][stem]
+        _set_meta(ck, meta)
+
+
+def _edit(ck, rnd, key, values):
+    meta = _meta(ck)
+    meta[key] = rnd.choice(values)
+    _set_meta(ck, meta)
+
+
+def _mangle(ck, rnd, values):
+    """One array of one file replaced by a wrong one, under a checksum that matches."""
+    stem = _any_npz(ck, rnd)
+    with np.load(ck / f"{stem}.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays[rnd.choice(sorted(arrays) or ["x"])] = rnd.choice(values)
+    np.savez(ck / f"{stem}.npz", **arrays)
+    _rehash(ck, stem)
+
+
+def _bomb(ck, rnd):
+    """model.npz whose header promises 8 TB of float64: loading must fail on memory, fast."""
+    header = ("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000000), }"
+              .ljust(117) + "\n").encode()  # 10 + 118 bytes: the .npy v1 header's alignment
+    with zipfile.ZipFile(ck / "model.npz", "w") as z:
+        z.writestr("weight.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") +
+                   header + bytes(64))
+    _rehash(ck, "model")
+
+
+def _empty(ck):
+    for p in ck.iterdir():
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+CORRUPTIONS = {
+    "truncate": lambda ck, r: _truncate(ck, r, False),
+    "truncate-rehash": lambda ck, r: _truncate(ck, r, True),
+    "flip": lambda ck, r: _flip(ck, r, None),
+    "flip-rehash": lambda ck, r: _flip(ck, r, None, True),
+    "flip-meta": lambda ck, r: _flip(ck, r, "meta.json"),
+    "drop-part": lambda ck, r: _drop_part(ck, r, False),
+    "drop-part-and-sha": lambda ck, r: _drop_part(ck, r, True),
+    "meta-not-object": lambda ck, r: _set_meta(ck, r.choice([[], 1, None, "meta", [{}]])),
+    "meta-deep": lambda ck, r: (ck / "meta.json").write_text("[" * 100000 + "]" * 100000),
+    "step": lambda ck, r: _edit(ck, r, "step", ["3", "three", 3.5, -1, 10**30, None, True]),
+    "dropout-rng": lambda ck, r: _edit(ck, r, "dropout_rng", [[], [{}], "x", [None], [[1, 2]],
+                                                              [{"bit_generator": "MT19937"}]]),
+    "sha256": lambda ck, r: _edit(ck, r, "sha256", [[], {}, {"model": 5}, {"../model": "0"}]),
+    "part-meta": lambda ck, r: _edit(ck, r, r.choice(["optim", "model", "local_sgd"]),
+                                     ["x", [], {"world": -1, "diverged": True}, {"world": 0},
+                                      {"steps": "x"}, {"lr": "fast"}]),
+    "wrong-array": lambda ck, r: _mangle(ck, r, [np.zeros((3, 5)), np.zeros(()), np.array(
+        ["a", "b"]), np.zeros(7, np.complex64), np.full(4, np.nan), np.zeros((0, 2**20))]),
+    "object-array": lambda ck, r: _mangle(ck, r, [np.array([{}, None], dtype=object)]),
+    "bomb": _bomb,
+    "empty-dir": lambda ck, r: _empty(ck),
+    "no-meta": lambda ck, r: (ck / "meta.json").unlink(),
+    "meta-is-dir": lambda ck, r: ((ck / "meta.json").unlink(), (ck / "meta.json").mkdir()),
+    "meta-is-fifo": lambda ck, r: ((ck / "meta.json").unlink(), os.mkfifo(ck / "meta.json")),
+    "npz-is-devzero": lambda ck, r: ((ck / "model.npz").unlink(),
+                                     (ck / "model.npz").symlink_to("/dev/zero")),
+}
