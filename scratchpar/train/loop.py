@@ -54,10 +54,11 @@ class Trainer:
         its part does not fit (the caller makes the ranks agree)."""
         t = self.cfg.train
         try:
-            step = meta["step"]
-            if type(step) is not int or not 0 <= step <= (t.stop_after or t.steps):  # not bool
-                raise ValueError(f"it is at step {step!r}, and this run stops at step "
-                                 f"{t.stop_after or t.steps}")
+            step, stop = meta["step"], t.stop_after or t.steps
+            if type(step) is not int:  # a bool is an int to isinstance
+                raise ValueError(f"its step, {step!r}, is not an integer")
+            if not 0 <= step <= stop:
+                raise ValueError(f"it is at step {step}, and this run stops at step {stop}")
             self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
             if self.rank < len(meta["dropout_rng"]):
                 self.dropout_gen.bit_generator.state = meta["dropout_rng"][self.rank]

@@ -125,8 +125,8 @@ def test_a_checkpoint_whose_metadata_is_json_but_not_ours_is_refused(tmp_path, m
 
 
 @pytest.mark.parametrize("edit, reason", [
-    (lambda m: m.update(step="3"), "it is at step '3'"),
-    (lambda m: m.update(step=True), "it is at step True"),
+    (lambda m: m.update(step="3"), "its step, '3', is not an integer"),
+    (lambda m: m.update(step=True), "its step, True, is not an integer"),
     (lambda m: m.update(step=99), "it is at step 99, and this run stops at step 4"),
     (lambda m: m.update(dropout_rng="x"), "does not fit this run"),
     (lambda m: m["dropout_rng"][0].update(state="x"), "does not fit this run"),
