@@ -129,10 +129,16 @@ class SyntheticLanguage:
         return float(loss / count)
 
 
+def table_fits(vocab_size: int, order: int) -> bool:
+    """Whether the table's vocab_size**(order+1) entries stay within MAX_TABLE_ENTRIES (for
+    vocab_size >= 4 and order >= 1; a large order is refused before its power is computed)."""
+    return order <= 21 and vocab_size ** (order + 1) <= MAX_TABLE_ENTRIES
+
+
 def _check_arguments(vocab_size, order, seq_len, concentration, mean_length, seed) -> None:
     vocab_size = check_int("vocab_size", vocab_size, 4)
     order = check_int("order", order, 1)
-    if order > 21 or vocab_size ** (order + 1) > MAX_TABLE_ENTRIES:  # short-circuit huge powers
+    if not table_fits(vocab_size, order):
         raise ValueError(
             f"vocab_size**(order+1) = {vocab_size}**{order + 1} exceeds {MAX_TABLE_ENTRIES} "
             "table entries; lower the vocabulary or the order"

@@ -51,8 +51,8 @@ def build_strategy(cfg, task, optimizer, comm):
         return parallel.DataParallelNaive(*common, grad_clip=clip)
     if t.strategy == "local-sgd":
         return parallel.LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
-                                 grad_clip=clip, bucket_bytes=round(t.bucket_mb * 2**20))
-    return parallel.DataParallel(*common, bucket_bytes=round(t.bucket_mb * 2**20),
+                                 grad_clip=clip, bucket_bytes=t.bucket_bytes)
+    return parallel.DataParallel(*common, bucket_bytes=t.bucket_bytes,
                                  grad_clip=clip)
 
 

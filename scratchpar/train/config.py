@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_DEFAULT_WARMUP = 100
+MIB = 2**20
 MAX_CONFIG_BYTES = 1 << 20  # a --config file larger than this is not a run configuration
 
 
@@ -96,6 +97,11 @@ class TrainConfig:
     trace: str | None = opt(None, "every rank records its compute and communication regions; "
                                   "rank 0 writes them to this Chrome trace JSON (Perfetto)",
                             kind=str)
+
+    @property
+    def bucket_bytes(self) -> int:
+        """``bucket_mb`` in bytes, as the strategies take it (for a finite bucket_mb)."""
+        return round(self.bucket_mb * MIB)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,14 @@ class BadSteps:
             f"or clip gradients with --grad-clip (now {o.grad_clip:g}; 0 is off).")
 
 
+def held_out_diverged(cfg, summary: dict) -> Diverged:
+    """The error when the held-out loss at the end of a run is not finite."""
+    return Diverged(f"training diverged: the held-out loss is {summary['eval_loss']} after step "
+                    f"{summary['step']} ({summary['skipped_steps']} steps skipped for a "
+                    f"non-finite loss or gradient). Lower --lr (now {cfg.optim.lr:g}) or "
+                    "lengthen --warmup.")
+
+
 def finite_or_text(value):
     """``value``, or its text ("nan", "inf") where strict JSON has no number for it."""
     return str(value) if isinstance(value, float) and not math.isfinite(value) else value

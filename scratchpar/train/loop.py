@@ -11,7 +11,7 @@ from tqdm import tqdm
 from ..backend import sync
 from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, save_checkpoint, split_state
-from .divergence import BadSteps, Diverged, finite_or_text
+from .divergence import BadSteps, finite_or_text, held_out_diverged
 
 
 class Trainer:
@@ -136,11 +136,8 @@ class Trainer:
         if log:
             log.write(json.dumps({"event": "final", **summary}) + "\n")
             log.close()
-        if isinstance(summary["eval_loss"], str):
-            raise Diverged(f"training diverged: the held-out loss is {summary['eval_loss']} "
-                           f"after step {self.step} ({summary['skipped_steps']} steps skipped for "
-                           f"a non-finite loss or gradient). Lower --lr (now "
-                           f"{self.cfg.optim.lr:g}) or lengthen --warmup.")
+        if isinstance(summary["eval_loss"], str):  # not finite
+            raise held_out_diverged(self.cfg, summary)
         return summary
 
     def write_trace(self, path: str) -> None:

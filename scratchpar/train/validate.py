@@ -6,10 +6,10 @@ import dataclasses
 import math
 from pathlib import Path
 
-from ..data.synthetic import MAX_TABLE_ENTRIES
+from ..data.synthetic import MAX_TABLE_ENTRIES, table_fits
+from .config import MIB
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
-MIB = 2**20
 
 
 def validate(c, world_size: int = 1) -> list[str]:
@@ -41,8 +41,8 @@ def validate(c, world_size: int = 1) -> list[str]:
     need(0.0 <= m.dropout < 1.0, f"model.dropout must be in [0, 1); got {m.dropout}")
     need(d.vocab_size >= 4, f"data.vocab_size must be at least 4; got {d.vocab_size}")
     need(d.order >= 1, f"data.order must be at least 1; got {d.order}")
-    need(d.source != "synthetic" or d.vocab_size < 4 or not 1 <= d.order or (
-        d.order <= 21 and d.vocab_size ** (d.order + 1) <= MAX_TABLE_ENTRIES),  # no huge powers
+    need(d.source != "synthetic" or d.vocab_size < 4 or d.order < 1
+         or table_fits(d.vocab_size, d.order),
         f"the synthetic language's table has data.vocab_size**(data.order+1) = "
         f"{d.vocab_size}**{d.order + 1} entries, more than {MAX_TABLE_ENTRIES}; lower "
         f"--vocab-size or --order")
@@ -74,7 +74,7 @@ def validate(c, world_size: int = 1) -> list[str]:
          f"train.stop_after must be in [1, steps]; got {t.stop_after}")
     need(t.seed >= 0, f"train.seed must be non-negative; got {t.seed}")
     need(t.bucket_mb > 0, f"train.bucket_mb must be positive; got {t.bucket_mb}")
-    need(not 0 < t.bucket_mb < math.inf or round(t.bucket_mb * MIB) >= 1,
+    need(not 0 < t.bucket_mb < math.inf or t.bucket_bytes >= 1,
          f"train.bucket_mb ({t.bucket_mb}) rounds to 0 bytes; give at least one byte, "
          f"{1 / MIB:.2g} MiB")
     need(t.local_sgd_every >= 0, f"train.local_sgd_every must be non-negative; got "
@@ -89,7 +89,6 @@ def validate(c, world_size: int = 1) -> list[str]:
          f"train.batch_size ({t.batch_size}) must be at least the number of ranks "
          f"({world_size}): each rank needs a share of the global batch")
     return problems
-
 
 
 def _file_kind(path: str) -> str:
