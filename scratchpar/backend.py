@@ -1,15 +1,19 @@
-"""The array backend: NumPy on the CPU or CuPy on a GPU, chosen once per process."""
+"""The array backend: NumPy on the CPU, CuPy on a GPU, or the device double; chosen per process."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from scratchpar import double
 
 try:
     import cupy
 except ImportError:  # CuPy is optional: the CPU path needs only NumPy.
     cupy = None
 
+DEVICES = ("cpu", "cuda", "double")  # double: CuPy's rules on the CPU, for tests (double/)
 _device = "cpu"
+_xp = np
 
 
 class BackendError(RuntimeError):
@@ -17,18 +21,22 @@ class BackendError(RuntimeError):
 
 
 def set_device(device: str, local_rank: int = 0) -> None:
-    """Select ``"cpu"`` (NumPy) or ``"cuda"`` (CuPy); a rank uses GPU ``local_rank % count``."""
-    global _device
-    if device not in ("cpu", "cuda"):
-        raise BackendError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if device == "cuda":
-        if cupy is None:
-            raise BackendError("--device cuda needs CuPy: pip install 'scratchpar[cuda12]'")
-        count = cupy.cuda.runtime.getDeviceCount()
+    """Select ``"cpu"`` (NumPy), ``"cuda"`` (CuPy) or ``"double"``; a rank uses GPU
+    ``local_rank % count``, on a stream of its own: ranks that share one GPU then queue their
+    kernels apart instead of serializing on the legacy default stream."""
+    global _device, _xp
+    if device not in DEVICES:
+        raise BackendError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
+    xp = {"cpu": np, "cuda": cupy, "double": double}[device]
+    if device == "cuda" and cupy is None:
+        raise BackendError("--device cuda needs CuPy: pip install 'scratchpar[cuda12]'")
+    if xp is not np:
+        count = xp.cuda.runtime.getDeviceCount()
         if count == 0:
             raise BackendError("--device cuda: CuPy sees no GPU")
-        cupy.cuda.Device(local_rank % count).use()
-    _device = device
+        xp.cuda.Device(local_rank % count).use()
+        xp.cuda.Stream(non_blocking=True).use()
+    _device, _xp = device, xp
 
 
 def device() -> str:
@@ -38,33 +46,45 @@ def device() -> str:
 
 def xp_default():
     """The array module of the selected device."""
-    return cupy if _device == "cuda" else np
+    return _xp
 
 
 def get_array_module(*arrays):
-    """``cupy`` if any argument is a CuPy array, else ``numpy``."""
-    if cupy is not None:
-        return cupy.get_array_module(*arrays)
+    """``cupy`` (or the double) if any argument is one of its arrays, else ``numpy``."""
+    for a in arrays:
+        if type(a) is double.ndarray:
+            return double
+        if cupy is not None and isinstance(a, cupy.ndarray):
+            return cupy
     return np
 
 
 def to_host(x) -> np.ndarray:
     """A NumPy array with the contents of ``x`` (no copy if it already is one)."""
-    if cupy is not None and isinstance(x, cupy.ndarray):
-        return cupy.asnumpy(x)
-    return np.asarray(x)
+    if isinstance(x, np.ndarray):
+        return x
+    xp = get_array_module(x)
+    return np.asarray(x) if xp is np else xp.asnumpy(x)
 
 
 def to_device(x, dtype=None):
     """``x`` as an array of the selected device, optionally cast to ``dtype``."""
-    xp = xp_default()
-    return xp.asarray(x, dtype=dtype)
+    return _xp.asarray(x, dtype=dtype)
+
+
+def empty_pinned(shape, dtype):
+    """A host array the device copies to and from directly (page-locked where there is a GPU)."""
+    if _xp is cupy:
+        import cupyx
+
+        return cupyx.empty_pinned(shape, dtype)
+    return _xp.empty_pinned(shape, dtype) if _xp is double else np.empty(shape, dtype)
 
 
 def sync() -> None:
-    """Wait for queued GPU work on the current stream; a no-op on the CPU."""
-    if _device == "cuda":
-        cupy.cuda.get_current_stream().synchronize()
+    """Wait for the work queued on this rank's stream; a no-op on the CPU."""
+    if _xp is not np:
+        _xp.cuda.get_current_stream().synchronize()
 
 
 def scatter_add(target, indices, values) -> None:
@@ -72,6 +92,8 @@ def scatter_add(target, indices, values) -> None:
     xp = get_array_module(target)
     if xp is np:
         np.add.at(target, indices, values)
+    elif xp is double:
+        double.scatter_add(target, indices, values)
     else:
         import cupyx
 

@@ -1,10 +1,42 @@
-"""Fixtures shared across test folders."""
+"""Fixtures shared across test folders, and the device every test runs on."""
 
 import os
 
 import pytest
 
+from scratchpar import backend
 from scratchpar.train import make_config
+
+# Suites that run twice in `make test`: on NumPy and on the device double (CuPy's rules on the
+# CPU). A later strategy's suite joins by adding its folder here. `--device cuda` (or `double`,
+# or `cpu`) runs every collected test on that one device instead.
+DEVICE_SUITES = ("autograd", "nn", "optim", "comm", "mpi")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", choices=backend.DEVICES, default=None,
+                     help="run every test on this device (default: cpu, and the double too "
+                          f"for the suites {', '.join(DEVICE_SUITES)})")
+
+
+def pytest_generate_tests(metafunc):
+    if "device" not in metafunc.fixturenames:
+        return
+    chosen = metafunc.config.getoption("--device") or os.environ.get("SCRATCHPAR_TEST_DEVICE")
+    if chosen:
+        metafunc.parametrize("device", [chosen], indirect=True)
+    elif metafunc.definition.path.parent.name in DEVICE_SUITES:
+        metafunc.parametrize("device", ["cpu", "double"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def device(request):
+    """The device this test runs on (``backend.set_device``): models, batches and gradients
+    built with ``backend.to_device`` live there. Restored to the CPU afterwards."""
+    name = getattr(request, "param", "cpu")
+    backend.set_device(name)
+    yield name
+    backend.set_device("cpu")
 
 
 @pytest.fixture

@@ -1,0 +1,31 @@
+"""The device double: CuPy's behaviour on the CPU, so CI catches GPU mistakes (device_array.py).
+
+``backend.set_device("double")`` makes it the device: models, batches and gradients live in
+:class:`DeviceArray`, and this package is their array module (``xp``), as ``cupy`` is for CuPy
+arrays. Names it does not define are NumPy's, wrapped (namespace.py).
+"""
+
+import numpy as np
+
+from scratchpar.double import cuda, tally
+from scratchpar.double.device_array import DeviceArray, DoubleError, MPIReads
+from scratchpar.double.namespace import (
+    Namespace,
+    asnumpy,
+    empty_pinned,
+    get_array_module,
+    scatter_add,
+)
+from scratchpar.double.tally import watch
+
+ndarray = DeviceArray
+linalg = Namespace("scratchpar.double.linalg", np.linalg)
+random = Namespace("scratchpar.double.random", np.random)
+_NUMPY = Namespace(__name__, np)
+
+__all__ = ["DeviceArray", "DoubleError", "MPIReads", "asnumpy", "cuda", "empty_pinned",
+           "get_array_module", "linalg", "ndarray", "random", "scatter_add", "tally", "watch"]
+
+
+def __getattr__(name: str):
+    return getattr(_NUMPY, name)
