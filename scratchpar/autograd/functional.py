@@ -158,12 +158,13 @@ def log_softmax(x, axis=-1) -> Tensor:
 
 
 def dropout(x, p: float, generator, training: bool = True) -> Tensor:
-    """Zero each entry with probability ``p`` using the host ``generator``; identity in eval."""
+    """Zero each entry with probability ``p``; identity in eval. ``generator`` (a
+    ``DeviceRandom``) draws the mask on ``x``'s device: no host copy per call."""
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
     if not training or p == 0.0:
         return x
-    keep = x.xp.asarray(generator.random(x.shape) >= p)
+    keep = generator.random(x.shape, x.xp) >= p  # (*x.shape) bool, on x's device
     return nn.Dropout.apply(x, keep, p)
 
 

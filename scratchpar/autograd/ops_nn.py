@@ -144,8 +144,9 @@ class CrossEntropy(Function):
         sumexp = sum_over(probs, -1)  # (N, 1)
         probs /= sumexp  # softmax
         losses = (xp.log(sumexp[:, 0]) - picked) * valid  # −log softmax(x)_y, masked
-        count = int(valid.sum())
-        ctx.scale = 1.0 / max(count, 1) if reduction == "mean" else 1.0
+        ctx.scale = 1.0
+        if reduction == "mean":  # 1 / max(count, 1), computed where the count is: no host sync
+            ctx.scale = (1.0 / xp.maximum(valid.sum(), 1)).astype(logits.dtype)
         ctx.probs, ctx.rows, ctx.safe, ctx.valid = probs, rows, safe, valid
         return xp.asarray(losses.sum() * ctx.scale, dtype=logits.dtype)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from ..backend import get_array_module, scatter_add
 from .ops_math import unbroadcast
 from .tensor import Function
@@ -82,7 +84,7 @@ class Concat(Function):
     def forward(ctx, *arrays, axis=0):
         xp = get_array_module(*arrays)
         ctx.axis = axis
-        ctx.bounds = list(xp.cumsum([a.shape[axis] for a in arrays])[:-1].tolist())
+        ctx.bounds = list(itertools.accumulate(a.shape[axis] for a in arrays))[:-1]
         return xp.concatenate(arrays, axis=axis)
 
     @staticmethod
@@ -97,7 +99,7 @@ class Where(Function):
     def forward(ctx, cond, a, b):
         ctx.cond = cond
         ctx.shapes = getattr(a, "shape", ()), getattr(b, "shape", ())
-        return get_array_module(cond).where(cond, a, b)
+        return get_array_module(cond, a, b).where(cond, a, b)
 
     @staticmethod
     def backward(ctx, g):

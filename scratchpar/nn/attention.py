@@ -27,7 +27,7 @@ class CausalSelfAttention(Module):
     def causal_mask(self, t: int, xp):
         """(T, T) bool, True above the diagonal: the future positions to hide."""
         if self._mask is None or self._mask.shape[0] < t:
-            self._mask = xp.asarray(np.triu(np.ones((t, t), dtype=bool), k=1))
+            self._mask = xp.triu(xp.ones((t, t), dtype=bool), k=1)  # built on x's device
         return self._mask[:t, :t]
 
     def forward(self, x):

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..autograd import functional as F
 from ..backend import to_device
+from ..device_rng import DeviceRandom
 from . import init
 from .module import Module, Parameter
 
@@ -62,8 +63,8 @@ class Dropout(Module):
         return F.dropout(x, self.p, self.gen, self.training)
 
 
-def set_dropout_generator(model: Module, gen: np.random.Generator) -> None:
-    """Let every Dropout in ``model`` draw its masks from ``gen``."""
+def set_dropout_generator(model: Module, gen: DeviceRandom) -> None:
+    """Let every Dropout in ``model`` draw its masks from ``gen`` (on the model's device)."""
     for _, module in model.named_modules():
         if isinstance(module, Dropout):
             module.gen = gen

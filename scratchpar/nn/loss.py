@@ -20,6 +20,7 @@ def lm_loss(model, batch, reduction: str = "mean"):
                            ignore_index=PAD, reduction=reduction)
 
 
-def count_targets(batch) -> int:
-    """How many targets of B (b, n+1) the language-modelling loss counts."""
-    return int((batch[:, 1:] != PAD).sum())
+def count_targets(batch):
+    """How many targets of B (b, n+1) the language-modelling loss counts: a 0-d array on the
+    batch's device (reading it on the host would wait for the device)."""
+    return (batch[:, 1:] != PAD).sum()

@@ -5,14 +5,20 @@ from __future__ import annotations
 from scratchpar.backend import get_array_module
 
 
-def global_grad_norm(params) -> float:
-    """‖(g₁, …, gₙ)‖₂ over the gradients of ``params`` that are not None (0.0 if there are none)."""
+def grad_norm_array(params):
+    """‖(g₁, …, gₙ)‖₂ over the gradients of ``params`` that are not None, as a 0-d array on
+    their device (no wait for it); 0.0 if there are none."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return 0.0
     xp = get_array_module(*grads)
     norms = xp.stack([xp.linalg.norm(g.ravel()) for g in grads])  # (n,): ‖gᵢ‖₂, one per parameter
-    return float(xp.linalg.norm(norms))  # ‖(‖g₁‖, …, ‖gₙ‖)‖₂ = ‖(g₁, …, gₙ)‖₂
+    return xp.linalg.norm(norms)  # ‖(‖g₁‖, …, ‖gₙ‖)‖₂ = ‖(g₁, …, gₙ)‖₂
+
+
+def global_grad_norm(params) -> float:
+    """:func:`grad_norm_array` read on the host."""
+    return float(grad_norm_array(params))
 
 
 def clip_grad_norm(params, max_norm: float, norm: float | None = None) -> float:

@@ -4,22 +4,36 @@ from __future__ import annotations
 
 import math
 
-from scratchpar.optim.clip import clip_grad_norm, global_grad_norm
+import numpy as np
+
+from scratchpar.backend import get_array_module
+from scratchpar.optim.clip import clip_grad_norm, grad_norm_array
 
 
-def guarded_step(optimizer, params, loss: float, grad_clip: float = 0.0,
-                 norm: float | None = None) -> dict:
+def guarded_step(optimizer, params, loss, grad_clip: float = 0.0, norm=None) -> dict:
     """Clip to ``grad_clip`` (if > 0) and step, unless ``loss`` or the global gradient norm
     ``norm`` (computed here if not given) is not finite: then the parameters and the optimizer
     state stay as they were, as a loss scaler skips an overflowed step (Micikevicius et al.
-    2018, §3.2), and the caller counts the skip. ``{"loss", "grad_norm", "skipped"}``."""
-    norm = global_grad_norm(params) if norm is None else norm
+    2018, §3.2), and the caller counts the skip. ``{"loss", "grad_norm", "skipped"}``.
+
+    ``loss`` and ``norm`` may be numbers or 0-d device arrays: the verdict reads both in one
+    copy, the step's one wait for the device."""
+    loss, norm = read_scalars(loss, grad_norm_array(params) if norm is None else norm)
     if not (math.isfinite(loss) and math.isfinite(norm)):
         return skipped(loss, norm)
     if grad_clip > 0:
         clip_grad_norm(params, grad_clip, norm)
     optimizer.step()
     return {"loss": loss, "grad_norm": norm, "skipped": False}
+
+
+def read_scalars(*values) -> list[float]:
+    """Host floats of ``values``, numbers or 0-d arrays of one device, in one copy (reading
+    each alone would wait for the device once each)."""
+    xp = get_array_module(*values)
+    if xp is np:
+        return [float(v) for v in values]
+    return xp.stack([xp.asarray(v, dtype=xp.float64) for v in values]).tolist()
 
 
 def skipped(loss: float, norm: float) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from device_helpers import on_device
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -40,8 +41,9 @@ def broadcast_pair(draw, min_dims: int = 0, max_dims: int = 3, max_side: int = 3
 
 
 def leaf(array) -> Tensor:
-    """A fresh float64 leaf that requires grad (its own contiguous copy of ``array``)."""
-    return Tensor(np.array(array, dtype=np.float64), requires_grad=True)
+    """A fresh float64 leaf on the test's device that requires grad (its own contiguous copy of
+    ``array``)."""
+    return Tensor(on_device(np.array(array, dtype=np.float64)), requires_grad=True)
 
 
 def normal(rng: np.random.Generator, shape) -> Tensor:

@@ -12,6 +12,7 @@ from autograd_helpers import (
     seeds,
     shapes,
 )
+from device_helpers import on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -78,7 +79,7 @@ def test_operators_with_constants_on_either_side(symbol, shape, seed, constant, 
     """``x ⊕ c`` and ``c ⊕ x`` for a Python float or an ndarray ``c`` (reflected operators)."""
     op, reference = OPERATORS[symbol]
     x = positive(np.random.default_rng(seed), shape)
-    c = np.full(shape, constant) if as_array else constant
+    c = on_device(np.full(shape, constant)) if as_array else constant
     fn = (lambda t: op(t, c)) if tensor_on_left else (lambda t: op(c, t))
     out = fn(x)
     assert isinstance(out, Tensor)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from autograd_helpers import PROPERTY, leaf, normal, seeds, shapes
+from device_helpers import on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -127,7 +128,7 @@ def test_leaves_never_share_a_grad_array(shape, seed, op):
 
 def test_constants_and_non_grad_tensors_get_no_grad():
     rng = np.random.default_rng(1)
-    x, c = normal(rng, (2, 2)), Tensor(rng.standard_normal((2, 2)))
+    x, c = normal(rng, (2, 2)), Tensor(on_device(rng.standard_normal((2, 2))))
     (x * c + c).sum().backward()
     assert c.grad is None and c.is_leaf and not c.requires_grad
     np.testing.assert_array_equal(x.grad, c.data)
@@ -221,4 +222,4 @@ def test_custom_function_and_grad_check_catches_a_wrong_backward():
 
 def test_grad_check_requires_float64():
     with pytest.raises(ValueError, match="float64"):
-        grad_check(F.exp, [Tensor(np.ones(2, dtype=np.float32), requires_grad=True)])
+        grad_check(F.exp, [Tensor(on_device(np.ones(2), np.float32), requires_grad=True)])

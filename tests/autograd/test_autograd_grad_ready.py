@@ -2,6 +2,7 @@
 
 import numpy as np
 from autograd_helpers import PROPERTY, normal, seeds
+from device_helpers import on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -41,15 +42,15 @@ def test_each_leaf_once_with_its_final_grad_tied_weight_included(n, d, k, seed):
 def test_leaves_off_the_path_and_constants_are_not_reported():
     rng = np.random.default_rng(0)
     a, unused = normal(rng, (3,)), normal(rng, (3,))
-    const = Tensor(rng.standard_normal(3))  # requires no grad
+    const = Tensor(on_device(rng.standard_normal(3)))  # requires no grad
     record((a * const).sum(), [a])
     assert unused.grad is None
 
 
 def test_a_model_reports_every_parameter_once_output_layer_first():
     model = nn.MLP([4, 5, 3], np.random.default_rng(1), np.float64)
-    x = Tensor(np.random.default_rng(2).standard_normal((6, 4)))
-    y = np.array([0, 1, 2, 0, 1, 2])
+    x = Tensor(on_device(np.random.default_rng(2).standard_normal((6, 4))))
+    y = on_device(np.array([0, 1, 2, 0, 1, 2]))
     order = record(F.cross_entropy(model(x), y, reduction="sum"), model.parameters())
     last = model.parameters()[-2:]  # the output layer's weight and bias
     assert {id(p) for p in order[:2]} == {id(p) for p in last}

@@ -3,11 +3,13 @@
 import numpy as np
 import pytest
 from autograd_helpers import FEW, PROPERTY, leaf, normal, seeds, shapes
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
 from scratchpar.autograd import Tensor, grad_check
 from scratchpar.autograd import functional as F
+from scratchpar.device_rng import DeviceRandom
 
 
 def np_log_softmax(x, axis):
@@ -45,7 +47,7 @@ def test_softmax_stable_at_large_magnitude(case, seed, scale):
     x = leaf(scale * base)
     with np.errstate(over="raise", invalid="raise"):
         y, logy = F.softmax(x, axis=axis), F.log_softmax(x, axis=axis)
-        (y * Tensor(rng.standard_normal(shape))).sum().backward()
+        (y * Tensor(on_device(rng.standard_normal(shape)))).sum().backward()
         logy.backward(rng.standard_normal(shape))
     for arr in (y.data, logy.data, x.grad):
         assert np.isfinite(arr).all()
@@ -61,7 +63,7 @@ def test_softmax_of_minus_infinity_is_exactly_zero_and_grads_are_finite():
     future = np.triu(np.ones((3, 3), dtype=bool), k=1)
 
     def causal(t):
-        return F.softmax(F.masked_fill(t, future, float("-inf")), axis=-1)
+        return F.softmax(F.masked_fill(t, on_device(future), float("-inf")), axis=-1)
 
     y = causal(x)
     assert (y.data[:, future] == 0.0).all()
@@ -75,10 +77,10 @@ def test_softmax_of_minus_infinity_is_exactly_zero_and_grads_are_finite():
 def test_dropout_mask_comes_from_the_generator(shape, seed, p):
     rng = np.random.default_rng(seed)
     x = normal(rng, shape)
-    a = F.dropout(x, p, np.random.default_rng(seed + 1))
-    b = F.dropout(x, p, np.random.default_rng(seed + 1))
-    np.testing.assert_array_equal(a.data, b.data)  # same generator state, same mask
-    keep = np.random.default_rng(seed + 1).random(shape) >= p
+    a = F.dropout(x, p, DeviceRandom(seed + 1))
+    b = F.dropout(x, p, DeviceRandom(seed + 1))
+    np.testing.assert_array_equal(a.data, b.data)  # same stream state, same mask
+    keep = DeviceRandom(seed + 1).random(shape) >= p  # drawn on the host: the same bits
     np.testing.assert_allclose(a.data, np.where(keep, x.data / (1.0 - p), 0.0), rtol=1e-15)
     a.backward(np.ones(shape))
     np.testing.assert_allclose(x.grad, keep / (1.0 - p), rtol=1e-15)
@@ -88,21 +90,21 @@ def test_dropout_mask_comes_from_the_generator(shape, seed, p):
 @given(shape=shapes(min_dims=1, max_dims=3, max_side=4), seed=seeds, p=st.floats(0.05, 0.9))
 def test_dropout_grad_check_with_fixed_generator(shape, seed, p):
     x = normal(np.random.default_rng(seed), shape)
-    grad_check(lambda t: F.dropout(t, p, np.random.default_rng(seed)), [x])
+    grad_check(lambda t: F.dropout(t, p, DeviceRandom(seed)), [x])
 
 
 def test_dropout_eval_and_zero_rate_are_identity():
     x = normal(np.random.default_rng(0), (4, 5))
-    gen = np.random.default_rng(1)
-    state = gen.bit_generator.state
+    gen = DeviceRandom(1)
+    state = gen.state
     assert F.dropout(x, 0.5, gen, training=False) is x
     assert F.dropout(x, 0.0, gen) is x
-    assert gen.bit_generator.state == state  # no draw when nothing is dropped
+    assert gen.state == state  # no draw when nothing is dropped
 
 
 def test_dropout_keeps_the_expectation():
-    x = Tensor(np.ones(200_000))
-    y = F.dropout(x, 0.3, np.random.default_rng(5)).data
+    x = Tensor(on_device(np.ones(200_000)))
+    y = host(F.dropout(x, 0.3, DeviceRandom(5)).data)
     assert set(np.unique(y)) == {0.0, 1.0 / 0.7}
     assert abs((y == 0).mean() - 0.3) < 0.005  # ≈ 5 σ of a binomial proportion
     assert abs(y.mean() - 1.0) < 0.01
@@ -111,7 +113,7 @@ def test_dropout_keeps_the_expectation():
 @pytest.mark.parametrize("p", [-0.1, 1.0, 1.5])
 def test_dropout_rejects_bad_rates(p):
     with pytest.raises(ValueError, match="dropout probability"):
-        F.dropout(Tensor(np.ones(3)), p, np.random.default_rng(0))
+        F.dropout(Tensor(np.ones(3)), p, DeviceRandom(0))
 
 
 @PROPERTY
@@ -129,7 +131,7 @@ def test_linear(lead, d, f, bias, seed):
 
 def test_linear_without_input_grad():
     rng = np.random.default_rng(3)
-    x = Tensor(rng.standard_normal((2, 3)))
+    x = Tensor(on_device(rng.standard_normal((2, 3))))
     w, b = normal(rng, (3, 4)), normal(rng, (4,))
     F.linear(x, w, b).backward(np.ones((2, 4)))
     assert x.grad is None
@@ -179,7 +181,8 @@ def ce_case(draw):
 def test_cross_entropy_matches_numpy(case, reduction, seed, scale):
     n, v, targets, ignore_index = case
     logits = leaf(scale * np.random.default_rng(seed).standard_normal((n, v)))
-    loss = F.cross_entropy(logits, targets, ignore_index=ignore_index, reduction=reduction)
+    loss = F.cross_entropy(logits, on_device(targets), ignore_index=ignore_index,
+                           reduction=reduction)
     assert loss.shape == ()
     expected = np_cross_entropy(logits.data, targets, ignore_index, reduction)
     np.testing.assert_allclose(loss.data, expected, rtol=1e-12, atol=1e-12)
@@ -195,7 +198,8 @@ def test_cross_entropy_matches_numpy(case, reduction, seed, scale):
 def test_cross_entropy_grad_check(case, reduction, seed):
     n, v, targets, ignore_index = case
     logits = normal(np.random.default_rng(seed), (n, v))
-    grad_check(lambda t: F.cross_entropy(t, Tensor(targets), ignore_index, reduction), [logits])
+    targets = Tensor(on_device(targets))
+    grad_check(lambda t: F.cross_entropy(t, targets, ignore_index, reduction), [logits])
 
 
 @PROPERTY
@@ -205,6 +209,7 @@ def test_cross_entropy_ignored_rows_do_not_matter(case, seed):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((n, v))
     b = np.where((targets == ignore_index)[:, None], 50.0 * rng.standard_normal((n, v)), a)
+    targets = on_device(targets)
     for reduction in ("mean", "sum"):
         la = F.cross_entropy(leaf(a), targets, ignore_index, reduction).data
         lb = F.cross_entropy(leaf(b), targets, ignore_index, reduction).data
@@ -217,6 +222,7 @@ def test_cross_entropy_sum_is_mean_times_count(case, seed):
     n, v, targets, ignore_index = case
     count = int((targets != ignore_index).sum())
     logits = normal(np.random.default_rng(seed), (n, v))
+    targets = on_device(targets)
     total = F.cross_entropy(logits, targets, ignore_index, "sum")
     mean = F.cross_entropy(logits, targets, ignore_index, "mean")
     np.testing.assert_allclose(total.data, mean.data * count, rtol=1e-13, atol=1e-15)
@@ -229,7 +235,7 @@ def test_cross_entropy_sum_is_mean_times_count(case, seed):
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_cross_entropy_all_ignored_gives_zero_loss_and_zero_grad(reduction):
     logits = normal(np.random.default_rng(0), (3, 4))
-    loss = F.cross_entropy(logits, np.array([-100, -100, -100]), reduction=reduction)
+    loss = F.cross_entropy(logits, on_device(np.array([-100, -100, -100])), reduction=reduction)
     assert loss.data == 0.0
     loss.backward()
     np.testing.assert_array_equal(logits.grad, np.zeros((3, 4)))
@@ -237,10 +243,11 @@ def test_cross_entropy_all_ignored_gives_zero_loss_and_zero_grad(reduction):
 
 def test_cross_entropy_by_hand_and_bad_reduction():
     logits = leaf([[0.0, 0.0], [np.log(3.0), 0.0]])
-    loss = F.cross_entropy(logits, np.array([1, 0]))
+    targets = on_device(np.array([1, 0]))
+    loss = F.cross_entropy(logits, targets)
     np.testing.assert_allclose(loss.data, (np.log(2.0) + np.log(4.0 / 3.0)) / 2, rtol=1e-15)
     with pytest.raises(ValueError, match="reduction"):
-        F.cross_entropy(logits, np.array([1, 0]), reduction="none")
+        F.cross_entropy(logits, targets, reduction="none")
 
 
 @FEW
@@ -248,11 +255,11 @@ def test_cross_entropy_by_hand_and_bad_reduction():
 def test_cross_entropy_equals_composed_primitives(n, v, seed):
     """The fused op and its definition from log_softmax + getitem + mean agree, grads too."""
     rng = np.random.default_rng(seed)
-    targets = rng.integers(0, v, n)
+    targets = on_device(rng.integers(0, v, n))
     x1 = normal(rng, (n, v))
     x2 = leaf(x1.data)
     fused = F.cross_entropy(x1, targets)
-    composed = -F.mean(F.log_softmax(x2, axis=1)[np.arange(n), targets])
+    composed = -F.mean(F.log_softmax(x2, axis=1)[on_device(np.arange(n)), targets])
     np.testing.assert_allclose(fused.data, composed.data, rtol=1e-13)
     fused.backward()
     composed.backward()

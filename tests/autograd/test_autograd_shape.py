@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from autograd_helpers import PROPERTY, leaf, normal, seeds, shapes
+from device_helpers import on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -113,10 +114,11 @@ def test_getitem_integer_array_with_repeats_accumulates(shape, seed, data):
     x = normal(rng, shape)
     ids = data.draw(hnp.arrays(np.int64, st.integers(1, 6),
                                elements=st.integers(-shape[0], shape[0] - 1)))
-    np.testing.assert_array_equal(x[ids].data, x.data[ids])
-    grad_check(lambda t: t[ids], [x])
+    device_ids = on_device(ids)
+    np.testing.assert_array_equal(x[device_ids].data, x.data[ids])
+    grad_check(lambda t: t[device_ids], [x])
     x.grad = None
-    x[ids].backward(np.ones((len(ids),) + shape[1:]))
+    x[device_ids].backward(np.ones((len(ids),) + shape[1:]))
     counts = np.bincount(ids % shape[0], minlength=shape[0]).astype(np.float64)
     np.testing.assert_array_equal(x.grad, np.broadcast_to(
         counts.reshape((-1,) + (1,) * (len(shape) - 1)), shape))
@@ -127,8 +129,8 @@ def test_getitem_integer_array_with_repeats_accumulates(shape, seed, data):
        cols=st.integers(0, 3))
 def test_getitem_paired_index_arrays_and_mixed(seed, rows, cols):
     x = normal(np.random.default_rng(seed), (3, 4))
-    r = np.array(rows)
-    c = np.full(len(rows), cols)
+    r = on_device(np.array(rows))
+    c = on_device(np.full(len(rows), cols))
     np.testing.assert_array_equal(x[r, c].data, x.data[r, c])
     grad_check(lambda t: t[r, c], [x])
     grad_check(lambda t: t[1:, r], [x])  # a slice then an integer array
@@ -142,10 +144,11 @@ def test_getitem_boolean_mask(shape, seed, data):
     full = data.draw(hnp.arrays(np.bool_, shape))
     rows = data.draw(hnp.arrays(np.bool_, shape[:1]))
     for mask in (full, rows):
-        np.testing.assert_array_equal(x[mask].data, x.data[mask])
-        grad_check(lambda t, m=mask: t[m], [x])
+        device_mask = on_device(mask)
+        np.testing.assert_array_equal(x[device_mask].data, x.data[mask])
+        grad_check(lambda t, m=device_mask: t[m], [x])
     x.grad = None
-    x[full].backward(np.full(int(full.sum()), 2.0))
+    x[on_device(full)].backward(np.full(int(full.sum()), 2.0))
     np.testing.assert_array_equal(x.grad, 2.0 * full)
 
 
@@ -155,12 +158,13 @@ def test_gather_with_repeated_ids(v, d, seed, data):
     w = normal(np.random.default_rng(seed), (v, d))
     ids = data.draw(hnp.arrays(np.int64, shapes(min_dims=0, max_dims=2, max_side=4),
                                elements=st.integers(0, v - 1)))
-    out = F.gather(w, ids)
+    device_ids = on_device(ids)
+    out = F.gather(w, device_ids)
     assert out.shape == ids.shape + (d,)
     np.testing.assert_array_equal(out.data, w.data[ids])
-    grad_check(lambda t: F.gather(t, ids), [w])
+    grad_check(lambda t: F.gather(t, device_ids), [w])
     w.grad = None
-    F.gather(w, Tensor(ids)).backward(np.ones(ids.shape + (d,)))
+    F.gather(w, Tensor(device_ids)).backward(np.ones(ids.shape + (d,)))
     counts = np.bincount(ids.reshape(-1), minlength=v).astype(np.float64)
     np.testing.assert_array_equal(w.grad, np.repeat(counts[:, None], d, axis=1))
 
@@ -193,7 +197,7 @@ def test_concat_then_split_round_trip(case, seed):
     for p, q in zip(parts, back, strict=True):
         np.testing.assert_array_equal(q.data, p.data)
     whole = leaf(joined.data)
-    weights = [rng.standard_normal(s) for s in part_shapes]
+    weights = [on_device(rng.standard_normal(s)) for s in part_shapes]
 
     def weighted_parts(t):
         parts_t = F.split(t, sizes, axis=axis)
@@ -231,13 +235,14 @@ def test_where_broadcasts_condition_and_branches(shapes3, seed):
     cond_shape, a_shape, b_shape = shapes3.input_shapes
     rng = np.random.default_rng(seed)
     cond = rng.random(cond_shape) < 0.5
+    device_cond = on_device(cond)
     a, b = normal(rng, a_shape), normal(rng, b_shape)
-    out = F.where(cond, a, b)
+    out = F.where(device_cond, a, b)
     np.testing.assert_array_equal(out.data, np.where(cond, a.data, b.data))
-    grad_check(lambda x, y: F.where(cond, x, y), [a, b])
-    grad_check(lambda x: F.where(Tensor(cond), x, 0.5), [a])  # constant branch, Tensor cond
+    grad_check(lambda x, y: F.where(device_cond, x, y), [a, b])
+    grad_check(lambda x: F.where(Tensor(device_cond), x, 0.5), [a])  # constant branch
     a.grad = b.grad = None
-    F.where(cond, a, b).backward(np.ones(shapes3.result_shape))
+    F.where(device_cond, a, b).backward(np.ones(shapes3.result_shape))
     full = np.broadcast_to(cond, shapes3.result_shape)
     assert a.grad.sum() == full.sum() and b.grad.sum() == (~full).sum()
 
@@ -250,11 +255,12 @@ def test_masked_fill(pair, seed, value):
     rng = np.random.default_rng(seed)
     a = normal(rng, a_shape)
     mask = rng.random(mask_shape) < 0.5
-    out = F.masked_fill(a, mask, value)
+    device_mask = on_device(mask)
+    out = F.masked_fill(a, device_mask, value)
     np.testing.assert_array_equal(out.data, np.where(mask, value, a.data))
-    grad_check(lambda t: F.masked_fill(t, mask, value), [a])
+    grad_check(lambda t: F.masked_fill(t, device_mask, value), [a])
     a.grad = None
-    F.masked_fill(a, mask, value).backward(np.ones(pair.result_shape))
+    F.masked_fill(a, device_mask, value).backward(np.ones(pair.result_shape))
     kept = np.broadcast_to(~mask, pair.result_shape).astype(np.float64)
     expected = kept.sum(axis=tuple(range(kept.ndim - len(a_shape))))
     expected = expected.sum(axis=tuple(i for i, n in enumerate(a_shape) if n == 1 and
@@ -263,8 +269,8 @@ def test_masked_fill(pair, seed, value):
 
 
 def test_gather_accepts_python_lists_and_permute_without_axes_reverses():
-    w = Tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    w = Tensor(on_device(np.arange(6.0).reshape(3, 2)), requires_grad=True)
     F.gather(w, [0, 2, 0]).sum().backward()
     np.testing.assert_array_equal(w.grad, [[2, 2], [0, 0], [1, 1]])
-    x = Tensor(np.zeros((2, 3, 4)))
+    x = Tensor(on_device(np.zeros((2, 3, 4))))
     assert F.permute(x).shape == (4, 3, 2)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from autograd_helpers import PROPERTY, leaf, seeds
+from device_helpers import on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def test_cross_entropy_with_ignore_index_matches_torch(n, v, seed, reduction, sc
     targets[rng.random(n) < 0.3] = -100
     targets[0] = 0  # at least one counted target: torch's mean of none is nan, ours is 0
     ours, theirs = both(scale * rng.standard_normal((n, v)))
-    loss = F.cross_entropy(ours, targets, reduction=reduction)
+    loss = F.cross_entropy(ours, on_device(targets), reduction=reduction)
     ref = TF.cross_entropy(theirs, torch.tensor(targets), ignore_index=-100, reduction=reduction)
     assert_same(loss, ref)
     loss.backward()

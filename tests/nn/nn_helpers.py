@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from device_helpers import host, on_device
 from hypothesis import settings
 
 from scratchpar.autograd import grad_check
@@ -19,7 +20,7 @@ MODEL_KINDS = ("gpt", "rnn", "lstm")
 def perturb(module, rng: np.random.Generator, scale: float = 0.3):
     """Move every parameter off its initial value (γ off 1, β and biases off 0), in place."""
     for p in module.parameters():
-        p.data += scale * rng.standard_normal(p.shape)
+        p.data += on_device(scale * rng.standard_normal(p.shape))
     return module
 
 
@@ -49,6 +50,6 @@ def check_module(module, forward, inputs=()):
 
 
 def param_grads(module) -> dict:
-    """Name → a copy of the gradient (zeros where none was given)."""
-    return {name: np.zeros(p.shape) if p.grad is None else np.array(p.grad)
+    """Name → a host copy of the gradient (zeros where none was given)."""
+    return {name: np.zeros(p.shape) if p.grad is None else np.array(host(p.grad))
             for name, p in module.named_parameters()}

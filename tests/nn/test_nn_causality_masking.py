@@ -1,11 +1,13 @@
 """Language models are causal, and the padded LM loss counts exactly the non-pad targets."""
 
 import numpy as np
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from nn_helpers import MAX_LEN, MODEL_KINDS, SOME, VOCAB, make_model, param_grads
 
 from scratchpar.autograd import Tensor
+from scratchpar.backend import get_array_module
 from scratchpar.nn import count_targets, lm_loss, shift
 from scratchpar.nn.loss import PAD
 
@@ -22,7 +24,7 @@ def test_future_tokens_do_not_change_earlier_logits(kind, b, t, seed, data):
     j = data.draw(st.integers(1, t - 1))
     changed = ids.copy()
     changed[:, j:] = (ids[:, j:] + rng.integers(1, VOCAB, size=(b, t - j))) % VOCAB  # all differ
-    before, after = model(ids).data, model(changed).data
+    before, after = model(on_device(ids)).data, model(on_device(changed)).data
     np.testing.assert_allclose(after[:, :j], before[:, :j], rtol=1e-13, atol=1e-13)
     assert not np.allclose(after[:, j], before[:, j])  # the changed position itself does move
 
@@ -35,7 +37,7 @@ def test_gradient_of_an_early_logit_ignores_future_embeddings(kind, t, seed, dat
     i = data.draw(st.integers(0, t - 2))
     ids = np.ones((1, t), dtype=np.int64)
     ids[0, i + 1:] = 2  # token 2 appears only after position i
-    model(ids)[:, i].sum().backward()
+    model(on_device(ids))[:, i].sum().backward()
     table = model.tok.weight if kind == "gpt" else model.embed.weight
     np.testing.assert_array_equal(table.grad[2], 0.0)
     assert np.abs(table.grad[1]).max() > 0
@@ -69,14 +71,16 @@ def np_lm_loss(logits, targets):
 def test_lm_loss_is_the_mean_over_non_pad_targets(kind, case, seed):
     batch, lengths = case
     model = make_model(kind, seed)
-    x, y = shift(batch)
-    np.testing.assert_array_equal(x, batch[:, :-1])
-    np.testing.assert_array_equal(y, batch[:, 1:])
-    assert count_targets(batch) == sum(n - 1 for n in lengths) == (y != PAD).sum()
-    loss = lm_loss(model, batch)
-    np.testing.assert_allclose(loss.data, np_lm_loss(model(x).data, y), rtol=1e-12)
-    total = lm_loss(model, batch, reduction="sum")
-    np.testing.assert_allclose(total.data, loss.data * count_targets(batch), rtol=1e-12)
+    device_batch = on_device(batch)
+    x, y = shift(device_batch)
+    np.testing.assert_array_equal(host(x), batch[:, :-1])
+    np.testing.assert_array_equal(host(y), batch[:, 1:])
+    count = count_targets(device_batch)
+    assert count == sum(n - 1 for n in lengths) == (batch[:, 1:] != PAD).sum()
+    loss = lm_loss(model, device_batch)
+    np.testing.assert_allclose(loss.data, np_lm_loss(host(model(x).data), host(y)), rtol=1e-12)
+    total = lm_loss(model, device_batch, reduction="sum")
+    np.testing.assert_allclose(total.data, loss.data * count, rtol=1e-12)
 
 
 @SOME
@@ -84,22 +88,23 @@ def test_lm_loss_is_the_mean_over_non_pad_targets(kind, case, seed):
 def test_padding_contributes_no_loss_and_no_gradient(kind, case, seed):
     batch, _ = case
     model = make_model(kind, seed)
+    device_batch = on_device(batch)
     x, y = shift(batch)
     pad = (y == PAD)[..., None]  # (b, n, 1)
-    logits = Tensor(model(x).data, requires_grad=True)
-    loss = lm_loss(lambda _: logits, batch)
+    logits = Tensor(model(on_device(x)).data, requires_grad=True)
+    loss = lm_loss(lambda _: logits, device_batch)
     loss.backward()
-    assert (logits.grad[np.broadcast_to(pad, logits.shape)] == 0.0).all()
+    assert (host(logits.grad)[np.broadcast_to(pad, logits.shape)] == 0.0).all()
     rng = np.random.default_rng(seed)
-    noise = Tensor(50.0 * rng.standard_normal(logits.shape) * pad)  # only at pad targets
-    assert lm_loss(lambda ids: model(ids) + noise, batch).data == lm_loss(model, batch).data
-    junk = rng.integers(1, VOCAB, size=x.shape)  # real tokens where the inputs are padding
+    noise = Tensor(on_device(50.0 * rng.standard_normal(logits.shape) * pad))  # at pad targets
+    clean = lm_loss(model, device_batch).data
+    assert lm_loss(lambda ids: model(ids) + noise, device_batch).data == clean
+    junk = on_device(rng.integers(1, VOCAB, size=x.shape))  # real tokens where inputs are pad
 
     def unpadded_inputs(ids):
-        return model(np.where(ids == PAD, junk, ids))
+        return model(get_array_module(ids).where(ids == PAD, junk, ids))
 
-    np.testing.assert_allclose(lm_loss(unpadded_inputs, batch).data, lm_loss(model, batch).data,
-                               rtol=1e-13)
+    np.testing.assert_allclose(lm_loss(unpadded_inputs, device_batch).data, clean, rtol=1e-13)
 
 
 @SOME
@@ -107,6 +112,7 @@ def test_padding_contributes_no_loss_and_no_gradient(kind, case, seed):
 def test_padded_batch_grads_equal_those_of_rows_cut_short(kind, case, seed):
     """∇ mean-loss(padded B) = Σ_rows ∇ sum-loss(row without its padding) / #targets."""
     batch, lengths = case
+    batch = on_device(batch)
     model = make_model(kind, seed)
     lm_loss(model, batch).backward()
     padded = param_grads(model)

@@ -2,11 +2,13 @@
 
 import numpy as np
 import pytest
+from device_helpers import on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from nn_helpers import FEW, MAX_LEN, MODEL_KINDS, SOME, VOCAB, check_module, make_model, perturb
 
 from scratchpar.autograd import Tensor
+from scratchpar.device_rng import DeviceRandom
 from scratchpar.nn import (
     GELU,
     MLP,
@@ -28,7 +30,7 @@ lead_shapes = st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple)
 
 
 def x64(rng, shape):
-    return Tensor(rng.standard_normal(shape), requires_grad=True)
+    return Tensor(on_device(rng.standard_normal(shape)), requires_grad=True)
 
 
 @SOME
@@ -52,12 +54,13 @@ def test_embedding(v, d, ids_shape, seed):
     rng = np.random.default_rng(seed)
     layer = Embedding(v, d, rng, dtype=np.float64)
     ids = rng.integers(0, v, size=ids_shape)
-    out = layer(ids)
+    device_ids = on_device(ids)
+    out = layer(device_ids)
     assert out.shape == ids_shape + (d,)
     np.testing.assert_array_equal(out.data, layer.weight.data[ids])
-    check_module(layer, lambda: layer(ids))
+    check_module(layer, lambda: layer(device_ids))
     layer.zero_grad()
-    layer(ids).backward(np.ones(ids_shape + (d,)))
+    layer(device_ids).backward(np.ones(ids_shape + (d,)))
     counts = np.bincount(np.reshape(ids, -1), minlength=v)
     np.testing.assert_array_equal(layer.weight.grad, np.repeat(counts[:, None], d, 1))
 
@@ -108,7 +111,7 @@ def test_sequential_of_activations_and_dropout(seed, p):
     x = x64(rng, (2, 3))
 
     def forward(t):
-        set_dropout_generator(model, np.random.default_rng(gen_seed))  # the same mask each call
+        set_dropout_generator(model, DeviceRandom(gen_seed))  # the same mask each call
         return model(t)
 
     check_module(model, forward, [x])
@@ -136,7 +139,7 @@ def test_causal_self_attention_with_dropout_and_a_reseeded_generator(seed, p):
     x = x64(rng, (2, 3, 4))
 
     def forward(t):
-        set_dropout_generator(attn, np.random.default_rng(seed))
+        set_dropout_generator(attn, DeviceRandom(seed))
         return attn(t)
 
     check_module(attn, forward, [x])
@@ -167,7 +170,7 @@ def test_attention_rejects_indivisible_heads():
 def test_language_models_logits(kind, b, t, seed):
     rng = np.random.default_rng(seed)
     model = make_model(kind, seed % 2**31)
-    ids = rng.integers(0, VOCAB, size=(b, t))
+    ids = on_device(rng.integers(0, VOCAB, size=(b, t)))
     assert model(ids).shape == (b, t, VOCAB)
     check_module(model, lambda: model(ids))
 
@@ -179,10 +182,11 @@ def test_language_models_through_lm_loss(kind, seed, data):
     model = make_model(kind, seed % 2**31)
     batch = rng.integers(1, VOCAB, size=(2, MAX_LEN + 1))
     batch[0, data.draw(st.integers(2, MAX_LEN + 1)):] = 0  # some padding
+    batch = on_device(batch)
     check_module(model, lambda: lm_loss(model, batch))
 
 
 def test_gpt_rejects_too_long_sequences():
     model = make_model("gpt", 0)
     with pytest.raises(ValueError, match="max_len"):
-        model(np.ones((1, MAX_LEN + 1), dtype=np.int64))
+        model(on_device(np.ones((1, MAX_LEN + 1), dtype=np.int64)))

@@ -2,11 +2,13 @@
 
 import numpy as np
 import pytest
+from device_helpers import on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from nn_helpers import MODEL_KINDS, SOME, VOCAB, check_module, make_model
 
 from scratchpar.autograd import Tensor
+from scratchpar.device_rng import DeviceRandom
 from scratchpar.nn import (
     GPT,
     Dropout,
@@ -72,10 +74,10 @@ def test_tied_parameter_appears_once_and_gets_both_gradients():
     rng = np.random.default_rng(0)
     model = Tied(rng)
     for p in model.parameters():
-        p.data += 0.3 * rng.standard_normal(p.shape)
+        p.data += on_device(0.3 * rng.standard_normal(p.shape))
     assert [n for n, _ in model.named_parameters()] == ["a.weight", "a.bias", "b.bias"]
     assert list(model.state_dict()) == ["a.weight", "a.bias", "b.bias"]
-    x = Tensor(rng.standard_normal((2, 3)), requires_grad=True)
+    x = Tensor(on_device(rng.standard_normal((2, 3))), requires_grad=True)
     check_module(model, model, [x])  # the tied weight's grad sums both uses
     w = model.a.weight
     model.zero_grad()
@@ -88,7 +90,7 @@ def test_tied_parameter_appears_once_and_gets_both_gradients():
 def test_state_dict_round_trip_is_exact_and_in_place():
     src = make_model("gpt", 1)
     dst = make_model("gpt", 2)
-    ids = np.random.default_rng(0).integers(0, VOCAB, (2, 4))
+    ids = on_device(np.random.default_rng(0).integers(0, VOCAB, (2, 4)))
     assert not np.array_equal(src(ids).data, dst(ids).data)
     live = src.state_dict()
     for name, p in src.named_parameters():
@@ -152,7 +154,7 @@ def test_eval_turns_dropout_off_everywhere():
                   dtype=np.float64)
     with_drop = GPT(gen=np.random.default_rng(3), dropout=0.5, **kwargs)
     without = GPT(gen=np.random.default_rng(3), dropout=0.0, **kwargs)
-    set_dropout_generator(with_drop, np.random.default_rng(4))
+    set_dropout_generator(with_drop, DeviceRandom(4))
     drops = [m for _, m in with_drop.named_modules() if isinstance(m, Dropout)]
     assert len(drops) == 3 and all(d.gen is drops[0].gen for d in drops)
     ids = np.random.default_rng(5).integers(0, VOCAB, (2, 4))
@@ -171,7 +173,7 @@ def test_dropout_without_a_generator_refuses_to_train():
 
 def test_zero_grad_clears_every_gradient():
     model = make_model("rnn", 0)
-    model(np.array([[1, 2, 3]])).sum().backward()
+    model(on_device(np.array([[1, 2, 3]]))).sum().backward()
     assert all(p.grad is not None for p in model.parameters())
     model.zero_grad()
     assert all(p.grad is None for p in model.parameters())
@@ -183,7 +185,7 @@ def test_module_list_and_sequential():
     seq = Sequential(*layers)
     assert len(seq) == 3 and list(seq) == layers and seq[2] is layers[2] and seq[-1] is layers[2]
     assert [n for n, _ in seq.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
-    x = Tensor(rng.standard_normal((4, 2)))
+    x = Tensor(on_device(rng.standard_normal((4, 2))))
     expected = layers[2](layers[1](layers[0](x))).data
     np.testing.assert_array_equal(seq(x).data, expected)
     lst = ModuleList(layers[::-1])
@@ -192,5 +194,5 @@ def test_module_list_and_sequential():
 
 
 def test_parameter_is_a_grad_leaf():
-    p = Parameter(np.zeros(3))
+    p = Parameter(on_device(np.zeros(3)))
     assert p.requires_grad and p.is_leaf and p.grad is None

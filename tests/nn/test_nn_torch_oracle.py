@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from nn_helpers import MAX_LEN, SOME, VOCAB, make_model
@@ -15,7 +16,7 @@ seeds = st.integers(0, 2**31 - 1)
 
 
 def torch_params(model) -> dict:
-    return {name: torch.tensor(p.data, dtype=torch.float64, requires_grad=True)
+    return {name: torch.tensor(host(p.data), dtype=torch.float64, requires_grad=True)
             for name, p in model.named_parameters()}
 
 
@@ -70,11 +71,11 @@ def test_logits_and_loss_grads_match_torch(kind, seed, b, data):
     ids = torch.tensor(batch[:, :-1])
     logits = (torch_gpt(params, ids, 1, 2) if kind == "gpt"
               else torch_recurrent(params, ids, kind))
-    np.testing.assert_allclose(model(batch[:, :-1]).data, logits.detach().numpy(), rtol=1e-10,
-                               atol=1e-12)
+    np.testing.assert_allclose(model(on_device(batch[:, :-1])).data, logits.detach().numpy(),
+                               rtol=1e-10, atol=1e-12)
     targets = torch.tensor(batch[:, 1:].reshape(-1))
     ref = TF.cross_entropy(logits.reshape(-1, VOCAB), targets, ignore_index=0)
-    loss = lm_loss(model, batch)
+    loss = lm_loss(model, on_device(batch))
     np.testing.assert_allclose(loss.data, ref.item(), rtol=1e-11)
     ref.backward()
     loss.backward()

@@ -1,22 +1,11 @@
-"""Fixtures for the optimizer tests: the array modules to run on (NumPy, and CuPy with a GPU)."""
+"""Fixtures for the optimizer tests: the array module of the test's device."""
 
-import numpy as np
 import pytest
 
-
-def _array_modules():
-    modules = [np]
-    try:
-        import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            modules.append(cupy)
-    except Exception:  # no CuPy, or no usable GPU: NumPy only
-        pass
-    return modules
+from scratchpar import backend
 
 
-@pytest.fixture(scope="session", params=_array_modules(), ids=lambda m: m.__name__)
-def xp(request):
-    """The array module under test."""
-    return request.param
+@pytest.fixture
+def xp(device):
+    """The array module under test: NumPy on the CPU, the double's (or CuPy's) on a device."""
+    return backend.xp_default()

@@ -1,9 +1,15 @@
-"""The PyTorch cross-check the optimizer tests share."""
+"""What the optimizer tests share: Hypothesis settings and the PyTorch cross-check."""
 
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
+
+# The ``xp`` fixture is function-scoped but stateless (the device's array module), so examples
+# may share it.
+ON_XP = settings(max_examples=30, deadline=None,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def assert_matches_torch(make_ours, torch_name: str, kwargs: dict, steps: int, skipped, seed: int):

@@ -4,8 +4,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from optim_helpers import ON_XP
 
 from scratchpar.backend import to_host
 from scratchpar.optim import clip_grad_norm, global_grad_norm
@@ -26,7 +27,7 @@ def manual_norm(grads):
     return float(np.sqrt(sum(float(np.sum(np.square(g))) for g in grads)))
 
 
-@settings(max_examples=30, deadline=None)
+@ON_XP
 @given(shapes=shapes, seed=st.integers(0, 2**16))
 def test_global_norm_matches_manual(xp, shapes, seed):
     params = make_params(xp, shapes, seed)
@@ -36,7 +37,7 @@ def test_global_norm_matches_manual(xp, shapes, seed):
     assert norm == pytest.approx(manual_norm([to_host(p.grad) for p in params[:-1]]), rel=1e-12)
 
 
-@settings(max_examples=30, deadline=None)
+@ON_XP
 @given(shapes=shapes, seed=st.integers(0, 2**16), fraction=st.floats(0.01, 0.9))
 def test_clipping_branch(xp, shapes, seed, fraction):
     params = make_params(xp, shapes, seed)
@@ -56,7 +57,7 @@ def test_clipping_branch(xp, shapes, seed, fraction):
     assert after < max_norm
 
 
-@settings(max_examples=30, deadline=None)
+@ON_XP
 @given(shapes=shapes, seed=st.integers(0, 2**16), factor=st.floats(1.01, 100.0))
 def test_non_clipping_branch(xp, shapes, seed, factor):
     params = make_params(xp, shapes, seed)
@@ -67,21 +68,21 @@ def test_non_clipping_branch(xp, shapes, seed, factor):
         np.testing.assert_array_equal(to_host(p.grad), b)
 
 
-def test_by_hand_and_none_gradients_skipped():
+def test_by_hand_and_none_gradients_skipped(xp):
     params = [
-        SimpleNamespace(data=np.zeros(2), grad=np.array([3.0, 0.0])),
-        SimpleNamespace(data=np.zeros(1), grad=None),
-        SimpleNamespace(data=np.zeros((1, 1)), grad=np.array([[4.0]])),
+        SimpleNamespace(data=xp.zeros(2), grad=xp.asarray([3.0, 0.0])),
+        SimpleNamespace(data=xp.zeros(1), grad=None),
+        SimpleNamespace(data=xp.zeros((1, 1)), grad=xp.asarray([[4.0]])),
     ]
     assert global_grad_norm(params) == 5.0
     assert clip_grad_norm(params, 1.0) == 5.0
-    np.testing.assert_allclose(params[0].grad, [3.0 / (5.0 + 1e-6), 0.0], rtol=1e-15)
-    np.testing.assert_allclose(params[2].grad, [[4.0 / (5.0 + 1e-6)]], rtol=1e-15)
+    np.testing.assert_allclose(to_host(params[0].grad), [3.0 / (5.0 + 1e-6), 0.0], rtol=1e-15)
+    np.testing.assert_allclose(to_host(params[2].grad), [[4.0 / (5.0 + 1e-6)]], rtol=1e-15)
     assert params[1].grad is None
 
 
-def test_no_gradients():
-    params = [SimpleNamespace(data=np.zeros(2), grad=None)]
+def test_no_gradients(xp):
+    params = [SimpleNamespace(data=xp.zeros(2), grad=None)]
     assert global_grad_norm(params) == 0.0
     assert clip_grad_norm(params, 1.0) == 0.0
     assert global_grad_norm([]) == 0.0

@@ -85,12 +85,12 @@ def test_params_are_kept_in_order_and_generators_work():
     assert SGD([], lr=0.1).state_dict() == {"step_count": 0, "lr": 0.1}
 
 
-def test_lr_is_settable_and_used():
-    p = SimpleNamespace(data=np.zeros(2), grad=np.ones(2))
+def test_lr_is_settable_and_used(xp):
+    p = SimpleNamespace(data=xp.zeros(2), grad=xp.ones(2))
     opt = SGD([p], lr=1.0)
     opt.lr = 0.25
     opt.step()
-    np.testing.assert_array_equal(p.data, [-0.25, -0.25])
+    np.testing.assert_array_equal(to_host(p.data), [-0.25, -0.25])
 
 
 def test_duplicate_parameters_are_rejected():

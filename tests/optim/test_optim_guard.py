@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from device_helpers import host, on_device
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,16 +18,16 @@ optimizers = st.sampled_from((lambda ps: AdamW(ps, 0.1, weight_decay=0.01),
 
 def params_with_grads(seed: int, scale: float = 3.0) -> list[Parameter]:
     g = np.random.default_rng(seed)
-    params = [Parameter(g.standard_normal(s)) for s in [(3, 4), (4,), (2, 2)]]
+    params = [Parameter(on_device(g.standard_normal(s))) for s in [(3, 4), (4,), (2, 2)]]
     for p in params:
-        p.grad = g.standard_normal(p.data.shape) * scale
+        p.grad = on_device(g.standard_normal(p.data.shape) * scale)
     return params
 
 
 def snapshot(params, optimizer) -> list[bytes]:
     state = optimizer.state_dict()
-    return [p.data.tobytes() for p in params] + [
-        np.asarray(v).tobytes() for _, v in sorted(state.items())]
+    return [host(p.data).tobytes() for p in params] + [
+        host(v).tobytes() for _, v in sorted(state.items())]
 
 
 @settings(max_examples=20, deadline=None)
@@ -52,7 +53,7 @@ def test_a_non_finite_loss_or_gradient_leaves_everything_as_it_was(seed, make, b
     optimizer = make(params)
     guarded_step(optimizer, params, 1.0, 1.0)  # some optimizer state to keep
     for p in params:
-        p.grad = np.random.default_rng(seed + 1).standard_normal(p.data.shape)
+        p.grad = on_device(np.random.default_rng(seed + 1).standard_normal(p.data.shape))
     loss = float(bad.split()[1]) if bad.startswith("loss") else 2.0
     if bad.startswith("grad"):
         params[1].grad[2] = float(bad.split()[1])

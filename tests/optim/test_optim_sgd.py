@@ -4,9 +4,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from optim_helpers import assert_matches_torch
+from optim_helpers import ON_XP, assert_matches_torch
 
 from scratchpar.backend import to_host
 from scratchpar.optim import SGD
@@ -31,7 +31,7 @@ configs = st.sampled_from(
 )
 
 
-@settings(max_examples=30, deadline=None)
+@ON_XP
 @given(
     config=configs,
     shape=st.lists(st.integers(1, 5), min_size=0, max_size=3).map(tuple),
@@ -55,29 +55,29 @@ def test_sgd_matches_reference(xp, config, shape, steps, seed):
     assert opt.step_count == steps
 
 
-def test_plain_sgd_first_step_by_hand():
-    p = SimpleNamespace(data=np.array([1.0, -2.0]), grad=np.array([0.5, 4.0]))
+def test_plain_sgd_first_step_by_hand(xp):
+    p = SimpleNamespace(data=xp.asarray([1.0, -2.0]), grad=xp.asarray([0.5, 4.0]))
     SGD([p], lr=0.1).step()
-    np.testing.assert_array_equal(p.data, [0.95, -2.4])
+    np.testing.assert_array_equal(to_host(p.data), [0.95, -2.4])
 
 
-def test_momentum_two_steps_by_hand():
-    p = SimpleNamespace(data=np.array([1.0]), grad=np.array([1.0]))
+def test_momentum_two_steps_by_hand(xp):
+    p = SimpleNamespace(data=xp.asarray([1.0]), grad=xp.asarray([1.0]))
     opt = SGD([p], lr=0.1, momentum=0.9)
     opt.step()  # b = 1, θ = 1 − 0.1
-    np.testing.assert_allclose(p.data, [0.9])
+    np.testing.assert_allclose(to_host(p.data), [0.9])
     opt.step()  # b = 0.9·1 + 1 = 1.9, θ = 0.9 − 0.19
-    np.testing.assert_allclose(p.data, [0.71])
-    np.testing.assert_allclose(opt.state[0]["momentum_buffer"], [1.9])
+    np.testing.assert_allclose(to_host(p.data), [0.71])
+    np.testing.assert_allclose(to_host(opt.state[0]["momentum_buffer"]), [1.9])
 
 
-def test_nesterov_two_steps_by_hand():
-    p = SimpleNamespace(data=np.array([1.0]), grad=np.array([1.0]))
+def test_nesterov_two_steps_by_hand(xp):
+    p = SimpleNamespace(data=xp.asarray([1.0]), grad=xp.asarray([1.0]))
     opt = SGD([p], lr=0.1, momentum=0.5, nesterov=True)
     opt.step()  # b = 1, d = 1 + 0.5 = 1.5, θ = 1 − 0.15
-    np.testing.assert_allclose(p.data, [0.85])
+    np.testing.assert_allclose(to_host(p.data), [0.85])
     opt.step()  # b = 1.5, d = 1 + 0.75 = 1.75, θ = 0.85 − 0.175
-    np.testing.assert_allclose(p.data, [0.675])
+    np.testing.assert_allclose(to_host(p.data), [0.675])
 
 
 def test_momentum_buffer_is_per_parameter(xp):

@@ -68,8 +68,8 @@ def test_resume_is_bit_identical(xp, name, split, dtype):
 
 
 @pytest.mark.parametrize("name", ["momentum", "adam"])
-def test_resume_through_npz_file(name):
-    theta, grads = make_run(np, "float32")
+def test_resume_through_npz_file(xp, name):
+    theta, grads = make_run(xp, "float32")
     lrs = [0.05] * STEPS
     whole = fresh(theta)
     train(FACTORIES[name](whole), whole, grads, lrs)
@@ -78,19 +78,19 @@ def test_resume_through_npz_file(name):
     opt = FACTORIES[name](first)
     train(opt, first, grads[:3], lrs[:3])
     buffer = io.BytesIO()
-    np.savez(buffer, **opt.state_dict())  # scalars come back as 0-d arrays
+    np.savez(buffer, **{k: to_host(v) for k, v in opt.state_dict().items()})  # 0-d scalars
     buffer.seek(0)
     with np.load(buffer) as loaded:
-        sd = dict(loaded)
+        sd = dict(loaded)  # host arrays, loaded into the device's buffers
     resumed = FACTORIES[name](first)
     resumed.load_state_dict(sd)
     train(resumed, first, grads[3:], lrs[3:])
     for a, b in zip(whole, first, strict=True):
-        np.testing.assert_array_equal(a.data, b.data, strict=True)
+        np.testing.assert_array_equal(to_host(a.data), to_host(b.data), strict=True)
 
 
-def test_state_dict_keys():
-    theta, grads = make_run(np, "float64")
+def test_state_dict_keys(xp):
+    theta, grads = make_run(xp, "float64")
     params = fresh(theta)
     opt = Adam(params)
     train(opt, params, grads[:2], [1e-3] * 2)
@@ -121,33 +121,33 @@ def test_state_dict_is_a_copy_both_ways(name):
     assert arrays and not any(np.array_equal(before[k], v) for k, v in arrays.items())
 
 
-def test_load_copies_into_existing_buffers():
-    params = fresh([np.ones(3)])
-    params[0].grad = np.ones(3)
+def test_load_copies_into_existing_buffers(xp):
+    params = fresh([xp.ones(3)])
+    params[0].grad = xp.ones(3)
     opt = Adam(params)
     opt.step()
     buffer = opt.state[0]["exp_avg"]
     sd = opt.state_dict()
-    sd["exp_avg.0"] = np.full(3, 7.0)
+    sd["exp_avg.0"] = np.full(3, 7.0)  # a host array, as from a checkpoint file
     opt.load_state_dict(sd)
     assert opt.state[0]["exp_avg"] is buffer
-    np.testing.assert_array_equal(buffer, [7.0, 7.0, 7.0])
+    np.testing.assert_array_equal(to_host(buffer), [7.0, 7.0, 7.0])
 
 
-def test_load_drops_state_absent_from_the_dict():
-    params = fresh([np.ones(3)])
-    params[0].grad = np.ones(3)
+def test_load_drops_state_absent_from_the_dict(xp):
+    params = fresh([xp.ones(3)])
+    params[0].grad = xp.ones(3)
     opt = SGD(params, lr=0.1, momentum=0.9)
     empty = opt.state_dict()
     opt.step()
     opt.load_state_dict(empty)
     assert opt.state == [{}] and opt.step_count == 0
     opt.step()  # the momentum buffer starts again from b = g
-    np.testing.assert_array_equal(opt.state[0]["momentum_buffer"], np.ones(3))
+    np.testing.assert_array_equal(to_host(opt.state[0]["momentum_buffer"]), np.ones(3))
 
 
-def _trained_adam():
-    theta, grads = make_run(np, "float64")
+def _trained_adam(xp):
+    theta, grads = make_run(xp, "float64")
     params = fresh(theta)
     opt = Adam(params)
     train(opt, params, grads[:5], [1e-3] * 5)
@@ -171,8 +171,8 @@ def _trained_adam():
         (lambda sd: sd.update({"lr": np.ones(2)}), "'lr'"),
     ],
 )
-def test_load_errors_name_the_key_and_change_nothing(edit, match):
-    opt = _trained_adam()
+def test_load_errors_name_the_key_and_change_nothing(xp, edit, match):
+    opt = _trained_adam(xp)
     before = opt.state_dict()
     sd = opt.state_dict()
     sd["exp_avg.1"] = sd["exp_avg.1"] + 1.0  # a change that a partial load would let through
