@@ -23,7 +23,7 @@ class SingleDevice:
         self.optimizer.zero_grad()
         loss = self.loss_fn(self.model, batch)
         loss.backward()
-        return guarded_step(self.optimizer, self.params, loss.item(), self.grad_clip)
+        return guarded_step(self.optimizer, self.params, loss.data, self.grad_clip)
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optim": self.optimizer.state_dict()}

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .. import optim, parallel
-from ..backend import BackendError, rng, set_device
+from ..backend import BackendError, set_device
 from ..comm.agree import agreeing
 from ..data import DataError
+from ..device_rng import DeviceRandom
 from ..trace.tracer import Tracer
 from .checkpoint import CheckpointError, load_checkpoint
 from .config import ConfigError
@@ -64,7 +63,7 @@ class Prepared:
     comm: object
     task: Task
     optimizer: object
-    dropout_gen: np.random.Generator
+    dropout_gen: DeviceRandom
     checkpoint: tuple[dict, dict] | None
 
 
@@ -89,7 +88,7 @@ def prepare(cfg, comm=None) -> Prepared:
     if problems:
         raise ConfigError(problems)
     set_device(cfg.train.device, local_rank)
-    dropout_gen = rng(cfg.train.seed, 1, rank)  # every rank its own dropout masks
+    dropout_gen = DeviceRandom(cfg.train.seed, 1, rank)  # every rank its own dropout masks
     task = build_task(cfg, dropout_gen)  # every rank initializes alike (DP broadcasts rank 0's)
     optimizer = build_optimizer(cfg, task.model.parameters())
     checkpoint = load_checkpoint(cfg.train.resume) if cfg.train.resume else None

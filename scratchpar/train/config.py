@@ -81,7 +81,8 @@ class TrainConfig:
     steps: int = opt(1500, "optimizer steps to train")
     batch_size: int = opt(32, "global batch size (sequences or samples)")
     seed: int = opt(0, "seed of the data, the initialization and dropout")
-    device: str = opt("cpu", "array backend", choices=("cpu", "cuda"))
+    device: str = opt("cpu", "array backend (double: CuPy's rules on the CPU, for testing)",
+                      choices=("cpu", "cuda", "double"))
     dtype: str = opt("float32", "parameter and activation dtype", choices=("float32", "float64"))
     log_every: int = opt(25, "steps between metrics records")
     eval_batches: int = opt(8, "held-out batches for the final evaluation")

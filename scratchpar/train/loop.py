@@ -36,7 +36,7 @@ class Trainer:
         """Rank 0 writes the strategy's state and each rank's dropout stream; every rank calls
         this at the same step, and every rank asks the strategy for its state, which may be a
         collective (local SGD gathers every rank's replica on rank 0)."""
-        stream = self.dropout_gen.bit_generator.state
+        stream = self.dropout_gen.state
         streams = [stream] if self.comm is None else self.comm.allgather_obj(stream)
         strategy_state = self.strategy.state_dict()
         if not self.is_logger:
@@ -61,7 +61,7 @@ class Trainer:
                 raise ValueError(f"it is at step {step}, and this run stops at step {stop}")
             self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
             if self.rank < len(meta["dropout_rng"]):
-                self.dropout_gen.bit_generator.state = meta["dropout_rng"][self.rank]
+                self.dropout_gen.state = meta["dropout_rng"][self.rank]
             self.step = step
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             raise CheckpointError(f"{directory} does not fit this run: {e}") from e
@@ -85,8 +85,7 @@ class Trainer:
         while self.step < stop:
             lr = self.schedule(self.step)
             self.strategy.optimizer.lr = lr
-            batch = self.task.batch(self.step, t.batch_size)
-            units = self.task.count(batch)
+            batch, units = self.task.batch(self.step, t.batch_size)
             metrics = self.strategy.step(batch)
             self.step += 1
             units_done += units

@@ -11,6 +11,7 @@ from ..autograd import functional as F
 from ..autograd import no_grad
 from ..backend import rng, to_device
 from ..data import CharText, SyntheticClassification, SyntheticLanguage
+from ..device_rng import DeviceRandom
 
 EVAL_OFFSET = 2**40  # held-out batches are drawn at data positions no training run reaches
 
@@ -22,9 +23,12 @@ class Task:
     unit: str  # what the loss is averaged over: "tok" or "sample"
 
     def batch(self, step: int, batch_size: int):
-        """Global batch ``step`` on the device: B (b, n+1) ids, or (x (b, F), y (b,))."""
+        """Global batch ``step`` on the device: B (b, n+1) ids, or (x (b, F), y (b,)), and its
+        units, counted on the host before the copy (counting on the device would be a sync)."""
         batch = self.dataset.batch(step, batch_size)
-        return tuple(map(to_device, batch)) if isinstance(batch, tuple) else to_device(batch)
+        units = int(self.count(batch))  # on the host: no wait
+        return (tuple(map(to_device, batch)) if isinstance(batch, tuple) else to_device(batch),
+                units)
 
     def loss(self, model, batch, reduction: str = "mean"):
         if self.unit == "tok":
@@ -32,8 +36,9 @@ class Task:
         x, y = batch
         return F.cross_entropy(model(x), y, reduction=reduction)
 
-    def count(self, batch) -> int:
-        """Units (non-pad target tokens, or samples) in ``batch``."""
+    def count(self, batch):
+        """Units (non-pad target tokens, or samples) in ``batch``: an int, or a 0-d array on
+        the batch's device."""
         return nn.count_targets(batch) if self.unit == "tok" else len(batch[1])
 
     def floor(self) -> float | None:
@@ -46,14 +51,14 @@ class Task:
         total = units = 0.0
         with no_grad():
             for i in range(n_batches):
-                batch = self.batch(EVAL_OFFSET + i, batch_size)
+                batch, n = self.batch(EVAL_OFFSET + i, batch_size)
                 total += self.loss(self.model, batch, reduction="sum").item()
-                units += self.count(batch)
+                units += n
         self.model.train()
         return total / max(units, 1)
 
 
-def build_task(cfg, dropout_gen: np.random.Generator) -> Task:
+def build_task(cfg, dropout_gen: DeviceRandom) -> Task:
     """Dataset and freshly initialized model for Config ``cfg`` (initialization seeded by it)."""
     m, d = cfg.model, cfg.data
     seed, dtype = cfg.train.seed, np.dtype(cfg.train.dtype)

@@ -150,8 +150,10 @@ CORRUPTIONS = {
     "meta-not-object": lambda ck, r: _set_meta(ck, r.choice([[], 1, None, "meta", [{}]])),
     "meta-deep": lambda ck, r: (ck / "meta.json").write_text("[" * 100000 + "]" * 100000),
     "step": lambda ck, r: _edit(ck, r, "step", ["3", "three", 3.5, -1, 10**30, None, True]),
-    "dropout-rng": lambda ck, r: _edit(ck, r, "dropout_rng", [[], [{}], "x", [None], [[1, 2]],
-                                                              [{"bit_generator": "MT19937"}]]),
+    "dropout-rng": lambda ck, r: _edit(ck, r, "dropout_rng", [
+        [], [{}], "x", [None], [[1, 2]], [{"bit_generator": "MT19937"}],
+        [{"key": -1, "position": 0}], [{"key": 2**64, "position": 0}],
+        [{"key": 1, "position": True}], [{"key": 1.5, "position": 0}]]),
     "sha256": lambda ck, r: _edit(ck, r, "sha256", [[], {}, {"model": 5}, {"../model": "0"}]),
     "part-meta": lambda ck, r: _edit(ck, r, r.choice(["optim", "model", "local_sgd"]),
                                      ["x", [], {"world": -1, "diverged": True}, {"world": 0},

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scratchpar.backend import rng
+from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel import SingleDevice
 from scratchpar.train import make_config
 from scratchpar.train.build import build_optimizer
@@ -78,11 +78,11 @@ def measured_peak(cfg) -> int:
     computing its entropy floor, building the optimizer, taking one step and evaluating."""
     tracemalloc.start()
     try:
-        task = build_task(cfg, rng(cfg.train.seed, 1))
+        task = build_task(cfg, DeviceRandom(cfg.train.seed, 1))
         task.floor()
         optimizer = build_optimizer(cfg, task.model.parameters())
         strategy = SingleDevice(task.model, optimizer, task.loss, cfg.optim.grad_clip)
-        strategy.step(task.batch(0, cfg.train.batch_size))
+        strategy.step(task.batch(0, cfg.train.batch_size)[0])
         task.evaluate(cfg.train.eval_batches, cfg.train.batch_size)
         return tracemalloc.get_traced_memory()[1]
     finally:

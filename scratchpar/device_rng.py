@@ -1,0 +1,60 @@
+"""Random numbers drawn on the device, from a stream whose whole state is two integers.
+
+SplitMix64 (Steele, Lea & Flood, "Fast splittable pseudorandom number generators", OOPSLA
+2014) is counter-based: its n-th output is a fixed mix of ``key + n·γ``. So draw n values is
+n independent elementwise mixes of positions, one vectorized pass on NumPy, CuPy or the double,
+with no generator object living on the device. The stream is (key, position): a checkpoint
+saves it as two integers and resumes mid-run, and a CPU run and a GPU run of the same seed draw
+the same dropout masks, bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+GAMMA = np.uint64(0x9E3779B97F4A7C15)  # ⌊2⁶⁴/φ⌋, odd: key + n·γ visits every 64-bit value
+MIX1, MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)  # the paper's mix
+SHIFTS = tuple(np.uint64(s) for s in (30, 27, 31, 11))
+UNIT = 2.0 ** -53  # 53 random bits → a float64 in [0, 1)
+LIMIT = 2 ** 64
+
+
+class DeviceRandom:
+    """Uniform floats on any device from the stream (``seed``, ``*stream``): extra integers
+    (a rank, a purpose) give independent streams, as ``backend.rng`` does on the host."""
+
+    def __init__(self, seed: int, *stream: int):
+        key = np.random.SeedSequence([seed, *stream]).generate_state(1, np.uint64)[0]
+        self.key, self.position = int(key), 0
+
+    def random(self, shape, xp=np):
+        """``shape`` floats in [0, 1) as an array of ``xp``; the stream moves past them."""
+        n = math.prod(shape)
+        z = xp.arange(self.position + 1, self.position + n + 1, dtype=xp.uint64)  # (n,)
+        z *= GAMMA  # arithmetic mod 2⁶⁴: the state after n steps of +γ
+        z += np.uint64(self.key)
+        z ^= z >> SHIFTS[0]
+        z *= MIX1
+        z ^= z >> SHIFTS[1]
+        z *= MIX2
+        z ^= z >> SHIFTS[2]
+        self.position += n
+        return ((z >> SHIFTS[3]).astype(xp.float64) * UNIT).reshape(shape)
+
+    @property
+    def state(self) -> dict:
+        """The whole stream, as JSON-able integers."""
+        return {"key": self.key, "position": self.position}
+
+    @state.setter
+    def state(self, state: dict) -> None:
+        if not isinstance(state, dict) or set(state) != {"key", "position"}:
+            raise ValueError(f"a random stream's state is {{'key', 'position'}}, got {state!r}")
+        key, position = state["key"], state["position"]
+        for name, value in (("key", key), ("position", position)):
+            if type(value) is not int or not 0 <= value < LIMIT:
+                raise ValueError(f"a random stream's {name} must be an integer in [0, 2⁶⁴), "
+                                 f"got {value!r}")
+        self.key, self.position = key, position
