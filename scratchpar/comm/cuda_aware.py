@@ -7,23 +7,40 @@ import functools
 import os
 import sys
 
+from mpi4py import MPI
+
 from scratchpar.comm.errors import CommError
+
+ENV = "SCRATCHPAR_CUDA_AWARE"
+STAGING_NOTE = (f"scratchpar: MPI is not CUDA-aware; GPU buffers are staged through pinned host "
+                f"memory ({ENV}=1 overrides)")
 
 
 @functools.cache
-def log_staging_once() -> None:
-    print("scratchpar: MPI is not CUDA-aware; GPU buffers are staged through host memory "
-          "(SCRATCHPAR_CUDA_AWARE=1 overrides)", file=sys.stderr, flush=True)
+def log_once(message: str) -> None:
+    """Print ``message`` to stderr the first time this process asks to, on world rank 0 only:
+    every rank loads the same library and decides alike, so the job says it once."""
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        print(message, file=sys.stderr, flush=True)
 
 
 @functools.cache
 def detect_cuda_aware() -> bool:
-    """``$SCRATCHPAR_CUDA_AWARE`` (0/1) if set, else the library's ``MPIX_Query_cuda_support``."""
-    env = os.environ.get("SCRATCHPAR_CUDA_AWARE")
-    if env in ("0", "1"):
-        return env == "1"
-    if env is not None:
-        raise CommError(f"SCRATCHPAR_CUDA_AWARE must be 0 or 1, got {env!r}")
+    """``$SCRATCHPAR_CUDA_AWARE`` (0/1) if set (logged once), else the library's own answer."""
+    env = os.environ.get(ENV)
+    if env is None:
+        return library_cuda_aware()
+    if env not in ("0", "1"):
+        raise CommError(f"{ENV} must be 0 or 1, got {env!r}")
+    route = "go to MPI directly" if env == "1" else "are staged through pinned host memory"
+    log_once(f"scratchpar: {ENV}={env} overrides the MPI library, which reports "
+             f"{'' if library_cuda_aware() else 'no '}CUDA support: GPU buffers {route}")
+    return env == "1"
+
+
+@functools.cache
+def library_cuda_aware() -> bool:
+    """The loaded MPI library's ``MPIX_Query_cuda_support()`` (MPICH, Open MPI); False without."""
     try:
         with open("/proc/self/maps") as maps:  # the MPI library this process loaded (Linux)
             libs = {line.split()[-1] for line in maps if "libmpi" in line and ".so" in line}
@@ -34,3 +51,18 @@ def detect_cuda_aware() -> bool:
         if query is not None:
             return bool(query())
     return False
+
+
+def refused(error: BaseException) -> str:
+    """MPI's refusal of a device buffer, and the claim of CUDA-awareness that sent it there."""
+    library = library_cuda_aware()
+    if os.environ.get(ENV) == "1":
+        claim = f"{ENV}=1 says"
+    elif library:
+        claim = "the library reports (MPIX_Query_cuda_support)"
+    else:
+        claim = "Communicator(cuda_aware=True) says"
+    return (f"MPI refused a device buffer: {error}. Device buffers go to MPI directly because "
+            f"{claim} that the MPI library is CUDA-aware (the library itself reports "
+            f"{'' if library else 'no '}CUDA support); {ENV}=0 or cuda_aware=False stages "
+            f"them through host memory instead")

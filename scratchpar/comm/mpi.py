@@ -13,9 +13,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from scratchpar import backend
-from scratchpar.comm import debug
-from scratchpar.comm.cuda_aware import detect_cuda_aware, log_staging_once
+from scratchpar.comm import debug, staging
+from scratchpar.comm.cuda_aware import detect_cuda_aware, refused
 from scratchpar.comm.errors import CommError, MessageError, WaitTimeout
 from scratchpar.comm.watchdog import Recent, Wait, debug_enabled, default_timeout, failed, report
 from scratchpar.comm.workspace import Workspace
@@ -27,12 +26,19 @@ MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 
 
 class Request:
-    """A pending message: the MPI request, what it is for, and what to do once it completes."""
+    """A pending message: the MPI request, what it is for, and what to do once it completes
+    (copy a staged receive to the device, give staging buffers back)."""
 
     __slots__ = ("mpi", "wait", "finish")
 
     def __init__(self, mpi_request, wait: Wait, finish=None):
         self.mpi, self.wait, self.finish = mpi_request, wait, finish
+
+    def complete(self) -> None:
+        """Run the finish step, once however often the request is waited on."""
+        finish, self.finish = self.finish, None
+        if finish is not None:
+            finish()
 
 
 class Communicator:
@@ -61,7 +67,7 @@ class Communicator:
         self._messages = 0  # user messages posted here, numbered apart: only some ranks send
         self._op: Wait | None = None  # the collective whose messages are being posted
         self._recent = Recent()  # shared with every split and dup (see last_op)
-        self.workspace = Workspace()  # collectives' scratch buffers, reused call after call
+        self.workspace = Workspace()  # scratch and staging buffers, shared with splits and dups
         self.tracer = None  # a trace.Tracer records every collective here (splits, dups alike)
 
     def __repr__(self) -> str:
@@ -99,14 +105,14 @@ class Communicator:
     def isend(self, buf, dest: int, tag: int = 0) -> Request:
         """Start sending the contiguous array ``buf`` to ``dest``; it must not change until done."""
         comm, tag, wait = self._route(tag, "send", buf, dest)
-        send = self._sendable(buf)
-        return Request(comm.Isend(_spec(send), dest, tag), wait)
+        (send, _), finish = self._stage(buf, None)
+        return Request(self._post(comm.Isend, buf, _spec(send), dest, tag), wait, finish)
 
     def irecv(self, buf, source: int, tag: int = 0) -> Request:
         """Start receiving into the contiguous array ``buf`` from ``source``."""
         comm, tag, wait = self._route(tag, "recv", buf, source)
-        host, finish = self._receivable(buf)
-        return Request(comm.Irecv(_spec(host), source, tag), wait, finish)
+        (_, recv), finish = self._stage(None, buf)
+        return Request(self._post(comm.Irecv, buf, _spec(recv), source, tag), wait, finish)
 
     def send(self, buf, dest: int, tag: int = 0) -> None:
         self.wait(self.isend(buf, dest, tag))
@@ -127,8 +133,7 @@ class Communicator:
         if not self._testall(requests, [r.mpi for r in requests], [MPI.Status() for _ in requests]):
             return False
         for r in requests:
-            if r.finish is not None:
-                r.finish()
+            r.complete()
         return True
 
     def wait_all(self, requests: list[Request]) -> None:
@@ -147,8 +152,7 @@ class Communicator:
             else:
                 os.sched_yield()  # free the core at once if another rank waits for it
         for r in requests:
-            if r.finish is not None:
-                r.finish()
+            r.complete()
 
     def _testall(self, requests: list[Request], mpi: list, statuses: list) -> bool:
         """``MPI_Testall``; an MPI error becomes a :class:`MessageError` naming each failed
@@ -194,9 +198,9 @@ class Communicator:
     def mpi_allreduce(self, sendbuf, recvbuf, op: str, blocking: bool = False) -> None:
         """``recvbuf ← ⊕ sendbuf`` by the MPI library (``blocking`` calls MPI_Allreduce itself)."""
         if blocking:
-            send, recv, finish = self._stage(sendbuf, recvbuf)
-            self._coll.Allreduce(_spec(send), _spec(recv), MPI_OPS[op])
-            if finish:
+            (send, recv), finish = self._stage(sendbuf, recvbuf)
+            self._post(self._coll.Allreduce, sendbuf, _spec(send), _spec(recv), MPI_OPS[op])
+            if finish is not None:
                 finish()
             return
         self._mpi("Iallreduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op]))
@@ -222,7 +226,7 @@ class Communicator:
 
     # -- internals ------------------------------------------------------------------------------
     def _family(self, child: Communicator) -> Communicator:
-        child._recent, child.tracer = self._recent, self.tracer
+        child._recent, child.tracer, child.workspace = self._recent, self.tracer, self.workspace
         return child
 
     def _next_wait(self, op: str) -> Wait:
@@ -240,39 +244,42 @@ class Communicator:
         wait = Wait(op.op, op.seq, kind, buf.shape, buf.dtype, peer)
         return self._coll, op.seq % TAG_SPACE, wait
 
-    def _sendable(self, buf):
-        _check_contiguous(buf)
-        if isinstance(buf, np.ndarray):
-            return buf
-        if self.cuda_aware:
-            backend.sync()
-            return buf
-        log_staging_once()
-        return backend.to_host(buf)
-
-    def _receivable(self, buf):
-        _check_contiguous(buf)
-        if isinstance(buf, np.ndarray) or self.cuda_aware:
-            if not isinstance(buf, np.ndarray):
-                backend.sync()
-            return buf, None
-        log_staging_once()
-        host = np.empty(buf.shape, buf.dtype)
-        return host, lambda: buf.set(host)
-
     def _stage(self, sendbuf, recvbuf):
-        """Host copies of GPU buffers where MPI cannot read device memory (``None`` passes)."""
-        send = None if sendbuf is None else self._sendable(sendbuf)
-        recv, finish = (None, None) if recvbuf is None else self._receivable(recvbuf)
-        return send, recv, finish
+        """What MPI reads and writes for ``sendbuf`` and ``recvbuf`` (``None`` passes), and the
+        step that ends the message: staged buffers back to the device and the pool (staging.py)."""
+        for buf in (sendbuf, recvbuf):
+            if buf is not None:
+                _check_contiguous(buf)
+        send, sent = (None, None) if sendbuf is None else \
+            staging.outgoing(sendbuf, self.cuda_aware, self.workspace)
+        recv, received = (None, None) if recvbuf is None else \
+            staging.incoming(recvbuf, self.cuda_aware, self.workspace)
+        if sent is None or received is None:
+            return (send, recv), sent or received
+
+        def finish():
+            received()
+            sent()
+
+        return (send, recv), finish
+
+    def _post(self, call, buf, *args):
+        """``call(*args)``, an MPI call on ``buf``; a device buffer that MPI cannot read, handed
+        to it under a claim of CUDA-awareness, raises :class:`CommError` naming the claim."""
+        try:
+            return call(*args)
+        except (TypeError, BufferError) as error:
+            if not self.cuda_aware or isinstance(buf, np.ndarray):
+                raise
+            raise CommError(f"{self}: {refused(error)}") from error
 
     def _mpi(self, call: str, sendbuf, recvbuf, args) -> None:
-        send, recv, finish = self._stage(sendbuf, recvbuf)
+        (send, recv), finish = self._stage(sendbuf, recvbuf)
         seq = self._op.seq if self._op else self.next_seq()
         buf = sendbuf if sendbuf is not None else recvbuf
         wait = Wait(f"MPI {call}", seq, "", buf.shape, buf.dtype)
-        spec_s, spec_r = _spec(send), _spec(recv)
-        self.wait(Request(getattr(self._coll, call)(*args(spec_s, spec_r)), wait, finish))
+        start = getattr(self._coll, call)
+        self.wait(Request(self._post(start, buf, *args(_spec(send), _spec(recv))), wait, finish))
 
 
 def _check_contiguous(buf) -> None:

@@ -29,7 +29,7 @@ class DataParallelNaive:
         self.xp = get_array_module(*(p.data for p in self.params))
         for p in self.params:  # every replica starts from rank 0's parameters
             collectives.broadcast_(comm, p.data)
-        self._pending = None  # [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
+        self._pending = None  # (2,) [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
 
     @property
     def tracer(self):
@@ -47,11 +47,17 @@ class DataParallelNaive:
     def _forward(self, global_batch):
         """This rank's summed loss, with Σ loss and Σ units (float64) all-reduce started."""
         loss, n = self.local_loss(global_batch)
-        totals = self.xp.array([loss.item(), n], dtype="float64")
-        if self._pending is not None:
-            totals += self.xp.array(self._pending, dtype="float64")
+        totals = self._totals(loss, n)
         self._pending = None
         return collectives.all_reduce_start(self.comm, totals), loss
+
+    def _totals(self, loss, n):
+        """(2,) float64 [Lᵣ, nᵣ] plus the micro-batches not yet reduced, built on the device:
+        nothing waits for the loss before it is reduced."""
+        totals = self.xp.zeros(2, "float64") if self._pending is None else self._pending
+        totals[0] += loss.data
+        totals[1] += n
+        return totals
 
     def local_loss(self, global_batch):
         """This rank's summed loss Lᵣ (a Tensor) and unit count nᵣ."""
@@ -71,10 +77,11 @@ class DataParallelNaive:
 
     def _update(self, totals) -> dict:
         """Scale Σ gradients by 1/N, clip the (now global, identical) gradient, step. The loss
-        and the gradient are the reduced ones, so every rank skips a non-finite step alike."""
-        loss_sum, n = (float(v) for v in totals.wait())
+        and the gradient are the reduced ones, so every rank skips a non-finite step alike. Both
+        stay on the device until the guard reads them together: the step's one wait."""
+        loss_sum, n = totals.wait()  # Σᵣ Lᵣ and N, 0-d
         with self.tracer.region("optimizer", "compute"):
-            scale = 1.0 / max(n, 1.0)
+            scale = 1.0 / self.xp.maximum(n, 1.0)
             for p in self.params:
                 p.grad *= scale
             return guarded_step(self.optimizer, self.params, loss_sum * scale, self.grad_clip)
@@ -137,8 +144,7 @@ class DataParallel(DataParallelNaive):
             loss, n = self.local_loss(global_batch)
         with self.tracer.region("backward", "compute"):
             loss.backward()
-        before = self._pending or [0.0, 0.0]
-        self._pending = [before[0] + loss.item(), before[1] + n]
+        self._pending = self._totals(loss, n)
         return {"loss": loss.item() / max(n, 1)}
 
     def _ready(self, leaf) -> None:

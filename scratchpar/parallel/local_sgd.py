@@ -6,7 +6,9 @@ import math
 
 from ..comm import collectives
 from ..comm.buckets import Buckets
-from ..optim import global_grad_norm, guarded_step, skipped
+from ..optim import guarded_step, skipped
+from ..optim.clip import grad_norm_array
+from ..optim.guard import read_scalars
 from .dp import DataParallel
 
 
@@ -40,10 +42,12 @@ class LocalSGD:
         if self.steps <= self.warmup:
             return self.sync.step(global_batch)
         loss, n = self.sync.local_loss(global_batch)  # Lᵣ summed over this rank's nᵣ units
-        (loss * (1.0 / max(n, 1))).backward()  # this rank's mean gradient
-        norm = global_grad_norm(self.sync.params)
-        totals = self.sync.xp.array([loss.item(), n, norm], dtype="float64")  # Σ‖gᵣ‖: finite
-        loss_sum, total, norms = (float(v) for v in collectives.all_reduce_(self.comm, totals))
+        (loss * (1.0 / self.sync.xp.maximum(n, 1))).backward()  # this rank's mean gradient
+        norm = grad_norm_array(self.sync.params)  # ‖gᵣ‖, 0-d
+        totals = self.sync.xp.zeros(3, "float64")  # [Lᵣ, nᵣ, ‖gᵣ‖], summed: Σ‖gᵣ‖ finite iff all
+        totals[0], totals[1], totals[2] = loss.data, n, norm
+        reduced = collectives.all_reduce_(self.comm, totals)
+        loss_sum, total, norms, norm = read_scalars(*reduced, norm)  # the step's one wait
         mean_loss = loss_sum / max(total, 1.0)
         if math.isfinite(norms):  # iff every replica's gradient is
             metrics = guarded_step(self.optimizer, self.sync.params, mean_loss, self.grad_clip,

@@ -1,4 +1,7 @@
-"""The MPI tier (tests/mpi) on 1, 2, 3 and 4 real ranks, each run a separate mpiexec job."""
+"""The MPI tier (tests/mpi) on 1, 2, 3 and 4 real ranks, each run a separate mpiexec job; every
+job runs each test on the CPU and on the device double (tests/conftest.py), which adds about a
+third to the tier's time: a device mistake can hide at any world size (the fold of 3 ranks,
+the pairs of 4)."""
 
 import pytest
 from launch_helpers import run_mpi

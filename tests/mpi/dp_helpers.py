@@ -1,8 +1,12 @@
-"""Tiny models, batches and checks shared by the data-parallel tests on real ranks."""
+"""Tiny models, batches and checks shared by the data-parallel tests on real ranks.
+
+Models and batches live on the test's device (``backend.to_device``); checks read them on the
+host."""
 
 import hashlib
 
 import numpy as np
+from device_helpers import host, on_device
 
 from scratchpar import nn
 from scratchpar.train.task import Task
@@ -21,18 +25,19 @@ def make_task(kind: str, seed: int, dtype=np.float64) -> Task:
 
 
 def make_batch(kind: str, rows: int, seed: int, dtype=np.float64, pad: bool = True):
-    """A global batch: (x, y) for the MLP, ids (rows, SEQ+1) with some padding for the LMs."""
+    """A global batch on the device: (x, y) for the MLP, ids (rows, SEQ+1) with some padding
+    for the LMs."""
     gen = np.random.default_rng([seed, 7])
     if kind == "mlp":
-        return gen.standard_normal((rows, 5)).astype(dtype), gen.integers(0, 4, rows)
-    return gen.integers(0 if pad else 1, VOCAB, (rows, SEQ + 1))
+        return on_device(gen.standard_normal((rows, 5)), dtype), on_device(gen.integers(0, 4, rows))
+    return on_device(gen.integers(0 if pad else 1, VOCAB, (rows, SEQ + 1)))
 
 
 def replica_digests(comm, model):
-    digest = hashlib.sha256(b"".join(p.data.tobytes() for p in model.parameters())).hexdigest()
-    return comm.allgather_obj(digest)
+    digest = hashlib.sha256(b"".join(host(p.data).tobytes() for p in model.parameters()))
+    return comm.allgather_obj(digest.hexdigest())
 
 
 def assert_close(got, want, rtol, atol=0.0):
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+        np.testing.assert_allclose(host(g), host(w), rtol=rtol, atol=atol)

@@ -2,6 +2,7 @@
 same RankErrors, with no hang, and the world goes on working afterwards."""
 
 import numpy as np
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -31,7 +32,7 @@ def test_every_rank_raises_the_same_report_when_any_rank_fails(comm, failing, al
     else:
         assert lines == [line([r], comm.size, f"rank {r}'s own problem") for r in sorted(failing)]
     # nothing was left unmatched: the next collective works
-    assert (collectives.all_reduce(comm, np.ones(3)) == comm.size).all()
+    assert (host(collectives.all_reduce(comm, on_device(np.ones(3)))) == comm.size).all()
 
 
 def line(ranks: list[int], size: int, message: str) -> str:

@@ -2,6 +2,7 @@
 
 Each rank builds every rank's input from (example seed, rank), so it computes the expected
 output locally from the reference: the only messages are those of the collective under test.
+The inputs live on the test's device; results are compared on the host.
 """
 
 import hashlib
@@ -10,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+from device_helpers import host, on_device
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -66,6 +68,7 @@ def covering_edges(test):
 
 
 def assert_matches(got, want):
+    got = host(got)
     assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.shape)
     if want.dtype.kind == "f":
         np.testing.assert_allclose(got, want, rtol=RTOL[want.dtype], atol=RTOL[want.dtype])
@@ -74,7 +77,7 @@ def assert_matches(got, want):
 
 
 def same_bits_everywhere(comm, x) -> bool:
-    return len(set(comm.allgather_obj(hashlib.sha256(x.tobytes()).hexdigest()))) == 1
+    return len(set(comm.allgather_obj(hashlib.sha256(host(x).tobytes()).hexdigest()))) == 1
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS["all_reduce"])
@@ -84,16 +87,16 @@ def same_bits_everywhere(comm, x) -> bool:
 def test_all_reduce(comm, algorithm, case):
     blocks = case.blocks(comm.size)
     want = reference.all_reduce(blocks, case.op)[comm.rank]
-    mine = blocks[comm.rank].copy()
+    mine = on_device(blocks[comm.rank].copy())
     got = collectives.all_reduce(comm, mine, case.op, algorithm)
     assert_matches(got, want)
-    assert np.array_equal(mine, blocks[comm.rank])  # the input is left alone
-    buf = mine.copy()
+    assert np.array_equal(host(mine), blocks[comm.rank])  # the input is left alone
+    buf = on_device(blocks[comm.rank].copy())
     assert collectives.all_reduce_(comm, buf, case.op, algorithm) is buf
     assert_matches(buf, want)
     if algorithm != "mpi":
         assert same_bits_everywhere(comm, got)
-        assert np.array_equal(buf, got)  # the same algorithm gives the same bits in place
+        assert np.array_equal(host(buf), host(got))  # the same algorithm: the same bits in place
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS["all_reduce"])
@@ -102,9 +105,9 @@ def test_all_reduce(comm, algorithm, case):
 @shared_verdict
 def test_all_reduce_start_overlaps_and_matches_the_blocking_call(comm, algorithm, case):
     mine, other = case.block(comm.rank), case._replace(seed=case.seed + 1).block(comm.rank)
-    blocking = collectives.all_reduce(comm, mine, case.op, algorithm)
-    first = collectives.all_reduce_start(comm, mine.copy(), case.op, algorithm)
-    second = collectives.all_reduce_start(comm, other.copy(), case.op, "tree")  # in flight at once
+    blocking = host(collectives.all_reduce(comm, on_device(mine), case.op, algorithm))
+    first = collectives.all_reduce_start(comm, on_device(mine.copy()), case.op, algorithm)
+    second = collectives.all_reduce_start(comm, on_device(other.copy()), case.op, "tree")
     deadline = time.monotonic() + 30
     while not (first.test() & second.test()):  # `&`: advance both every round
         assert time.monotonic() < deadline, "all_reduce_start never completed under test()"
@@ -112,7 +115,7 @@ def test_all_reduce_start_overlaps_and_matches_the_blocking_call(comm, algorithm
     if algorithm == "mpi":
         assert_matches(first.result, blocking)
     else:
-        assert np.array_equal(first.result, blocking)
+        assert np.array_equal(host(first.result), blocking)
     others = case._replace(seed=case.seed + 1).blocks(comm.size)
     assert_matches(second.result, reference.all_reduce(others, case.op)[comm.rank])
 
@@ -123,7 +126,7 @@ def test_all_reduce_start_overlaps_and_matches_the_blocking_call(comm, algorithm
 @shared_verdict
 def test_reduce_scatter(comm, algorithm, case):
     blocks = case.blocks(comm.size)
-    got = collectives.reduce_scatter(comm, blocks[comm.rank].copy(), case.op, algorithm)
+    got = collectives.reduce_scatter(comm, on_device(blocks[comm.rank]), case.op, algorithm)
     assert_matches(got, reference.reduce_scatter(blocks, case.op)[comm.rank])
 
 
@@ -133,10 +136,10 @@ def test_reduce_scatter(comm, algorithm, case):
 @shared_verdict
 def test_all_gather_of_uneven_blocks(comm, algorithm, case):
     blocks = case.blocks(comm.size, uneven=True)
-    want = reference.all_gather(blocks)[comm.rank]
-    assert_matches(collectives.all_gather(comm, blocks[comm.rank], algorithm), want)
+    want, mine = reference.all_gather(blocks)[comm.rank], on_device(blocks[comm.rank])
+    assert_matches(collectives.all_gather(comm, mine, algorithm), want)
     rows = [len(b) for b in blocks]  # given, the row counts need no exchange
-    assert_matches(collectives.all_gather(comm, blocks[comm.rank], algorithm, rows), want)
+    assert_matches(collectives.all_gather(comm, mine, algorithm, rows), want)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS["broadcast"])
@@ -146,10 +149,10 @@ def test_all_gather_of_uneven_blocks(comm, algorithm, case):
 def test_broadcast(comm, algorithm, case):
     blocks = case.blocks(comm.size)
     root = case.root % comm.size
-    buf = blocks[comm.rank].copy()
+    buf = on_device(blocks[comm.rank].copy())
     assert collectives.broadcast_(comm, buf, root, algorithm) is buf
     assert_matches(buf, reference.broadcast(blocks, root)[comm.rank])
-    assert np.array_equal(buf, blocks[root])
+    assert np.array_equal(host(buf), blocks[root])
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS["reduce"])
@@ -159,7 +162,7 @@ def test_broadcast(comm, algorithm, case):
 def test_reduce(comm, algorithm, case):
     blocks = case.blocks(comm.size)
     root = case.root % comm.size
-    got = collectives.reduce(comm, blocks[comm.rank].copy(), case.op, root, algorithm)
+    got = collectives.reduce(comm, on_device(blocks[comm.rank]), case.op, root, algorithm)
     want = reference.reduce(blocks, case.op, root)[comm.rank]
     if want is None:
         assert got is None
@@ -174,7 +177,7 @@ def test_reduce(comm, algorithm, case):
 def test_gather_of_uneven_blocks(comm, algorithm, case):
     blocks = case.blocks(comm.size, uneven=True)
     root = case.root % comm.size
-    got = collectives.gather(comm, blocks[comm.rank], root, algorithm)
+    got = collectives.gather(comm, on_device(blocks[comm.rank]), root, algorithm)
     want = reference.gather(blocks, root)[comm.rank]
     if want is None:
         assert got is None
@@ -189,47 +192,55 @@ def test_gather_of_uneven_blocks(comm, algorithm, case):
 def test_scatter(comm, algorithm, case):
     blocks = case.blocks(comm.size)
     root = case.root % comm.size
-    mine = blocks[root] if comm.rank == root else None
+    mine = on_device(blocks[root]) if comm.rank == root else None
     got = collectives.scatter(comm, mine, root, algorithm)
     assert_matches(got, reference.scatter(blocks, root)[comm.rank])
 
 
 def _strided():
-    return np.ones((4, 6))[:, ::2]  # (4, 3), not C-contiguous
+    return on_device(np.ones((4, 6)))[:, ::2]  # (4, 3), not C-contiguous
+
+
+def ones(*shape, dtype=np.float64):
+    return on_device(np.ones(shape, dtype))
+
+
+def scalar():
+    return on_device(np.array(1.0))
 
 
 OUTSIDE = r"root -?\d+ is outside 0\.\."
 BAD_CALLS = {
-    "unknown algorithm": (lambda c: collectives.all_reduce(c, np.ones(4), algorithm="nccl"),
+    "unknown algorithm": (lambda c: collectives.all_reduce(c, ones(4), algorithm="nccl"),
                           "algorithm must be one of"),
     "algorithm of another collective": (
-        lambda c: collectives.broadcast_(c, np.ones(4), algorithm="ring"), "got 'ring'"),
-    "unknown op": (lambda c: collectives.all_reduce(c, np.ones(4), "prod"), "'prod'"),
-    "avg of int all_reduce": (lambda c: collectives.all_reduce(c, np.ones(4, np.int32), "avg"),
+        lambda c: collectives.broadcast_(c, ones(4), algorithm="ring"), "got 'ring'"),
+    "unknown op": (lambda c: collectives.all_reduce(c, ones(4), "prod"), "'prod'"),
+    "avg of int all_reduce": (lambda c: collectives.all_reduce(c, ones(4, dtype=np.int32), "avg"),
                               "floating"),
     "avg of int reduce_scatter": (
-        lambda c: collectives.reduce_scatter(c, np.ones(4, np.int64), "avg"), "floating"),
-    "avg of int reduce": (lambda c: collectives.reduce(c, np.ones(4, np.int64), "avg"),
+        lambda c: collectives.reduce_scatter(c, ones(4, dtype=np.int64), "avg"), "floating"),
+    "avg of int reduce": (lambda c: collectives.reduce(c, ones(4, dtype=np.int64), "avg"),
                           "floating"),
-    "root too big": (lambda c: collectives.broadcast_(c, np.ones(4), root=c.size),
+    "root too big": (lambda c: collectives.broadcast_(c, ones(4), root=c.size),
                      OUTSIDE),
-    "negative root": (lambda c: collectives.reduce(c, np.ones(4), root=-1), OUTSIDE),
-    "gather root": (lambda c: collectives.gather(c, np.ones(4), root=c.size), OUTSIDE),
-    "scatter root": (lambda c: collectives.scatter(c, np.ones(4), root=c.size), OUTSIDE),
+    "negative root": (lambda c: collectives.reduce(c, ones(4), root=-1), OUTSIDE),
+    "gather root": (lambda c: collectives.gather(c, ones(4), root=c.size), OUTSIDE),
+    "scatter root": (lambda c: collectives.scatter(c, ones(4), root=c.size), OUTSIDE),
     "strided all_reduce_": (lambda c: collectives.all_reduce_(c, _strided()), "C-contiguous"),
     "strided all_reduce_start": (lambda c: collectives.all_reduce_start(c, _strided()),
                                  "C-contiguous"),
     "strided broadcast_": (lambda c: collectives.broadcast_(c, _strided()), "C-contiguous"),
-    "0-d all_gather": (lambda c: collectives.all_gather(c, np.array(1.0)), "axis 0"),
-    "0-d reduce_scatter": (lambda c: collectives.reduce_scatter(c, np.array(1.0)), "axis 0"),
-    "0-d gather": (lambda c: collectives.gather(c, np.array(1.0)), "axis 0"),
-    "0-d scatter": (lambda c: collectives.scatter(c, np.array(1.0) if c.rank == 0 else None),
+    "0-d all_gather": (lambda c: collectives.all_gather(c, scalar()), "axis 0"),
+    "0-d reduce_scatter": (lambda c: collectives.reduce_scatter(c, scalar()), "axis 0"),
+    "0-d gather": (lambda c: collectives.gather(c, scalar()), "axis 0"),
+    "0-d scatter": (lambda c: collectives.scatter(c, scalar() if c.rank == 0 else None),
                     "axis 0"),
     "rows of another world": (
-        lambda c: collectives.all_gather(c, np.ones((2, 3)), rows=[2] * (c.size + 1)),
+        lambda c: collectives.all_gather(c, ones(2, 3), rows=[2] * (c.size + 1)),
         "one count per rank"),
     "scatter of nothing": (lambda c: collectives.scatter(c, None), "root .rank 0. passed None"),
-    "wrong rows": (lambda c: collectives.all_gather(c, np.ones((2, 3)), rows=[3] * c.size),
+    "wrong rows": (lambda c: collectives.all_gather(c, ones(2, 3), rows=[3] * c.size),
                    r"rows\[\d\] = 3 but x has 2 rows"),
 }
 
@@ -240,5 +251,5 @@ def test_bad_arguments_raise_on_every_rank_then_the_ranks_go_on(comm, name):
     call, match = BAD_CALLS[name]
     with pytest.raises(CommError, match=match):
         call(comm)
-    total = collectives.all_reduce(comm, np.full(3, comm.rank + 1.0), algorithm="ring")
-    assert total.tolist() == [comm.size * (comm.size + 1) / 2] * 3  # still in lockstep
+    total = collectives.all_reduce(comm, on_device(np.full(3, comm.rank + 1.0)), algorithm="ring")
+    assert host(total).tolist() == [comm.size * (comm.size + 1) / 2] * 3  # still in lockstep

@@ -1,6 +1,7 @@
 """Data parallelism on real ranks equals one device: gradients, k steps, replicas, no_sync."""
 
 import numpy as np
+from device_helpers import host, on_device
 from dp_helpers import assert_close, make_batch, make_task, replica_digests
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,7 +103,10 @@ def test_no_sync_accumulation_equals_one_step_on_the_joined_batch(comm, kind, fi
     with dp.no_sync():
         dp.step(a)
     got = dp.step(b)
-    joined = tuple(map(np.concatenate, zip(a, b))) if kind == "mlp" else np.concatenate([a, b])
+    def join(*parts):
+        return on_device(np.concatenate([host(p) for p in parts]))
+
+    joined = tuple(map(join, a, b)) if kind == "mlp" else join(a, b)
     want = single.step(joined)
     np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-12)
     assert_close([p.grad for p in mine.model.parameters()],
@@ -121,14 +125,14 @@ def test_a_parameter_backward_never_reaches_gets_a_zero_gradient(comm, cls, rows
     and the others still equal the single-device gradient."""
     mine, one = make_task("mlp", seed), make_task("mlp", seed)
     for task in (mine, one):
-        task.model.unused = nn.Parameter(np.full((3, 2), 7.0))
+        task.model.unused = nn.Parameter(on_device(np.full((3, 2), 7.0)))
     dp = strategy(cls, mine, SGD(mine.model.parameters(), lr=0.1), comm,
                   **dp_kwargs(cls, bucket_bytes))
     batch = make_batch("mlp", rows, seed)
     dp.step(batch)
     single = oracle(one, SGD(one.model.parameters(), lr=0.1))
     single.step(batch)
-    assert np.array_equal(mine.model.unused.grad, np.zeros((3, 2)))
+    assert np.array_equal(host(mine.model.unused.grad), np.zeros((3, 2)))
     used = [(p, q) for p, q in zip(mine.model.parameters(), one.model.parameters())
             if p is not mine.model.unused]
     assert_close([p.grad for p, _ in used], [q.grad for _, q in used], rtol=1e-10, atol=1e-12)

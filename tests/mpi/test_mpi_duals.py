@@ -1,13 +1,15 @@
 """Differentiable communication on real ranks, in float64, against single-process emulations.
 
-Every rank builds every rank's data from one seed, so each can compute the single-process
-answer itself. The loss convention is Megatron's: after an all-reduce the result is replicated
-and its loss counted once (same upstream weights on every rank); elsewhere each rank's loss
-adds to the total, L = Σ_r L_r, and ``x.grad`` on rank r must be ∂L/∂x_r.
+Every rank builds every rank's data from one seed (on the host), so each can compute the
+single-process answer itself; the tensors under test live on the test's device. The loss
+convention is Megatron's: after an all-reduce the result is replicated and its loss counted
+once (same upstream weights on every rank); elsewhere each rank's loss adds to the total,
+L = Σ_r L_r, and ``x.grad`` on rank r must be ∂L/∂x_r.
 """
 
 import numpy as np
 import pytest
+from device_helpers import host, on_device
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -31,8 +33,18 @@ def rows_of(a, axis, span):
     return np.take(a, range(*span), axis=axis)
 
 
+def leaf(a):
+    """A tensor on the device that wants its gradient, from host data."""
+    return Tensor(on_device(a.copy()), requires_grad=True)
+
+
+def close(got, want, **tolerance):
+    np.testing.assert_allclose(host(got), host(want), **tolerance)
+
+
 def total_loss_grad(comm, loss_of, x, eps=1e-6):
-    """∂(Σ_r L_r)/∂x on this rank by central differences, one rank's entries at a time."""
+    """∂(Σ_r L_r)/∂x on this rank by central differences, one rank's entries at a time
+    (``x`` on the host; ``loss_of`` takes it on the device)."""
     grad = np.zeros_like(x)
     for q, n in enumerate(comm.allgather_obj(x.size)):
         for i in range(n):
@@ -41,7 +53,8 @@ def total_loss_grad(comm, loss_of, x, eps=1e-6):
                 mine = x.copy()
                 if comm.rank == q:
                     mine.reshape(-1)[i] += step
-                sides.append(collectives.all_reduce(comm, np.array([loss_of(mine)]))[0])
+                total = collectives.all_reduce(comm, on_device(np.array([loss_of(mine)])))
+                sides.append(host(total)[0])
             if comm.rank == q:
                 grad.reshape(-1)[i] = (sides[0] - sides[1]) / (2 * eps)
     return grad
@@ -55,18 +68,18 @@ def test_megatron_mlp_with_f_and_g_equals_one_device(comm, b, d, extra, seed):
     r = rng(seed)
     x0, w1, w2, up = (r.standard_normal(s) for s in ((b, d), (d, f), (f, d), (b, d)))
     cols = slice(*bounds(f, comm.size)[comm.rank])
-    x = Tensor(x0.copy(), requires_grad=True)
-    w1_r = Tensor(w1[:, cols].copy(), requires_grad=True)  # W1[D, F/t]
-    w2_r = Tensor(w2[cols].copy(), requires_grad=True)  # W2[F/t, D]
+    x = leaf(x0)
+    w1_r = leaf(w1[:, cols])  # W1[D, F/t]
+    w2_r = leaf(w2[cols])  # W2[F/t, D]
     y = duals.all_reduce((duals.identity(x, comm) @ w1_r).tanh() @ w2_r, comm)
-    (y * up).sum().backward()
-    one = [Tensor(a.copy(), requires_grad=True) for a in (x0, w1, w2)]
+    (y * on_device(up)).sum().backward()
+    one = [leaf(a) for a in (x0, w1, w2)]
     y0 = (one[0] @ one[1]).tanh() @ one[2]
-    (y0 * up).sum().backward()
-    np.testing.assert_allclose(y.data, y0.data, **TIGHT)
-    np.testing.assert_allclose(x.grad, one[0].grad, **TIGHT)
-    np.testing.assert_allclose(w1_r.grad, one[1].grad[:, cols], **TIGHT)
-    np.testing.assert_allclose(w2_r.grad, one[2].grad[cols], **TIGHT)
+    (y0 * on_device(up)).sum().backward()
+    close(y.data, y0.data, **TIGHT)
+    close(x.grad, one[0].grad, **TIGHT)
+    close(w1_r.grad, host(one[1].grad)[:, cols], **TIGHT)
+    close(w2_r.grad, host(one[2].grad)[cols], **TIGHT)
 
 
 @settings(max_examples=10)
@@ -76,13 +89,12 @@ def test_f_and_g_by_hand_and_by_finite_differences(comm, shape, seed):
     """L = Σ w ⊙ g(f(x) ⊙ a_r), so ∂L/∂x = w ⊙ Σ_r a_r: f sums what each rank's shard adds."""
     x0, w = rng(seed).standard_normal((2, *shape))
     a = [rng(seed, q).standard_normal(shape) for q in range(comm.size)]
-    x = Tensor(x0, requires_grad=True)
-    s = duals.all_reduce(duals.identity(x, comm) * a[comm.rank], comm)
-    np.testing.assert_allclose(s.data, x0 * sum(a), **TIGHT)
-    (s * w).sum().backward()
-    np.testing.assert_allclose(x.grad, w * sum(a), **TIGHT)
-    grad_check(lambda t: duals.all_reduce(duals.identity(t, comm) * a[comm.rank], comm),
-               [Tensor(x0.copy(), requires_grad=True)])
+    x, mine = leaf(x0), on_device(a[comm.rank])
+    s = duals.all_reduce(duals.identity(x, comm) * mine, comm)
+    close(s.data, x0 * sum(a), **TIGHT)
+    (s * on_device(w)).sum().backward()
+    close(x.grad, w * sum(a), **TIGHT)
+    grad_check(lambda t: duals.all_reduce(duals.identity(t, comm) * mine, comm), [leaf(x0)])
 
 
 @st.composite
@@ -107,11 +119,11 @@ def test_all_gather_joins_forward_and_reduce_scatters_backward(comm, case, seed)
     xs = [rng(seed, q).standard_normal(with_length(shape, axis, c))
           for q, c in enumerate(counts(n, comm.size))]
     ups = [rng(seed, q, 1).standard_normal(with_length(shape, axis, n)) for q in range(comm.size)]
-    x = Tensor(xs[comm.rank].copy(), requires_grad=True)
+    x = leaf(xs[comm.rank])
     y = duals.all_gather(x, comm, axis=axis)
-    assert np.array_equal(y.data, np.concatenate(xs, axis=axis))
-    (y * ups[comm.rank]).sum().backward()
-    np.testing.assert_allclose(x.grad, rows_of(sum(ups), axis, spans[comm.rank]), **TIGHT)
+    assert np.array_equal(host(y.data), np.concatenate(xs, axis=axis))
+    (y * on_device(ups[comm.rank])).sum().backward()
+    close(x.grad, rows_of(sum(ups), axis, spans[comm.rank]), **TIGHT)
 
 
 @given(case=split_arrays(), seed=seeds)
@@ -122,11 +134,11 @@ def test_reduce_scatter_sums_forward_and_all_gathers_backward(comm, case, seed):
     xs = [rng(seed, q).standard_normal(with_length(shape, axis, n)) for q in range(comm.size)]
     ups = [rng(seed, q, 1).standard_normal(with_length(shape, axis, c))
            for q, c in enumerate(counts(n, comm.size))]
-    x = Tensor(xs[comm.rank].copy(), requires_grad=True)
+    x = leaf(xs[comm.rank])
     y = duals.reduce_scatter(x, comm, axis=axis)
-    np.testing.assert_allclose(y.data, rows_of(sum(xs), axis, spans[comm.rank]), **TIGHT)
-    (y * ups[comm.rank]).sum().backward()
-    assert np.array_equal(x.grad, np.concatenate(ups, axis=axis))
+    close(y.data, rows_of(sum(xs), axis, spans[comm.rank]), **TIGHT)
+    (y * on_device(ups[comm.rank])).sum().backward()
+    assert np.array_equal(host(x.grad), np.concatenate(ups, axis=axis))
 
 
 @pytest.mark.parametrize("axis", [0, 1])
@@ -135,24 +147,24 @@ def test_gather_and_scatter_by_finite_differences(comm, axis):
     """∂(Σ_r L_r)/∂x_r numerically, perturbing one rank's entries at a time."""
     n = comm.size + 1
     mine = counts(n, comm.size)[comm.rank]
-    up = rng(5, comm.rank).standard_normal(with_length((2, 3), axis, n))
+    up = on_device(rng(5, comm.rank).standard_normal(with_length((2, 3), axis, n)))
     x0 = rng(6, comm.rank).standard_normal(with_length((2, 3), axis, mine))
 
     def gathered(a):
-        return (duals.all_gather(Tensor(a), comm, axis=axis).tanh() * up).sum().item()
+        return (duals.all_gather(leaf(a), comm, axis=axis).tanh() * up).sum().item()
 
-    x = Tensor(x0, requires_grad=True)
+    x = leaf(x0)
     (duals.all_gather(x, comm, axis=axis).tanh() * up).sum().backward()
-    np.testing.assert_allclose(x.grad, total_loss_grad(comm, gathered, x0), **NUMERIC)
+    close(x.grad, total_loss_grad(comm, gathered, x0), **NUMERIC)
     z0 = rng(7, comm.rank).standard_normal(with_length((2, 3), axis, n))
-    w = rng(8, comm.rank).standard_normal(x0.shape)
+    w = on_device(rng(8, comm.rank).standard_normal(x0.shape))
 
     def scattered(a):
-        return (duals.reduce_scatter(Tensor(a) ** 2, comm, axis=axis) * w).sum().item()
+        return (duals.reduce_scatter(leaf(a) ** 2, comm, axis=axis) * w).sum().item()
 
-    z = Tensor(z0, requires_grad=True)
+    z = leaf(z0)
     (duals.reduce_scatter(z ** 2, comm, axis=axis) * w).sum().backward()
-    np.testing.assert_allclose(z.grad, total_loss_grad(comm, scattered, z0), **NUMERIC)
+    close(z.grad, total_loss_grad(comm, scattered, z0), **NUMERIC)
 
 
 @shared_verdict
@@ -161,7 +173,7 @@ def test_all_gather_refuses_rows_its_backward_cannot_split(comm):
         pytest.skip("one rank always holds counts(N, 1) rows")
     x = np.ones((int(comm.rank > 0), 2))  # [0, 1, 1, …] rows, not counts(p − 1, p)
     with pytest.raises(CommError, match="splits .* rows as"):
-        duals.all_gather(Tensor(x, requires_grad=True), comm)
+        duals.all_gather(leaf(x), comm)
 
 
 @pytest.fixture(scope="module")
@@ -171,15 +183,16 @@ def pipe(comm):
 
 
 def chain(x0, weights, extras, up):
-    """The whole pipeline on one device: L = Σ_k<last Σ c_k ⊙ h_k + Σ up ⊙ h_last."""
-    x = Tensor(x0, requires_grad=True)
-    ws = [Tensor(w, requires_grad=True) for w in weights]
+    """The whole pipeline on one device: L = Σ_k<last Σ c_k ⊙ h_k + Σ up ⊙ h_last; h, ∂L/∂x and
+    each ∂L/∂W_k on the host."""
+    x = leaf(x0)
+    ws = [leaf(w) for w in weights]
     h, loss = x, 0.0
     for k, w in enumerate(ws):
         h = (h @ w).tanh()
-        loss = loss + (h * (extras[k] if k < len(ws) - 1 else up)).sum()
+        loss = loss + (h * on_device(extras[k] if k < len(ws) - 1 else up)).sum()
     loss.backward()
-    return h.data, x.grad, [w.grad for w in ws]
+    return host(h.data), host(x.grad), [host(w.grad) for w in ws]
 
 
 @settings(max_examples=10)
@@ -193,25 +206,24 @@ def test_send_recv_pipeline_equals_one_device(comm, pipe, b, d, micro, seed):
     r = rng(seed)
     weights = [r.standard_normal((d, d)) for _ in range(comm.size)]
     data = [[r.standard_normal((b, d)) for _ in range(comm.size + 1)] for _ in range(micro)]
-    w = Tensor(weights[k].copy(), requires_grad=True)
+    w = leaf(weights[k])
     xs, ends = [], []
     for m in range(micro):  # x, c_0 … c_{last−1}, up of micro-batch m
-        x = Tensor(data[m][0].copy(), requires_grad=True) if k == 0 else \
-            duals.recv((b, d), np.float64, pipe, k - 1, tag=m)
+        x = leaf(data[m][0]) if k == 0 else duals.recv((b, d), np.float64, pipe, k - 1, tag=m)
         h = (x @ w).tanh()
         xs.append(x)
-        ends.append((h * data[m][-1]).sum() if k == last else
-                    (h * data[m][k + 1]).sum() + duals.send(h, pipe, k + 1, tag=m))
+        ends.append((h * on_device(data[m][-1])).sum() if k == last else
+                    (h * on_device(data[m][k + 1])).sum() + duals.send(h, pipe, k + 1, tag=m))
         if k == last:
             expected_h = chain(data[m][0], weights, data[m][1:-1], data[m][-1])[0]
-            np.testing.assert_allclose(h.data, expected_h, **TIGHT)
+            close(h.data, expected_h, **TIGHT)
     for m in reversed(range(micro)):
         ends[m].backward()
     oracle = [chain(data[m][0], weights, data[m][1:-1], data[m][-1]) for m in range(micro)]
-    np.testing.assert_allclose(w.grad, sum(o[2][k] for o in oracle), **TIGHT)
+    close(w.grad, sum(o[2][k] for o in oracle), **TIGHT)
     if k == 0:
         for x, o in zip(xs, oracle):
-            np.testing.assert_allclose(x.grad, o[1], **TIGHT)
+            close(x.grad, o[1], **TIGHT)
 
 
 @shared_verdict
@@ -220,11 +232,12 @@ def test_send_recv_without_grad_build_no_graph(comm, pipe):
         pytest.skip("a message needs two ranks")
     with no_grad():
         if comm.rank == 0:
-            token = duals.send(Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True), pipe, 1)
+            token = duals.send(leaf(np.arange(6.0).reshape(2, 3)), pipe, 1)
             assert not token.requires_grad and token.item() == 0.0
         if comm.rank == 1:
             got = duals.recv((2, 3), np.float64, pipe, 0)
-            assert not got.requires_grad and np.array_equal(got.data, np.arange(6.0).reshape(2, 3))
+            assert not got.requires_grad
+            assert np.array_equal(host(got.data), np.arange(6.0).reshape(2, 3))
 
 
 @shared_verdict
@@ -234,8 +247,9 @@ def test_the_stand_in_for_the_remote_loss_scales_like_a_loss(comm, pipe):
         pytest.skip("a message needs two ranks")
     c = rng(9).standard_normal((2, 3))
     if comm.rank == 0:
-        x = Tensor(rng(10).standard_normal((2, 3)), requires_grad=True)
+        x0 = rng(10).standard_normal((2, 3))
+        x = leaf(x0)
         (3.0 * duals.send(x.tanh(), pipe, 1)).backward()
-        np.testing.assert_allclose(x.grad, 3 * c * (1 - np.tanh(x.data) ** 2), **TIGHT)
+        close(x.grad, 3 * c * (1 - np.tanh(x0) ** 2), **TIGHT)
     if comm.rank == 1:
-        (duals.recv((2, 3), np.float64, pipe, 0) * c).sum().backward()
+        (duals.recv((2, 3), np.float64, pipe, 0) * on_device(c)).sum().backward()

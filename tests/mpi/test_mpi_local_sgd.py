@@ -3,6 +3,7 @@ a checkpoint holds every replica."""
 
 import dp_helpers as dp_cases
 import numpy as np
+from device_helpers import host
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -86,15 +87,15 @@ def run(strategy, kind, steps, seed):
 
 
 def arrays_of(strategy):
-    """Copies of the parameters, then of the optimizer buffers, in a fixed order."""
+    """Host copies of the parameters, then of the optimizer buffers, in a fixed order."""
     optim = strategy.optimizer.state_dict()
-    return ([p.data.copy() for p in strategy.model.parameters()]
-            + [optim[k] for k in sorted(optim) if hasattr(optim[k], "shape")])
+    return ([host(p.data).copy() for p in strategy.model.parameters()]
+            + [host(optim[k]) for k in sorted(optim) if hasattr(optim[k], "shape")])
 
 
 def assert_bitwise(got, want):
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(map(host, got), map(host, want)):
         assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
 
 
@@ -151,7 +152,7 @@ def test_another_world_size_loads_the_mean_replica_and_a_whole_optimizer_state(c
         models = [state["model"]] + [state[f"replica{q}.model"] for q in range(1, saved)]
         for name, param in loaded.model.state_dict().items():
             mean = np.mean([m[name] for m in models], axis=0)  # θ = (1/p) Σᵣ θᵣ
-            np.testing.assert_allclose(param, mean, rtol=1e-14, atol=1e-15)
+            np.testing.assert_allclose(host(param), mean, rtol=1e-14, atol=1e-15)
         source = state[f"replica{r}.optim"] if 0 < r < saved else state["optim"]
         optim = loaded.optimizer.state_dict()
         assert optim.keys() == source.keys()

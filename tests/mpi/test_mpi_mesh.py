@@ -1,9 +1,11 @@
-"""The mesh on real ranks: every factorization of the world, its sub-communicators, bad meshes."""
+"""The mesh on real ranks: every factorization of the world, its sub-communicators, bad meshes.
+Collectives over its axes run on the test's device."""
 
 import itertools
 
 import numpy as np
 import pytest
+from device_helpers import host, on_device
 from mpi_helpers import shared_verdict
 
 from scratchpar.comm import collectives
@@ -50,20 +52,21 @@ def test_all_reduce_over_an_axis_sums_exactly_its_group(comm, meshes):
         for name in AXES:
             one_hot = np.zeros(comm.size, np.int64)
             one_hot[comm.rank] = comm.rank + 1
-            total = collectives.all_reduce(m.comm(name), one_hot)
+            total = collectives.all_reduce(m.comm(name), on_device(one_hot))
             expected = np.zeros(comm.size, np.int64)
             expected[m.ranks(name)] = np.array(m.ranks(name)) + 1
-            assert np.array_equal(total, expected), (m.shape, name)
+            assert np.array_equal(host(total), expected), (m.shape, name)
 
 
 @shared_verdict
 def test_axes_are_independent_channels(comm, meshes):
     """Collectives started on all three axes at once finish, each with its own group's sum."""
     for m in meshes:
-        x = np.full(3, float(comm.rank + 1))
-        handles = [collectives.all_reduce_start(m.comm(name), x.copy()) for name in AXES]
+        x = np.full(3, float(comm.rank + 1))  # a copy on each axis: the sums are in place
+        handles = [collectives.all_reduce_start(m.comm(a), on_device(x.copy())) for a in AXES]
         for name, handle in zip(AXES, handles):
-            assert np.array_equal(handle.wait(), np.full(3, sum(r + 1 for r in m.ranks(name))))
+            want = np.full(3, sum(r + 1 for r in m.ranks(name)))
+            assert np.array_equal(host(handle.wait()), want)
 
 
 @pytest.mark.parametrize("bad", [lambda n: (n + 1, 1, 1), lambda n: (1, 0, n),
@@ -75,7 +78,7 @@ def test_a_bad_mesh_raises_on_every_rank_before_any_message(comm, bad):
         Mesh(comm, *bad(comm.size))
     good = Mesh(comm, dp=comm.size)  # the ranks are still in step: the next mesh pairs up
     assert good.dp_comm.allgather_obj(comm.rank) == list(range(comm.size))
-    assert collectives.all_reduce(comm, np.ones(2)).tolist() == [comm.size] * 2
+    assert host(collectives.all_reduce(comm, on_device(np.ones(2)))).tolist() == [comm.size] * 2
 
 
 @shared_verdict

@@ -4,6 +4,7 @@ identical, and the next finite step is applied. The verdict rides on values alre
 
 import dp_helpers as dp_cases
 import numpy as np
+from device_helpers import host
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -38,8 +39,8 @@ def poisoned(task, ranks: set[int], rank: int, kind: str, steps: list[int]):
 
 def state(strategy) -> bytes:
     opt = strategy.optimizer.state_dict()
-    return b"".join([p.data.tobytes() for p in strategy.model.parameters()] +
-                    [np.asarray(opt[k]).tobytes() for k in sorted(opt)])
+    return b"".join([host(p.data).tobytes() for p in strategy.model.parameters()] +
+                    [np.asarray(host(opt[k])).tobytes() for k in sorted(opt)])
 
 
 @settings(max_examples=8)

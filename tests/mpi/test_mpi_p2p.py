@@ -1,10 +1,13 @@
-"""The Communicator's point-to-point messages and structure (split, dup, barrier) on real ranks."""
+"""The Communicator's point-to-point messages and structure (split, dup, barrier) on real ranks.
+
+Messages travel on the test's device; what arrived is compared on the host."""
 
 import socket
 import time
 
 import numpy as np
 import pytest
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes
@@ -17,9 +20,18 @@ BIG = (512, 257)  # float64: 1.004 MiB, past MPI's eager limit, so a send waits 
 
 
 def payload(rank: int, shape=BIG, dtype="float64", salt: int = 0):
-    """What ``rank`` sends: distinct per rank and per element, the same wherever it is built."""
+    """What ``rank`` sends: distinct per rank and per element, the same wherever it is built
+    (on the host: ``on_device`` moves it)."""
     n = int(np.prod(shape))
     return ((np.arange(n) % 1000) + 1000 * rank + 100_000 * salt).astype(dtype).reshape(shape)
+
+
+def empty(shape, dtype="float64"):
+    return on_device(np.empty(shape, dtype))
+
+
+def full(shape, value, dtype="float64"):
+    return on_device(np.full(shape, value, dtype))
 
 
 def neighbours(comm):
@@ -32,35 +44,35 @@ def test_blocking_send_recv_around_the_ring_in_both_directions(comm):
         pytest.skip("a blocking send to oneself waits forever for a large message")
     right, left = neighbours(comm)
     for salt, (to, frm) in enumerate([(right, left), (left, right)]):
-        got = np.empty(BIG)
+        got, mine = empty(BIG), on_device(payload(comm.rank, salt=salt))
         if comm.rank % 2 == 0:  # even ranks send first, odd ranks receive first: no cycle
-            comm.send(payload(comm.rank, salt=salt), to)
+            comm.send(mine, to)
             comm.recv(got, frm)
         else:
             comm.recv(got, frm)
-            comm.send(payload(comm.rank, salt=salt), to)
-        assert np.array_equal(got, payload(frm, salt=salt))
+            comm.send(mine, to)
+        assert np.array_equal(host(got), payload(frm, salt=salt))
 
 
 @shared_verdict
 def test_isend_irecv_around_the_ring_in_both_directions(comm):
     right, left = neighbours(comm)
-    from_left, from_right = np.empty(BIG), np.empty(BIG)
-    out_right, out_left = payload(comm.rank, salt=1), payload(comm.rank, salt=2)
+    from_left, from_right = empty(BIG), empty(BIG)
+    out_right, out_left = (on_device(payload(comm.rank, salt=s)) for s in (1, 2))
     comm.wait_all([comm.irecv(from_left, left, tag=1), comm.irecv(from_right, right, tag=2),
                    comm.isend(out_right, right, tag=1), comm.isend(out_left, left, tag=2)])
-    assert np.array_equal(from_left, payload(left, salt=1))
-    assert np.array_equal(from_right, payload(right, salt=2))
+    assert np.array_equal(host(from_left), payload(left, salt=1))
+    assert np.array_equal(host(from_right), payload(right, salt=2))
 
 
 @shared_verdict
 def test_sendrecv_shifts_the_ring_both_ways(comm):
     right, left = neighbours(comm)
-    got = np.empty(BIG)
-    comm.sendrecv(payload(comm.rank), right, got, left)
-    assert np.array_equal(got, payload(left))
-    comm.sendrecv(payload(comm.rank, salt=1), left, got, right)
-    assert np.array_equal(got, payload(right, salt=1))
+    got = empty(BIG)
+    comm.sendrecv(on_device(payload(comm.rank)), right, got, left)
+    assert np.array_equal(host(got), payload(left))
+    comm.sendrecv(on_device(payload(comm.rank, salt=1)), left, got, right)
+    assert np.array_equal(host(got), payload(right, salt=1))
 
 
 @given(shape=array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6),
@@ -68,17 +80,17 @@ def test_sendrecv_shifts_the_ring_both_ways(comm):
 @shared_verdict
 def test_messages_of_any_shape_and_dtype_arrive_whole(comm, shape, dtype):
     right, left = neighbours(comm)
-    got = np.full(shape, -7, dtype)
-    comm.sendrecv(payload(comm.rank, shape, dtype), right, got, left)
+    got = full(shape, -7, dtype)
+    comm.sendrecv(on_device(payload(comm.rank, shape, dtype)), right, got, left)
     assert got.dtype == dtype and got.shape == shape
-    assert np.array_equal(got, payload(left, shape, dtype))
+    assert np.array_equal(host(got), payload(left, shape, dtype))
 
 
 @shared_verdict
 def test_empty_messages_complete(comm):
     right, left = neighbours(comm)
-    got = np.empty((0, 3), np.int64)
-    comm.wait_all([comm.irecv(got, left, tag=5), comm.isend(np.empty((0, 3), np.int64), right,
+    got = empty((0, 3), np.int64)
+    comm.wait_all([comm.irecv(got, left, tag=5), comm.isend(empty((0, 3), np.int64), right,
                                                            tag=5)])
     assert got.shape == (0, 3)
 
@@ -88,12 +100,12 @@ def test_user_messages_never_match_a_collectives_messages(comm):
     right, left = neighbours(comm)
     for tag in (1, 2, 3):  # a new channel numbers its collectives from 1: the same tags
         fresh = comm.dup()
-        got = np.empty(5)
+        got = empty(5)
         pending = fresh.irecv(got, left, tag)  # posted before the collective's own receives
-        total = collectives.all_reduce(fresh, np.full(5, comm.rank + 1.0), algorithm="ring")
-        fresh.wait_all([pending, fresh.isend(np.full(5, -1.0 - comm.rank), right, tag)])
-        assert np.array_equal(total, np.full(5, comm.size * (comm.size + 1) / 2))
-        assert np.array_equal(got, np.full(5, -1.0 - left))
+        total = collectives.all_reduce(fresh, full(5, comm.rank + 1.0), algorithm="ring")
+        fresh.wait_all([pending, fresh.isend(full(5, -1.0 - comm.rank), right, tag)])
+        assert np.array_equal(host(total), np.full(5, comm.size * (comm.size + 1) / 2))
+        assert np.array_equal(host(got), np.full(5, -1.0 - left))
 
 
 @shared_verdict
@@ -101,11 +113,11 @@ def test_some_ranks_talking_does_not_desynchronize_later_collectives(comm):
     talk = comm.dup()
     talk.timeout = 5.0  # a collective whose ranks disagree on its tag fails fast
     if talk.rank == 0:  # a message to itself, while the other ranks send nothing
-        got = np.empty(2)
-        talk.sendrecv(np.ones(2), 0, got, 0)
-        assert np.array_equal(got, np.ones(2))
-    total = collectives.all_reduce(talk, np.ones(2), algorithm="recursive_doubling")
-    assert np.array_equal(total, np.full(2, float(comm.size)))
+        got = empty(2)
+        talk.sendrecv(full(2, 1.0), 0, got, 0)
+        assert np.array_equal(host(got), np.ones(2))
+    total = collectives.all_reduce(talk, full(2, 1.0), algorithm="recursive_doubling")
+    assert np.array_equal(host(total), np.full(2, float(comm.size)))
 
 
 @shared_verdict
@@ -114,8 +126,8 @@ def test_split_by_parity_makes_working_sub_communicators(comm):
     sub = comm.split(color)
     members = [r for r in range(comm.size) if r % 2 == color]
     assert (sub.rank, sub.size) == (members.index(comm.rank), len(members))
-    total = collectives.all_reduce(sub, np.array([comm.rank], np.int64), algorithm="ring")
-    assert total.tolist() == [sum(members)]
+    total = collectives.all_reduce(sub, full(1, comm.rank, np.int64), algorithm="ring")
+    assert host(total).tolist() == [sum(members)]
     reverse = comm.split(color, key=-comm.rank)
     assert reverse.rank == len(members) - 1 - members.index(comm.rank)
 
@@ -125,12 +137,12 @@ def test_a_dup_is_a_separate_channel(comm):
     dup = comm.dup()
     assert (dup.rank, dup.size) == (comm.rank, comm.size)
     right, left = neighbours(comm)
-    on_world, on_dup = np.empty(3), np.empty(3)
+    on_world, on_dup = empty(3), empty(3)
     world_recv = comm.irecv(on_world, left)  # posted first: it would take the dup's message
     dup_recv = dup.irecv(on_dup, left)
-    dup.wait_all([dup.isend(np.full(3, 2.0), right), dup_recv])
-    comm.wait_all([comm.isend(np.full(3, 1.0), right), world_recv])
-    assert on_world.tolist() == [1.0] * 3 and on_dup.tolist() == [2.0] * 3
+    dup.wait_all([dup.isend(full(3, 2.0), right), dup_recv])
+    comm.wait_all([comm.isend(full(3, 1.0), right), world_recv])
+    assert host(on_world).tolist() == [1.0] * 3 and host(on_dup).tolist() == [2.0] * 3
 
 
 @shared_verdict
@@ -147,7 +159,7 @@ def test_barrier_holds_every_rank_until_the_last_arrives(comm):
 @pytest.mark.parametrize("peer", ["size", -1])
 def test_a_peer_outside_the_world_is_refused(comm, peer):
     peer = comm.size if peer == "size" else peer
-    buf = np.zeros(2)
+    buf = full(2, 0.0)
     for post in (comm.isend, comm.irecv, comm.send, comm.recv):
         with pytest.raises(CommError, match=f"peer rank {peer} is outside"):
             post(buf, peer)
@@ -156,6 +168,6 @@ def test_a_peer_outside_the_world_is_refused(comm, peer):
 def test_local_ranks_number_each_node_from_zero(comm):
     hosts = comm.allgather_obj((socket.gethostname(), comm.local_rank))
     assert 0 <= comm.local_rank < comm.size
-    for host in {h for h, _ in hosts}:
-        local = sorted(lr for h, lr in hosts if h == host)
+    for node in {h for h, _ in hosts}:
+        local = sorted(lr for h, lr in hosts if h == node)
         assert local == list(range(len(local)))

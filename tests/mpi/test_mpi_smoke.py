@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -14,8 +15,8 @@ from scratchpar.comm import collectives
 def test_all_ranks_draw_the_same_examples(comm, n):
     drawn = comm.allgather_obj(n)
     assert drawn == [n] * comm.size
-    total = collectives.all_reduce(comm, np.full(n, comm.rank, np.int64))
-    assert np.array_equal(total, np.full(n, comm.size * (comm.size - 1) // 2))
+    total = collectives.all_reduce(comm, on_device(np.full(n, comm.rank, np.int64)))
+    assert np.array_equal(host(total), np.full(n, comm.size * (comm.size - 1) // 2))
 
 
 def test_a_failure_on_one_rank_fails_every_rank(comm):

@@ -1,0 +1,55 @@
+"""How often one step of each data-parallel strategy makes the host wait for the device, on the
+double: once, for the guard's verdict on the reduced loss and gradient norm, on top of whatever
+the model's own forward and backward wait for. Staged messages copy through pinned memory only."""
+
+import dp_helpers as dp_cases
+import pytest
+from mpi_helpers import shared_verdict
+
+from scratchpar.data.shard import shard
+from scratchpar.double import watch
+from scratchpar.optim import AdamW
+from scratchpar.parallel import DataParallel, DataParallelNaive, LocalSGD
+
+STRATEGY_SYNCS = 1  # per step: the non-finite guard reads the loss and the norm in one copy
+STRATEGIES = {
+    "dp": lambda *a: DataParallel(*a, bucket_bytes=256, grad_clip=1.0),
+    "dp-naive": lambda *a: DataParallelNaive(*a, grad_clip=1.0),
+    "local-sgd": lambda *a: LocalSGD(*a, every=2, grad_clip=1.0),  # step 2 averages
+}
+
+
+def model_syncs(task, batch, comm) -> list[str]:
+    """The waits of the model's own forward and backward on this rank's shard."""
+    mine = shard(batch, comm.rank, comm.size)
+    with watch() as seen:
+        task.loss(task.model, mine, "sum").backward()
+        task.count(mine)
+    task.model.zero_grad()
+    return seen.syncs_from("scratchpar")
+
+
+@pytest.mark.parametrize("kind", ["mlp", "gpt"])
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+@shared_verdict
+def test_a_step_waits_for_the_device_once_beyond_the_model(comm, device, name, kind):
+    if device != "double":
+        pytest.skip("only the double counts what the host waited for")
+    task = dp_cases.make_task(kind, 3)
+    strategy = STRATEGIES[name](task.model, AdamW(task.model.parameters(), 0.01), task.loss,
+                                task.count, comm)
+    batch = dp_cases.make_batch(kind, 2 * comm.size + 1, 3)
+    strategy.step(batch)  # the first step builds buffers and optimizer state
+    model = model_syncs(task, batch, comm)
+    seen = []
+    for _ in range(2):  # every step first, then the checks: a failing rank stays in step
+        with watch() as step:
+            strategy.step(batch)
+        seen.append(step)
+    assert model == [], f"the model's forward, backward and count waited: {model}"
+    for number, step in enumerate(seen, start=2):
+        syncs = step.syncs_from("scratchpar")
+        assert len(syncs) == STRATEGY_SYNCS, f"step {number} of {name} waited {len(syncs)} " \
+            f"times: {syncs}"
+        staged = [c for c in step.pageable_copies if " at scratchpar/comm/" in c]
+        assert staged == [], f"messages staged through pageable memory: {staged}"
