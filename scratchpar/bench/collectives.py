@@ -6,6 +6,11 @@ Prints time, algorithmic and bus bandwidth and the ratio to MPI's default for ev
 ceilings (single-process memcpy, 2-rank ping-pong); α and β fitted to the ring's cost model; the
 size up to which recursive doubling beats the ring (the crossover for algorithm="auto"); and the
 targets as PASS/MISS lines.
+
+``--device cuda`` puts every contender's buffers on the GPU (each rank on its node-local one): the
+hand-written all-reduces and MPI's own then run on the same device buffers, staged through pinned
+host memory by the Communicator where MPI is not CUDA-aware (the table says which path ran), and
+the ceilings add the two copies that staging makes.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import numpy as np
 
 from .alphabeta import algbw, busbw
 from .collectives_report import crossovers, fits, human, targets
+from .device import add_argument as add_device_argument
+from .device import describe, judged, staging
 from .mpijob import JobFailed, per_world_size, run_module
 from .table import format_table
 
@@ -57,6 +64,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help=f"sizes {', '.join(map(human, QUICK_SIZES))}, 2 repeats (smoke test)")
     parser.add_argument("--json", metavar="PATH", help="also write every number to this file")
+    add_device_argument(parser)
 
 
 def plan(args) -> tuple[list[int], list[int], int, float]:
@@ -87,17 +95,19 @@ def memcpy_seconds(nbytes: int, repeats: int) -> float:
     return float(np.median(times[1:]))
 
 
-def measure(n: int, sizes: list[int], repeats: int, block_s: float, tmp: Path) -> dict:
+def measure(n: int, sizes: list[int], repeats: int, block_s: float, device: str,
+            tmp: Path) -> dict:
     """Both jobs at world size ``n``: ``{"times": {contender: {bytes: seconds}}, "raw": {…},
-    "pingpong": {…}}``."""
-    merged = {"times": {}, "raw": {}, "pingpong": None}
+    "pingpong": {…}, "copies": {…} (on a device), "cuda_aware": bool}``."""
+    merged = {"times": {}, "raw": {}, "pingpong": None, "copies": None}
     for i, (contenders, env, mpi_name) in enumerate(JOBS):
         print(f"collectives: n={n}, job {i + 1}/{len(JOBS)}: {', '.join(contenders)}"
               + "".join(f" ({k}={v})" for k, v in env.items()), file=sys.stderr, flush=True)
         out = tmp / f"n{n}-job{i}.json"
         run_module(n, "scratchpar.bench.collectives_worker",
                    ["--sizes", ",".join(map(str, sizes)), "--contenders", ",".join(contenders),
-                    "--repeats", str(repeats), "--block-seconds", str(block_s), "--out", str(out)]
+                    "--repeats", str(repeats), "--block-seconds", str(block_s), "--out", str(out),
+                    "--device", device]
                    + (["--pingpong"] if i == 0 else []), JOB_TIMEOUT_S, env)
         job = json.loads(out.read_text())
         for size, per in job["sizes"].items():
@@ -106,6 +116,8 @@ def measure(n: int, sizes: list[int], repeats: int, block_s: float, tmp: Path) -
                 merged["times"].setdefault(label, {})[int(size)] = numbers["median_s"]
                 merged["raw"].setdefault(label, {})[int(size)] = numbers
         merged["pingpong"] = merged["pingpong"] or job["pingpong"]
+        merged["copies"] = merged["copies"] or job["copies"]
+        merged["cuda_aware"] = job["cuda_aware"]
     return merged
 
 
@@ -122,7 +134,7 @@ def timing_rows(results: dict, sizes: list[int]) -> list[list]:
 
 
 def ceiling_rows(results: dict, memcpy_s: float) -> list[list]:
-    rows = [["memcpy (np.copyto, 1 process)", human(MEMCPY_BYTES), 1e6 * memcpy_s,
+    rows = [["memcpy (np.copyto, host, 1 process)", human(MEMCPY_BYTES), 1e6 * memcpy_s,
              MEMCPY_BYTES / memcpy_s / 1e9]]
     for n, res in results.items():
         pp = res["pingpong"]
@@ -130,22 +142,32 @@ def ceiling_rows(results: dict, memcpy_s: float) -> list[list]:
             nbytes, t = pp[f"{kind}_bytes"], pp[f"{kind}_s"]
             rows.append([f"ping-pong rank 0 ↔ 1 (n={n}), one way", human(nbytes), 1e6 * t,
                          nbytes / t / 1e9])
+        copies = res["copies"]
+        if copies:
+            for key, what in (("to_host_s", "device → pinned host"),
+                              ("to_device_s", "pinned host → device")):
+                rows.append([f"copy {what} (n={n}, rank 0)", human(copies["bytes"]),
+                             1e6 * copies[key], copies["bytes"] / copies[key] / 1e9])
     return rows
 
 
 def run(args) -> int:
     ranks, sizes, repeats, block_s = plan(args)
-    print(f"collectives benchmark: float32 sum all-reduce, world sizes {ranks}, "
-          f"sizes {human(sizes[0])} … {human(sizes[-1])}")
+    print(f"collectives benchmark on {describe(args.device)}: float32 sum all-reduce, world sizes "
+          f"{ranks}, sizes {human(sizes[0])} … {human(sizes[-1])}")
     print(f"median of {repeats} timed blocks per contender, taken in turns; each block starts at a "
-          f"barrier and repeats the call to last ≥ {1e3 * block_s:g} ms; time = slowest rank")
+          f"barrier and repeats the call to last ≥ {1e3 * block_s:g} ms"
+          + ("" if args.device == "cpu" else ", then waits for the device")
+          + "; time = slowest rank")
     memcpy_s = memcpy_seconds(MEMCPY_BYTES, repeats)
     try:
         results, load = per_world_size(
-            ranks, lambda n, tmp: measure(n, sizes, repeats, block_s, tmp))
+            ranks, lambda n, tmp: measure(n, sizes, repeats, block_s, args.device, tmp))
     except JobFailed as failure:
         print(f"collectives: {failure}", file=sys.stderr)
         return 1
+    cuda_aware = results[ranks[0]]["cuda_aware"]
+    print(f"buffers: {staging(args.device, cuda_aware)}")
     print(f"load average (1 min) before: {load[0]:.2f}, after: {load[1]:.2f} "
           f"on {os.cpu_count()} cores")
     rows = timing_rows(results, sizes)
@@ -164,16 +186,19 @@ def run(args) -> int:
         ["n", "recursive doubling beats ring up to", "MPI's own fastest at"],
         [[c["n"], human(c["doubling_wins_up_to"]) if c["doubling_wins_up_to"] else "never",
           ", ".join(map(human, c["mpi_fastest_at"])) or "never"] for c in cross]))
-    verdicts = targets(results, sizes, MEMCPY_BYTES / memcpy_s)
+    verdicts = [{**t, "verdict": judged(args.device, t["verdict"])}
+                for t in targets(results, sizes, MEMCPY_BYTES / memcpy_s)]
     print("\n" + format_table(["target", "measured", "at", "verdict"],
                               [[t["target"], t["measured"], t["at"], t["verdict"]]
                                for t in verdicts]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"world_sizes": ranks, "sizes": sizes, "repeats": repeats, "load": load,
+            json.dump({"device": describe(args.device), "cuda_aware": cuda_aware,
+                       "world_sizes": ranks, "sizes": sizes, "repeats": repeats, "load": load,
                        "block_seconds": block_s, "memcpy": {"bytes": MEMCPY_BYTES,
                                                             "seconds": memcpy_s},
-                       "per_world_size": {str(n): {"raw": res["raw"], "pingpong": res["pingpong"]}
+                       "per_world_size": {str(n): {"raw": res["raw"], "pingpong": res["pingpong"],
+                                                   "copies": res["copies"]}
                                           for n, res in results.items()},
                        "table": [dict(zip(["n", "size", "algorithm", "us", "algbw_gbs",
                                            "busbw_gbs", "x_mpi"], r)) for r in rows],

@@ -2,8 +2,10 @@
 
 Run by ``python -m scratchpar.bench collectives`` under ``mpiexec -n N``; not meant to be called
 by hand. Each timed block starts from a barrier and runs the same all-reduce ``calls`` times in a
-row on a preallocated, zero-filled float32 buffer (zeros: the sums never overflow). A sample is
-the slowest rank's time per call in that block.
+row on a preallocated, zero-filled float32 buffer (zeros: the sums never overflow), then waits for
+the device. A sample is the slowest rank's time per call in that block. With ``--device`` other
+than cpu the buffers live on the device, every contender's alike (MPI's own included: the
+Communicator stages them through host memory where MPI is not CUDA-aware).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 
 import numpy as np
 
+from scratchpar import backend
 from scratchpar.bench.collectives_report import human
 from scratchpar.comm.collectives import all_reduce_
 from scratchpar.comm.mpi import Communicator
@@ -32,6 +35,8 @@ def parse_args(argv=None):
     parser.add_argument("--block-seconds", type=float, required=True,
                         help="aim for timed blocks about this long (more calls per block)")
     parser.add_argument("--pingpong", action="store_true", help="also time ranks 0 ↔ 1")
+    parser.add_argument("--device", choices=backend.DEVICES, required=True,
+                        help="where the buffers live; each rank takes its node-local GPU")
     parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
     return parser.parse_args(argv)
 
@@ -65,26 +70,31 @@ def check(comm: Communicator, name: str, call, result, source) -> None:
     source[...] = comm.rank + 1
     call()
     expected = comm.size * (comm.size + 1) / 2
-    if not np.all(result == expected):
+    got = backend.to_host(result)
+    if not np.all(got == expected):
         raise AssertionError(f"{name} all-reduce of {result.nbytes} bytes is wrong on rank "
-                             f"{comm.rank}: got {result[:4]}…, expected {expected}")
+                             f"{comm.rank}: got {got[:4]}…, expected {expected}")
     source[...] = 0
     result[...] = 0
 
 
 def timed_block(comm: Communicator, call, calls: int) -> float:
+    """Seconds per call of ``calls`` calls in a row, up to the end of the last one on the
+    device (its reductions and copies are asynchronous there)."""
     sync(comm)
     start = time.perf_counter()
     for _ in range(calls):
         call()
+    backend.sync()
     return (time.perf_counter() - start) / calls
 
 
 def time_size(comm: Communicator, names: list[str], nbytes: int, repeats: int,
               block_s: float) -> dict:
     """Median per-call seconds of each contender at one size, the contenders taking turns."""
-    buf = np.zeros(nbytes // 4, dtype=np.float32)  # (N/4,) shared by every contender
-    send = np.zeros_like(buf)
+    xp = backend.xp_default()
+    buf = xp.zeros(nbytes // 4, dtype=np.float32)  # (N/4,) shared by every contender
+    send = xp.zeros_like(buf)
     calls, blocks = {}, {}
     for name in names:
         call, source = contender(comm, name, buf, send)
@@ -103,9 +113,9 @@ def time_size(comm: Communicator, names: list[str], nbytes: int, repeats: int,
 
 
 def pingpong(comm: Communicator, nbytes: int, repeats: int) -> float | None:
-    """Median one-way seconds of an ``nbytes`` message between ranks 0 and 1 (half a round trip);
-    the other ranks wait."""
-    buf = np.zeros(nbytes, dtype=np.uint8)
+    """Median one-way seconds of an ``nbytes`` message between ranks 0 and 1 (half a round trip,
+    from device memory to device memory on a device); the other ranks wait."""
+    buf = backend.xp_default().zeros(nbytes, dtype=np.uint8)
     times = []
     for _ in range(repeats + 1):
         sync(comm)
@@ -116,16 +126,36 @@ def pingpong(comm: Communicator, nbytes: int, repeats: int) -> float | None:
         elif comm.rank == 1:
             comm.recv(buf, 0)
             comm.send(buf, 0)
+        backend.sync()
         times.append((time.perf_counter() - start) / 2)
     return float(np.median(times[1:])) if comm.rank == 0 else None
+
+
+def copies(nbytes: int, repeats: int) -> dict:
+    """Median seconds of the two copies that staging makes of an ``nbytes`` buffer: device →
+    pinned host (a send) and pinned host → device (a receive); the staged path's ceiling."""
+    device = backend.xp_default().zeros(nbytes // 4, dtype=np.float32)  # (N/4,)
+    host = backend.empty_pinned(device.shape, device.dtype)
+    times = {"to_host_s": [], "to_device_s": []}
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        device.get(out=host)  # blocking: waits for the copy
+        middle = time.perf_counter()
+        device.set(host)
+        backend.sync()
+        times["to_host_s"].append(middle - start)
+        times["to_device_s"].append(time.perf_counter() - middle)
+    return {"bytes": nbytes, **{k: float(np.median(t[1:])) for k, t in times.items()}}
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     comm = Communicator()
+    backend.set_device(args.device, comm.local_rank)
     sizes = [int(s) for s in args.sizes.split(",")]
     names = args.contenders.split(",")
-    result = {"world_size": comm.size, "sizes": {}, "pingpong": None}
+    result = {"world_size": comm.size, "cuda_aware": comm.cuda_aware, "sizes": {},
+              "pingpong": None, "copies": None}
     for nbytes in sizes:
         if comm.rank == 0:
             print(f"  n={comm.size}, {human(nbytes)}: {', '.join(names)}", file=sys.stderr,
@@ -136,6 +166,8 @@ def main(argv=None) -> int:
         result["pingpong"] = {"small_bytes": sizes[0], "large_bytes": sizes[-1],
                               "small_s": pingpong(comm, sizes[0], args.repeats),
                               "large_s": pingpong(comm, sizes[-1], args.repeats)}
+        if args.device != "cpu" and comm.rank == 0:
+            result["copies"] = copies(sizes[-1], args.repeats)
     if comm.rank == 0:
         with open(args.out, "w") as f:
             json.dump(result, f)

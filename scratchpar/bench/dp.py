@@ -6,8 +6,14 @@ One MPI job per world size runs every contender in turns on three MLPs: a comput
 is weak, as in data-parallel practice: each rank keeps its batch, the global batch grows with the
 world. Contenders: bucketed = DataParallel (bucketed, overlapped with backward), naive =
 DataParallelNaive (one blocking all-reduce per parameter after backward), compute-only = the same
-rank's step on its shard with no communication, torch-ddp = DistributedDataParallel (gloo, file
+rank's step on its shard with no communication, torch-ddp = DistributedDataParallel (file
 rendezvous) when PyTorch is installed. Prints the tables and the targets as PASS/MISS lines.
+
+``--device cuda``: every rank takes the GPU of its node-local rank, so 1-4 ranks on a one-GPU
+machine share it (each on a CuPy stream of its own); scratchpar's gradients are all-reduced
+from device buffers (staged through pinned host memory unless MPI is CUDA-aware). DDP runs on
+the same GPU: NCCL where every rank has a GPU of its own, else gloo over CUDA tensors, since
+NCCL refuses two ranks on one GPU (dp_worker.ddp_backend); the table names the backend.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from .device import add_argument as add_device_argument
+from .device import describe, judged, staging
 from .mpijob import JobFailed, per_world_size, run_module
 from .table import format_table
 
@@ -48,6 +56,7 @@ def add_arguments(parser) -> None:
                              "(load that comes and goes then weighs on every world size)")
     parser.add_argument("--quick", action="store_true", help="tiny MLPs, 3 repeats (smoke test)")
     parser.add_argument("--json", metavar="PATH", help="also write every number to this file")
+    add_device_argument(parser)
 
 
 def exposed_fraction(step_s: float, compute_s: float) -> float:
@@ -78,14 +87,15 @@ def focus(configs: dict) -> list[str]:
             if name in COMM_CONFIGS or (name == "compute" and b == target)]
 
 
-def measure(n: int, configs: dict, repeats: int, warmup: int, ddp: bool, tmp: Path) -> dict:
+def measure(n: int, configs: dict, repeats: int, warmup: int, ddp: bool, device: str,
+            tmp: Path) -> dict:
     print(f"dp: n={n}", file=sys.stderr, flush=True)
     out = tmp / f"n{n}.json"
     specs = {job: {"sizes": configs[name]["sizes"], "batch": n * b, "ddp": ddp}
              for job, (name, b) in jobs(configs).items()}
     run_module(n, "scratchpar.bench.dp_worker",
                ["--configs", json.dumps(specs), "--repeats", str(repeats), "--warmup",
-                str(warmup), "--out", str(out)]
+                str(warmup), "--out", str(out), "--device", device]
                + (["--ddp-file", str(tmp / f"ddp-rendezvous-n{n}")] if ddp else []),
                JOB_TIMEOUT_S, JOB_ENV)
     return json.loads(out.read_text())
@@ -176,25 +186,26 @@ def ddp_rows(results: dict, configs: dict) -> list[list]:
     return rows
 
 
-def targets(results: dict, configs: dict, ddp: list) -> list[list]:
+def targets(results: dict, configs: dict, ddp: list, device: str) -> list[list]:
     """The issue's three targets at ``TARGET_RANKS`` ranks: one row per MLP they apply to."""
     at, target = TARGET_RANKS, f"compute@{configs['compute']['target']}"
     eff = efficiency_of(results, at, target, "bucketed") if at in results else None
     rows = [[f"scaling efficiency, bucketed, {target} ≥ {EFFICIENCY_TARGET}", eff, at,
-             verdict(eff, EFFICIENCY_TARGET, True)]]
+             judged(device, verdict(eff, EFFICIENCY_TARGET, True))]]
     for job in COMM_CONFIGS:
         ratio = None if at not in results else \
             median(results, at, job, "bucketed") / median(results, at, job, "naive")
         rows.append([f"bucketed / naive step time, {job} ≤ {RATIO_TARGET}", ratio, at,
-                     verdict(ratio, RATIO_TARGET, False)])
+                     judged(device, verdict(ratio, RATIO_TARGET, False))])
     for job in focus(configs):
         speedup = next((r[4] for r in ddp if r[0] == job and r[1] == at), None)
         rows.append([f"scratchpar / torch DDP throughput, {job} ≥ {DDP_TARGET}", speedup, at,
-                     verdict(speedup, DDP_TARGET, True) if ddp else "n/a (torch missing)"])
+                     judged(device, verdict(speedup, DDP_TARGET, True)) if ddp
+                     else "n/a (torch missing)"])
     return rows
 
 
-def describe(configs: dict) -> str:
+def models(configs: dict) -> str:
     return "; ".join(f"{name}: MLP {layers(c['sizes'])}, "
                      f"{'/'.join(map(str, c['per_rank']))} samples per rank"
                      for name, c in configs.items())
@@ -221,21 +232,25 @@ def run(args) -> int:
     if ranks[0] < 1 or rounds < 1:
         raise SystemExit(f"--ranks and --rounds must be positive, got {ranks} and {rounds}")
     ddp = torch_available()
-    print(f"dp benchmark: float32, cross-entropy, SGD; {describe(configs)}; world sizes {ranks}; "
-          "weak scaling: the global batch is ranks × per-rank batch")
+    print(f"dp benchmark on {describe(args.device)}: float32, cross-entropy, SGD; "
+          f"{models(configs)}; world sizes {ranks}; weak scaling: the global batch is ranks × "
+          "per-rank batch")
     print(f"median of {rounds} × {repeats} steps per contender after {warmup} warm-up steps, "
-          "taken in turns; each step starts at a barrier; time = slowest rank"
-          + ("" if ddp else "; torch missing: no DDP"))
+          "taken in turns; each step starts at a barrier"
+          + ("" if args.device == "cpu" else " and ends with a wait for the device")
+          + "; time = slowest rank" + ("" if ddp else "; torch missing: no DDP"))
     try:
         measured = [per_world_size(ranks, lambda n, tmp: measure(n, configs, repeats, warmup,
-                                                                 ddp, tmp))
+                                                                 ddp, args.device, tmp))
                     for _ in range(rounds)]
     except JobFailed as failure:
         print(f"dp: {failure}", file=sys.stderr)
         return 1
     results = pool([r for r, _ in measured])
     load = (measured[0][1][0], measured[-1][1][1])
-    print(f"{results[ranks[0]]['malloc']} (all contenders); load average (1 min) before: "
+    first = results[ranks[0]]
+    print(f"buffers: {staging(args.device, first['cuda_aware'])}")
+    print(f"{first['malloc']} (all contenders); load average (1 min) before: "
           f"{load[0]:.2f}, after: {load[1]:.2f} on {os.cpu_count()} cores"
           + ("" if max(results) <= (os.cpu_count() or 1) else
              f"; n={max(results)} is oversubscribed, two ranks share a core"))
@@ -250,14 +265,16 @@ def run(args) -> int:
                          fraction_rows(results, configs)))
     ddp_table = ddp_rows(results, configs)
     if ddp_table:
-        print("\nscratchpar (bucketed) against torch DDP; loss of the first steps checked first\n"
+        print(f"\nscratchpar (bucketed) against torch DDP ({first['ddp_backend']} backend); loss "
+              "of the first steps checked first\n"
               + format_table(["MLP", "n", "scratchpar samples/s", "ddp samples/s",
                               "scratchpar/ddp", "loss abs err"], ddp_table))
-    verdicts = targets(results, configs, ddp_table)
+    verdicts = targets(results, configs, ddp_table, args.device)
     print("\n" + format_table(["target", "measured", "n", "verdict"], verdicts))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"configs": configs, "jobs": jobs(configs), "ranks": ranks,
+            json.dump({"device": describe(args.device), "configs": configs,
+                       "jobs": jobs(configs), "ranks": ranks,
                        "repeats": repeats, "warmup": warmup, "rounds": rounds, "load": load,
                        "per_world_size": {str(n): r for n, r in results.items()},
                        "targets": [dict(zip(["target", "measured", "n", "verdict"], t))

@@ -6,6 +6,10 @@ sample is one step timed from a barrier, the slowest rank's time. The one-device
 the same job, in turn with the others: rank 0 steps on its shard alone while the other ranks
 sleep, so a machine whose speed drifts (a shared host) weighs on both sides of an efficiency
 alike. PyTorch is imported only when ``--ddp-file`` asks for DistributedDataParallel.
+
+With ``--device`` other than cpu, every rank takes the GPU of its node-local rank (ranks sharing
+one GPU each queue on a stream of their own), scratchpar's models and batches live there, and
+every timed step ends with a wait for the device. PyTorch's twins run on that GPU too (cuda).
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ import time
 
 import numpy as np
 
-from scratchpar import nn, optim
+from scratchpar import backend, nn, optim
 from scratchpar.allocator import keep_freed_memory
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
 from scratchpar.bench.collectives_worker import slowest, sync
+from scratchpar.bench.timing import Timed, on_host
 from scratchpar.comm.mpi import Communicator
 from scratchpar.data.shard import shard
 from scratchpar.parallel import DataParallel, DataParallelNaive
@@ -41,6 +46,8 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, required=True, help="untimed steps per contender")
     parser.add_argument("--ddp-file", help="add torch DDP, rendezvous through this new file")
     parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
+    parser.add_argument("--device", choices=backend.DEVICES, required=True,
+                        help="where scratchpar's arrays live; each rank takes its node-local GPU")
     return parser.parse_args(argv)
 
 
@@ -53,7 +60,7 @@ def count_fn(batch) -> int:
     return len(batch[1])
 
 
-def compute_only(model, optimizer, batch, comm):
+def compute_only(model, optimizer, batch, comm) -> Timed:
     """This rank's share of a DP step with no communication: backward on its shard, 1/N, SGD."""
     local, scale = shard(batch, comm.rank, comm.size), 1.0 / len(batch[1])
     params = model.parameters()
@@ -67,17 +74,17 @@ def compute_only(model, optimizer, batch, comm):
             p.grad *= scale
         optimizer.step()
 
-    return step
+    return Timed(step, backend.sync)
 
 
-def alone(step, comm):
+def alone(step: Timed, comm) -> Timed:
     """Rank 0 runs ``step`` by itself, one core busy as on one device, while the other ranks
     sleep until its message wakes them (a spinning wait would load their cores)."""
     flag = np.zeros(1)
 
     def run():
         if comm.rank == 0:
-            step()
+            step()  # the work and its wait
             for r in range(1, comm.size):
                 comm.send(flag, r)
         else:
@@ -85,44 +92,66 @@ def alone(step, comm):
             while not comm.test_all([request]):
                 time.sleep(IDLE_POLL_S)
 
-    return run
+    return Timed(run, on_host)
 
 
-def torch_step(model, sizes: list[int], batch, comm):
-    """A one-device PyTorch step (no DDP) on this rank's shard, from ``model``'s weights."""
+def torch_twin(model, sizes: list[int], batch, comm, device: str):
+    """PyTorch's twin of the MLP ``model`` and this rank's shard of the host ``batch``, on the
+    GPU of this rank when ``device`` is cuda (the one CuPy uses), else on the CPU."""
     import torch
 
     from scratchpar.bench import twins
 
     torch.set_num_threads(1)
-    net = twins.load_from(twins.TorchMLP(sizes), model)
+    where = twins.device_for(device)
+    if where.type == "cuda":
+        torch.cuda.set_device(comm.local_rank % torch.cuda.device_count())
+    net = twins.load_from(twins.TorchMLP(sizes).to(where), model)
+    x, y = (torch.from_numpy(a).to(where) for a in shard(batch, comm.rank, comm.size))
+    return net, x, y, twins.sync_for(device)
+
+
+def torch_step(model, sizes: list[int], batch, comm, device: str) -> Timed:
+    """A one-device PyTorch step (no DDP) on this rank's shard, from ``model``'s weights."""
+    import torch
+
+    net, x, y, wait = torch_twin(model, sizes, batch, comm, device)
     opt = torch.optim.SGD(net.parameters(), lr=LR)
-    x, y = (torch.from_numpy(a) for a in shard(batch, comm.rank, comm.size))
 
     def step():
         opt.zero_grad()
         torch.nn.functional.cross_entropy(net(x), y).backward()
         opt.step()
 
-    return step
+    return Timed(step, wait)
 
 
-def ddp_step(model, sizes: list[int], batch, comm, init_file: str):
-    """A step of torch DDP (gloo, file rendezvous) on a twin of the MLP ``model``: returns its
-    local loss. The shards must be equal, so that DDP's mean of rank means is the global mean."""
+def ddp_backend(device: str, comm) -> str:
+    """NCCL where every rank of the node has a GPU of its own; gloo on the CPU, and on CUDA
+    tensors where ranks share a GPU: NCCL (≥ 2.5) refuses two ranks on one GPU ("Duplicate GPU
+    detected", ncclInvalidUsage), while gloo all-reduces CUDA tensors through host memory, the
+    path scratchpar stages through when MPI is not CUDA-aware."""
+    if device != "cuda":
+        return "gloo"
+    import torch
+
+    return "nccl" if comm.local_size <= torch.cuda.device_count() else "gloo"
+
+
+def ddp_step(model, sizes: list[int], batch, comm, init_file: str, device: str) -> Timed:
+    """A step of torch DDP (file rendezvous, :func:`ddp_backend`) on a twin of the MLP
+    ``model``: returns its local loss. The shards must be equal, so that DDP's mean of rank
+    means is the global mean."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from scratchpar.bench import twins
-
-    torch.set_num_threads(1)
+    net, x, y, wait = torch_twin(model, sizes, batch, comm, device)
     if not dist.is_initialized():
-        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=comm.rank,
-                                world_size=comm.size)
-    net = DistributedDataParallel(twins.load_from(twins.TorchMLP(sizes), model))
+        dist.init_process_group(ddp_backend(device, comm), init_method=f"file://{init_file}",
+                                rank=comm.rank, world_size=comm.size)
+    net = DistributedDataParallel(net, device_ids=[x.device] if x.is_cuda else None)
     opt = torch.optim.SGD(net.parameters(), lr=LR)
-    x, y = (torch.from_numpy(a) for a in shard(batch, comm.rank, comm.size))
 
     def step() -> float:
         opt.zero_grad()
@@ -131,7 +160,7 @@ def ddp_step(model, sizes: list[int], batch, comm, init_file: str):
         opt.step()
         return loss.item()
 
-    return step
+    return Timed(step, wait)
 
 
 def rank_mean(comm, value: float) -> float:
@@ -152,9 +181,10 @@ def check_losses(dp, ddp, batch, comm) -> list[dict]:
     return rows
 
 
-def turns(comm, contenders: dict, repeats: int, warmup: int) -> dict:
-    """Median slowest-rank seconds per step of each contender, the contenders taking turns (a
-    one-device baseline counts rank 0's time: the others only sleep)."""
+def turns(comm, contenders: dict[str, Timed], repeats: int, warmup: int) -> dict:
+    """Median slowest-rank seconds per step of each contender, the contenders taking turns, each
+    step timed up to the end of its wait for the device (a one-device baseline counts rank 0's
+    time: the others only sleep)."""
     items = list(contenders.items())
     for _ in range(warmup):
         for _, step in items:
@@ -176,21 +206,24 @@ def turns(comm, contenders: dict, repeats: int, warmup: int) -> dict:
 
 def bench_config(comm, cfg: dict, args) -> dict:
     gen = np.random.default_rng(0)
-    model = nn.MLP(cfg["sizes"], gen, dtype=np.float32)
+    model = nn.MLP(cfg["sizes"], gen, dtype=np.float32)  # on the device set in main
     x = gen.standard_normal((cfg["batch"], cfg["sizes"][0])).astype(np.float32)  # (B, D)
-    batch = (x, gen.integers(0, cfg["sizes"][-1], cfg["batch"]))  # (B, D), (B,)
+    host = (x, gen.integers(0, cfg["sizes"][-1], cfg["batch"]))  # (B, D), (B,)
+    batch = tuple(map(backend.to_device, host))
     optimizer = optim.SGD(model.parameters(), LR)
     bucketed = DataParallel(model, optimizer, loss_fn, count_fn, comm)
     naive = DataParallelNaive(model, optimizer, loss_fn, count_fn, comm)
-    contenders = {"bucketed": lambda: bucketed.step(batch), "naive": lambda: naive.step(batch),
+    contenders = {"bucketed": Timed(lambda: bucketed.step(batch), backend.sync),
+                  "naive": Timed(lambda: naive.step(batch), backend.sync),
                   "compute-only": compute_only(model, optimizer, batch, comm),
                   "alone": alone(compute_only(model, optimizer, batch, comm), comm)}
     result = {"loss_check": None}
     if cfg["ddp"] and args.ddp_file:
-        ddp = ddp_step(model, cfg["sizes"], batch, comm, args.ddp_file)
+        ddp = ddp_step(model, cfg["sizes"], host, comm, args.ddp_file, args.device)
         result["loss_check"] = check_losses(bucketed, ddp, batch, comm)
         contenders["torch-ddp"] = ddp
-        contenders["torch-alone"] = alone(torch_step(model, cfg["sizes"], batch, comm), comm)
+        contenders["torch-alone"] = alone(
+            torch_step(model, cfg["sizes"], host, comm, args.device), comm)
     result["contenders"] = turns(comm, contenders, args.repeats, args.warmup)
     return result
 
@@ -199,7 +232,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     malloc = keep_freed_memory()
     comm = Communicator()
-    result = {"world_size": comm.size, "malloc": malloc, "configs": {}}
+    backend.set_device(args.device, comm.local_rank)
+    result = {"world_size": comm.size, "malloc": malloc, "cuda_aware": comm.cuda_aware,
+              "ddp_backend": ddp_backend(args.device, comm) if args.ddp_file else None,
+              "configs": {}}
     for name, cfg in json.loads(args.configs).items():
         if comm.rank == 0:
             print(f"  n={comm.size}, {name}: MLP {cfg['sizes']}, batch {cfg['batch']}",

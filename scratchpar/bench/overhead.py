@@ -1,4 +1,8 @@
-"""The autograd's own cost per op: forward + backward on tiny arrays, minus NumPy doing the same."""
+"""The autograd's own cost per op: forward + backward on tiny arrays, minus NumPy doing the same.
+
+Host arrays whatever the benchmark's ``--device``: this is the Python cost of a graph node, which
+no device changes (a GPU adds its own kernel-launch latency, CuPy's, not scratchpar's).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import numpy as np
 
 from ..autograd import Tensor
 from ..autograd import functional as F
-from .timing import batched, interleaved
+from .timing import Timed, batched, interleaved, on_host
 
 SHAPE = (8, 8)
 
@@ -67,7 +71,8 @@ def overhead_rows(calls: int, repeats: int, with_torch: bool) -> list[dict]:
                    "scratchpar": _one_op_graph(op, ta, tb, g_out)}
         if with_torch:
             runners["torch"] = _torch_graph(name, a, b, g_out)
-        samples = interleaved({k: batched(fn, calls) for k, fn in runners.items()}, repeats, 1)
+        samples = interleaved({k: Timed(batched(fn, calls), on_host) for k, fn in runners.items()},
+                              repeats, 1)
         us = {k: 1e3 * s.median_ms() / calls for k, s in samples.items()}
         rows.append({"op": name, "shape": SHAPE, "numpy_us": us["numpy"],
                      "scratchpar_us": us["scratchpar"],

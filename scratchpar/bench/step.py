@@ -4,6 +4,10 @@ Two models: the MLP 784-512-512-10 (scratchpar, PyTorch, and the hand-written Nu
 tiny GPT (scratchpar, PyTorch). Every contender starts from the same weights and data, and their
 losses and gradients are checked to agree before anything is timed. Also prints the autograd's
 own overhead per op on tiny arrays.
+
+``--device cuda`` puts scratchpar's models and data on the GPU (CuPy), PyTorch's twins beside them
+(CUDA eager), and the floor too (written with ``xp``: the same hand-written step in CuPy); every
+timed step ends with a wait for its device.
 """
 
 from __future__ import annotations
@@ -13,14 +17,19 @@ import os
 
 import numpy as np
 
+from .. import backend
 from ..allocator import keep_freed_memory
 from .cases import Case, gpt_case, mlp_case, torch_twins
+from .device import add_argument as add_device_argument
+from .device import describe, judged
 from .overhead import overhead_rows
 from .table import format_table
 from .timing import interleaved
 
 LOSS_RTOL, GRAD_RTOL = 1e-4, 1e-3
-TARGETS = [("mlp", "pytorch", 0.85), ("mlp", "floor", 1.10), ("gpt", "pytorch", 1.20)]
+TARGETS = {"cpu": [("mlp", "pytorch", 0.85), ("mlp", "floor", 1.10), ("gpt", "pytorch", 1.20)],
+           "cuda": [("mlp", "pytorch", 1.30), ("gpt", "pytorch", 1.30)]}  # against CUDA eager
+TARGETS["double"] = TARGETS["cuda"]  # the GPU path's rows, with no verdict: no real timing
 
 
 class NotEquivalent(AssertionError):
@@ -34,10 +43,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to this file")
     parser.add_argument("--default-malloc", action="store_true",
                         help="leave glibc's heap trimming as it is (see scratchpar/allocator.py)")
+    add_device_argument(parser)
 
 
 def compare(case: Case) -> list[dict]:
-    """Each contender's loss and worst gradient error against the first one; raise if off."""
+    """Each contender's loss and worst gradient error against the first one, compared on the
+    host; raise if off."""
     results = [(c.name, *c.loss_and_grads()) for c in case.contenders]
     _, ref_loss, ref_grads = results[0]
     rows = []
@@ -55,17 +66,18 @@ def compare(case: Case) -> list[dict]:
 
 def time_case(case: Case, repeats: int, warmup: int) -> dict[str, dict]:
     """Median ms and minor page faults per step of each contender, timed in turns."""
-    samples = interleaved({c.name: c.step for c in case.contenders}, repeats, warmup)
+    samples = interleaved({c.name: c.step for c in case.contenders}, repeats, warmup)  # synced
     return {name: {"ms": s.median_ms(), "faults": s.median_faults()}
             for name, s in samples.items()}
 
 
-def verdicts(timings: dict) -> list[dict]:
+def verdicts(timings: dict, device: str) -> list[dict]:
     rows = []
-    for case, baseline, limit in TARGETS:
+    for case, baseline, limit in TARGETS[device]:
         ms = {name: t["ms"] for name, t in timings[case].items()}
         ratio = ms["scratchpar"] / ms[baseline] if baseline in ms else None
-        verdict = "n/a (no torch)" if ratio is None else ("PASS" if ratio <= limit else "MISS")
+        verdict = "n/a (no torch)" if ratio is None else \
+            judged(device, "PASS" if ratio <= limit else "MISS")
         rows.append({"target": f"{case}: scratchpar <= {limit:.2f}x {baseline}", "ratio": ratio,
                      "verdict": verdict})
     return rows
@@ -81,18 +93,33 @@ def _timing_rows(timings: dict) -> list[list]:
     return rows
 
 
+def versions(twins, device: str) -> str:
+    """The libraries timed, and where PyTorch runs."""
+    text = f"numpy {np.__version__}"
+    if device == "cuda":
+        import cupy
+
+        text += f", cupy {cupy.__version__}"
+    if twins is None:
+        return text + ", torch missing: PyTorch rows and targets skipped"
+    where = twins.device_for(device)
+    threads = f"{twins.torch.get_num_threads()} CPU thread(s)"
+    return text + f", torch {twins.torch.__version__} on {where.type} ({threads})"
+
+
 def run(args) -> int:
     repeats, warmup = (3, 1) if args.quick else (args.repeats, args.warmup)
+    backend.set_device(args.device)
     twins = torch_twins()
-    versions = f"numpy {np.__version__}, " + (
-        f"torch {twins.torch.__version__} ({twins.torch.get_num_threads()} thread(s))"
-        if twins else "torch missing: PyTorch rows and targets skipped")
+    libraries = versions(twins, args.device)
     threads = ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in
                         ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"))
     malloc = "malloc: glibc defaults" if args.default_malloc else keep_freed_memory()
-    print(f"step benchmark: {versions}; {threads}\n{malloc} (all contenders)")
-    print(f"median of {repeats} steps per contender, taken in turns after {warmup} warm-up steps")
-    cases = [mlp_case(), gpt_case()]
+    print(f"step benchmark on {describe(args.device)}\n{libraries}; {threads}\n"
+          f"{malloc} (all contenders)")
+    print(f"median of {repeats} steps per contender, taken in turns after {warmup} warm-up steps"
+          + ("" if args.device == "cpu" else ", each ending with a wait for its device"))
+    cases = [mlp_case(args.device), gpt_case(args.device)]
     for case in cases:
         print(f"  {case.name}: {case.description}")
 
@@ -105,20 +132,21 @@ def run(args) -> int:
     timings = {case.name: time_case(case, repeats, warmup) for case in cases}
     print("\n" + format_table(["case", "contender", "ms/step", "x pytorch", "x floor",
                                "page faults/step"], _timing_rows(timings)))
-    targets = verdicts(timings)
+    targets = verdicts(timings, args.device)
     print("\n" + format_table(["target", "measured", "verdict"],
                               [[t["target"], t["ratio"], t["verdict"]] for t in targets]))
 
     calls = 20 if args.quick else 2000
     overhead = overhead_rows(calls, 3 if args.quick else 15, with_torch=twins is not None)
-    print(f"\nautograd overhead per op: forward+backward on {overhead[0]['shape']} float32, "
-          "minus bare NumPy doing the same math (µs)")
+    print(f"\nautograd overhead per op: forward+backward on {overhead[0]['shape']} float32 host "
+          "arrays (whatever the device), minus bare NumPy doing the same math (µs)")
     print(format_table(["op", "numpy", "scratchpar", "overhead", "pytorch overhead"],
                        [[r["op"], r["numpy_us"], r["scratchpar_us"], r["overhead_us"],
                          r["torch_overhead_us"]] for r in overhead]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"repeats": repeats, "warmup": warmup, "versions": versions,
+            json.dump({"device": describe(args.device), "repeats": repeats, "warmup": warmup,
+                       "versions": libraries,
                        "malloc": malloc, "cases": {c.name: c.description for c in cases},
                        "equivalence": equivalence, "per_step": timings, "targets": targets,
                        "overhead_us": overhead}, f, indent=2)

@@ -1,4 +1,8 @@
-"""PyTorch twins of scratchpar's MLP and GPT, written with the same ops, loaded with its weights."""
+"""PyTorch twins of scratchpar's MLP and GPT, written with the same ops, loaded with its weights.
+
+A twin runs on the GPU when scratchpar does (``--device cuda``), on the CPU otherwise: the double
+is scratchpar's stand-in for a GPU, and PyTorch has none.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,22 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..backend import to_host
+from .timing import on_host
+
+
+def device_for(device: str) -> torch.device:
+    """Where the twin of a model on scratchpar's ``device`` runs; a GPU run needs PyTorch's CUDA
+    build, since the comparison it exists for is against CUDA eager."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"--device cuda: torch {torch.__version__} sees no GPU (a CPU-only "
+                           "build?): install a CUDA build of torch, or uninstall it to skip "
+                           "the PyTorch rows")
+    return torch.device("cuda" if device == "cuda" else "cpu")
+
+
+def sync_for(device: str):
+    """The wait that ends a timed PyTorch step: its CUDA kernels are asynchronous too."""
+    return torch.cuda.synchronize if device == "cuda" else on_host
 
 
 class TorchMLP(nn.Sequential):
@@ -68,7 +88,7 @@ class TorchGPT(nn.Module):
         self.head = nn.Linear(d_model, vocab_size, bias=False)
 
     def forward(self, ids):
-        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
+        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln_f(x))
@@ -106,7 +126,8 @@ def load_from(model: nn.Module, source) -> nn.Module:
 
 
 def grads_as_numpy(model: nn.Module) -> dict[str, np.ndarray]:
-    """Name → gradient in scratchpar's layout (Linear weights transposed back to (in, out))."""
+    """Name → gradient on the host, in scratchpar's layout (Linear weights transposed back to
+    (in, out))."""
     linear = _linear_weights(model)
-    return {name: (p.grad.T if name in linear else p.grad).numpy()
+    return {name: (p.grad.T if name in linear else p.grad).cpu().numpy()
             for name, p in model.named_parameters()}

@@ -119,3 +119,24 @@ def test_sizes_parse_and_print_in_binary_units():
     assert [human(n) for n in (4 * KIB, 64 * MIB, 12, None)] == ["4 KiB", "64 MiB", "12 B", "-"]
     with pytest.raises(Exception, match="multiple of 4"):
         byte_size("6")
+
+
+def test_device_run_reduces_device_buffers_and_says_how_mpi_reads_them(capsys, tmp_path):
+    """The GPU path in CI: every contender, MPI's own included, on the double's device buffers
+    (staged through pinned host memory: the wheel's MPICH is not CUDA-aware)."""
+    path = tmp_path / "collectives.json"
+    assert main(["collectives", "--quick", "--ranks", "2", "--sizes", "4K,16K", "--device",
+                 "double", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("collectives benchmark on double (")
+    assert "buffers: MPI is not CUDA-aware: device buffers are staged" in out
+    assert "then waits for the device" in out
+    assert timing_rows(out) == {("2", size, name) for size in ("4 KiB", "16 KiB")
+                                for name in CONTENDERS}
+    assert "copy device → pinned host (n=2, rank 0)" in out
+    assert "copy pinned host → device (n=2, rank 0)" in out
+    result = json.loads(path.read_text())
+    assert result["device"].startswith("double") and result["cuda_aware"] is False
+    copies = result["per_world_size"]["2"]["copies"]
+    assert copies["bytes"] == 16 * KIB and copies["to_host_s"] > 0 and copies["to_device_s"] > 0
+    assert {t["verdict"] for t in result["targets"]} == {"n/a (double)"}

@@ -120,3 +120,28 @@ def test_world_sizes_and_rounds_must_be_positive():
         main(["dp", "--quick", "--ranks", "-2"])
     with pytest.raises(SystemExit, match="must be positive"):
         main(["dp", "--rounds", "0"])
+
+
+def test_device_run_trains_every_contender_on_the_device(capsys, tmp_path):
+    """The GPU path in CI: each rank sets its device from its local rank, models and batches on
+    the double, gradients all-reduced from device buffers; with PyTorch, DDP (gloo, its twin on
+    the CPU) still agrees on the first losses."""
+    path = tmp_path / "dp.json"
+    assert main(["dp", "--quick", "--device", "double", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("dp benchmark on double (")
+    assert "buffers: MPI is not CUDA-aware: device buffers are staged" in out
+    with_torch = dp.torch_available()
+    names = CONTENDERS | ({"torch-ddp", "torch-alone"} if with_torch else set())
+    assert {(r[0], r[1]) for r in table_rows(out, "throughput")} == {
+        (b, c) for b in ("4", "8") for c in names}
+    assert ("torch DDP (gloo backend)" in out) == with_torch
+    result = json.loads(path.read_text())
+    assert result["device"].startswith("double")
+    run = result["per_world_size"]["2"]
+    assert run["cuda_aware"] is False and run["ddp_backend"] == ("gloo" if with_torch else None)
+    for timed in run["configs"].values():
+        assert set(timed["contenders"]) == names
+        assert (timed["loss_check"] is not None) == with_torch
+    verdicts = {t["verdict"] for t in result["targets"]}
+    assert verdicts <= {"n/a (double)", "n/a (torch missing)"} and "n/a (double)" in verdicts

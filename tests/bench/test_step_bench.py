@@ -10,6 +10,7 @@ import scratchpar.bench
 from scratchpar.bench.__main__ import main
 from scratchpar.bench.cases import Case, Contender
 from scratchpar.bench.step import NotEquivalent, compare
+from scratchpar.bench.timing import Timed, on_host
 
 
 def rows_of(out: str) -> set[tuple[str, str]]:
@@ -57,10 +58,34 @@ def test_disagreeing_contenders_are_not_timed():
     grads = {"w": np.ones(3)}
 
     def contender(name, loss, scale):
-        return Contender(name, lambda: None, lambda: (loss, {"w": scale * grads["w"]}))
+        return Contender(name, Timed(lambda: None, on_host),
+                         lambda: (loss, {"w": scale * grads["w"]}))
 
     compare(Case("toy", "", [contender("a", 1.0, 1.0), contender("b", 1.0, 1.0 + 1e-6)]))
     with pytest.raises(NotEquivalent, match="b disagrees with a"):
         compare(Case("toy", "", [contender("a", 1.0, 1.0), contender("b", 1.0, 1.1)]))
     with pytest.raises(NotEquivalent):
         compare(Case("toy", "", [contender("a", 1.0, 1.0), contender("b", 1.01, 1.0)]))
+
+
+def test_step_on_the_device_double_runs_every_contender_there(capsys, tmp_path):
+    """The GPU path in CI: models, data and the floor on the double (CuPy's rules: no NumPy on
+    device arrays), the equivalence check on host copies, the device in the header."""
+    path = tmp_path / "step.json"
+    assert main(["step", "--quick", "--device", "double", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("step benchmark on double (")
+    assert "before timing: OK" in out and "ending with a wait for its device" in out
+    has_torch = "torch missing" not in out
+    torch_rows = {("mlp", "pytorch"), ("gpt", "pytorch")} if has_torch else set()
+    assert rows_of(out) == {("mlp", "scratchpar"), ("mlp", "floor"), ("gpt", "scratchpar")} \
+        | torch_rows
+    result = json.loads(path.read_text())
+    assert result["device"].startswith("double")
+    assert len(result["equivalence"]) == 3 + len(torch_rows)
+    assert all(r["loss_rel_err"] <= 1e-4 and r["grad_rel_err"] <= 1e-3
+               for r in result["equivalence"])
+    assert [t["target"] for t in result["targets"]] == ["mlp: scratchpar <= 1.30x pytorch",
+                                                       "gpt: scratchpar <= 1.30x pytorch"]
+    assert {t["verdict"] for t in result["targets"]} == {
+        "n/a (double)" if has_torch else "n/a (no torch)"}

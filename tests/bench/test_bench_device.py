@@ -1,0 +1,73 @@
+"""The benchmarks' device plumbing: what a header names, the timing contract, DDP's backend."""
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from scratchpar import backend
+from scratchpar.bench import dp_worker
+from scratchpar.bench.cases import gpt_case, mlp_case
+from scratchpar.bench.device import describe, judged, staging
+from scratchpar.bench.timing import Timed, interleaved
+from scratchpar.double import tally
+
+
+def fake_module(monkeypatch, name: str, **attributes):
+    monkeypatch.setitem(sys.modules, name, SimpleNamespace(**attributes))
+
+
+def test_a_cuda_header_names_the_gpu(monkeypatch):
+    props = {"name": b"NVIDIA H100 80GB HBM3"}  # CuPy gives bytes
+    runtime = SimpleNamespace(getDeviceProperties=lambda index: props)
+    fake_module(monkeypatch, "cupy", cuda=SimpleNamespace(runtime=runtime))
+    assert describe("cuda") == "cuda (NVIDIA H100 80GB HBM3, CuPy)"
+    assert describe("cpu") == "cpu (NumPy)"
+    assert describe("double").startswith("double (")
+
+
+def test_the_double_times_nothing_real_so_it_gets_no_verdict():
+    assert judged("double", "PASS") == "n/a (double)"
+    assert judged("cuda", "MISS") == "MISS" and judged("cpu", "PASS") == "PASS"
+
+
+def test_staging_note_says_which_path_the_buffers_took():
+    assert "not CUDA-aware" in staging("cuda", False) and "staged" in staging("cuda", False)
+    assert "reads device buffers itself" in staging("cuda", True)
+    assert "host buffers" in staging("cpu", False)
+
+
+def test_every_timed_sample_ends_after_its_wait():
+    events = []
+    timed = Timed(lambda: events.append("run") or 7, lambda: events.append("sync"))
+    assert timed() == 7 and events == ["run", "sync"]
+    events.clear()
+    interleaved({"a": timed}, repeats=2, warmup=1)
+    assert events == ["run", "sync"] * 3
+
+
+@pytest.mark.parametrize("make_case", [mlp_case, gpt_case])
+def test_steps_on_a_device_queue_work_that_their_wait_finishes(make_case):
+    """Each scratchpar-side contender's step leaves kernels queued on the (double's) stream, and
+    its wait synchronizes it: without the wait, a GPU timing would time the launch only."""
+    backend.set_device("double")
+    case = make_case("double")
+    ours = [c for c in case.contenders if c.name != "pytorch"]  # PyTorch's twin is on the CPU
+    assert [c.name for c in ours] == (["scratchpar", "floor"] if make_case is mlp_case
+                                      else ["scratchpar"])
+    for contender in ours:
+        contender.step.run()
+        assert tally.Stream.queued, contender.name
+        contender.step.sync()
+        assert not tally.Stream.queued, contender.name
+
+
+@pytest.mark.parametrize("local_size, gpus, expected", [(1, 1, "nccl"), (4, 4, "nccl"),
+                                                        (2, 1, "gloo"), (4, 1, "gloo")])
+def test_ddp_takes_nccl_only_when_every_rank_has_a_gpu_of_its_own(monkeypatch, local_size, gpus,
+                                                                  expected):
+    fake_module(monkeypatch, "torch", cuda=SimpleNamespace(device_count=lambda: gpus))
+    comm = SimpleNamespace(local_size=local_size)
+    assert dp_worker.ddp_backend("cuda", comm) == expected
+    assert dp_worker.ddp_backend("cpu", comm) == "gloo"
+    assert dp_worker.ddp_backend("double", comm) == "gloo"  # PyTorch runs on the CPU there
