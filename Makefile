@@ -6,11 +6,12 @@ BIN := $(VENV)/bin
 ARGS ?=
 FUZZ_CASES ?= 300
 FUZZ_SEED ?= 1
+DEVICE ?= double
 export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-% fuzz lint bench bench-collectives bench-dp docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp docs clean
 
 install: $(VENV)/.installed
 
@@ -29,6 +30,9 @@ train: install  ## 4-rank data-parallel training of the default model (make trai
 
 test: install  ## the whole suite: unit, property and launch tests
 	$(BIN)/python -m pytest -q $(ARGS)
+
+test-device: install  ## every suite on one device, MPI tier included: make test-device DEVICE=cuda
+	SCRATCHPAR_TEST_DEVICE=$(DEVICE) $(BIN)/python -m pytest -q $(ARGS)
 
 test-%: install  ## the MPI tier on N ranks: make test-4
 	SCRATCHPAR_MPI_TIER=1 $(BIN)/mpiexec -n $* $(BIN)/python -m pytest -q -p no:cacheprovider tests/mpi $(ARGS)
