@@ -9,6 +9,7 @@ from ..comm import collectives
 from ..comm.buckets import Buckets
 from ..data.shard import shard
 from ..optim import guarded_step
+from ..optim.guard import read_scalars
 from ..trace.tracer import NULL
 from .single import SingleDevice
 
@@ -145,7 +146,8 @@ class DataParallel(DataParallelNaive):
         with self.tracer.region("backward", "compute"):
             loss.backward()
         self._pending = self._totals(loss, n)
-        return {"loss": loss.item() / max(n, 1)}
+        loss_sum, units = read_scalars(loss.data, n)  # one wait; n may be a 0-d device array
+        return {"loss": loss_sum / max(units, 1.0)}
 
     def _ready(self, leaf) -> None:
         j = self.index.get(id(leaf))
