@@ -1,6 +1,6 @@
 """``xp.cuda`` of the double: one simulated device, and streams the host synchronizes with.
 
-There is one queue (:class:`tally.Stream`): any stream's ``synchronize`` waits for all the
+There is one queue (:class:`tally.Kernels`): any stream's ``synchronize`` waits for all the
 double's queued work, which is what the checks need (was the host synchronized before MPI read
 device memory?), not a model of concurrency between streams.
 """

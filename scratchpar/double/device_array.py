@@ -52,8 +52,8 @@ class DeviceArray:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and any(isinstance(v, np.generic) for v in inputs) \
                 and not any(isinstance(v, np.ndarray) for v in (*inputs, *kwargs.values())):
-            tally.Stream.queued = True  # a NumPy scalar's operator: CuPy computes it on device
-            return wrap(ufunc(*_device(inputs), **_device(kwargs)))
+            return wrap(  # a NumPy scalar's operator: CuPy computes it on the device
+                ufunc(*_device(inputs), **_device(kwargs)))
         _refuse_in_engine(f"the NumPy ufunc {ufunc.__name__}", "xp = get_array_module(x)")
         return getattr(ufunc, method)(*_host(inputs), **_host(kwargs))
 
@@ -68,7 +68,7 @@ class DeviceArray:
             raise DoubleError("a device buffer was handed to MPI, which cannot read device "
                               "memory: stage it through the host (or the CUDA-aware override "
                               "is wrong here)")
-        if tally.Stream.queued:
+        if tally.Kernels.queued:
             raise DoubleError("a device buffer was handed to MPI with kernels still queued on "
                               "its stream: synchronize (backend.sync()) before the call")
         return {"shape": self._a.shape, "typestr": self._a.dtype.str, "version": 3,
@@ -133,11 +133,10 @@ class DeviceArray:
         return functools.partial(_method, attr)
 
     def __getitem__(self, key):
-        tally.Stream.queued = True
         return wrap(self._a[_device(key)])
 
     def __setitem__(self, key, value):
-        tally.Stream.queued = True
+        tally.Kernels.queued = True
         self._a[_device(key)] = _device(value)
 
     def __len__(self):
@@ -161,7 +160,7 @@ class DeviceArray:
 
 
 def _method(bound, *args, **kwargs):
-    tally.Stream.queued = True
+    tally.Kernels.queued = True
     return wrap(bound(*_device(args), **_device(kwargs)))
 
 
@@ -173,10 +172,10 @@ def wrap(x):
     """NumPy results as device values: arrays and scalars become (0-d) DeviceArrays, as CuPy's
     reductions return 0-d arrays, not host scalars."""
     if isinstance(x, np.ndarray):
-        tally.Stream.queued = True
+        tally.Kernels.queued = True
         return DeviceArray(x)
     if isinstance(x, np.generic):
-        tally.Stream.queued = True
+        tally.Kernels.queued = True
         return DeviceArray(np.asarray(x))
     if isinstance(x, (tuple, list)):
         return type(x)(wrap(v) for v in x)
@@ -223,21 +222,19 @@ def _binary(op):
     def method(self, other):
         if not isinstance(other, OPERANDS):
             return NotImplemented  # let the other operand (a Tensor, say) answer
-        tally.Stream.queued = True
         return wrap(op(self._a, _device(other)))
     return method
 
 
 def _reflected(op):
     def method(self, other):
-        tally.Stream.queued = True
         return wrap(op(_device(other), self._a))
     return method
 
 
 def _inplace(op):
     def method(self, other):
-        tally.Stream.queued = True
+        tally.Kernels.queued = True
         op(self._a, _device(other))
         return self
     return method
@@ -245,7 +242,6 @@ def _inplace(op):
 
 def _unary(op):
     def method(self):
-        tally.Stream.queued = True
         return wrap(op(self._a))
     return method
 

@@ -53,7 +53,7 @@ class Ufunc:
 
 
 def _call(fn, args, kwargs=None):
-    tally.Stream.queued = True
+    tally.Kernels.queued = True
     return wrap(fn(*_device(args), **_device(kwargs or {})))
 
 
@@ -66,7 +66,6 @@ def _wrapped(fn, uploads: bool):
             out = fn(_host(obj), *_device(args), **_device(kwargs))
             if host and np.shares_memory(out, obj):
                 out = out.copy()  # device memory is its own: never an alias of the host's
-            tally.Stream.queued = True
             return wrap(np.asarray(out))
         return functools.wraps(fn)(upload)
     return functools.wraps(fn)(lambda *args, **kwargs: _call(fn, args, kwargs))
@@ -89,7 +88,7 @@ def scatter_add(target, indices, values) -> None:
     """``target[indices] += values``, repeated indices summed (``cupyx.scatter_add``)."""
     if type(target) is not DeviceArray:
         raise DoubleError("scatter_add's target must be a device array")
-    tally.Stream.queued = True
+    tally.Kernels.queued = True
     np.add.at(target._a, _device(indices), _device(values))
 
 

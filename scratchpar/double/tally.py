@@ -29,7 +29,7 @@ class Tally:
         return [s for s in self.syncs if f" at {package}" in s]
 
 
-class Stream:
+class Kernels:
     """The one simulated stream: kernels are 'queued' until the host synchronizes with it."""
 
     queued = False
@@ -67,7 +67,7 @@ def from_engine() -> bool:
 
 def host_sync(kind: str) -> None:
     """The host waited for the device (to read a value, or to synchronize)."""
-    Stream.queued = False
+    Kernels.queued = False
     if _ACTIVE:
         where = caller()[1]
         for tally in _ACTIVE:
@@ -77,7 +77,7 @@ def host_sync(kind: str) -> None:
 def copied(nbytes: int, to_host: bool, pinned: bool) -> None:
     """Bytes crossed the bus; ``pinned`` whether the host side was pinned memory."""
     if to_host:
-        Stream.queued = False  # a device-to-host copy waits for the kernels before it
+        Kernels.queued = False  # a device-to-host copy waits for the kernels before it
     if not _ACTIVE:
         return
     where = caller()[1]

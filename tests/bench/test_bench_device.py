@@ -57,9 +57,9 @@ def test_steps_on_a_device_queue_work_that_their_wait_finishes(make_case):
                                       else ["scratchpar"])
     for contender in ours:
         contender.step.run()
-        assert tally.Stream.queued, contender.name
+        assert tally.Kernels.queued, contender.name
         contender.step.sync()
-        assert not tally.Stream.queued, contender.name
+        assert not tally.Kernels.queued, contender.name
 
 
 @pytest.mark.parametrize("local_size, gpus, expected", [(1, 1, "nccl"), (4, 4, "nccl"),
