@@ -3,12 +3,12 @@
 from .attention import Block, CausalSelfAttention
 from .gpt import GPT
 from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, ReLU, Tanh, set_dropout_generator
-from .loss import count_targets, lm_loss, shift
+from .loss import count_targets, lm_loss, lm_output_loss, shift
 from .mlp import MLP
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import LSTMLanguageModel, RNNLanguageModel
 
 __all__ = ["GELU", "GPT", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding",
            "LSTMLanguageModel", "LayerNorm", "Linear", "Module", "ModuleList", "Parameter", "ReLU",
-           "RNNLanguageModel", "Sequential", "Tanh", "count_targets", "lm_loss",
+           "RNNLanguageModel", "Sequential", "Tanh", "count_targets", "lm_loss", "lm_output_loss",
            "set_dropout_generator", "shift"]

@@ -12,10 +12,15 @@ from .module import Module, ModuleList
 
 
 class GPT(Module):
-    """ids (B, T) → logits (B, T, V), for T ≤ ``max_len``."""
+    """ids (B, T) → logits (B, T, V), for T ≤ ``max_len``.
+
+    With ``tie_embeddings`` the head is the token embedding's transpose (Press & Wolf 2017): one
+    (V, C) matrix, named ``tok.weight``, that the first and the last pipeline layer both hold.
+    """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, n_heads: int, n_layers: int,
-                 gen: np.random.Generator, dropout: float = 0.0, dtype=np.float32):
+                 gen: np.random.Generator, dropout: float = 0.0, dtype=np.float32, *,
+                 tie_embeddings: bool = False):
         self.max_len = max_len
         self.tok = Embedding(vocab_size, d_model, gen, dtype)
         self.pos = Embedding(max_len, d_model, gen, dtype)
@@ -23,14 +28,52 @@ class GPT(Module):
         self.blocks = ModuleList([Block(d_model, n_heads, gen, dropout, dtype)
                                   for _ in range(n_layers)])
         self.ln_f = LayerNorm(d_model, dtype)
-        self.head = Linear(d_model, vocab_size, gen, bias=False, dtype=dtype)
+        self.head = (TiedHead(self.tok) if tie_embeddings
+                     else Linear(d_model, vocab_size, gen, bias=False, dtype=dtype))
+        # a tuple, so Module does not walk it: the layers hold this model's own sub-modules
+        self._layers = (GPTEmbedding(self.tok, self.pos, self.drop), *self.blocks,
+                        GPTOutput(self.ln_f, self.head))
+
+    def pipeline_layers(self) -> list[Module]:
+        """[embedding, block 0, …, block L−1, final norm and head]: their composition is forward."""
+        return list(self._layers)
 
     def forward(self, ids):
-        t = ids.shape[1]
-        if t > self.max_len:
-            raise ValueError(f"sequence of {t} tokens exceeds the model's max_len {self.max_len}")
+        x = ids  # (B, T)
+        for layer in self._layers:
+            x = layer(x)  # (B, T, C), and (B, T, V) after the last
+        return x
+
+
+class GPTEmbedding(Module):
+    """ids (B, T) → (B, T, C): token plus position embeddings, then dropout."""
+
+    def __init__(self, tok: Embedding, pos: Embedding, drop: Dropout):
+        self.tok, self.pos, self.drop = tok, pos, drop
+
+    def forward(self, ids):
+        t, max_len = ids.shape[1], self.pos.weight.shape[0]
+        if t > max_len:
+            raise ValueError(f"sequence of {t} tokens exceeds the model's max_len {max_len}")
         positions = get_array_module(ids).arange(t)  # (T,)
-        x = self.drop(F.gather(self.tok.weight, ids) + F.gather(self.pos.weight, positions))
-        for block in self.blocks:
-            x = block(x)  # (B, T, C)
+        return self.drop(F.gather(self.tok.weight, ids) + F.gather(self.pos.weight, positions))
+
+
+class GPTOutput(Module):
+    """(B, T, C) → (B, T, V): the final LayerNorm, then the head."""
+
+    def __init__(self, ln_f: LayerNorm, head: Module):
+        self.ln_f, self.head = ln_f, head
+
+    def forward(self, x):
         return self.head(self.ln_f(x))  # (B, T, V)
+
+
+class TiedHead(Module):
+    """(..., C) → (..., V): logits x·Eᵀ against the token embedding E (V, C) (Press & Wolf 2017)."""
+
+    def __init__(self, tok: Embedding):
+        self.weight = tok.weight  # the embedding's own Parameter, not a copy
+
+    def forward(self, x):
+        return F.linear(x, self.weight.T)  # (..., V)

@@ -15,7 +15,12 @@ def shift(batch):
 def lm_loss(model, batch, reduction: str = "mean"):
     """Next-token cross-entropy of ``model`` on B (b, n+1); padding targets (id 0) do not count."""
     x, y = shift(batch)  # (b, n), (b, n)
-    logits = model(x)  # (b, n, V)
+    return lm_output_loss(model(x), y, reduction)
+
+
+def lm_output_loss(logits, y, reduction: str = "mean"):
+    """The loss of logits (b, n, V) against targets Y (b, n): what the last pipeline stage
+    computes from its output."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
                            ignore_index=PAD, reduction=reduction)
 

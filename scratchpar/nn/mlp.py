@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .layers import Linear, ReLU
-from .module import Sequential
+from .module import Module, Sequential
 
 
 class MLP(Sequential):
@@ -19,3 +19,15 @@ class MLP(Sequential):
             if not last:
                 layers.append(ReLU())
         super().__init__(*layers)
+        # a tuple, so Module does not walk it: each Linear with its ReLU, the last Linear alone
+        pairs = [layers[i:i + 2] for i in range(0, len(layers), 2)]
+        self._layers = tuple(Sequential(*pair) if len(pair) == 2 else pair[0] for pair in pairs)
+
+    def pipeline_layers(self) -> list[Module]:
+        """[Linear+ReLU, …, Linear]: their composition is forward."""
+        return list(self._layers)
+
+    def forward(self, x):
+        for layer in self._layers:
+            x = layer(x)  # (B, D_i)
+        return x

@@ -6,6 +6,7 @@ import math
 
 from ..comm import collectives
 from ..comm.buckets import Buckets
+from ..comm.states import gather_states
 from ..optim import guarded_step, skipped
 from ..optim.clip import grad_norm_array
 from ..optim.guard import read_scalars
@@ -81,8 +82,10 @@ class LocalSGD:
         replicas differ (``diverged``), and ``"local_sgd"``: steps, world size, diverged.
         """
         xp = self.sync.xp
-        optims = _gather_states(self.comm, self.optimizer.state_dict(), xp)
-        models = _gather_states(self.comm, self.model.state_dict(), xp) if self.diverged else None
+        what = "local SGD replica states"
+        optims = gather_states(self.comm, self.optimizer.state_dict(), xp, what)
+        models = gather_states(self.comm, self.model.state_dict(), xp, what) \
+            if self.diverged else None
         if self.comm.rank != 0:
             return None
         state = {"model": self.model.state_dict(), "optim": optims[0],
@@ -124,25 +127,3 @@ def _replica(state: dict, r: int, name: str) -> dict:
 def _mean(states: list[dict]) -> dict:
     """θ ← (1/p) Σᵣ θᵣ, entry by entry, summed in rank order (the same bits on every rank)."""
     return {k: sum(s[k] for s in states) / len(states) for k in states[0]}
-
-
-def _gather_states(comm, state: dict, xp) -> list[dict] | None:
-    """Every rank's flat ``state`` on rank 0, in rank order; ``None`` on the other ranks.
-
-    Names, shapes, dtypes and scalars are pickled metadata; the arrays travel as buffers.
-    """
-    arrays = {k: v for k, v in state.items() if hasattr(v, "shape")}
-    scalars = {k: v for k, v in state.items() if k not in arrays}
-    layout = {k: (v.shape, v.dtype.str) for k, v in arrays.items()}
-    everyone = comm.allgather_obj((layout, scalars), "local SGD replica states")
-    if comm.rank != 0:
-        for v in arrays.values():
-            comm.send(v, 0)
-        return None
-    states = [state]
-    for r, (layout, scalars) in enumerate(everyone[1:], start=1):
-        received = {k: xp.empty(shape, dtype) for k, (shape, dtype) in layout.items()}
-        for buf in received.values():
-            comm.recv(buf, r)
-        states.append({**received, **scalars})
-    return states

@@ -122,25 +122,27 @@ def _recurrent(cfg, s: int, v: int, rows: int) -> Model:
     e, h, g = m.d_model, m.d_hidden, 4 if lstm else 1
     per_step = 17 if lstm else 3  # (B, H) arrays a time step keeps: 8 of gates, 9 of the cell
     ops = 16 if lstm else 5  # ops a time step records
-    n = v * e + (e + 1) * g * h + h * g * h + (h + 1) * v
+    extra = m.n_layers - 1  # stacked layers after the first: h inputs, and their own states
+    n = v * e + (e + 1) * g * h + h * g * h + (h + 1) * v + extra * ((h + 1) * g * h + h * g * h)
     largest = max(v * e, e * g * h, h * g * h, h * v)
     init = max(_draw(s, largest), F64 * (2 * g + 4) * h * h)  # orthogonal blocks: QR, concat
 
     def step(b: int) -> int:
         nt = b * t
         kept = (nt * (e + g * h + h + 2 * v) * s + b * h * s  # embed, x·W_x, h, logits, softmax
-                + t * per_step * b * h * s + 25 * nt)  # every time step's arrays; targets
+                + t * per_step * b * h * s + 25 * nt  # every time step's arrays; targets
+                + extra * (nt * (g * h + h) * s + t * per_step * b * h * s))
         # backward at its widest: the logits' gradient; or each step's slice of x·W_x getting
         # a whole (B, T, G·H) of zeros to add into the running sum, with the step's own
         # arrays and W_h's gradient sum; or the embedding's int64 indices. The (B, T, H)
         # gradient of the stacked states waits beside it.
         widest = max(nt * v * s, (3 * nt + 10 * b + 2 * h) * g * h * s,
                      8 * nt * e + nt * (e + g * h) * s)
-        return kept + widest + nt * h * s + (ops * t + 10) * NODE_BYTES
+        return kept + widest + nt * h * s + (ops * t * m.n_layers + 10) * NODE_BYTES
 
     def evaluation(b: int) -> int:
         nt = b * t  # x·W_x, every step's state and their stack, a step's arrays; then logits
-        states = (nt * (g * h + 2 * h) + 10 * b * g * h) * s
+        states = (nt * (g * h + 2 * h) * m.n_layers + 10 * b * g * h) * s
         return states + max(nt * e * s, 2 * nt * v * s + 25 * nt)
 
     return Model(n, largest, init, step(rows), evaluation(cfg.train.batch_size))

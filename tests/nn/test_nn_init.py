@@ -72,7 +72,7 @@ def test_layer_norm_starts_as_identity_affine():
 def test_recurrent_weights_are_orthogonal_per_gate(cls, gates):
     h = 16
     model = cls(11, 8, h, np.random.default_rng(4), dtype=np.float64)
-    w = model.recurrent.data
+    w = model.layers[0].recurrent.data
     assert w.shape == (h, gates * h)
     for g in range(gates):
         block = w[:, g * h:(g + 1) * h]

@@ -120,13 +120,13 @@ def test_load_state_dict_names_every_problem_and_changes_nothing():
     bad = {k: v.copy() + 1.0 for k, v in original.items()}
     del bad["head.bias"]
     bad["head.extra"] = np.zeros(3)
-    bad["recurrent"] = np.zeros((2, 2))
+    bad["layers.0.recurrent"] = np.zeros((2, 2))
     with pytest.raises(ValueError) as err:
         model.load_state_dict(bad)
     message = str(err.value)
     assert "missing head.bias" in message
     assert "unexpected head.extra" in message
-    assert "recurrent: shape (2, 2) != (3, 12)" in message
+    assert "layers.0.recurrent: shape (2, 2) != (3, 12)" in message
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(v, original[k])  # all-or-nothing
 

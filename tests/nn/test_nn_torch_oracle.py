@@ -44,16 +44,17 @@ def torch_gpt(p, ids, n_layers, n_heads):
 
 
 def torch_recurrent(p, ids, kind):
-    """torch.nn.RNN / LSTM with W_ih = input.weightᵀ, W_hh = recurrentᵀ (gates i, f, g, o)."""
+    """torch.nn.RNN / LSTM with W_ih = layers.0.input.weightᵀ, W_hh = layers.0.recurrentᵀ (gates
+    i, f, g, o)."""
     emb = p["embed.weight"][ids]
-    d_embed, width = p["input.weight"].shape
-    hidden = p["recurrent"].shape[0]
+    d_embed, width = p["layers.0.input.weight"].shape
+    hidden = p["layers.0.recurrent"].shape[0]
     cls = torch.nn.LSTM if kind == "lstm" else torch.nn.RNN
     layer = cls(d_embed, hidden, batch_first=True, dtype=torch.float64)
     del layer.weight_ih_l0, layer.weight_hh_l0, layer.bias_ih_l0, layer.bias_hh_l0
-    layer.weight_ih_l0 = p["input.weight"].T
-    layer.weight_hh_l0 = p["recurrent"].T
-    layer.bias_ih_l0 = p["input.bias"]
+    layer.weight_ih_l0 = p["layers.0.input.weight"].T
+    layer.weight_hh_l0 = p["layers.0.recurrent"].T
+    layer.bias_ih_l0 = p["layers.0.input.bias"]
     layer.bias_hh_l0 = torch.zeros(width, dtype=torch.float64)
     hs, _ = layer(emb)
     return hs @ p["head.weight"] + p["head.bias"]
