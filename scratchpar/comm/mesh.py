@@ -40,6 +40,11 @@ class Mesh:
             subs.append(comm.split(color, key, name=f"{comm.name}/{name}{group_ranks}"))
         self.dp_comm, self.pp_comm, self.tp_comm = subs
 
+    def free(self) -> None:
+        """Collective: free the three axis communicators."""
+        for sub in (self.dp_comm, self.pp_comm, self.tp_comm):
+            sub.free()
+
     def comm(self, axis: str):
         """The sub-communicator along ``axis`` (``"dp"``, ``"pp"`` or ``"tp"``)."""
         return (self.dp_comm, self.pp_comm, self.tp_comm)[_axis(axis)]

@@ -85,6 +85,13 @@ class Communicator:
         return self._family(Communicator(self._comm.Dup(), timeout=self.timeout,
                                          name=name or self.name, cuda_aware=self.cuda_aware))
 
+    def free(self) -> None:
+        """Collective: give this communicator's channels back to MPI, which has a few thousand
+        (a program that builds many meshes or strategies frees those it is done with)."""
+        for channel in (self._check, self._coll, self._comm):
+            if channel != MPI.COMM_WORLD:
+                channel.Free()
+
     def barrier(self) -> None:
         """Wait until every rank arrives (a polled non-blocking barrier: waiters nap, not spin)."""
         if self.debug:  # a rank in a barrier meets one in a collective's check, not a hang

@@ -16,6 +16,7 @@ from .config import ConfigError
 from .loop import Trainer
 from .memory import memory_problems
 from .paths import output_problems
+from .pipeline import build_pipeline
 from .task import Task, build_task
 from .validate import validate
 
@@ -48,6 +49,8 @@ def build_strategy(cfg, task, optimizer, comm):
         return parallel.SingleDevice(task.model, optimizer, task.loss, clip)
     if t.strategy == "dp-naive":
         return parallel.DataParallelNaive(*common, grad_clip=clip)
+    if t.strategy == "pipeline":
+        return build_pipeline(cfg, task, comm)
     if t.strategy == "local-sgd":
         return parallel.LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
                                  grad_clip=clip, bucket_bytes=t.bucket_bytes)

@@ -34,10 +34,12 @@ class ModelConfig:
                     choices=("gpt", "lstm", "rnn", "mlp"))
     d_model: int = opt(64, "embedding / model width (gpt, lstm, rnn)")
     n_heads: int = opt(4, "attention heads (gpt)")
-    n_layers: int = opt(2, "transformer blocks (gpt)")
+    n_layers: int = opt(2, "transformer blocks (gpt) or stacked recurrent layers (lstm, rnn)")
     d_hidden: int = opt(128, "recurrent state size (lstm, rnn)")
     hidden_sizes: tuple = opt((512, 512), "hidden layer sizes, comma-separated (mlp)")
     dropout: float = opt(0.0, "dropout probability (gpt)")
+    tie_embeddings: bool = opt(False, "gpt: the head reuses the token embedding's matrix "
+                                      "(Press & Wolf 2017)")
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,27 @@ class OptimConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     strategy: str = opt("dp", "parallel strategy: one device, data parallel (bucketed, "
-                        "overlapped), data parallel with one all-reduce per parameter, or "
-                        "local SGD (periodic model averaging)",
-                        choices=("single", "dp", "dp-naive", "local-sgd"))
+                        "overlapped), data parallel with one all-reduce per parameter, "
+                        "local SGD (periodic model averaging), or pipeline parallel (with "
+                        "data-parallel replicas of the pipeline)",
+                        choices=("single", "dp", "dp-naive", "local-sgd", "pipeline"))
     bucket_mb: float = opt(1.0, "dp, local-sgd: bucket size in MiB (gradients; models averaged)")
     local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
                                   "(0 = once, at the end)")
     local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
+    pp: int = opt(1, "pipeline: stages, one rank each", flag="--pp")
+    dp: int | None = opt(None, "pipeline: replicas of the pipeline (default: the world size "
+                               "over --pp)", flag="--dp", kind=int)
+    pp_schedule: str = opt("1f1b", "pipeline: naive model distribution (one micro-batch), "
+                           "GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B, backward-"
+                           "prioritized, or PipeDream (asynchronous, weights stashed)",
+                           choices=("naive", "gpipe", "1f1b", "interleaved", "bprio",
+                                    "pipedream"))
+    microbatches: int | None = opt(None, "pipeline: micro-batches per replica's batch "
+                                         "(default: 1 for naive, else twice --pp)", kind=int)
+    virtual: int = opt(1, "pipeline, interleaved: model chunks per rank")
+    balance: str = opt("params", "pipeline: balance the stages by parameter count or by "
+                                 "measured time", choices=("params", "time"))
     steps: int = opt(1500, "optimizer steps to train")
     batch_size: int = opt(32, "global batch size (sequences or samples)")
     seed: int = opt(0, "seed of the data, the initialization and dropout")
@@ -98,6 +114,13 @@ class TrainConfig:
     trace: str | None = opt(None, "every rank records its compute and communication regions; "
                                   "rank 0 writes them to this Chrome trace JSON (Perfetto)",
                             kind=str)
+
+    @property
+    def m(self) -> int:
+        """Micro-batches per replica's batch (``--microbatches`` or its default)."""
+        if self.microbatches is not None:
+            return self.microbatches
+        return 1 if self.pp_schedule == "naive" else 2 * self.pp
 
     @property
     def bucket_bytes(self) -> int:

@@ -129,6 +129,9 @@ class Trainer:
             self.save(t.save)
         if t.trace:
             self.write_trace(t.trace)
+        gather = getattr(self.strategy, "gather_model", None)  # a pipeline's stages → rank 0
+        if gather is not None:
+            gather()
         if not self.is_logger:
             return None
         summary = self.summary(units_done, elapsed, self.step - first)

@@ -36,6 +36,17 @@ class Task:
         x, y = batch
         return F.cross_entropy(model(x), y, reduction=reduction)
 
+    def split(self, batch):
+        """(inputs, targets): what the model reads and what its output is scored against
+        (a pipeline's first stage takes the one, its last stage the other)."""
+        return nn.shift(batch) if self.unit == "tok" else batch
+
+    def output_loss(self, out, targets, reduction: str = "mean"):
+        """The loss of the model's output ``out`` against ``targets`` (from :meth:`split`)."""
+        if self.unit == "tok":
+            return nn.lm_output_loss(out, targets, reduction)
+        return F.cross_entropy(out, targets, reduction=reduction)
+
     def count(self, batch):
         """Units (non-pad target tokens, or samples) in ``batch``: an int, or a 0-d array on
         the batch's device."""
@@ -74,9 +85,9 @@ def build_task(cfg, dropout_gen: DeviceRandom) -> Task:
     init = rng(seed, 0)
     if m.kind == "gpt":
         model = nn.GPT(data.vocab_size, d.seq_len, m.d_model, m.n_heads, m.n_layers, init,
-                       dropout=m.dropout, dtype=dtype)
+                       dropout=m.dropout, dtype=dtype, tie_embeddings=m.tie_embeddings)
         nn.set_dropout_generator(model, dropout_gen)
     else:
         cls = nn.LSTMLanguageModel if m.kind == "lstm" else nn.RNNLanguageModel
-        model = cls(data.vocab_size, m.d_model, m.d_hidden, init, dtype)
+        model = cls(data.vocab_size, m.d_model, m.d_hidden, init, dtype, n_layers=m.n_layers)
     return Task(data, model, "tok")

@@ -111,3 +111,14 @@ def test_the_training_cli_rejects_a_bad_flag_on_every_rank():
     assert result.stderr.count("model.n_heads (5) must divide model.d_model (64)") == 1
     assert "Traceback" not in result.stderr
     assert wall < 30
+
+
+def test_a_pipeline_stage_raising_mid_schedule_ends_every_rank_naming_stage_and_action():
+    result, wall = launch(3, "launch_stage_raise.py", env={"SCRATCHPAR_COMM_TIMEOUT": "60"},
+                          timeout=30)
+    err = result.stderr
+    assert result.returncode != 0
+    assert wall < 10, f"the job took {wall:.1f} s to end:\n{err}"
+    assert ("StageFailed: pipeline stage 1 of 3 failed in action F2: FloatingPointError: "
+            "a bad value in the middle stage") in err, err
+    assert "should have been ended" not in result.stdout

@@ -1,0 +1,91 @@
+"""PipeDream's asynchronous pipeline: an update after every micro-batch, weights stashed so that
+each micro-batch's backward sees the weights its forward saw."""
+
+from __future__ import annotations
+
+from ...comm import collectives
+from ...data.shard import shard
+from ...optim import guarded_step
+from ...optim.guard import read_scalars
+from .runtime import Runtime
+from .strategy import Pipeline
+
+
+class StashingRuntime(Runtime):
+    """Weight stashing (Narayanan et al. 2019, PipeDream, §3.3): a forward runs on a copy of
+    the chunk's current weights, and the graph it builds keeps that copy, so the micro-batch's
+    backward uses the same version however many updates came in between. ``stashed`` counts
+    the bytes of the copies held; ``peak_stashed`` their maximum over a step."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.chunk_params = [chunk.parameters() for chunk in self.stage.chunks]
+        self.versions: dict = {}  # (mb, chunk) → bytes of its stashed weights
+        self.peak_stashed = 0
+
+    def forward(self, a, x):
+        params = self.chunk_params[a.chunk]
+        live = [p.data for p in params]
+        for p in params:  # the graph captures the copy; updates change the live arrays in place
+            p.data = p.data.copy()
+        self.versions[a.mb, a.chunk] = sum(p.data.nbytes for p in params)
+        self.peak_stashed = max(self.peak_stashed, sum(self.versions.values()))
+        try:
+            return super().forward(a, x)
+        finally:
+            for p, data in zip(params, live):
+                p.data = data
+
+    def backward(self, a, out, grad) -> None:
+        super().backward(a, out, grad)
+        del self.versions[a.mb, a.chunk]  # the graph, and with it the stashed copy, goes now
+
+
+class PipeDream(Pipeline):
+    """PipeDream asynchronous 1F1B: no flush inside a batch; stage s updates after each
+    backward, w ← w − η·∇f(w₁^{(t−n+1)}, …, w_n^{(t)}) (Narayanan et al. 2019, §3.3), where
+    stage s's forward of micro-batch i saw max(0, i − (p − s − 1)) of this batch's updates.
+
+    Each micro-batch is one of PipeDream's minibatches: its gradient is divided by its own
+    units (over all replicas), summed over dp replicas of the stage, clipped to this stage's
+    own norm, and applied by this stage's optimizer alone. A non-finite update is skipped on
+    the stage that sees it. The pipeline drains at the end of each training-loop step (one
+    flush per m micro-batches), so larger m keeps it fuller. Shared parameters would be updated
+    at different times on their stages, so tied embeddings are refused (config validation).
+    """
+
+    runtime_class = StashingRuntime
+
+    def step(self, global_batch) -> dict:
+        m, dp = self.m, self.mesh.dp
+        replicas = [shard(global_batch, d, dp) for d in range(dp)]
+        micro = [[shard(r, i, m) for i in range(m)] for r in replicas]
+        self.mb_units = [sum(self.task.count(micro[d][i]) for d in range(dp)) for i in range(m)]
+        mine = [self.task.split(b) for b in micro[self.mesh.dp_comm.rank]]
+        self.skips = 0
+        self.optimizer.zero_grad()
+        losses = self.runtime.run(self.actions, mine, self._update)
+        totals = self.xp.zeros(2, "float64")  # [Σ loss of this replica, updates skipped]
+        for loss in losses:
+            totals[0] += loss.data
+        totals[1] = self.skips
+        loss_sum, skips = read_scalars(*collectives.all_reduce_(self.mesh.world, totals))
+        units = sum(read_scalars(*self.mb_units))
+        return {"loss": loss_sum / max(units, 1.0), "skipped": skips > 0,
+                "skipped_updates": int(skips)}
+
+    def _update(self, mb) -> None:
+        """``STEP mb``: this micro-batch's mean gradient, over replicas, applied at once."""
+        with self.tracer.region("optimizer", "compute"):
+            grads = [self.xp.zeros_like(p.data) if p.grad is None else p.grad
+                     for p in self.params]
+            if self.plan is not None:
+                self.plan.pack(grads)
+                grads = self.plan.finish(self.plan.start_all(self.mesh.dp_comm))
+            scale = 1.0 / self.xp.maximum(self.mb_units[mb], 1.0)
+            for p, g in zip(self.params, grads):
+                p.grad = self.xp.ascontiguousarray(g) * scale
+            loss = self.runtime.losses[mb].data * scale if mb in self.runtime.losses else 0.0
+            result = guarded_step(self.optimizer, self.params, loss, self.grad_clip)
+            self.skips += result["skipped"]
+            self.optimizer.zero_grad()

@@ -1,0 +1,158 @@
+"""One runtime for every schedule: a rank runs its list of actions over the pipeline's
+communicator, one micro-batch activation or gradient per message."""
+
+from __future__ import annotations
+
+from ...autograd import Tensor, no_grad
+from ...backend import get_array_module, xp_default
+from ...trace.tracer import NULL
+from .actions import Action, ScheduleError, virtual_stage
+from .shapes import agree_shapes
+
+TAG_SPACE = 32767  # the MPI standard's smallest allowed MPI_TAG_UB
+
+
+class StageFailed(RuntimeError):
+    """An exception inside one action, re-raised naming the stage and the action."""
+
+
+class Runtime:
+    """Runs this rank's actions of a schedule (DESIGN.md, "Pipeline schedules are data").
+
+    ``F`` runs a chunk on the micro-batch's inputs (virtual stage 0) or on the activation
+    received for it, and on the last virtual stage scores the output against the targets with
+    ``loss_fn(out, targets, "sum")``: summed losses, so that gradients accumulated over the
+    micro-batches are those of the whole batch's summed loss. ``B`` backpropagates from the
+    loss, or from the received gradient of the chunk's output. Sends are non-blocking (the
+    rank computes on while a message travels; :meth:`settle` waits for them); receives block
+    until their message is in. Each activation's shape is agreed once per batch shape
+    (:func:`~.shapes.agree_shapes`), never per message. ``STEP`` calls ``on_step(mb)``.
+
+    While a step runs, ``held`` tracks the micro-batches forwarded and not yet backwarded and
+    the bytes of their boundary activations; ``peak`` and ``peak_bytes`` keep the maxima.
+    """
+
+    def __init__(self, stage, comm, loss_fn, tracer=NULL, sync_sends: bool = False):
+        self.stage, self.comm, self.loss_fn, self.tracer = stage, comm, loss_fn, tracer
+        self.p, self.v = comm.size, stage.v
+        self.last = self.p * self.v - 1
+        self.sync_sends = sync_sends  # wait for each send at once: rendezvous, as in the simulator
+        self.rows: dict = {}  # per batch shape: the row shape entering each virtual stage
+        self.peak = self.peak_bytes = 0
+
+    def run(self, actions: list[Action], micro: list[tuple], on_step) -> list:
+        """Run ``actions`` on micro-batches ``micro`` [(inputs, targets), …]; returns the summed
+        loss Tensor of each micro-batch that this rank's last virtual stage scored."""
+        self.micro, self.on_step = micro, on_step
+        self.inputs, self.outputs, self.grads, self.sends, self.losses = {}, {}, {}, [], {}
+        self.held, self.handed = {}, {}
+        self.row_shapes = self._agreed(micro[0][0])
+        for action in actions:
+            with self.tracer.region(str(action), "compute" if not action.is_comm else "comm"):
+                self._run_one(action)
+        self.settle()
+        return list(self.losses.values())
+
+    def settle(self) -> None:
+        """Wait for every send in flight (their buffers may then be reused)."""
+        self.comm.wait_all([request for request, _ in self.sends])
+        self.sends = []
+
+    def _run_one(self, action: Action) -> None:
+        try:
+            getattr(self, "_" + action.kind.lower())(action)
+        except StageFailed:
+            raise
+        except Exception as error:
+            raise StageFailed(f"pipeline stage {self.comm.rank} of {self.p} failed in action "
+                              f"{action}: {type(error).__name__}: {error}") from error
+
+    # -- compute --------------------------------------------------------------------------------
+    def _f(self, a: Action) -> None:
+        k = self._k(a)
+        x = self.micro[a.mb][0] if k == 0 else self.inputs[a.mb, a.chunk]
+        out = self.forward(a, x)
+        if k == self.last:
+            out = self.loss_fn(out, self.micro[a.mb][1], "sum")
+            self.losses[a.mb] = out
+        self.outputs[a.mb, a.chunk] = out
+        self.held[a.mb, a.chunk] = _nbytes(x) + out.data.nbytes
+        self.peak = max(self.peak, len(self.held))
+        self.peak_bytes = max(self.peak_bytes, sum(self.held.values()))
+
+    def forward(self, a: Action, x):
+        """This chunk's layers on ``x`` (PipeDream's runtime runs them on stashed weights)."""
+        return self.stage.chunks[a.chunk](x)
+
+    def _b(self, a: Action) -> None:
+        out = self.outputs.pop((a.mb, a.chunk))
+        self.backward(a, out, None if self._k(a) == self.last else self.grads.pop((a.mb, a.chunk)))
+        del self.held[a.mb, a.chunk]
+
+    def backward(self, a: Action, out, grad) -> None:
+        """Backpropagate from ``out`` (the loss, or an activation with its received ``grad``)."""
+        out.backward(grad)
+
+    def _w(self, a: Action) -> None:
+        raise ScheduleError("this runtime computes weight gradients inside B; a schedule with W "
+                            "actions (zero-bubble) cannot run on it")
+
+    def _step(self, a: Action) -> None:
+        self.settle()
+        self.on_step(a.mb)
+
+    # -- messages -------------------------------------------------------------------------------
+    def _send_act(self, a: Action) -> None:
+        self._send(self.outputs[a.mb, a.chunk].data, a, 0)
+
+    def _send_grad(self, a: Action) -> None:
+        x = self.inputs.pop((a.mb, a.chunk))
+        self._send(x.grad, a, 1)
+
+    def _recv_act(self, a: Action) -> None:
+        rows = len(self.micro[a.mb][0])
+        shape, dtype = self.row_shapes[self._k(a)]
+        buf = self._recv((rows, *shape), dtype, a, 0)
+        self.inputs[a.mb, a.chunk] = Tensor(buf, requires_grad=True)
+
+    def _recv_grad(self, a: Action) -> None:
+        out = self.outputs[a.mb, a.chunk].data
+        self.grads[a.mb, a.chunk] = self._recv(out.shape, out.dtype, a, 1)
+
+    def _send(self, data, a: Action, grad: int) -> None:
+        buf = get_array_module(data).ascontiguousarray(data)
+        if a.peer == self.comm.rank:  # one rank, consecutive chunks: a hand-off, no message
+            self.handed[self._tag(a, grad)] = buf.copy()
+            return
+        request = self.comm.isend(buf, a.peer, self._tag(a, grad))
+        self.sends.append((request, buf))  # the buffer lives until the send completes
+        if self.sync_sends:
+            self.settle()
+
+    def _recv(self, shape, dtype, a: Action, grad: int):
+        if a.peer == self.comm.rank:
+            return self.handed.pop(self._tag(a, grad))
+        buf = xp_default().empty(shape, dtype)
+        self.comm.recv(buf, a.peer, self._tag(a, grad))
+        return buf
+
+    def _tag(self, a: Action, grad: int) -> int:
+        """The same number on both ends: the micro-batch and the lower virtual stage of the
+        boundary the message crosses, and whether it is a gradient."""
+        k = self._k(a)
+        upstream = a.kind in ("SEND_GRAD", "RECV_ACT")  # the boundary is k − 1 → k
+        return ((a.mb * (self.last + 1) + k - upstream) * 2 + grad) % TAG_SPACE
+
+    def _k(self, a: Action) -> int:
+        return virtual_stage(self.comm.rank, a.chunk, self.p)
+
+    def _agreed(self, inputs):
+        key = (tuple(inputs.shape[1:]), str(inputs.dtype))
+        if key not in self.rows:
+            with no_grad():
+                self.rows[key] = agree_shapes(self.stage.chunks, self.comm, inputs[:0])
+        return self.rows[key]
+
+
+def _nbytes(x) -> int:
+    return (x.data if isinstance(x, Tensor) else x).nbytes

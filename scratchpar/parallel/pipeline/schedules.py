@@ -1,0 +1,220 @@
+"""The pipeline schedules by name: each one's compute order per rank, lowered to a Schedule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .actions import Action, Schedule, ScheduleError
+from .lower import lower
+
+STEP = Action("STEP")
+
+
+def F(mb: int, chunk: int = 0) -> Action:
+    return Action("F", mb, chunk)
+
+
+def B(mb: int, chunk: int = 0) -> Action:
+    return Action("B", mb, chunk)
+
+
+def W(mb: int, chunk: int = 0) -> Action:
+    return Action("W", mb, chunk)
+
+
+def naive(p: int, m: int = 1) -> Schedule:
+    """Model distribution, one micro-batch: forward down the ranks, backward up, and each rank
+    steps as soon as its own backward is done."""
+    ensure("naive", p, m, 1)
+    return lower({s: [F(0), B(0), STEP] for s in range(p)}, p)
+
+
+def gpipe(p: int, m: int) -> Schedule:
+    """GPipe (Huang et al. 2019, Fig. 2c): every forward, then every backward in reverse
+    micro-batch order, then one synchronous update after the flush."""
+    ensure("gpipe", p, m, 1)
+    order = [F(i) for i in range(m)] + [B(i) for i in reversed(range(m))] + [STEP]
+    return lower({s: list(order) for s in range(p)}, p)
+
+
+def one_f_one_b_order(p: int, m: int, s: int) -> list[Action]:
+    """Rank ``s``'s compute order in PipeDream's 1F1B (Narayanan et al. 2021, §2.1, Fig. 4):
+    p − s − 1 warm-up forwards, then one forward and one backward in turn, then the cool-down
+    backwards; at most p − s micro-batches are in flight on rank s."""
+    warm = min(p - s - 1, m)
+    order = [F(i) for i in range(warm)]
+    for i in range(m - warm):
+        order += [F(warm + i), B(i)]
+    return order + [B(i) for i in range(m - warm, m)]
+
+
+def one_f_one_b(p: int, m: int) -> Schedule:
+    """PipeDream-Flush (Narayanan et al. 2021, §2.1): 1F1B, one update after the flush."""
+    ensure("1f1b", p, m, 1)
+    return lower({s: one_f_one_b_order(p, m, s) + [STEP] for s in range(p)}, p)
+
+
+def pipedream(p: int, m: int) -> Schedule:
+    """PipeDream (Narayanan et al. 2019, §3.3): 1F1B with no flush, each rank updating right
+    after each micro-batch's backward; weight stashing keeps a forward's version for its
+    backward, which is the runtime's job."""
+    ensure("pipedream", p, m, 1)
+    orders = {}
+    for s in range(p):
+        orders[s] = []
+        for a in one_f_one_b_order(p, m, s):
+            orders[s] += [a, Action("STEP", a.mb)] if a.kind == "B" else [a]
+    return lower(orders, p)
+
+
+def interleaved(p: int, m: int, v: int, forward: float = 1.0, backward: float = 2.0) -> Schedule:
+    """Megatron's interleaved 1F1B (Narayanan et al. 2021, §2.2): v chunks per rank, chunk c of
+    rank r is virtual stage c·p + r. Micro-batches go in groups of p, each group through chunk
+    0, then chunk 1, …; backwards through the chunks in reverse. Rank r warms up with
+    2(p − r − 1) + (v − 1)·p forwards (Megatron-LM, schedules.py), then alternates. The
+    messages are placed for these costs: chunks hand over often, and a rendezvous between two
+    busy ranks waits for both (v = 2 or 4 at backward = 2·forward meets the formula exactly)."""
+    ensure("interleaved", p, m, v)
+    total = m * v
+
+    def virtual(k: int, kind: str) -> Action:
+        group, j = divmod(k, p * v)
+        chunk = j // p if kind == "F" else v - 1 - j // p
+        return Action(kind, group * p + j % p, chunk)
+
+    orders = {}
+    for r in range(p):
+        warm = min(2 * (p - r - 1) + (v - 1) * p, total)
+        order = [virtual(k, "F") for k in range(warm)]
+        for k in range(total - warm):
+            order += [virtual(warm + k, "F"), virtual(k, "B")]
+        orders[r] = order + [virtual(k, "B") for k in range(total - warm, total)] + [STEP]
+    return lower(orders, p, forward, backward)
+
+
+def list_schedule(p: int, cost: dict[str, float], pick) -> dict[int, list[Action]]:
+    """Compute orders by list scheduling in time, messages free: whenever rank s is idle at
+    time t it starts ``pick(s, order, finished)``, given its order so far and
+    ``finished(kind, mb, rank)``, whether that compute has ended by t; None leaves it idle."""
+    end: dict[tuple[str, int, int], float] = {}  # (kind, micro-batch, rank) → finish time
+    orders: dict[int, list[Action]] = {s: [] for s in range(p)}
+    free, t = [0] * p, 0
+
+    def finished(kind: str, i: int, rank: int) -> bool:
+        return end.get((kind, i, rank), t + 1) <= t
+
+    while True:
+        for s in range(p):
+            a = pick(s, orders[s], finished) if free[s] <= t else None
+            if a:
+                orders[s].append(a)
+                free[s] = end[a.kind, a.mb, s] = t + cost[a.kind]
+        later = [x for x in end.values() if x > t]
+        if not later:
+            return orders
+        t = min(later)
+
+
+def has_input(s: int, p: int, a: Action, finished) -> bool:
+    """Whether compute ``a`` of rank ``s`` (v = 1) could start: an F once the rank above has
+    forwarded it, a B once its own F and the rank below's B are done."""
+    if a.kind == "F":
+        return s == 0 or finished("F", a.mb, s - 1)
+    return finished("F", a.mb, s) and (s == p - 1 or finished("B", a.mb, s + 1))
+
+
+def bprio(p: int, m: int, forward: float = 1.0, backward: float = 2.0) -> Schedule:
+    """Backward-prioritized list scheduling, timed with these costs: a rank that falls idle
+    runs its lowest ready backward if it has one, else its next forward if ready. Unlike 1F1B
+    nothing caps the forwards in flight, so a rank may hold up to m micro-batches."""
+    ensure("bprio", p, m, 1)
+    if not (forward > 0 and backward > 0):
+        raise ScheduleError(f"bprio needs positive costs, got forward={forward}, "
+                            f"backward={backward}")
+
+    def pick(s: int, order: list[Action], finished) -> Action | None:
+        ready = [B(i) for i in range(m) if B(i) not in order and has_input(s, p, B(i), finished)]
+        forwards = sum(a.kind == "F" for a in order)  # forwards go in micro-batch order
+        if not ready and forwards < m and has_input(s, p, F(forwards), finished):
+            ready = [F(forwards)]
+        return ready[0] if ready else None
+
+    orders = list_schedule(p, {"F": forward, "B": backward}, pick)
+    return lower({s: orders[s] + [STEP] for s in range(p)}, p, forward, backward)
+
+
+def zb_h1(p: int, m: int, forward: float = 1.0, backward: float = 2.0,
+          weight: float = 1.0) -> Schedule:
+    """Zero-bubble ZB-H1 (Qi et al. 2023, §3.1): B is the input gradient alone and W, the weight
+    gradient, waits. Forwards and B keep 1F1B's order; a rank with nothing else ready runs its
+    oldest pending W, filling what would be a bubble, and must run one once p micro-batches are
+    held (1F1B's peak on rank 0). Bubble about (p − 1)(T_F + T_B − T_W), T_B = backward − weight."""
+    ensure("1f1b", p, m, 1)
+    if not (forward > 0 and 0 < weight < backward):
+        raise ScheduleError(f"zb_h1 needs forward > 0 and 0 < weight < backward, got forward="
+                            f"{forward}, backward={backward}, weight={weight}")
+
+    def pick(s: int, order: list[Action], finished) -> Action | None:
+        computed = [a for a in order if a.kind != "W"]
+        plan = one_f_one_b_order(p, m, s)
+        nxt = plan[len(computed)] if len(computed) < len(plan) else None
+        held = sum(a.kind == "F" for a in order) - sum(a.kind == "W" for a in order)
+        if nxt and has_input(s, p, nxt, finished) and (nxt.kind == "B" or held < p):
+            return nxt
+        weighed = {a.mb for a in order if a.kind == "W"}
+        return next((W(a.mb) for a in computed if a.kind == "B" and a.mb not in weighed), None)
+
+    cost = {"F": forward, "B": backward - weight, "W": weight}
+    orders = list_schedule(p, cost, pick)
+    return lower({s: orders[s] + [STEP] for s in range(p)}, p, forward, backward, weight)
+
+
+SCHEDULES: dict[str, Callable[..., Schedule]] = {
+    "naive": naive, "gpipe": gpipe, "1f1b": one_f_one_b, "interleaved": interleaved,
+    "bprio": bprio, "pipedream": pipedream,
+}  # zb_h1 stays out: its W actions are for the simulator; the runtime computes W inside B
+
+
+def requirements(name: str, p: int, m: int, v: int = 1) -> list[str]:
+    """Every reason why schedule ``name`` cannot be built for (p, m, v), in the CLI's words."""
+    if name not in SCHEDULES:
+        return [f"--pp-schedule {name!r} is not a schedule; choose one of "
+                + ", ".join(SCHEDULES)]
+    why = []
+    if p < 1:
+        why.append(f"--pp must be at least 1 (got {p})")
+    if m < 1:
+        why.append(f"--microbatches must be at least 1 (got {m})")
+    if name == "naive" and m != 1:
+        why.append(f"--pp-schedule naive runs one micro-batch: --microbatches must be 1 "
+                   f"(got {m}); use gpipe or 1f1b for more")
+    if name == "interleaved":
+        if v < 2:
+            why.append(f"--pp-schedule interleaved needs --virtual 2 or more model chunks per "
+                       f"rank (got {v})")
+        if p >= 1 and m >= 1 and m % p:
+            why.append(f"--pp-schedule interleaved needs --microbatches a multiple of --pp "
+                       f"(got {m} micro-batches for --pp {p})")
+    elif v != 1:
+        why.append(f"--virtual {v} applies only to --pp-schedule interleaved; {name} needs "
+                   f"--virtual 1")
+    return why
+
+
+def ensure(name: str, p: int, m: int, v: int) -> None:
+    """Raise ScheduleError with every unmet requirement of ``name`` at (p, m, v)."""
+    why = requirements(name, p, m, v)
+    if why:
+        raise ScheduleError("; ".join(why))
+
+
+def build(name: str, p: int, m: int, v: int = 1) -> Schedule:
+    """The schedule ``name`` for p ranks, m micro-batches and v chunks per rank."""
+    ensure(name, p, m, v)
+    return SCHEDULES[name](p, m, v) if name == "interleaved" else SCHEDULES[name](p, m)
+
+
+def per_microbatch_updates(schedule: Schedule) -> bool:
+    """Whether ``schedule`` updates after single micro-batches (PipeDream) rather than once
+    after a flush: its STEPs name a micro-batch."""
+    return any(a.kind == "STEP" and a.mb is not None for acts in schedule.values() for a in acts)

@@ -1,0 +1,149 @@
+"""Synchronous pipeline parallelism: any flushing schedule, one optimizer step per batch."""
+
+from __future__ import annotations
+
+from ...backend import get_array_module, to_device
+from ...comm import collectives
+from ...comm.buckets import Buckets
+from ...comm.states import gather_states
+from ...data.shard import shard
+from ...optim import guarded_step
+from ...trace.tracer import NULL
+from .actions import chunks
+from .runtime import Runtime
+from .stage import StageModel
+
+
+class Pipeline:
+    """Stages over the mesh's pp axis, replicas over its dp axis (Huang et al. 2019, GPipe;
+    Narayanan et al. 2021, PipeDream-Flush and interleaving): equal to one device.
+
+    The replica's rows of the global batch (``shard`` over dp) split into m micro-batches.
+    Every stage accumulates the gradients of the micro-batches' summed losses over the schedule;
+    at ``STEP`` the gradient is what one device would have before dividing by the batch's units
+    N. Then, in order: replicas sum it over dp with DP's buckets; the ranks holding a shared
+    parameter (a tied embedding) sum its gradient, so its copies stay bitwise equal (seed 000's
+    ∩θᵢ ≠ ∅ rule); one all-reduce over the world sums the loss (held by the last stage) and the
+    squared gradient norm (each parameter counted once); and every rank scales by 1/N, clips
+    to the global norm and steps, or skips a non-finite step, alike.
+
+    ``schedule`` is ``dict[stage, list[Action]]`` for this mesh's p; ``ranges`` the layers of
+    each of its p·v virtual stages. ``make_optimizer(params)`` builds this stage's optimizer.
+    """
+
+    runtime_class = Runtime
+
+    def __init__(self, model, make_optimizer, task, mesh, schedule, ranges, grad_clip=0.0,
+                 bucket_bytes: int = 1 << 20):
+        self.model, self.task, self.mesh, self.grad_clip = model, task, mesh, grad_clip
+        self.schedule = schedule
+        self.m = len({a.mb for a in schedule[0] if a.kind == "F"})
+        self.stage = StageModel(model, ranges, mesh.pp_comm.rank, mesh.pp)
+        self.params = self.stage.params
+        self.optimizer = make_optimizer(self.params)
+        self.xp = get_array_module(*(p.data for p in self.params))
+        self.runtime = self.runtime_class(self.stage, mesh.pp_comm.dup(name="pipeline"),
+                                          task.output_loss, self.tracer)
+        self.actions = schedule[mesh.pp_comm.rank]
+        self.plan = Buckets([p.data for p in self.params], bucket_bytes) if mesh.dp > 1 else None
+        self.tied = []  # (indices into params, communicator of the ranks sharing them)
+        for group in self.stage.groups:  # every rank splits once per group, in the same order
+            comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
+            self.tied.append((self.stage.shared(group), comm))
+        self.owned = self.stage.owned()
+        self.v = chunks(schedule)
+
+    def close(self) -> None:
+        """Collective: free the communicators this strategy made (not the mesh's)."""
+        self.runtime.comm.free()
+        for _, comm in self.tied:
+            comm.free()
+
+    @property
+    def tracer(self):
+        return self.mesh.world.tracer or NULL
+
+    def step(self, global_batch) -> dict:
+        """One synchronous step on ``global_batch``: ``{"loss", "grad_norm", "skipped"}``."""
+        self.units = self.task.count(global_batch)  # N: every rank holds the global batch
+        replica = shard(global_batch, self.mesh.dp_comm.rank, self.mesh.dp)
+        micro = [self.task.split(shard(replica, i, self.m)) for i in range(self.m)]
+        self.optimizer.zero_grad()
+        self.runtime.run(self.actions, micro, self._update)
+        return self.metrics
+
+    def _update(self, mb) -> None:
+        """``STEP``: sum over replicas and shared copies, scale by 1/N, clip, step (see above)."""
+        with self.tracer.region("optimizer", "compute"):
+            grads = [self.xp.zeros_like(p.data) if p.grad is None else p.grad
+                     for p in self.params]
+            if self.plan is not None:  # Li et al. 2020: replicas' gradients summed in buckets
+                self.plan.pack(grads)
+                grads = self.plan.finish(self.plan.start_all(self.mesh.dp_comm))
+            for p, g in zip(self.params, grads):
+                p.grad = self.xp.ascontiguousarray(g)
+            for indices, comm in self.tied:  # seed 000: shared parameters' gradients summed
+                for i in indices:
+                    collectives.all_reduce_(comm, self.params[i].grad)
+            totals = self.xp.zeros(2, "float64")  # [Σ loss, Σ ‖g‖²] of this rank's part
+            for loss in self.runtime.losses.values():
+                totals[0] += loss.data
+            if self.mesh.dp_comm.rank == 0:  # after the sum, every replica has the same grads
+                for p in self.owned:
+                    totals[1] += (p.grad.astype("float64") ** 2).sum()
+            loss_sum, squares = collectives.all_reduce_(self.mesh.world, totals)
+            scale = 1.0 / self.xp.maximum(self.units, 1.0)
+            for p in self.params:
+                p.grad *= scale
+            self.metrics = guarded_step(self.optimizer, self.params, loss_sum * scale,
+                                        self.grad_clip, norm=self.xp.sqrt(squares) * scale)
+
+    # -- checkpoints: the whole model, under the single-device model's names ----------------------
+    def state_dict(self) -> dict | None:
+        """Collective over this replica's stages: the whole model and optimizer state on rank 0
+        (keyed as one device keys them, so any strategy resumes from it); ``None`` elsewhere."""
+        if self.mesh.dp_comm.rank != 0:
+            return None
+        parts = gather_states(self.mesh.pp_comm, self._flat(), self.xp, "pipeline stage states")
+        if parts is None:
+            return None
+        state = {"model": {}, "optim": {}}
+        for part in parts:
+            for key, value in part.items():
+                section, _, name = key.partition("/")
+                state[section].setdefault(name, value)
+        return state
+
+    def _flat(self) -> dict:
+        flat = {f"model/{k}": v for k, v in self.stage.state_dict().items()}
+        for key, value in self.optimizer.state_dict().items():
+            name, _, i = key.rpartition(".")
+            flat[f"optim/{key}" if not name else f"optim/{name}.{self.stage.index[int(i)]}"] = value
+        return flat
+
+    def load_state_dict(self, state: dict) -> None:
+        """This stage's part of a whole-model checkpoint (from any strategy and mesh)."""
+        model, optim = state["model"], state["optim"]
+        missing = [name for name in self.stage.names if name not in model]
+        if missing:
+            raise ValueError(f"the checkpoint has no {', '.join(missing)}")
+        local = {g: i for i, g in enumerate(self.stage.index)}
+        mine = {}
+        for key, value in optim.items():
+            name, _, i = key.rpartition(".")
+            if not name:
+                mine[key] = value
+            elif int(i) in local:
+                mine[f"{name}.{local[int(i)]}"] = value
+        for name, p in zip(self.stage.names, self.params):
+            if tuple(model[name].shape) != p.shape:
+                raise ValueError(f"{name}: shape {tuple(model[name].shape)} != {p.shape}")
+        for name, p in zip(self.stage.names, self.params):
+            self.xp.copyto(p.data, to_device(model[name], dtype=p.dtype))
+        self.optimizer.load_state_dict(mine)
+
+    def gather_model(self) -> None:
+        """Collective: rank 0's whole model takes every stage's parameters (for evaluation)."""
+        state = self.state_dict()
+        if state is not None:
+            self.model.load_state_dict(state["model"])

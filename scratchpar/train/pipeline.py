@@ -1,0 +1,35 @@
+"""The pipeline strategy from a Config: the mesh, the schedule, and the layers of each stage."""
+
+from __future__ import annotations
+
+from ..comm.mesh import Mesh
+from ..parallel.pipeline import PipeDream, Pipeline, partition, schedules
+from ..parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
+
+
+def build_pipeline(cfg, task, comm):
+    """``--strategy pipeline``: ``--dp`` replicas of ``--pp`` stages, each stage the layers that
+    ``--balance`` gives it; rank 0 says which."""
+    from .build import build_optimizer
+
+    t = cfg.train
+    mesh = Mesh(comm, dp=t.dp or comm.size // t.pp, pp=t.pp)
+    schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
+    layers = task.model.pipeline_layers()
+    if t.balance == "time":  # rank 0 measures, so that every rank partitions alike
+        weights = layer_times(layers, _example(task, t)) if comm.rank == 0 else None
+        weights, unit = comm.allgather_obj(weights, "layer times")[0], "s"
+    else:
+        weights, unit = parameter_counts(layers), "params"
+    ranges = partition(weights, t.pp * t.virtual)
+    if comm.rank == 0:
+        print(describe(ranges, layer_names(task.model), weights, unit), flush=True)
+    cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
+    return cls(task.model, lambda params: build_optimizer(cfg, params), task, mesh, schedule,
+               ranges, grad_clip=cfg.optim.grad_clip, bucket_bytes=t.bucket_bytes)
+
+
+def _example(task, t):
+    """The inputs of one micro-batch, to time each layer on."""
+    batch, _ = task.batch(0, max(1, t.batch_size // (t.dp or 1) // t.m))
+    return task.split(batch)[0]

@@ -1,0 +1,59 @@
+"""Models deep enough to split, batches, and a pipeline over a dp × pp mesh of the world, shared
+by the pipeline tests on real ranks."""
+
+import numpy as np
+from device_helpers import on_device
+
+from scratchpar import nn
+from scratchpar.comm.mesh import Mesh
+from scratchpar.optim import SGD, Adam
+from scratchpar.parallel.pipeline import PipeDream, Pipeline, partition, schedules
+from scratchpar.parallel.pipeline.partition import parameter_counts
+from scratchpar.train.task import Task
+
+VOCAB, SEQ = 7, 5
+KINDS = ("mlp", "gpt", "tied", "lstm")
+
+
+def make_task(kind: str, seed: int, dtype=np.float64, depth: int = 4) -> Task:
+    """A small model of ``kind`` whose ``pipeline_layers()`` are ``depth`` (≥ 3) layers,
+    initialized from ``seed``."""
+    gen = np.random.default_rng(seed)
+    if kind == "mlp":
+        return Task(None, nn.MLP([5, *range(7, 7 + depth - 1), 4], gen, dtype), "sample")
+    if kind in ("gpt", "tied"):
+        return Task(None, nn.GPT(VOCAB, SEQ, 8, 2, depth - 2, gen, dtype=dtype,
+                                 tie_embeddings=kind == "tied"), "tok")
+    return Task(None, nn.LSTMLanguageModel(VOCAB, 6, 5, gen, dtype, n_layers=depth - 2), "tok")
+
+
+def make_batch(kind: str, rows: int, seed: int, dtype=np.float64):
+    gen = np.random.default_rng([seed, 11])
+    if kind == "mlp":
+        return on_device(gen.standard_normal((rows, 5)), dtype), on_device(gen.integers(0, 4, rows))
+    return on_device(gen.integers(0, VOCAB, (rows, SEQ + 1)))
+
+
+def make_optimizer(adam: bool):
+    def build(params):
+        return Adam(params, lr=0.01) if adam else SGD(params, lr=0.1, momentum=0.9)
+    return build
+
+
+LIVE: list = []  # how to free the last pipeline and mesh: MPI has a few thousand communicators
+
+
+def make_pipeline(comm, task, schedule: str, pp: int, m: int, v: int = 1, adam=False,
+                  clip=0.0, bucket_bytes=1 << 20, optimizer=None):
+    """The pipeline strategy of ``schedule`` on a (world/pp) × pp mesh; ``optimizer(params)``
+    builds the stage's optimizer (default: Adam or SGD with momentum)."""
+    while LIVE:  # every rank builds its pipelines in the same order, so frees them alike
+        LIVE.pop()()
+    mesh = Mesh(comm, dp=comm.size // pp, pp=pp)
+    ranges = partition(parameter_counts(task.model.pipeline_layers()), pp * v)
+    cls = PipeDream if schedule == "pipedream" else Pipeline
+    pipe = cls(task.model, optimizer or make_optimizer(adam), task, mesh,
+               schedules.build(schedule, pp, m, v), ranges, grad_clip=clip,
+               bucket_bytes=bucket_bytes)
+    LIVE.extend([mesh.free, pipe.close])
+    return pipe

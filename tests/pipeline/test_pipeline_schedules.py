@@ -1,0 +1,128 @@
+"""Every named schedule lowers to one that the simulator accepts, with its STEPs in place."""
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scratchpar.parallel.pipeline.actions import Action, ScheduleError, virtual_stage
+from scratchpar.parallel.pipeline.lower import lower
+from scratchpar.parallel.pipeline.schedules import (
+    SCHEDULES,
+    build,
+    gpipe,
+    interleaved,
+    one_f_one_b,
+    per_microbatch_updates,
+    requirements,
+    zb_h1,
+)
+from scratchpar.parallel.pipeline.simulator import check
+
+
+@st.composite
+def configs(draw, name):
+    """(p, m, v) that ``name`` accepts: p ≤ 8, m ≤ 32, v ∈ {2, 3, 4} when interleaved."""
+    if name == "interleaved":
+        p = draw(st.integers(1, 8))
+        return p, p * draw(st.integers(1, 32 // p)), draw(st.sampled_from([2, 3, 4]))
+    return draw(st.integers(1, 8)), 1 if name == "naive" else draw(st.integers(1, 32)), 1
+
+
+def computes(schedule, p):
+    return Counter((a.kind, a.mb, virtual_stage(r, a.chunk, p))
+                   for r, acts in schedule.items() for a in acts if a.is_compute)
+
+
+@pytest.mark.parametrize("name", [*sorted(SCHEDULES), "zb_h1"])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_every_schedule_checks_out_and_runs_each_microbatch_once(name, data):
+    p, m, v = data.draw(configs(name))
+    if name == "zb_h1":  # simulator only, so not in the table
+        schedule = zb_h1(p, m)
+    else:
+        assert requirements(name, p, m, v) == []
+        schedule = build(name, p, m, v)
+    check(schedule)
+    kinds = ("F", "B", "W") if name == "zb_h1" else ("F", "B")
+    assert computes(schedule, p) == Counter(
+        {(kind, mb, k): 1 for kind in kinds for mb in range(m) for k in range(p * v)})
+    for acts in schedule.values():
+        steps = [i for i, a in enumerate(acts) if a.kind == "STEP"]
+        if name == "pipedream":  # one update right after each micro-batch's backward
+            backwards = [a.mb for a in acts if a.kind == "B"]
+            assert [acts[i].mb for i in steps] == backwards
+            assert all(Action("B", acts[i].mb) in acts[:i] for i in steps)
+        else:  # one update after the flush, as the rank's last action
+            assert steps == [len(acts) - 1] and acts[-1] == Action("STEP")
+    assert per_microbatch_updates(schedule) == (name == "pipedream")
+
+
+def test_gpipe_and_1f1b_orders():
+    assert {r: [str(a) for a in acts] for r, acts in gpipe(2, 2).items()} == {
+        0: ["F0", "SEND_ACT 0→1", "F1", "SEND_ACT 1→1", "RECV_GRAD 1←1", "B1",
+            "RECV_GRAD 0←1", "B0", "STEP"],
+        1: ["RECV_ACT 0←0", "F0", "RECV_ACT 1←0", "F1", "B1", "SEND_GRAD 1→0", "B0",
+            "SEND_GRAD 0→0", "STEP"]}
+    warm = [[a.mb for a in acts[:acts.index(next(b for b in acts if b.kind == "B"))]
+             if a.kind == "F"] for acts in one_f_one_b(4, 8).values()]
+    assert warm == [[0, 1, 2, 3], [0, 1, 2], [0, 1], [0]]  # p − s − 1 warm-up, then 1F1B
+
+
+def test_interleaved_runs_chunks_in_groups_of_p():
+    forwards = [str(a) for a in interleaved(2, 4, 2)[0] if a.kind == "F"]
+    assert forwards == ["F0", "F1", "F0.1", "F1.1", "F2", "F3", "F2.1", "F3.1"]
+    alone = [str(a) for a in interleaved(1, 1, 2)[0]]  # one rank hands chunk 0's output to 1
+    assert alone == ["F0", "SEND_ACT 0→0", "RECV_ACT 0.1←0", "F0.1", "B0.1", "SEND_GRAD 0.1→0",
+                     "RECV_GRAD 0←0", "B0", "STEP"]
+
+
+@pytest.mark.parametrize("name, p, m, v, reasons", [
+    ("gpipe", 0, 4, 1, ["--pp must be at least 1 (got 0)"]),
+    ("1f1b", 2, 0, 1, ["--microbatches must be at least 1 (got 0)"]),
+    ("naive", 2, 4, 1, ["--pp-schedule naive runs one micro-batch: --microbatches must be 1"]),
+    ("interleaved", 4, 6, 1, ["--pp-schedule interleaved needs --virtual 2 or more",
+                              "--microbatches a multiple of --pp (got 6 micro-batches for "
+                              "--pp 4)"]),
+    ("interleaved", 3, 2, 2, ["--microbatches a multiple of --pp (got 2 micro-batches for "
+                              "--pp 3)"]),
+    ("1f1b", 4, 8, 2, ["--virtual 2 applies only to --pp-schedule interleaved"]),
+    ("pipedream", -1, -1, 3, ["--pp must be", "--microbatches must be", "--virtual 3"]),
+    ("zigzag", 4, 8, 1, ["--pp-schedule 'zigzag' is not a schedule; choose one of naive"]),
+])
+def test_requirements_name_every_violated_flag(name, p, m, v, reasons):
+    why = requirements(name, p, m, v)
+    assert len(why) == len(reasons)
+    for reason, said in zip(reasons, why):
+        assert reason in said
+    with pytest.raises(ScheduleError) as e:
+        build(name, p, m, v)
+    assert all(reason in str(e.value) for reason in reasons)
+
+
+def test_schedule_functions_refuse_what_requirements_refuse():
+    with pytest.raises(ScheduleError, match="--microbatches a multiple of --pp"):
+        interleaved(3, 4, 2)
+    with pytest.raises(ScheduleError, match="0 < weight < backward"):
+        zb_h1(2, 2, weight=2.0)
+
+
+def test_lower_names_each_rank_stuck_in_an_infeasible_order():
+    F, B = (lambda i: Action("F", i)), (lambda i: Action("B", i))
+    with pytest.raises(ScheduleError) as e:
+        lower({0: [F(0), B(0), F(1), B(1)], 1: [F(1), B(1), F(0), B(0)]}, 2)
+    assert str(e.value) == (
+        "the compute orders cannot run: rank 0 is stuck at B0 (compute 1 of its order), "
+        "waiting for B0 on rank 1; rank 1 is stuck at F1 (compute 0 of its order), waiting "
+        "for F1 on rank 0")
+    with pytest.raises(ScheduleError, match="waiting for its own F0"):
+        lower({0: [B(0), F(0)]}, 1)
+
+
+def test_lower_takes_computes_only_and_every_rank():
+    with pytest.raises(ScheduleError, match="lower\\(\\) adds messages: rank 0: SEND_ACT 0→1"):
+        lower({0: [Action("F", 0), Action("SEND_ACT", 0, 0, 1)], 1: [Action("F", 0)]}, 2)
+    with pytest.raises(ScheduleError, match="ranks 0..2, got \\[0, 1\\]"):
+        lower({0: [], 1: []}, 3)
