@@ -23,7 +23,10 @@ def build_pipeline(cfg, task, comm):
         weights, unit = parameter_counts(layers), "params"
     ranges = partition(weights, t.pp * t.virtual)
     if comm.rank == 0:
-        print(describe(ranges, layer_names(task.model), weights, unit), flush=True)
+        lines = describe(ranges, layer_names(task.model), weights, unit).splitlines()
+        if t.virtual > 1:  # virtual stage k is chunk k // p of rank k % p
+            lines = [f"{line} → rank {k % t.pp}, chunk {k // t.pp}" for k, line in enumerate(lines)]
+        print("\n".join(lines), flush=True)
     cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
     return cls(task.model, lambda params: build_optimizer(cfg, params), task, mesh, schedule,
                ranges, grad_clip=cfg.optim.grad_clip, bucket_bytes=t.bucket_bytes)

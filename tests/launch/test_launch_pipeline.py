@@ -1,0 +1,57 @@
+"""``mpiexec -n 4 python -m scratchpar.train --strategy pipeline``: every schedule trains from the
+command line at pp = 4 and at dp = 2 × pp = 2; the synchronous ones as one device does, and their
+checkpoints hold the whole model; a trace shows each stage's forwards and backwards."""
+
+import json
+
+import numpy as np
+import pytest
+from launch_helpers import run_mpi
+from test_launch_train import TINY, assert_same_model, one_device, records
+
+SYNC = ["naive", "gpipe", "1f1b", "interleaved", "bprio"]
+LAYOUTS = {"pp4": ["--pp", "4"], "dp2xpp2": ["--pp", "2", "--dp", "2"]}
+DEEP = ["--n-layers", "6", "--batch-size", "16"]  # 8 pipeline layers: 4 ranks × 2 chunks
+
+
+def flags(schedule: str, layout: str) -> list[str]:
+    chosen = ["--strategy", "pipeline", "--pp-schedule", schedule, *LAYOUTS[layout]]
+    if schedule == "interleaved":
+        chosen += ["--virtual", "2"]
+    return chosen + (["--microbatches", "1"] if schedule == "naive" else [])
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """One device's losses and final parameters for the deeper model."""
+    return one_device(tmp_path_factory.mktemp("single"), *DEEP)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("schedule", SYNC)
+def test_a_synchronous_schedule_trains_as_one_device(tmp_path, single, schedule, layout):
+    metrics, ck = tmp_path / "m.jsonl", tmp_path / "ck"
+    out = run_mpi(4, ["-m", "scratchpar.train", *TINY, *DEEP, *flags(schedule, layout),
+                      "--metrics", str(metrics), "--save", str(ck)], timeout=90)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("final: step 6") == 1, out.stdout  # rank 0 alone reports
+    assert "stage 0: layer" in out.stdout  # and says which layers each stage got
+    want, params = single
+    np.testing.assert_allclose([r["loss"] for r in records(metrics) if r["event"] == "step"],
+                               want, rtol=1e-9)
+    assert_same_model(ck, params)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_pipedream_trains_and_records_each_stage_in_the_trace(tmp_path, layout):
+    metrics, trace = tmp_path / "m.jsonl", tmp_path / "trace.json"
+    out = run_mpi(4, ["-m", "scratchpar.train", *TINY, *DEEP, *flags("pipedream", layout),
+                      "--microbatches", "4", "--metrics", str(metrics), "--trace", str(trace)],
+                  timeout=90)
+    assert out.returncode == 0, out.stderr
+    losses = [r["loss"] for r in records(metrics) if r["event"] == "step"]
+    assert len(losses) == 6 and all(np.isfinite(losses))
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {(e["pid"], e["name"]) for e in events if e.get("ph") == "X"}
+    for rank in range(4):
+        assert {(rank, "F0"), (rank, "B3"), (rank, "STEP 3")} <= names, sorted(names)[:20]
