@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline docs clean
 
 install: $(VENV)/.installed
 
@@ -44,16 +44,20 @@ fuzz: install  ## the CLI fuzzer at length: make fuzz FUZZ_CASES=300 FUZZ_SEED=1
 lint: install
 	$(BIN)/ruff check scratchpar tests mpi_examples
 
-bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data parallelism (ARGS=--quick)
+bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data and pipeline parallelism (ARGS=--quick)
 	$(BIN)/python -m scratchpar.bench step $(ARGS)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
 	$(BIN)/python -m scratchpar.bench dp $(ARGS)
+	$(BIN)/python -m scratchpar.bench pipeline $(ARGS)
 
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
 
 bench-dp: $(VENV)/.bench  ## data parallelism: scaling, bucketed against naive, torch DDP
 	$(BIN)/python -m scratchpar.bench dp $(ARGS)
+
+bench-pipeline: install  ## pipeline bubbles, stashed memory and throughput against the formulas and one device
+	$(BIN)/python -m scratchpar.bench pipeline $(ARGS)
 
 docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collectives and dp benchmarks
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
@@ -62,6 +66,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collec
 	$(BIN)/python -m scratchpar.trace collectives docs/figures/collectives.json -o docs/figures/collectives.png
 	$(BIN)/python -m scratchpar.bench dp --json docs/figures/dp_bench.json
 	$(BIN)/python -m scratchpar.trace scaling docs/figures/dp_bench.json -o docs/figures/dp_scaling.png
+	$(BIN)/python -m scratchpar.bench pipeline --json docs/figures/pipeline_bench.json --figures docs/figures
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

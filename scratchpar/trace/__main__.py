@@ -1,6 +1,6 @@
-"""``python -m scratchpar.trace {loss,collectives,scaling,plot} FILE -o OUT.png``: loss,
-all-reduce, data-parallel scaling or timeline plots; ``python -m scratchpar.trace exposed
-TRACE.json``: exposed communication."""
+"""``python -m scratchpar.trace {loss,collectives,scaling,plot,pipeline} FILE -o OUT.png``: loss,
+all-reduce, data-parallel scaling, timeline or pipeline-stage plots; ``python -m
+scratchpar.trace exposed TRACE.json``: exposed communication."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from .collectives_plot import plot_collectives
 from .exposure import report
 from .loss_plot import plot_loss
+from .pipeline_plot import plot_trace_stages
 from .scaling_plot import plot_scaling
 from .timeline_plot import plot_timeline
 
@@ -22,6 +23,9 @@ PLOTS = [  # (command, drawing function, what it draws, its input, default PNG)
      ("BENCH", "the JSON of python -m scratchpar.bench dp --json"), "dp_scaling.png"),
     ("plot", plot_timeline, "per-rank compute/communication timeline of a trace",
      ("TRACE", "the Chrome trace JSON written by scratchpar.train --trace"), "timeline.png"),
+    ("pipeline", plot_trace_stages, "each stage's forwards and backwards in a pipeline's trace",
+     ("TRACE", "the Chrome trace JSON of scratchpar.train --strategy pipeline --trace"),
+     "pipeline.png"),
 ]
 
 

@@ -86,6 +86,19 @@ def plot_pipeline_timeline(ideal: Timeline, out_path: str, measured: Rows | None
     return str(save(fig, out_path, dpi=110))
 
 
+def plot_trace_stages(trace_path: str, out_path: str) -> str:
+    """Each rank's pipeline computes in a trace written by ``scratchpar.train --trace``."""
+    rows = measured_spans(trace_path)
+    if not rows:
+        raise ValueError(f"{trace_path} has no pipeline computes (F3, B3, …) to draw: was it "
+                         "written by --strategy pipeline?")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(14, 0.45 * len(rows) + 1.4))
+    gantt(ax, rows, "measured pipeline timeline (ms since the aligned start)")
+    fig.tight_layout()
+    return str(save(fig, out_path, dpi=110))
+
+
 def plot_bubble_curve(rows: list[dict], out_path: str) -> str:
     """Bubble fraction against micro-batches m (log₂ axis): one solid line per (schedule, p)
     from the measured ``bubble``, and its ``formula`` dashed in the same color."""
