@@ -53,3 +53,29 @@ def test_a_step_waits_for_the_device_once_beyond_the_model(comm, device, name, k
             f"times: {syncs}"
         staged = [c for c in step.pageable_copies if " at scratchpar/comm/" in c]
         assert staged == [], f"messages staged through pageable memory: {staged}"
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "interleaved"])
+@shared_verdict
+def test_a_pipeline_step_waits_for_the_device_once(comm, device, schedule):
+    """Micro-batches, messages, the shared and replica sums and the world's [loss, ‖g‖²] all stay
+    on the device; the guard's one read is the step's one wait."""
+    if device != "double":
+        pytest.skip("only the double counts what the host waited for")
+    from pipeline_helpers import make_batch, make_pipeline, make_task
+
+    v = 2 if schedule == "interleaved" else 1
+    task = make_task("tied", 3, depth=max(4, 2 * comm.size))
+    pipe = make_pipeline(comm, task, schedule, comm.size, comm.size, v, adam=True, clip=1.0)
+    batch = make_batch("tied", 2 * comm.size + 1, 3)
+    pipe.step(batch)  # the first step agrees on shapes and builds optimizer state
+    seen = []
+    for _ in range(2):
+        with watch() as step:
+            pipe.step(batch)
+        seen.append(step)
+    for step in seen:
+        syncs = step.syncs_from("scratchpar")
+        assert len(syncs) == STRATEGY_SYNCS, f"a {schedule} step waited {len(syncs)} times: {syncs}"
+        staged = [c for c in step.pageable_copies if " at scratchpar/comm/" in c]
+        assert staged == [], f"messages staged through pageable memory: {staged}"
