@@ -64,6 +64,28 @@ EXPECTED = {  # lines (or parts of lines) each example must print
         "local SGD     3 parameter/gradient all-reduces,   3528 bytes; 9 of 24 bytes for the loss",
         "DataParallel  9 parameter/gradient all-reduces,  10584 bytes; 9 of 16 bytes for the loss",
     ],
+    "08_pipeline_schedules.py": [  # a pure simulation: every line is fixed
+        "F0  F1  F2  B0  F3  B1  F4  B2  F5  B3  F6  B4  F7  B5  B6  B7  STEP",  # 1F1B, rank 1
+        "rank 3 │ ·  ·  ·  F0 F1 F2 F3 F4 F5 F6 F7 B7 B7 B6 B6",  # GPipe: all F, then all B
+        "rank 0 │ F0 F1 F2 F3 ·  ·  ·  ·  ·  ·  B0 B0 F4 B1 B1 F5",  # 1F1B
+        "GPipe            27.3%            27.3%        48   8  8  8  8",
+        "1F1B             27.3%            27.3%        48   4  3  2  1",
+        "interleaved      15.8%            15.8%       112  11  9  7  5",
+        "deadlock with rendezvous sends: rank 0 blocks at SEND_ACT 1→1 (action 3), "
+        "rank 1 blocks at SEND_GRAD 0→0 (action 3)",
+        "check() passes; simulated bubble 33.3%",
+    ],
+    "09_pipeline_parallel.py": [  # times vary; the order of events and the numbers do not
+        "rank 2 holds layer 2 (Linear 16→16 + ReLU): max |∂L/∂θ − one device's| 0.0e+00",
+        "loss 1.495635, one device 1.495635",
+        "forward    ·          ·          ·",  # while one rank works, three wait
+        "·          ·          ·          backward",
+        "rank 0: layer 0 (0.weight, 0.bias)  runtime.peak 8 (m = 8)",  # GPipe
+        "rank 1: layer 1 (2.weight, 2.bias)  runtime.peak 3 (p − s = 3)",  # 1F1B
+        "rank 3: layer 3 (6.weight, 6.bias)  runtime.peak 1 (p − s = 1)",
+        "loss 1.495635 (one device 1.495635); every rank's gradient equals one device's to "
+        "1e-12: yes",
+    ],
 }
 
 
