@@ -146,3 +146,4 @@ def test_mebibyte_activations_flow_when_every_send_waits_for_its_receive(comm, s
     batch = on_device(gen.standard_normal((rows, 16))), on_device(gen.integers(0, 4, rows))
     assert np.isfinite(pipe.step(batch)["loss"])
     assert comm.size == 1 or pipe.runtime.peak_bytes >= 2**20
+

@@ -2,10 +2,14 @@
 
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scratchpar import nn
+from scratchpar.optim import SGD
+from scratchpar.parallel.pipeline import Pipeline
 from scratchpar.parallel.pipeline.actions import Action, ScheduleError
 from scratchpar.parallel.pipeline.schedules import (
     bprio,
@@ -16,6 +20,7 @@ from scratchpar.parallel.pipeline.schedules import (
     zb_h1,
 )
 from scratchpar.parallel.pipeline.simulator import bubble_formula, check, simulate
+from scratchpar.train.task import Task
 
 costs = st.integers(1, 6).map(Fraction)
 
@@ -188,3 +193,17 @@ def test_check_refuses_malformed_input_in_words():
 def test_simulate_refuses_bad_costs():
     with pytest.raises(ScheduleError, match="weight ≤ backward"):
         simulate(GOOD, 1, 2, weight=3)
+
+
+def test_the_strategy_refuses_a_deadlocking_schedule_before_any_message():
+    """Pipeline checks its schedule first, on every rank alike: no mesh or message is touched."""
+    a = Action
+    bad = {0: [a("F", 0), a("SEND_ACT", 0, 0, 1), a("F", 1), a("SEND_ACT", 1, 0, 1),
+               a("RECV_GRAD", 0, 0, 1), a("B", 0), a("RECV_GRAD", 1, 0, 1), a("B", 1), a("STEP")],
+           1: [a("RECV_ACT", 0, 0, 0), a("F", 0), a("B", 0), a("SEND_GRAD", 0, 0, 0),
+               a("RECV_ACT", 1, 0, 0), a("F", 1), a("B", 1), a("SEND_GRAD", 1, 0, 0), a("STEP")]}
+    model = nn.MLP([3, 4, 2], np.random.default_rng(0))
+    with pytest.raises(ScheduleError, match="deadlock with rendezvous sends: rank 0 blocks at "
+                                            "SEND_ACT 1→1"):
+        Pipeline(model, lambda params: SGD(params, 0.1), Task(None, model, "sample"), None, bad,
+                 [range(0, 1), range(1, 2)])

@@ -9,8 +9,9 @@ from ...comm.states import gather_states
 from ...data.shard import shard
 from ...optim import guarded_step
 from ...trace.tracer import NULL
-from .actions import chunks
+from .actions import ScheduleError, chunks
 from .runtime import Runtime
+from .simulator import check
 from .stage import StageModel
 
 
@@ -35,6 +36,9 @@ class Pipeline:
 
     def __init__(self, model, make_optimizer, task, mesh, schedule, ranges, grad_clip=0.0,
                  bucket_bytes: int = 1 << 20):
+        check(schedule)  # every rank alike, before any message: a bad schedule never hangs
+        if len(schedule) != mesh.pp:
+            raise ScheduleError(f"the schedule has {len(schedule)} ranks, the mesh pp={mesh.pp}")
         self.model, self.task, self.mesh, self.grad_clip = model, task, mesh, grad_clip
         self.schedule = schedule
         self.m = len({a.mb for a in schedule[0] if a.kind == "F"})
