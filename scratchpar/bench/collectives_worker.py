@@ -11,7 +11,6 @@ Communicator stages them through host memory where MPI is not CUDA-aware).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -20,6 +19,7 @@ import numpy as np
 
 from scratchpar import backend
 from scratchpar.bench.collectives_report import human
+from scratchpar.bench.mpijob import write_result
 from scratchpar.comm.collectives import all_reduce_
 from scratchpar.comm.mpi import Communicator
 
@@ -168,10 +168,7 @@ def main(argv=None) -> int:
                               "large_s": pingpong(comm, sizes[-1], args.repeats)}
         if args.device != "cpu" and comm.rank == 0:
             result["copies"] = copies(sizes[-1], args.repeats)
-    if comm.rank == 0:
-        with open(args.out, "w") as f:
-            json.dump(result, f)
-    return 0
+    return write_result(comm, args.out, result)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from scratchpar.allocator import keep_freed_memory
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
 from scratchpar.bench.collectives_worker import slowest, sync
+from scratchpar.bench.mpijob import write_result
 from scratchpar.bench.timing import Timed, on_host
 from scratchpar.comm.mpi import Communicator
 from scratchpar.data.shard import shard
@@ -241,10 +242,7 @@ def main(argv=None) -> int:
             print(f"  n={comm.size}, {name}: MLP {cfg['sizes']}, batch {cfg['batch']}",
                   file=sys.stderr, flush=True)
         result["configs"][name] = bench_config(comm, cfg, args)
-    if comm.rank == 0:
-        with open(args.out, "w") as f:
-            json.dump(result, f)
-    return 0
+    return write_result(comm, args.out, result)
 
 
 if __name__ == "__main__":

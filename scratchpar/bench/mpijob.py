@@ -3,6 +3,7 @@ timeout that kills the whole job."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -56,3 +57,11 @@ def per_world_size(ranks: list[int], measure) -> tuple[dict, tuple[float, float]
     with tempfile.TemporaryDirectory(prefix="scratchpar-bench-") as tmp:
         results = {n: measure(n, Path(tmp)) for n in ranks}
     return results, (before, os.getloadavg()[0])
+
+
+def write_result(comm, path: str, result: dict) -> int:
+    """A worker's end: rank 0 writes its JSON ``result`` to ``path`` for the driver; every
+    rank's exit status 0."""
+    if comm.rank == 0:
+        Path(path).write_text(json.dumps(result))
+    return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...autograd import Tensor, no_grad
 from ...backend import get_array_module, xp_default
 from ...trace.tracer import NULL
-from .actions import Action, ScheduleError, virtual_stage
+from .actions import SENDS, Action, ScheduleError, virtual_stage
 from .shapes import agree_shapes
 
 TAG_SPACE = 32767  # the MPI standard's smallest allowed MPI_TAG_UB
@@ -23,9 +23,10 @@ class Runtime:
     received for it, and on the last virtual stage scores the output against the targets with
     ``loss_fn(out, targets, "sum")``: summed losses, so that gradients accumulated over the
     micro-batches are those of the whole batch's summed loss. ``B`` backpropagates from the
-    loss, or from the received gradient of the chunk's output. Sends are non-blocking (the
-    rank computes on while a message travels; :meth:`settle` waits for them); receives block
-    until their message is in. Each activation's shape is agreed once per batch shape
+    loss, or from the received gradient of the chunk's output. The messages between two
+    computes go together (:meth:`_exchange`): sends are non-blocking (the rank computes on
+    while a message travels; :meth:`settle` waits for them), the receives are posted at once
+    and waited for together. Each activation's shape is agreed once per batch shape
     (:func:`~.shapes.agree_shapes`), never per message. ``STEP`` calls ``on_step(mb)``.
 
     While a step runs, ``held`` tracks the micro-batches forwarded and not yet backwarded and
@@ -45,13 +46,49 @@ class Runtime:
         loss Tensor of each micro-batch that this rank's last virtual stage scored."""
         self.micro, self.on_step = micro, on_step
         self.inputs, self.outputs, self.grads, self.sends, self.losses = {}, {}, {}, [], {}
-        self.held, self.handed = {}, {}
+        self.held, self.handed, self.posted = {}, {}, []
         self.row_shapes = self._agreed(micro[0][0])
+        self.peak = self.peak_bytes = 0
+        block: list[Action] = []  # messages between two computes
         for action in actions:
-            with self.tracer.region(str(action), "compute" if not action.is_comm else "comm"):
+            if action.is_comm:
+                block.append(action)
+                continue
+            self._exchange(block)
+            block = []
+            with self.tracer.region(str(action), "compute"):
                 self._run_one(action)
+        self._exchange(block)
         self.settle()
         return list(self.losses.values())
+
+    def _exchange(self, block: list[Action]) -> None:
+        """The messages between two computes, all at once: the sends go first (they never
+        block), then every receive is posted and they are waited for together, as Megatron's
+        batched isend/irecv does. Nothing in the block depends on another, so the order the
+        schedule wrote (safe for synchronous sends, see lower.py) only ever gets earlier.
+        With ``sync_sends`` the block runs in the schedule's order, each message complete
+        before the next: the rendezvous semantics the simulator checks."""
+        if not self.sync_sends:
+            block = [a for a in block if a.kind in SENDS] + \
+                [a for a in block if a.kind not in SENDS]
+        for a in block:
+            with self.tracer.region(str(a), "comm"):
+                self._run_one(a)
+            if self.sync_sends:  # rendezvous, as the simulator checks: strictly in order
+                self._wait_posted()
+        self._wait_posted()
+
+    def _wait_posted(self) -> None:
+        pending, self.posted = self.posted, []
+        if pending:
+            with self.tracer.region("wait " + ", ".join(str(a) for a, _ in pending), "comm"):
+                try:
+                    self.comm.wait_all([request for _, request in pending])
+                except Exception as error:
+                    raise StageFailed(f"pipeline stage {self.comm.rank} of {self.p} failed "
+                                      f"waiting for {', '.join(str(a) for a, _ in pending)}: "
+                                      f"{type(error).__name__}: {error}") from error
 
     def settle(self) -> None:
         """Wait for every send in flight (their buffers may then be reused)."""
@@ -113,7 +150,7 @@ class Runtime:
         rows = len(self.micro[a.mb][0])
         shape, dtype = self.row_shapes[self._k(a)]
         buf = self._recv((rows, *shape), dtype, a, 0)
-        self.inputs[a.mb, a.chunk] = Tensor(buf, requires_grad=True)
+        self.inputs[a.mb, a.chunk] = Tensor(buf, requires_grad=True)  # filled by the wait
 
     def _recv_grad(self, a: Action) -> None:
         out = self.outputs[a.mb, a.chunk].data
@@ -133,7 +170,7 @@ class Runtime:
         if a.peer == self.comm.rank:
             return self.handed.pop(self._tag(a, grad))
         buf = xp_default().empty(shape, dtype)
-        self.comm.recv(buf, a.peer, self._tag(a, grad))
+        self.posted.append((a, self.comm.irecv(buf, a.peer, self._tag(a, grad))))
         return buf
 
     def _tag(self, a: Action, grad: int) -> int:

@@ -1,0 +1,166 @@
+"""One rank of the pipeline benchmark: sleep-stage schedules traced, a GPT's step timed in turns."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from scratchpar import backend, optim
+from scratchpar.bench.collectives_worker import sync
+from scratchpar.bench.dp_worker import alone, turns
+from scratchpar.bench.mpijob import write_result
+from scratchpar.bench.pipeline import schedule_for
+from scratchpar.bench.sleep_stage import SleepModel, gpt_batch, gpt_task, sleep_batch
+from scratchpar.bench.timing import Timed
+from scratchpar.comm.mesh import Mesh
+from scratchpar.comm.mpi import Communicator
+from scratchpar.data.shard import shard
+from scratchpar.parallel import DataParallel, SingleDevice
+from scratchpar.parallel.pipeline import PipeDream, Pipeline, partition, schedules
+from scratchpar.parallel.pipeline.partition import parameter_counts
+from scratchpar.trace.chrome import write_chrome
+from scratchpar.trace.tracer import Tracer
+from scratchpar.train.task import Task
+
+LR = 1e-3
+COMPUTE = re.compile(r"[FB]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, F3.1
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sleep", help='JSON: {"forward_s", "backward_s", "rows", "warmup", '
+                                        '"steps", "runs": [{"schedule", "m", "v", "trace"}]}')
+    parser.add_argument("--real", help='JSON: the GPT ("vocab", "seq", "d_model", "heads", '
+                                       '"layers"), "batch", "m", "warmup", "repeats"')
+    parser.add_argument("--traces", help="folder for the Chrome traces of runs that ask")
+    parser.add_argument("--device", choices=backend.DEVICES, default="cpu",
+                        help="where the GPT lives (sleep stages stay on the host)")
+    parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
+    return parser.parse_args(argv)
+
+
+def summary(events) -> tuple[float, float, float]:
+    """(first F's start, last B's end, Σ F and B durations), seconds, of one rank's step."""
+    computes = [e for e in events if COMPUTE.match(e.name)]
+    return (min(e.start for e in computes if e.name[0] == "F") * 1e-9,
+            max(e.end for e in computes if e.name[0] == "B") * 1e-9,
+            sum(e.end - e.start for e in computes) * 1e-9)
+
+
+def bubble(summaries: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """(bubble, window s) of one step from every rank's :func:`summary`, on clocks aligned at
+    the step's start: over the window from the first F's start to the last B's end across
+    ranks, the idle fraction 1 − Σ_ranks busy / (p · window)."""
+    start = min(s for s, _, _ in summaries)
+    window = max(e for _, e, _ in summaries) - start
+    return 1 - sum(b for _, _, b in summaries) / (len(summaries) * window), window
+
+
+def sleep_run(comm, spec: dict, run: dict, traces: str | None) -> dict | None:
+    """``spec``'s warm-up and timed steps of schedule ``run`` on p·v sleeping layers, one per
+    virtual stage, each sleeping a v-th of a stage's time. Rank 0 returns the per-step bubbles
+    and every rank's peak activations; with ``trace``, it writes the last step's Chrome trace."""
+    p, m, v = comm.size, run["m"], run["v"]
+    model = SleepModel(p * v, spec["forward_s"] / v, spec["backward_s"] / v)
+    comm.tracer = tracer = Tracer(comm.rank)  # before the mesh: its splits and dups share it
+    mesh = Mesh(comm, dp=1, pp=p)
+    cls = PipeDream if run["schedule"] == "pipedream" else Pipeline
+    pipe = cls(model, lambda params: optim.SGD(params, LR), Task(None, model, "sample"), mesh,
+               schedule_for(run["schedule"], p, m, v, spec["forward_s"], spec["backward_s"]),
+               [range(k, k + 1) for k in range(p * v)])
+    batch = sleep_batch(spec["rows"] * m, np.random.default_rng(0))
+    steps = []
+    for _ in range(spec["warmup"] + spec["steps"]):
+        tracer.align(lambda: sync(comm))  # each step's zero at a barrier on every rank
+        mark = len(tracer.events)
+        pipe.step(batch)
+        steps.append(tracer.events[mark:])
+    mine = {"summaries": [summary(s) for s in steps[spec["warmup"]:]],
+            "peak": pipe.runtime.peak, "peak_bytes": pipe.runtime.peak_bytes,
+            "trace": {**tracer.export(), "events": [e._asdict() for e in steps[-1]]}
+            if run["trace"] else None}
+    ranks = comm.allgather_obj(mine, "pipeline bench results")
+    pipe.close()
+    mesh.free()
+    comm.tracer = None
+    if comm.rank:
+        return None
+    path = None
+    if run["trace"]:
+        name = run["schedule"] + (f"_v{v}" if v > 1 else "")
+        path = write_chrome(str(Path(traces) / f"pipeline_{name}_p{p}_m{m}.trace.json"),
+                            [r["trace"] for r in ranks])
+    per_step = [bubble(list(s)) for s in zip(*(r["summaries"] for r in ranks))]
+    return {**run, "p": p, "bubbles": [b for b, _ in per_step],
+            "windows_s": [w for _, w in per_step], "peak": [r["peak"] for r in ranks],
+            "peak_bytes": [r["peak_bytes"] for r in ranks], "trace": path}
+
+
+def accumulated(task, batch, m: int) -> Timed:
+    """One device's step on ``m`` micro-batches: their summed losses' gradients accumulated,
+    scaled by 1/N, one update; a pipeline's arithmetic on one device."""
+    params = task.model.parameters()
+    optimizer, micro = optim.SGD(params, LR), [shard(batch, i, m) for i in range(m)]
+    scale = 1.0 / task.count(batch)
+
+    def step():
+        optimizer.zero_grad()
+        for part in micro:
+            task.loss(task.model, part, "sum").backward()
+        for p in params:
+            p.grad *= scale
+        optimizer.step()
+
+    return Timed(step, backend.sync)
+
+
+def real_runs(comm, cfg: dict) -> dict:
+    """Seconds per step (slowest rank, median) of the GPT on one device (rank 0 alone, on the
+    whole batch and on m accumulated micro-batches), data parallel over the ranks, and
+    pipelined over them: naive (m = 1), GPipe and 1F1B (m); each contender on its own copy of
+    the model, all taking turns. The other ranks sleep through the one-device steps; the
+    accumulated one's time is the slowest rank's, which includes a waiter's wake-up (≤ 0.2 ms)."""
+    batch = backend.to_device(gpt_batch(cfg, cfg["batch"]))
+    contenders, live = {}, []
+    single = gpt_task(cfg)
+    one = SingleDevice(single.model, optim.SGD(single.model.parameters(), LR), single.loss)
+    contenders["alone"] = alone(Timed(lambda: one.step(batch), backend.sync), comm)
+    contenders["alone-micro"] = alone(accumulated(gpt_task(cfg), batch, cfg["m"]), comm)
+    dp_task = gpt_task(cfg)
+    dp = DataParallel(dp_task.model, optim.SGD(dp_task.model.parameters(), LR), dp_task.loss,
+                      dp_task.count, comm)
+    contenders["dp"] = Timed(lambda: dp.step(batch), backend.sync)
+    for name, m in (("naive", 1), ("gpipe", cfg["m"]), ("1f1b", cfg["m"])):
+        task = gpt_task(cfg)
+        mesh = Mesh(comm, dp=1, pp=comm.size)
+        ranges = partition(parameter_counts(task.model.pipeline_layers()), comm.size)
+        pipe = Pipeline(task.model, lambda params: optim.SGD(params, LR), task, mesh,
+                        schedules.build(name, comm.size, m), ranges)
+        contenders[name] = Timed(lambda pipe=pipe: pipe.step(batch), backend.sync)
+        live += [pipe.close, mesh.free]
+    timed = turns(comm, contenders, cfg["repeats"], cfg["warmup"])
+    for free in live:
+        free()
+    return timed
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    comm = Communicator()
+    result = {"world_size": comm.size}
+    if args.sleep:
+        spec = json.loads(args.sleep)
+        result["sleep"] = [sleep_run(comm, spec, run, args.traces) for run in spec["runs"]]
+    if args.real:
+        backend.set_device(args.device, comm.local_rank)
+        result["real"] = real_runs(comm, json.loads(args.real))
+    return write_result(comm, args.out, result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""``python -m scratchpar.bench pipeline``: a quick run end to end, and its pure parts."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scratchpar.bench import pipeline
+from scratchpar.bench.mpijob import ROOT
+from scratchpar.bench.pipeline_worker import bubble, summary
+from scratchpar.trace.tracer import Event
+
+SCHEDULES = ["gpipe", "1f1b", "interleaved", "naive", "bprio", "pipedream"]
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The quick run's printed tables, its JSON, and its figures folder."""
+    tmp = tmp_path_factory.mktemp("pipeline-bench")
+    path, figures = tmp / "pipeline.json", tmp / "figures"
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "pipeline", "--quick",
+                           "--json", str(path), "--figures", str(figures)],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout, json.loads(path.read_text()), figures
+
+
+def test_bubbles_are_fractions_beside_the_exact_formula(quick):
+    _, result, _ = quick
+    sizes = result["sizes"]
+    assert {(r["schedule"], r["p"], r["m"]) for r in result["bubbles"]} == {
+        (s, p, m) for s in ("gpipe", "1f1b") for p in sizes["ps"] for m in sizes["ms"]}
+    for r in result["bubbles"]:
+        p, m = r["p"], r["m"]
+        assert 0 <= r["bubble"] < 1 and 0 <= r["simulated"] < 1
+        assert r["formula"] == (p - 1) / (m + p - 1)
+        assert r["ratio"] == pytest.approx(r["bubble"] / r["formula"])
+        assert (r["ok"] is None) == (m < 4 * p)
+
+
+def test_interleaved_rows_compare_with_1f1b_at_the_same_p_and_m(quick):
+    _, result, _ = quick
+    assert {(r["p"], r["v"]) for r in result["interleaved"]} == {
+        (p, v) for p in result["sizes"]["ps"] for v in result["sizes"]["vs"]}
+    for r in result["interleaved"]:
+        p, m, v = r["p"], r["m"], r["v"]
+        assert m % p == 0 and 0 <= r["bubble"] < 1 and 0 <= r["1f1b_bubble"] < 1
+        assert r["formula"] == (p - 1) / (v * m + p - 1)
+        assert r["idle_ratio"] > 0 and r["target"] == pytest.approx(1.1 / v)
+
+
+def test_1f1b_stashes_at_most_p_minus_s_and_gpipe_every_micro_batch(quick):
+    _, result, _ = quick
+    m = max(result["sizes"]["ms"])
+    stages = {(r["p"], r["stage"]) for r in result["memory"]}
+    assert stages == {(p, s) for p in result["sizes"]["ps"] for s in range(p)}
+    for r in result["memory"]:
+        p, s = r["p"], r["stage"]
+        assert r["m"] == m and r["gpipe_peak"] == m and r["bound"] == p - s
+        assert r["1f1b_peak"] <= p - s and r["1f1b_peak"] == r["1f1b_simulated"]
+        assert 0 < r["1f1b_bytes"] < r["gpipe_bytes"] and r["ok"] is True
+
+
+def test_every_schedule_runs_and_the_gpt_contenders_have_throughputs(quick):
+    out, result, _ = quick
+    assert [r["schedule"] for r in result["schedules"]] == SCHEDULES
+    assert all(0 <= r["bubble"] < 1 for r in result["schedules"])
+    assert {r["contender"] for r in result["real"]} == {
+        "alone", "alone-micro", "dp", "naive", "gpipe", "1f1b"}
+    for r in result["real"]:
+        assert r["tokens_per_s"] > 0 and r["ms"] > 0
+    assert next(r for r in result["real"] if r["contender"] == "alone")["vs_one_device"] == 1
+    calib = result["calibration"]
+    assert calib["forward_s"] > 0 and calib["backward_s"] > 0 and len(calib["stages"]) == 2
+    for heading in ("calibration:", "bubble, sleep stages", "interleaved against 1F1B",
+                    "peak stashed activations", "every schedule at p=4", "targets:"):
+        assert heading in out
+
+
+def test_figures_are_drawn_from_the_traces(quick):
+    _, result, figures = quick
+    names = ["gpipe_p4_m8", "1f1b_p4_m8", "interleaved_v2_p4_m8", "naive_p4_m1",
+             "bprio_p4_m8", "pipedream_p4_m8"]
+    for name in names:
+        assert (figures / f"pipeline_{name}.trace.json").exists()
+    if importlib.util.find_spec("matplotlib") is None:
+        assert result["figures"] == []
+        return
+    expected = ["pipeline_bubble.png"] + [f"pipeline_{name}.png" for name in names]
+    assert [Path(f).name for f in result["figures"]] == expected
+    assert all((figures / png).stat().st_size > 0 for png in expected)
+
+
+def test_a_step_bubble_is_the_idle_share_of_the_window_across_ranks():
+    ms = 1_000_000  # ns
+    rank0 = [Event("RECV_ACT 0←1", "comm", 0, ms), Event("F0", "compute", 0, 2 * ms),
+             Event("B0", "compute", 6 * ms, 10 * ms), Event("STEP", "compute", 10 * ms, 11 * ms)]
+    rank1 = [Event("F0", "compute", 2 * ms, 4 * ms), Event("B0.1", "compute", 4 * ms, 6 * ms)]
+    s0, s1 = summary(rank0), summary(rank1)
+    assert s0 == pytest.approx((0.0, 0.010, 0.006)) and s1 == pytest.approx((0.002, 0.006, 0.004))
+    idle, window = bubble([s0, s1])
+    assert window == pytest.approx(0.010) and idle == pytest.approx(1 - 0.010 / 0.020)
+
+
+def test_runs_share_the_1f1b_baseline_and_trace_only_the_compared_schedules():
+    runs = pipeline.runs_for(4, pipeline.QUICK, figures=True)
+    keys = [(r["schedule"], r["m"], r["v"]) for r in runs]
+    assert len(keys) == len(set(keys))
+    assert ("1f1b", 8, 1) in keys and ("interleaved", 8, 2) in keys
+    assert {k for k, r in zip(keys, runs) if r["trace"]} == {
+        ("gpipe", 8, 1), ("1f1b", 8, 1), ("interleaved", 8, 2), ("naive", 1, 1),
+        ("bprio", 8, 1), ("pipedream", 8, 1)}
+    assert not any(r["trace"] or r["compared"] for r in pipeline.runs_for(2, pipeline.QUICK,
+                                                                          figures=True))
