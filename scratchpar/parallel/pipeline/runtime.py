@@ -7,6 +7,7 @@ from ...autograd import Tensor, no_grad
 from ...backend import get_array_module, xp_default
 from ...trace.tracer import NULL
 from .actions import SENDS, Action, ScheduleError, virtual_stage
+from .lower import send_for
 from .shapes import agree_shapes
 
 TAG_SPACE = 32767  # the MPI standard's smallest allowed MPI_TAG_UB
@@ -23,10 +24,10 @@ class Runtime:
     received for it, and on the last virtual stage scores the output against the targets with
     ``loss_fn(out, targets, "sum")``: summed losses, so that gradients accumulated over the
     micro-batches are those of the whole batch's summed loss. ``B`` backpropagates from the
-    loss, or from the received gradient of the chunk's output. The messages between two
-    computes go together (:meth:`_exchange`): sends are non-blocking (the rank computes on
-    while a message travels; :meth:`settle` waits for them), the receives are posted at once
-    and waited for together. Each activation's shape is agreed once per batch shape
+    loss, or from the received gradient of the chunk's output. Sends are non-blocking and go
+    as soon as their compute ends (the rank computes on while a message travels; :meth:`settle`
+    waits for them); the receives between two computes are posted at once and waited for
+    together (:meth:`_exchange`). Each activation's shape is agreed once per batch shape
     (:func:`~.shapes.agree_shapes`), never per message. ``STEP`` calls ``on_step(mb)``.
 
     While a step runs, ``held`` tracks the micro-batches forwarded and not yet backwarded and
@@ -47,6 +48,7 @@ class Runtime:
         self.micro, self.on_step = micro, on_step
         self.inputs, self.outputs, self.grads, self.sends, self.losses = {}, {}, {}, [], {}
         self.held, self.handed, self.posted = {}, {}, []
+        self.planned = {a for a in actions if a.kind in SENDS}  # posted early, when computed
         self.row_shapes = self._agreed(micro[0][0])
         self.peak = self.peak_bytes = 0
         block: list[Action] = []  # messages between two computes
@@ -58,20 +60,25 @@ class Runtime:
             block = []
             with self.tracer.region(str(action), "compute"):
                 self._run_one(action)
+            early = send_for(self.comm.rank, action, self.p, self.v)
+            if not self.sync_sends and early in self.planned:  # its output goes at once
+                self.planned.discard(early)
+                with self.tracer.region(str(early), "comm"):
+                    self._run_one(early)
         self._exchange(block)
         self.settle()
         return list(self.losses.values())
 
     def _exchange(self, block: list[Action]) -> None:
-        """The messages between two computes, all at once: the sends go first (they never
-        block), then every receive is posted and they are waited for together, as Megatron's
-        batched isend/irecv does. Nothing in the block depends on another, so the order the
-        schedule wrote (safe for synchronous sends, see lower.py) only ever gets earlier.
-        With ``sync_sends`` the block runs in the schedule's order, each message complete
-        before the next: the rendezvous semantics the simulator checks."""
-        if not self.sync_sends:
-            block = [a for a in block if a.kind in SENDS] + \
-                [a for a in block if a.kind not in SENDS]
+        """The receives between two computes, posted at once and waited for together, as
+        Megatron's batched isend/irecv. The sends of the block already went, each as soon as
+        the compute that produced it ended: a non-blocking send never blocks, so posting it
+        earlier than the schedule wrote it (where it is safe for synchronous sends, see
+        lower.py) only brings its message sooner. With ``sync_sends`` the block runs in the
+        schedule's order, each message complete before the next: the rendezvous semantics the
+        simulator checks."""
+        if not self.sync_sends:  # the sends went when their computes ended
+            block = [a for a in block if a.kind not in SENDS]
         for a in block:
             with self.tracer.region(str(a), "comm"):
                 self._run_one(a)
