@@ -1,0 +1,62 @@
+"""The pipeline flags: their defaults, and one error listing every reason a pipeline cannot run
+on the world it was launched on, before any message."""
+
+import pytest
+
+from scratchpar.train import ConfigError, load_config
+
+PIPE = ["--strategy", "pipeline"]
+
+
+def problems(argv, world_size):
+    with pytest.raises(ConfigError) as err:
+        load_config(argv, world_size=world_size)
+    return err.value.problems
+
+
+def test_defaults_fill_the_mesh_and_the_micro_batches():
+    t = load_config([*PIPE, "--pp", "2"], world_size=4).train
+    assert (t.pp, t.dp, t.pp_schedule, t.m, t.virtual, t.balance) == \
+        (2, None, "1f1b", 4, 1, "params")
+    assert load_config([*PIPE, "--pp-schedule", "naive", "--pp", "4"], world_size=4).train.m == 1
+    t = load_config([*PIPE, "--pp", "2", "--dp", "2", "--pp-schedule", "interleaved",
+                     "--virtual", "2", "--microbatches", "4", "--tie-embeddings"], world_size=4)
+    assert (t.train.dp, t.train.m, t.model.tie_embeddings) == (2, 4, True)
+
+
+def test_every_pipeline_problem_is_listed_at_once():
+    found = problems([*PIPE, "--pp", "8", "--pp-schedule", "interleaved", "--microbatches", "6",
+                      "--model", "lstm", "--n-layers", "1", "--tie-embeddings"], world_size=4)
+    assert found == [
+        "--tie-embeddings ties the GPT's head to its embedding; model lstm has no such pair",
+        "--pp 8 does not divide the world of 4 ranks into replicas of the pipeline; launch a "
+        "multiple of --pp ranks",
+        "--pp-schedule interleaved needs --virtual 2 or more model chunks per rank (got 1)",
+        "--pp-schedule interleaved needs --microbatches a multiple of --pp (got 6 micro-batches "
+        "for --pp 8)",
+        "--pp 8 × --virtual 1 = 8 stages, but model lstm lists only 3 layers to split"]
+
+
+@pytest.mark.parametrize("argv, world, message", [
+    (["--pp", "2", "--dp", "3"], 4, "--dp 3 × --pp 2 = 6 ranks, but the world has 4"),
+    (["--pp-schedule", "naive", "--microbatches", "2"], 1,
+     "--pp-schedule naive runs one micro-batch: --microbatches must be 1 (got 2)"),
+    (["--pp", "2", "--batch-size", "6", "--microbatches", "4", "--dp", "2"], 4,
+     "train.batch_size 6 over 2 replica(s) leaves 3 rows for the smallest; it cannot split "
+     "into --microbatches 4 (give --batch-size at least 8)"),
+    (["--pp-schedule", "pipedream", "--tie-embeddings"], 1,
+     "--tie-embeddings with --pp-schedule pipedream: the two copies would be updated at "
+     "different times and drift apart"),
+    (["--virtual", "2"], 1, "--virtual 2 applies only to --pp-schedule interleaved"),
+    (["--pp", "0", "--microbatches", "-1"], 1, "--pp must be at least 1; got 0"),
+    (["--pp", "4", "--model", "mlp", "--source", "classification", "--hidden-sizes", "8"], 4,
+     "--pp 4 × --virtual 1 = 4 stages, but model mlp lists only 2 layers to split"),
+])
+def test_a_pipeline_that_cannot_run_is_refused_with_the_reason(argv, world, message):
+    assert any(message in p for p in problems([*PIPE, *argv], world)), problems([*PIPE, *argv],
+                                                                                 world)
+
+
+def test_pipeline_flags_without_the_pipeline_strategy_are_refused():
+    assert problems(["--pp", "2", "--microbatches", "4"], 2) == [
+        "--pp, --microbatches go with --strategy pipeline, not dp"]
