@@ -1,7 +1,9 @@
 """The one-device strategy: the training step every parallel strategy must reproduce.
 
 A strategy offers ``step(batch) -> metrics`` and ``state_dict()`` / ``load_state_dict()``, and
-exposes ``model`` and ``optimizer``; the training loop, checkpoints and metrics use only these.
+exposes ``model`` and ``optimizer``; the training loop, checkpoints and metrics use only these,
+and two optional collectives: ``finish()`` after the last step (local SGD averages its replicas)
+and ``gather_model()`` before the held-out evaluation (a pipeline's stages fill rank 0's model).
 """
 
 from __future__ import annotations
