@@ -7,7 +7,7 @@ from ...autograd import Tensor, no_grad
 from ...backend import get_array_module, xp_default
 from ...trace.tracer import NULL
 from .actions import SENDS, Action, ScheduleError, virtual_stage
-from .lower import send_for
+from .lower import receive_for, send_for
 from .shapes import agree_shapes
 
 TAG_SPACE = 32767  # the MPI standard's smallest allowed MPI_TAG_UB
@@ -26,9 +26,10 @@ class Runtime:
     micro-batches are those of the whole batch's summed loss. ``B`` backpropagates from the
     loss, or from the received gradient of the chunk's output. Sends are non-blocking and go
     as soon as their compute ends (the rank computes on while a message travels; :meth:`settle`
-    waits for them); the receives between two computes are posted at once and waited for
-    together (:meth:`_exchange`). Each activation's shape is agreed once per batch shape
-    (:func:`~.shapes.agree_shapes`), never per message. ``STEP`` calls ``on_step(mb)``.
+    waits for them); each receive is posted where the schedule has it and waited for only by
+    the compute that needs its message (:meth:`_exchange`). Each activation's shape is agreed
+    once per batch shape (:func:`~.shapes.agree_shapes`), never per message. ``STEP`` calls
+    ``on_step(mb)``.
 
     While a step runs, ``held`` tracks the micro-batches forwarded and not yet backwarded and
     the bytes of their boundary activations; ``peak`` and ``peak_bytes`` keep the maxima.
@@ -47,7 +48,7 @@ class Runtime:
         loss Tensor of each micro-batch that this rank's last virtual stage scored."""
         self.micro, self.on_step = micro, on_step
         self.inputs, self.outputs, self.grads, self.sends, self.losses = {}, {}, {}, [], {}
-        self.held, self.handed, self.posted = {}, {}, []
+        self.held, self.handed, self.posted = {}, {}, {}  # posted: receive → its request
         self.planned = {a for a in actions if a.kind in SENDS}  # posted early, when computed
         self.row_shapes = self._agreed(micro[0][0])
         self.peak = self.peak_bytes = 0
@@ -58,6 +59,7 @@ class Runtime:
                 continue
             self._exchange(block)
             block = []
+            self._wait_for(receive_for(self.comm.rank, action, self.p, self.v))
             with self.tracer.region(str(action), "compute"):
                 self._run_one(action)
             early = send_for(self.comm.rank, action, self.p, self.v)
@@ -70,32 +72,31 @@ class Runtime:
         return list(self.losses.values())
 
     def _exchange(self, block: list[Action]) -> None:
-        """The receives between two computes, posted at once and waited for together, as
-        Megatron's batched isend/irecv. The sends of the block already went, each as soon as
-        the compute that produced it ended: a non-blocking send never blocks, so posting it
-        earlier than the schedule wrote it (where it is safe for synchronous sends, see
-        lower.py) only brings its message sooner. With ``sync_sends`` the block runs in the
-        schedule's order, each message complete before the next: the rendezvous semantics the
-        simulator checks."""
-        if not self.sync_sends:  # the sends went when their computes ended
-            block = [a for a in block if a.kind not in SENDS]
-        for a in block:
+        """The messages between two computes. The sends already went, each as soon as the
+        compute that produced it ended; the receives are posted here, and each is waited for
+        only by the compute that needs it (:meth:`_wait_for`). Non-blocking messages never
+        block, so starting them earlier than the schedule wrote them (where the order is safe
+        for synchronous sends, see lower.py) only brings them sooner; the simulator times
+        schedules this way (``simulator.execute_eager``). With ``sync_sends`` the block runs in
+        the schedule's order, each message complete before the next: the rendezvous semantics
+        that ``simulator.check`` holds every schedule to."""
+        for a in block if self.sync_sends else [a for a in block if a.kind not in SENDS]:
             with self.tracer.region(str(a), "comm"):
                 self._run_one(a)
-            if self.sync_sends:  # rendezvous, as the simulator checks: strictly in order
-                self._wait_posted()
-        self._wait_posted()
+            if self.sync_sends:
+                self._wait_for(a)
 
-    def _wait_posted(self) -> None:
-        pending, self.posted = self.posted, []
-        if pending:
-            with self.tracer.region("wait " + ", ".join(str(a) for a, _ in pending), "comm"):
-                try:
-                    self.comm.wait_all([request for _, request in pending])
-                except Exception as error:
-                    raise StageFailed(f"pipeline stage {self.comm.rank} of {self.p} failed "
-                                      f"waiting for {', '.join(str(a) for a, _ in pending)}: "
-                                      f"{type(error).__name__}: {error}") from error
+    def _wait_for(self, receive: Action | None) -> None:
+        """Wait until the message of ``receive`` (posted earlier) is in, if it is pending."""
+        pending = self.posted.pop(receive, None)
+        if pending is None:
+            return
+        with self.tracer.region(f"wait {receive}", "comm"):
+            try:
+                self.comm.wait(pending)
+            except Exception as error:
+                raise StageFailed(f"pipeline stage {self.comm.rank} of {self.p} failed waiting "
+                                  f"for {receive}: {type(error).__name__}: {error}") from error
 
     def settle(self) -> None:
         """Wait for every send in flight (their buffers may then be reused)."""
@@ -177,7 +178,7 @@ class Runtime:
         if a.peer == self.comm.rank:
             return self.handed.pop(self._tag(a, grad))
         buf = xp_default().empty(shape, dtype)
-        self.posted.append((a, self.comm.irecv(buf, a.peer, self._tag(a, grad))))
+        self.posted[a] = self.comm.irecv(buf, a.peer, self._tag(a, grad))
         return buf
 
     def _tag(self, a: Action, grad: int) -> int:

@@ -72,8 +72,8 @@ def interleaved(p: int, m: int, v: int, forward: float = 1.0, backward: float = 
     rank r is virtual stage c·p + r. Micro-batches go in groups of p, each group through chunk
     0, then chunk 1, …; backwards through the chunks in reverse. Rank r warms up with
     2(p − r − 1) + (v − 1)·p forwards (Megatron-LM, schedules.py), then alternates. The
-    messages are placed for these costs: chunks hand over often, and a rendezvous between two
-    busy ranks waits for both (v = 2 or 4 at backward = 2·forward meets the formula exactly)."""
+    messages are placed for these costs; timed as the runtime sends them, the bubble is then
+    exactly (p − 1)/(v·m + p − 1)."""
     ensure("interleaved", p, m, v)
     total = m * v
 
