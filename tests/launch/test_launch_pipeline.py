@@ -55,3 +55,22 @@ def test_pipedream_trains_and_records_each_stage_in_the_trace(tmp_path, layout):
     names = {(e["pid"], e["name"]) for e in events if e.get("ph") == "X"}
     for rank in range(4):
         assert {(rank, "F0"), (rank, "B3"), (rank, "STEP 3")} <= names, sorted(names)[:20]
+
+
+def test_checkpoints_move_between_pipelines_and_data_parallelism(tmp_path, single):
+    """Stop a pipeline halfway, resume as data parallel on 2 ranks; stop data parallelism
+    halfway, resume as a 2 × 2 interleaved pipeline: both end where one device ends."""
+    want, params = single
+    for first, second, n in ((flags("1f1b", "pp4"), ["--strategy", "dp"], 2),
+                             (["--strategy", "dp"], flags("interleaved", "dp2xpp2"), 4)):
+        ck, metrics = tmp_path / f"ck{n}", tmp_path / f"m{n}.jsonl"
+        out = run_mpi(4, ["-m", "scratchpar.train", *TINY, *DEEP, *first, "--stop-after", "3",
+                          "--save", str(ck), "--metrics", str(tmp_path / "first.jsonl")],
+                      timeout=90)
+        assert out.returncode == 0, out.stderr
+        out = run_mpi(n, ["-m", "scratchpar.train", *TINY, *DEEP, *second, "--resume", str(ck),
+                          "--save", str(ck), "--metrics", str(metrics)], timeout=90)
+        assert out.returncode == 0, out.stderr
+        losses = [r["loss"] for r in records(metrics) if r["event"] == "step"]
+        np.testing.assert_allclose(losses, want[3:], rtol=1e-9)
+        assert_same_model(ck, params)
