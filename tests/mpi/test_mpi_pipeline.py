@@ -3,7 +3,7 @@ every flushing schedule, over dp × pp meshes, uneven batches and the tied embed
 
 import numpy as np
 from device_helpers import host, on_device
-from dp_helpers import replica_digests
+from dp_helpers import assert_close, replica_digests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -29,6 +29,11 @@ def shape(schedule: str, pp: int, m: int, v: int) -> tuple[int, int]:
     if schedule == "interleaved":
         return pp * (1 + m % 2), v
     return m, 1
+
+
+def pp_one(comm) -> bool:
+    """A world of one rank: its one stage holds the whole model."""
+    return comm.size == 1
 
 
 def assert_like_one_device(pipe, one, rtol, atol):
@@ -100,8 +105,9 @@ def test_the_tied_embedding_copies_stay_bitwise_equal(comm):
 
 @shared_verdict
 def test_a_checkpoint_holds_the_whole_model_and_loads_into_any_layout(comm):
-    """Rank 0's state is one device's, names and optimizer indices alike; and one device's
-    state loaded into a pipeline (started from other weights) carries on like one device."""
+    """Each rank holds only its stage's weights until gather_model fills rank 0's model; rank
+    0's state is one device's, names and optimizer indices alike; and one device's state
+    loaded into a pipeline (started from other weights) carries on like one device."""
     mine, one = make_task("tied", 5), make_task("tied", 5)
     pipe = make_pipeline(comm, mine, "gpipe", comm.size, 2, adam=True)
     single = SingleDevice(one.model, make_optimizer(True)(one.model.parameters()),
@@ -110,6 +116,12 @@ def test_a_checkpoint_holds_the_whole_model_and_loads_into_any_layout(comm):
         batch = make_batch("tied", 4, step)
         pipe.step(batch)
         single.step(batch)
+    held = sum(p.size for p in mine.model.parameters())  # the others' arrays were freed
+    assert held == sum(p.size for p in pipe.params) < one.model.num_parameters() or pp_one(comm)
+    pipe.gather_model()  # rank 0's model whole again, for the held-out evaluation
+    if comm.rank == 0:
+        assert_close([p.data for p in mine.model.parameters()],
+                     [p.data for p in one.model.parameters()], rtol=1e-9, atol=1e-10)
     state = pipe.state_dict()
     want = {part: {k: v.copy() if hasattr(v, "copy") else v for k, v in values.items()}
             for part, values in single.state_dict().items()}  # live arrays: the next step moves

@@ -3,6 +3,7 @@ in the whole model, and the parameters that other ranks hold too (a tied embeddi
 
 from __future__ import annotations
 
+from ...backend import get_array_module
 from ...nn.module import Sequential
 
 
@@ -12,7 +13,8 @@ class StageModel:
 
     ``ranges`` (from :func:`~.partition.partition`) covers the layers with ``p·v`` contiguous
     ranges, one per virtual stage. Every rank builds the whole model alike (same seed), so the
-    parts agree without a message; a rank then uses only its own layers.
+    parts agree without a message; a rank then keeps only its own layers' weights
+    (:meth:`release_others`).
 
     ``params`` are this rank's distinct parameters in the whole model's order, ``index[i]`` the
     place of ``params[i]`` in ``model.parameters()`` (checkpoints and optimizer states are keyed
@@ -43,6 +45,15 @@ class StageModel:
         """Indices into ``params`` of this rank's parameters held by exactly the ranks ``group``
         (one of ``groups``, the sets of ranks sharing parameters: the same list on every rank)."""
         return [i for i, ranks in enumerate(self.holders) if tuple(ranks) == group]
+
+    def release_others(self, model) -> None:
+        """Free the arrays of the model's parameters that this rank does not hold: they were
+        built only so that every rank starts from the same weights. Each keeps its dtype and
+        becomes 0 elements long; ``Pipeline.gather_model`` fills rank 0's in again."""
+        mine = {id(param) for param in self.params}
+        for param in model.parameters():
+            if id(param) not in mine:
+                param.data = get_array_module(param.data).empty(0, param.dtype)
 
     def parameters(self) -> list:
         return self.params

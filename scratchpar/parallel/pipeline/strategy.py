@@ -44,6 +44,7 @@ class Pipeline:
         self.m = len({a.mb for a in schedule[0] if a.kind == "F"})
         self.stage = StageModel(model, ranges, mesh.pp_comm.rank, mesh.pp)
         self.params = self.stage.params
+        self.stage.release_others(model)  # model distribution: a rank keeps its own weights
         self.optimizer = make_optimizer(self.params)
         self.xp = get_array_module(*(p.data for p in self.params))
         self.runtime = self.runtime_class(self.stage, mesh.pp_comm.dup(name="pipeline"),
@@ -147,7 +148,9 @@ class Pipeline:
         self.optimizer.load_state_dict(mine)
 
     def gather_model(self) -> None:
-        """Collective: rank 0's whole model takes every stage's parameters (for evaluation)."""
+        """Collective: rank 0's whole model takes every stage's parameters back (for the
+        held-out evaluation); the other ranks keep only their own."""
         state = self.state_dict()
         if state is not None:
-            self.model.load_state_dict(state["model"])
+            for name, param in self.model.named_parameters():
+                param.data = to_device(state["model"][name], dtype=param.dtype).copy()
