@@ -38,9 +38,10 @@ def test_quick_run_prints_every_table_and_contender(capsys, tmp_path, monkeypatc
     for row in throughput:  # batch, contender, ms at n=2 (rounded), efficiency at n=2
         if row[1] in ("alone", "torch-alone"):
             assert row[3] == "-"
-        elif row[1] != "torch-ddp":
-            assert float(row[3]) == pytest.approx(alone[row[0]] / float(row[2]), rel=0.05,
-                                                  abs=0.01)
+        elif row[1] != "torch-ddp":  # the ms shown are rounded to 0.01: bound what they allow
+            low = (alone[row[0]] - 0.005) / (float(row[2]) + 0.005)
+            high = (alone[row[0]] + 0.005) / max(float(row[2]) - 0.005, 1e-9)
+            assert low - 0.01 <= float(row[3]) <= high + 0.01, (row, alone[row[0]])
     focus = ["compute@8", "wide", "deep"]
     assert [r[:2] for r in table_rows(out, "bucketed against naive")] == [[j, "2"] for j in focus]
     fractions = table_rows(out, "exposed communication")
