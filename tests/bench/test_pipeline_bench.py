@@ -26,7 +26,7 @@ def quick(tmp_path_factory):
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "pipeline", "--quick",
                            "--json", str(path), "--figures", str(figures)],
-                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout, json.loads(path.read_text()), figures
 
