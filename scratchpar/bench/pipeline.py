@@ -180,6 +180,17 @@ def real_rows(timed: dict, cfg: dict) -> list[dict]:
             for name, t in timed.items()]
 
 
+def memory_real_rows(timed: dict) -> list[dict]:
+    """Per rank of each GPT pipeline: the parameter bytes it holds against the whole model's
+    (model distribution's saving), and its peak micro-batches and boundary-activation bytes."""
+    return [{"contender": name, "rank": r, "param_bytes": rank["param_bytes"],
+             "model_bytes": t["memory"]["model_bytes"],
+             "share": rank["param_bytes"] / t["memory"]["model_bytes"], "peak": rank["peak"],
+             "peak_bytes": rank["peak_bytes"]}
+            for name, t in timed.items() if "memory" in t
+            for r, rank in enumerate(t["memory"]["per_rank"])]
+
+
 def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> list[str]:
     """The bubble curve and, for each traced schedule, its simulated and measured timelines."""
     from ..trace.pipeline_plot import measured_spans, plot_bubble_curve, plot_pipeline_timeline
@@ -259,6 +270,13 @@ def run(args) -> int:
                 {"contender": "contender", "ranks": "ranks", "m": "m", "ms/step": "ms",
                  "tokens/s": "tokens_per_s", "× alone": "vs_one_device",
                  "× alone-micro": "vs_micro"}))
+    memory_real = memory_real_rows(timed)
+    print(table("GPT pipelines on 2 ranks: what each rank holds (parameters against the whole "
+                "model's, at the last step's peak the micro-batches in flight and their boundary "
+                "activations)", memory_real,
+                {"contender": "contender", "rank": "rank", "param B": "param_bytes",
+                 "model B": "model_bytes", "share": "share", "peak mb": "peak",
+                 "peak act B": "peak_bytes"}))
     targets = {"bubble ≤ 1.1× formula at m ≥ 4p": [r["ok"] for r in bubbles
                                                      if r["ok"] is not None],
                "interleaved idle ≤ 1.1/v × 1F1B's": [r["ok"] for r in inter],
@@ -274,7 +292,7 @@ def run(args) -> int:
             json.dump({"device": describe(args.device), "quick": args.quick, "sizes": sizes,
                        "calibration": calib, "gpt": cfg, "bubbles": bubbles,
                        "interleaved": inter, "memory": memory, "schedules": compared,
-                       "real": real, "runs": runs, "figures": figures,
+                       "real": real, "real_memory": memory_real, "runs": runs, "figures": figures,
                        "load": [load[0], after],
                        "targets": {k: {"met": sum(v), "of": len(v)} for k, v in targets.items()}},
                       f, indent=2)

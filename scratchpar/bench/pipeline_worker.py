@@ -135,15 +135,22 @@ def real_runs(comm, cfg: dict) -> dict:
     dp = DataParallel(dp_task.model, optim.SGD(dp_task.model.parameters(), LR), dp_task.loss,
                       dp_task.count, comm)
     contenders["dp"] = Timed(lambda: dp.step(batch), backend.sync)
+    pipes = {}
     for name, m in (("naive", 1), ("gpipe", cfg["m"]), ("1f1b", cfg["m"])):
         task = gpt_task(cfg)
+        whole = sum(p.data.nbytes for p in task.model.parameters())
         mesh = Mesh(comm, dp=1, pp=comm.size)
         ranges = partition(parameter_counts(task.model.pipeline_layers()), comm.size)
-        pipe = Pipeline(task.model, lambda params: optim.SGD(params, LR), task, mesh,
-                        schedules.build(name, comm.size, m), ranges)
+        pipes[name] = pipe = Pipeline(task.model, lambda params: optim.SGD(params, LR), task,
+                                      mesh, schedules.build(name, comm.size, m), ranges)
         contenders[name] = Timed(lambda pipe=pipe: pipe.step(batch), backend.sync)
         live += [pipe.close, mesh.free]
     timed = turns(comm, contenders, cfg["repeats"], cfg["warmup"])
+    for name, pipe in pipes.items():  # what each rank really holds, at the last step's peak
+        held = sum(p.data.nbytes for p in pipe.params)
+        timed[name]["memory"] = {"model_bytes": whole, "per_rank": comm.allgather_obj(
+            {"param_bytes": held, "peak": pipe.runtime.peak,
+             "peak_bytes": pipe.runtime.peak_bytes}, "pipeline memory")}
     for free in live:
         free()
     return timed

@@ -76,6 +76,13 @@ def test_every_schedule_runs_and_the_gpt_contenders_have_throughputs(quick):
     for r in result["real"]:
         assert r["tokens_per_s"] > 0 and r["ms"] > 0
     assert next(r for r in result["real"] if r["contender"] == "alone")["vs_one_device"] == 1
+    for r in result["real_memory"]:  # each of 2 ranks holds a share of the GPT's weights
+        assert 0 < r["param_bytes"] < r["model_bytes"] and r["peak"] >= 1
+    shares = {}
+    for r in result["real_memory"]:
+        shares[r["contender"]] = shares.get(r["contender"], 0) + r["share"]
+    assert set(shares) == {"naive", "gpipe", "1f1b"}
+    assert all(total == pytest.approx(1.0) for total in shares.values())  # nothing twice
     calib = result["calibration"]
     assert calib["forward_s"] > 0 and calib["backward_s"] > 0 and len(calib["stages"]) == 2
     for heading in ("calibration:", "bubble, sleep stages", "interleaved against 1F1B",
