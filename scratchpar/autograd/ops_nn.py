@@ -6,6 +6,8 @@ which keeps the per-op overhead of the autograd small on the hot path.
 
 from __future__ import annotations
 
+import math
+
 from ..backend import get_array_module
 from .tensor import Function
 
@@ -74,7 +76,8 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, w, b=None):
-        ctx.x2, ctx.w, ctx.shape = x.reshape(-1, x.shape[-1]), w, x.shape  # (N, D)
+        rows = math.prod(x.shape[:-1])  # N, spelled out: a 0-wide axis leaves −1 ambiguous
+        ctx.x2, ctx.w, ctx.shape = x.reshape(rows, x.shape[-1]), w, x.shape  # (N, D)
         y = ctx.x2 @ w  # (N, F)
         if b is not None:
             y += b
@@ -83,7 +86,7 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, g):
         need_x, need_w = ctx.needs_input_grad[:2]
-        g2 = g.reshape(-1, g.shape[-1])  # (N, F)
+        g2 = g.reshape(ctx.x2.shape[0], g.shape[-1])  # (N, F)
         gx = (g2 @ ctx.w.T).reshape(ctx.shape) if need_x else None  # (..., D)
         gw = (ctx.x2.T @ g2) if need_w else None  # (D, F)
         gb = g2.sum(axis=0) if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2] else None

@@ -2,6 +2,7 @@
 
     identity   ↔ all-reduce       Megatron's f and g (Shoeybi et al. 2019, §3, Fig. 3)
     all-gather ↔ reduce-scatter   along any axis (Korthikanti et al. 2022, §4.2: g and ḡ)
+    gather     ↔ split            an output gathered for a loss every rank computes alike
     send       ↔ recv             between pipeline stages (Huang et al. 2019, GPipe, §2.2)
 
 Each function takes a Tensor and the communicator and returns a Tensor; every rank of the
@@ -38,6 +39,12 @@ def all_gather(x, comm, axis: int = 0) -> Tensor:
     Rank i holds ``chunks.counts(N, p)[i]`` of the N joined rows (any N, equal shares or not).
     """
     return AllGather.apply(x, comm=comm, axis=axis)
+
+
+def gather(x, comm, axis: int = -1) -> Tensor:
+    """Every rank's ``x`` joined along ``axis``, for a loss every rank computes alike (counted
+    once); backward keeps this rank's slice of the gradient (Megatron's gather ↔ split)."""
+    return Gather.apply(x, comm=comm, axis=axis)
 
 
 def reduce_scatter(x, comm, axis: int = 0) -> Tensor:
@@ -104,6 +111,21 @@ class AllGather(Function):
     @staticmethod
     def backward(ctx, g):
         return _along(ctx.axis, g, lambda front: collectives.reduce_scatter(ctx.comm, front))
+
+
+class Gather(AllGather):
+    """y = [x_0; …; x_{p−1}] whose consumers run alike on every rank: ∂L/∂x_i is rows i of
+    ∂L/∂y, the same on every rank, so no sum (Shoeybi et al. 2019, §3: the output gather of a
+    column-parallel layer)."""
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = get_array_module(g)
+        rows = counts(g.shape[ctx.axis], ctx.comm.size)
+        start = sum(rows[:ctx.comm.rank])
+        index = [slice(None)] * g.ndim
+        index[ctx.axis] = slice(start, start + rows[ctx.comm.rank])
+        return xp.ascontiguousarray(g[tuple(index)])
 
 
 class ReduceScatter(Function):

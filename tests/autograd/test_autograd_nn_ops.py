@@ -264,3 +264,17 @@ def test_cross_entropy_equals_composed_primitives(n, v, seed):
     fused.backward()
     composed.backward()
     np.testing.assert_allclose(x1.grad, x2.grad, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("d, f", [(3, 0), (0, 4)])
+def test_linear_with_a_zero_wide_side_runs_both_ways(d, f):
+    """A tensor-parallel rank may hold no column (or row) of a small layer: its Linear is empty
+    on that side, and forward and backward still give arrays of the right shapes."""
+    x = Tensor(on_device(np.ones((2, 3, d))), requires_grad=True)
+    w = Tensor(on_device(np.ones((d, f))), requires_grad=True)
+    b = Tensor(on_device(np.ones(f)), requires_grad=True)
+    y = F.linear(x, w, b)
+    assert y.shape == (2, 3, f)
+    y.backward(on_device(np.ones((2, 3, f))))
+    assert (x.grad.shape, w.grad.shape, b.grad.shape) == ((2, 3, d), (d, f), (f,))
+    assert float(host(x.grad).sum()) == 0.0 and float(host(b.grad).sum()) == 6.0 * f

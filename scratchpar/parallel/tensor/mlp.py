@@ -1,0 +1,23 @@
+"""The parallel MLP of a transformer block: column-parallel, GELU, row-parallel."""
+
+from __future__ import annotations
+
+from ...nn.module import Module
+from .linear import ColumnParallelLinear, RowParallelLinear
+
+
+class ParallelMLP(Module):
+    """X[B,T,C] → GELU(X·W₁[C,4C/t] + b₁[4C/t]) → ·W₂[4C/t,C], Σ_t → + b₂[C] → dropout.
+
+    Megatron §3, Fig. 3a: splitting W₁ by columns lets each rank apply GELU to its own slice
+    (GELU is not linear, so a row split of W₁ would need a sum before it); W₂ split by rows then
+    takes that slice as is. One all-reduce forward (g, after W₂) and one backward (f, before W₁).
+    Built from the single-device block's ``mlp`` (Linear, GELU, Linear, Dropout)."""
+
+    def __init__(self, mlp, comm):
+        fc, self.act, proj, self.drop = list(mlp)
+        self.fc = ColumnParallelLinear(fc, comm)
+        self.proj = RowParallelLinear(proj, comm)
+
+    def forward(self, x):
+        return self.drop(self.proj(self.act(self.fc(x))))  # (B, T, C)
