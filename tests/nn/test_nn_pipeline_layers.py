@@ -12,7 +12,7 @@ from scratchpar.nn import GPT, MLP, LSTMLanguageModel, RNNLanguageModel, Sequent
 from scratchpar.nn.layers import Linear
 
 KINDS = ("gpt", "gpt-tied", "rnn-1", "rnn-3", "lstm-1", "lstm-3", "mlp")
-MLP_SIZES = [3, 5, 4, 2]
+MLP_SIZES = [3, 8, 8, 2]
 seeds = st.integers(0, 2**32 - 1)
 
 
@@ -21,7 +21,7 @@ def build(kind: str, seed: int):
     gen = np.random.default_rng(seed)
     if kind == "mlp":
         model = MLP(MLP_SIZES, gen, dtype=np.float64)
-        x = Tensor(on_device(gen.standard_normal((3, MLP_SIZES[0]))))
+        x = Tensor(on_device(gen.standard_normal((32, MLP_SIZES[0]))))  # rows: no dead layer
     else:
         if kind.startswith("gpt"):
             model = GPT(VOCAB, 5, d_model=4, n_heads=2, n_layers=2, gen=gen, dtype=np.float64,
