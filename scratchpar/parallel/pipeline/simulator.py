@@ -48,36 +48,52 @@ def micro_batches(schedule: Schedule) -> int:
                    default=-1)
 
 
+def replay(schedule: Schedule, step) -> dict[int, int]:
+    """Advance every rank through its list, in rounds, until no rank can go on.
+    ``step(r, a, pos)`` tries action ``a`` at the head of rank ``r``: it returns the ranks
+    whose head it completed (r alone, or both ends of a rendezvous), or none if ``a`` must
+    wait. Returns each rank's position: the action it stopped at, or the list's end."""
+    pos = dict.fromkeys(schedule, 0)
+    progress = True
+    while progress:
+        progress = False
+        for r, acts in schedule.items():
+            while pos[r] < len(acts):
+                done = step(r, acts[pos[r]], pos)
+                if not done:
+                    break
+                for q in done:
+                    pos[q] += 1
+                progress = True
+    return pos
+
+
 def execute(schedule: Schedule, cost) -> tuple[dict[int, list[Span]], dict[int, int]]:
     """Run ``schedule`` with ``cost(action)`` per compute or STEP and rendezvous messages: a send
     and its receive both complete when the later of the two arrives; a message to oneself (one
     rank holding neighbouring chunks) is a hand-off whose receive must follow its send. Returns
     the spans and, for each rank that cannot go on (deadlock), the action it blocks at."""
     p = len(schedule)
-    pos = dict.fromkeys(schedule, 0)
     clock = dict.fromkeys(schedule, 0)
     spans: dict[int, list[Span]] = {r: [] for r in schedule}
-    progress = True
-    while progress:
-        progress = False
-        for r, acts in schedule.items():
-            while pos[r] < len(acts):
-                a = acts[pos[r]]
-                if not a.is_comm:
-                    spans[r].append(Span(a, clock[r], clock[r] + cost(a)))
-                    clock[r], pos[r], progress = spans[r][-1].end, pos[r] + 1, True
-                    continue
-                q, other = matching(r, a, p)
-                j = pos[r] + 1 if q == r else pos.get(q, 0)  # to oneself: the receive is next
-                if a.peer != q or j >= len(schedule.get(q, ())) or schedule[q][j] != other \
-                        or q == r and a.kind not in SENDS:
-                    break
-                t = max(clock[r], clock[q])  # rendezvous: both wait for the later one
-                spans[r].append(Span(a, clock[r], t))
-                spans[q].append(Span(other, clock[q], t))
-                clock[r] = clock[q] = t
-                pos[r], progress = pos[r] + 1, True
-                pos[q] += 1
+
+    def step(r: int, a: Action, pos: dict[int, int]) -> tuple[int, ...]:
+        if not a.is_comm:
+            spans[r].append(Span(a, clock[r], clock[r] + cost(a)))
+            clock[r] = spans[r][-1].end
+            return (r,)
+        q, other = matching(r, a, p)
+        j = pos[r] + 1 if q == r else pos.get(q, 0)  # to oneself: the receive is next
+        if a.peer != q or j >= len(schedule.get(q, ())) or schedule[q][j] != other \
+                or q == r and a.kind not in SENDS:
+            return ()
+        t = max(clock[r], clock[q])  # rendezvous: both wait for the later one
+        spans[r].append(Span(a, clock[r], t))
+        spans[q].append(Span(other, clock[q], t))
+        clock[r] = clock[q] = t
+        return r, q
+
+    pos = replay(schedule, step)
     return spans, {r: pos[r] for r, acts in schedule.items() if pos[r] < len(acts)}
 
 
@@ -87,32 +103,28 @@ def execute_eager(schedule: Schedule, cost) -> dict[int, list[Span]]:
     posted where the list has it; the compute that needs the message waits for it. So messages
     take no time at their place in the list, and only computes wait. Never slower than
     :func:`execute`'s rendezvous, and deadlock-free if that is."""
-    p = len(schedule)
-    v = chunks(schedule)
-    pos = dict.fromkeys(schedule, 0)
+    p, v = len(schedule), chunks(schedule)
     clock = dict.fromkeys(schedule, 0)
     sent: dict[tuple[int, Action], float] = {}  # (receiving rank, its receive) → send time
     spans: dict[int, list[Span]] = {r: [] for r in schedule}
-    progress = True
-    while progress:
-        progress = False
-        for r, acts in schedule.items():
-            while pos[r] < len(acts):
-                a = acts[pos[r]]
-                start = clock[r]
-                if not a.is_comm:
-                    needed = receive_for(r, a, p, v) if a.kind in ("F", "B") else None
-                    if needed is not None and (r, needed) not in sent:
-                        break
-                    if needed is not None:
-                        start = max(start, sent.pop((r, needed)))
-                    clock[r] = start + cost(a)
-                    out = send_for(r, a, p, v)
-                    if out is not None:
-                        q, recv = matching(r, out, p)
-                        sent[q, recv] = clock[r]
-                spans[r].append(Span(a, start, clock[r]))
-                pos[r], progress = pos[r] + 1, True
+
+    def step(r: int, a: Action, pos: dict[int, int]) -> tuple[int, ...]:
+        start = clock[r]
+        if not a.is_comm:
+            needed = receive_for(r, a, p, v) if a.kind in ("F", "B") else None
+            if needed is not None and (r, needed) not in sent:
+                return ()
+            if needed is not None:
+                start = max(start, sent.pop((r, needed)))
+            clock[r] = start + cost(a)
+            out = send_for(r, a, p, v)
+            if out is not None:
+                q, recv = matching(r, out, p)
+                sent[q, recv] = clock[r]
+        spans[r].append(Span(a, start, clock[r]))
+        return (r,)
+
+    replay(schedule, step)
     return spans
 
 
