@@ -77,14 +77,10 @@ class PipeDream(Pipeline):
     def _update(self, mb) -> None:
         """``STEP mb``: this micro-batch's mean gradient, over replicas, applied at once."""
         with self.tracer.region("optimizer", "compute"):
-            grads = [self.xp.zeros_like(p.data) if p.grad is None else p.grad
-                     for p in self.params]
-            if self.plan is not None:
-                self.plan.pack(grads)
-                grads = self.plan.finish(self.plan.start_all(self.mesh.dp_comm))
+            self._sum_over_replicas()
             scale = 1.0 / self.xp.maximum(self.mb_units[mb], 1.0)
-            for p, g in zip(self.params, grads):
-                p.grad = self.xp.ascontiguousarray(g) * scale
+            for p in self.params:
+                p.grad *= scale
             loss = self.runtime.losses[mb].data * scale if mb in self.runtime.losses else 0.0
             result = guarded_step(self.optimizer, self.params, loss, self.grad_clip)
             self.skips += result["skipped"]

@@ -9,7 +9,7 @@ from ...comm.states import gather_states
 from ...data.shard import shard
 from ...optim import guarded_step
 from ...trace.tracer import NULL
-from .actions import ScheduleError, chunks
+from .actions import ScheduleError
 from .runtime import Runtime
 from .simulator import check
 from .stage import StageModel
@@ -56,7 +56,16 @@ class Pipeline:
             comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
             self.tied.append((self.stage.shared(group), comm))
         self.owned = self.stage.owned()
-        self.v = chunks(schedule)
+
+    def _sum_over_replicas(self) -> None:
+        """Every parameter's gradient (zeros where backward did not reach it) summed over the
+        dp replicas of this stage in DP's buckets (Li et al. 2020), contiguous."""
+        grads = [self.xp.zeros_like(p.data) if p.grad is None else p.grad for p in self.params]
+        if self.plan is not None:
+            self.plan.pack(grads)
+            grads = self.plan.finish(self.plan.start_all(self.mesh.dp_comm))
+        for p, g in zip(self.params, grads):
+            p.grad = self.xp.ascontiguousarray(g)
 
     def close(self) -> None:
         """Collective: free the communicators this strategy made (not the mesh's)."""
@@ -80,13 +89,7 @@ class Pipeline:
     def _update(self, mb) -> None:
         """``STEP``: sum over replicas and shared copies, scale by 1/N, clip, step (see above)."""
         with self.tracer.region("optimizer", "compute"):
-            grads = [self.xp.zeros_like(p.data) if p.grad is None else p.grad
-                     for p in self.params]
-            if self.plan is not None:  # Li et al. 2020: replicas' gradients summed in buckets
-                self.plan.pack(grads)
-                grads = self.plan.finish(self.plan.start_all(self.mesh.dp_comm))
-            for p, g in zip(self.params, grads):
-                p.grad = self.xp.ascontiguousarray(g)
+            self._sum_over_replicas()
             for indices, comm in self.tied:  # seed 000: shared parameters' gradients summed
                 for i in indices:
                     collectives.all_reduce_(comm, self.params[i].grad)
