@@ -122,6 +122,10 @@ class TrainConfig:
             return self.microbatches
         return 1 if self.pp_schedule == "naive" else 2 * self.pp
 
+    def replicas(self, world_size: int) -> int:
+        """Pipeline replicas on ``world_size`` ranks: ``--dp``, or the world over ``--pp``."""
+        return self.dp if self.dp is not None else world_size // self.pp
+
     @property
     def bucket_bytes(self) -> int:
         """``bucket_mb`` in bytes, as the strategies take it (for a finite bucket_mb)."""

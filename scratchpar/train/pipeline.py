@@ -13,11 +13,11 @@ def build_pipeline(cfg, task, comm):
     from .build import build_optimizer
 
     t = cfg.train
-    mesh = Mesh(comm, dp=t.dp or comm.size // t.pp, pp=t.pp)
+    mesh = Mesh(comm, dp=t.replicas(comm.size), pp=t.pp)
     schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
     layers = task.model.pipeline_layers()
     if t.balance == "time":  # rank 0 measures, so that every rank partitions alike
-        weights = layer_times(layers, _example(task, t)) if comm.rank == 0 else None
+        weights = layer_times(layers, _example(task, t, mesh.dp)) if comm.rank == 0 else None
         weights, unit = comm.allgather_obj(weights, "layer times")[0], "s"
     else:
         weights, unit = parameter_counts(layers), "params"
@@ -32,7 +32,7 @@ def build_pipeline(cfg, task, comm):
                ranges, grad_clip=cfg.optim.grad_clip, bucket_bytes=t.bucket_bytes)
 
 
-def _example(task, t):
-    """The inputs of one micro-batch, to time each layer on."""
-    batch, _ = task.batch(0, max(1, t.batch_size // (t.dp or 1) // t.m))
+def _example(task, t, dp: int):
+    """The inputs of one micro-batch of a replica, to time each layer on."""
+    batch, _ = task.batch(0, max(1, t.batch_size // dp // t.m))
     return task.split(batch)[0]

@@ -121,7 +121,7 @@ def _pipeline_problems(c, world_size: int) -> list[str]:
             ("--virtual", t.virtual)) if value is not None and value < 1]
     if bad:
         return problems + bad
-    dp = t.dp if t.dp is not None else world_size // t.pp
+    dp = t.replicas(world_size)
     if t.dp is None and world_size % t.pp:
         problems.append(f"--pp {t.pp} does not divide the world of {world_size} ranks into "
                         "replicas of the pipeline; launch a multiple of --pp ranks")
