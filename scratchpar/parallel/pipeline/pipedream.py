@@ -69,8 +69,9 @@ class PipeDream(Pipeline):
         for loss in losses:
             totals[0] += loss.data
         totals[1] = self.skips
-        loss_sum, skips = read_scalars(*collectives.all_reduce_(self.mesh.world, totals))
-        units = sum(read_scalars(*self.mb_units))
+        loss_sum, skips, *units = read_scalars(*collectives.all_reduce_(self.mesh.world, totals),
+                                               *self.mb_units)  # one copy to the host
+        units = sum(units)
         return {"loss": loss_sum / max(units, 1.0), "skipped": skips > 0,
                 "skipped_updates": int(skips)}
 
