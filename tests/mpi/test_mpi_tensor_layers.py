@@ -87,9 +87,10 @@ def test_parallel_mlp_equals_the_blocks_mlp_with_one_all_reduce_each_way(comm, c
     backward_both(y, y_twin, seed)
     np.testing.assert_allclose(host(x.grad), host(x_twin.grad), **TIGHT)
     fc, _, proj, _ = list(block.mlp)
+    shard_fc, _, shard_proj, _ = list(layer)
     hidden = mine(comm, fc.weight.shape[1])
-    for got, want in ((layer.fc.weight, fc.weight.grad[:, hidden]),
-                      (layer.fc.bias, fc.bias.grad[hidden]),
-                      (layer.proj.weight, proj.weight.grad[hidden]),
-                      (layer.proj.bias, proj.bias.grad)):
+    for got, want in ((shard_fc.weight, fc.weight.grad[:, hidden]),
+                      (shard_fc.bias, fc.bias.grad[hidden]),
+                      (shard_proj.weight, proj.weight.grad[hidden]),
+                      (shard_proj.bias, proj.bias.grad)):
         np.testing.assert_allclose(host(got.grad), host(want), **TIGHT)

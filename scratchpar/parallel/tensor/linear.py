@@ -15,6 +15,7 @@ from ...autograd import functional as F
 from ...comm.chunks import bounds
 from ...nn.module import Module, Parameter
 from .. import duals
+from .layout import Split
 
 
 def column_slice(n: int, comm) -> slice:
@@ -29,6 +30,8 @@ class ColumnParallelLinear(Module):
 
     Forward starts with Megatron's f (identity; its backward sums ∂L/∂X over the group, since
     every rank's slice of the output depends on all of X)."""
+
+    tp_layouts = {"weight": Split(axis=1), "bias": Split(axis=0)}
 
     def __init__(self, linear, comm, gather_output: bool = False):
         cols = column_slice(linear.weight.shape[1], comm)
@@ -48,6 +51,8 @@ class RowParallelLinear(Module):
     g sums the partial products; its backward passes ∂L/∂Y unchanged, so each rank's weight
     slice gets its exact gradient. The bias is added after the sum, once: it is replicated, and
     every rank computes the same gradient for it."""
+
+    tp_layouts = {"weight": Split(axis=0)}
 
     def __init__(self, linear, comm):
         rows = column_slice(linear.weight.shape[0], comm)

@@ -1,0 +1,70 @@
+"""How a tensor-parallel parameter relates to the whole one: split, replicated, or replicated
+with a partial gradient. Checkpoints gather shards back and reshard them through these.
+
+A tensor-parallel module lists its parameters' layouts in ``tp_layouts`` (attribute name →
+layout); a parameter it does not list is replicated, and every rank of the tp group computes
+its whole gradient alike.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...backend import get_array_module
+from ...comm.chunks import bounds, counts
+from ...nn.module import Parameter
+
+PARTIAL = "partial"  # replicated, but each rank's gradient is a part: the group sums them
+
+
+@dataclass(frozen=True)
+class Split:
+    """Rank t holds ``bounds(n, T)[t]`` of the whole along ``axis`` of ``view``, the whole
+    tensor seen in that shape (default: its own shape). A view may only refine the last axis:
+    a fused QKV weight W[C,3C] split by heads is ``Split(axis=2, view=(C, 3, H, d))``, and
+    rank t holds W[C,3·h_t·d], its h_t heads of q, k and v."""
+
+    axis: int
+    view: tuple[int, ...] | None = None
+
+    def take(self, whole, rank: int, size: int):
+        """Rank ``rank``'s shard of the ``whole`` array (a new C-ordered array)."""
+        xp = get_array_module(whole)
+        view = self.view or whole.shape
+        start, stop = bounds(view[self.axis], size)[rank]
+        index = [slice(None)] * len(view)
+        index[self.axis] = slice(start, stop)
+        part = xp.ascontiguousarray(whole.reshape(view)[tuple(index)])
+        return part.reshape(self.shard_shape(whole.shape, rank, size))
+
+    def join(self, parts: list, shape: tuple[int, ...]):
+        """The whole array of ``shape`` from every rank's shard, in rank order."""
+        xp = get_array_module(parts[0])
+        view = list(self.view or shape)
+        pieces = []
+        for n, part in zip(counts(view[self.axis], len(parts)), parts):
+            view[self.axis] = n
+            pieces.append(part.reshape(view))
+        return xp.concatenate(pieces, axis=self.axis).reshape(shape)
+
+    def shard_shape(self, shape: tuple[int, ...], rank: int, size: int) -> tuple[int, ...]:
+        """The shape of rank ``rank``'s shard of a whole tensor of ``shape``."""
+        view = list(self.view or shape)
+        view[self.axis] = counts(view[self.axis], size)[rank]
+        if self.view is None:
+            return tuple(view)
+        lead = tuple(shape[:-1])  # the view refines the last axis only
+        return (*lead, math.prod(view) // math.prod(lead))
+
+
+def layouts(module) -> dict[str, object]:
+    """Every parameter of ``module`` by its name there → ``Split``, ``PARTIAL`` or ``None``
+    (replicated, with the whole gradient on every rank)."""
+    out = {}
+    for prefix, sub in module.named_modules():
+        own = getattr(sub, "tp_layouts", {})
+        for attr, value in vars(sub).items():
+            if isinstance(value, Parameter):
+                out.setdefault(f"{prefix}.{attr}" if prefix else attr, own.get(attr))
+    return {name: out[name] for name, _ in module.named_parameters()}
