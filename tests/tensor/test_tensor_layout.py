@@ -36,6 +36,11 @@ def test_a_fused_qkv_weight_splits_by_heads(c, heads, d, size):
     bias_split = Split(axis=1, view=(3, heads, d))
     np.testing.assert_array_equal(
         bias_split.join([bias_split.take(bias, r, size) for r in range(size)], bias.shape), bias)
+    proj = np.arange(heads * d * c, dtype=np.float64).reshape(heads * d, c)
+    rows = Split(axis=0, view=(heads, d, c))  # the output projection's rows, by heads
+    parts = [rows.take(proj, r, size) for r in range(size)]
+    assert sum(p.shape[0] for p in parts) == heads * d and all(p.shape[0] % d == 0 for p in parts)
+    np.testing.assert_array_equal(rows.join(parts, proj.shape), proj)
 
 
 class _FakeComm:

@@ -21,9 +21,11 @@ PARTIAL = "partial"  # replicated, but each rank's gradient is a part: the group
 @dataclass(frozen=True)
 class Split:
     """Rank t holds ``bounds(n, T)[t]`` of the whole along ``axis`` of ``view``, the whole
-    tensor seen in that shape (default: its own shape). A view may only refine the last axis:
-    a fused QKV weight W[C,3C] split by heads is ``Split(axis=2, view=(C, 3, H, d))``, and
-    rank t holds W[C,3·h_t·d], its h_t heads of q, k and v."""
+    tensor seen in that shape (default: its own shape), where the view splits one of the
+    tensor's axes into several. A fused QKV weight W[C,3C] split by heads is
+    ``Split(axis=2, view=(C, 3, H, d))``: rank t holds W[C,3·h_t·d], its h_t heads of q, k and
+    v. The projection after attention, W[C,C] split by heads along its rows, is
+    ``Split(axis=0, view=(H, d, C))``: W[h_t·d,C]."""
 
     axis: int
     view: tuple[int, ...] | None = None
@@ -51,11 +53,16 @@ class Split:
     def shard_shape(self, shape: tuple[int, ...], rank: int, size: int) -> tuple[int, ...]:
         """The shape of rank ``rank``'s shard of a whole tensor of ``shape``."""
         view = list(self.view or shape)
-        view[self.axis] = counts(view[self.axis], size)[rank]
+        whole, share = view[self.axis], counts(view[self.axis], size)[rank]
         if self.view is None:
+            view[self.axis] = share
             return tuple(view)
-        lead = tuple(shape[:-1])  # the view refines the last axis only
-        return (*lead, math.prod(view) // math.prod(lead))
+        inner = math.prod(view[:self.axis + 1])  # the tensor's axis k holds the view's axis
+        k = next(k for k in range(len(shape))
+                 if math.prod(shape[:k + 1]) >= inner and math.prod(shape[:k + 1]) % inner == 0)
+        out = list(shape)
+        out[k] = shape[k] // whole * share
+        return tuple(out)
 
 
 def layouts(module) -> dict[str, object]:
