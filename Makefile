@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches docs clean
 
 install: $(VENV)/.installed
 
@@ -49,6 +49,8 @@ bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data and p
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
 	$(BIN)/python -m scratchpar.bench dp $(ARGS)
 	$(BIN)/python -m scratchpar.bench pipeline $(ARGS)
+	$(BIN)/python -m scratchpar.bench tensor $(ARGS)
+	$(BIN)/python -m scratchpar.bench branches $(ARGS)
 
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
@@ -59,6 +61,12 @@ bench-dp: $(VENV)/.bench  ## data parallelism: scaling, bucketed against naive, 
 bench-pipeline: install  ## pipeline bubbles, stashed memory and throughput against the formulas and one device
 	$(BIN)/python -m scratchpar.bench pipeline $(ARGS)
 
+bench-tensor: install  ## tensor parallelism: collectives per layer from the trace, speed-up at t=2, bytes per rank
+	$(BIN)/python -m scratchpar.bench tensor $(ARGS)
+
+bench-branches: install  ## parallel branches (towers on different ranks) against one device
+	$(BIN)/python -m scratchpar.bench branches $(ARGS)
+
 docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collectives and dp benchmarks
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
 	$(BIN)/python -m scratchpar.trace loss docs/figures/train_metrics.jsonl -o docs/figures/loss.png
@@ -67,6 +75,8 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collec
 	$(BIN)/python -m scratchpar.bench dp --json docs/figures/dp_bench.json
 	$(BIN)/python -m scratchpar.trace scaling docs/figures/dp_bench.json -o docs/figures/dp_scaling.png
 	$(BIN)/python -m scratchpar.bench pipeline --json docs/figures/pipeline_bench.json --figures docs/figures
+	$(BIN)/python -m scratchpar.bench tensor --json docs/figures/tensor_bench.json
+	$(BIN)/python -m scratchpar.bench branches --json docs/figures/branches_bench.json
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

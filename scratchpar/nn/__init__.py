@@ -7,8 +7,9 @@ from .loss import count_targets, lm_loss, lm_output_loss, shift
 from .mlp import MLP
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import LSTMLanguageModel, RNNLanguageModel
+from .towers import Towers
 
 __all__ = ["GELU", "GPT", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding",
            "LSTMLanguageModel", "LayerNorm", "Linear", "Module", "ModuleList", "Parameter", "ReLU",
-           "RNNLanguageModel", "Sequential", "Tanh", "count_targets", "lm_loss", "lm_output_loss",
-           "set_dropout_generator", "shift"]
+           "RNNLanguageModel", "Sequential", "Tanh", "Towers", "count_targets", "lm_loss",
+           "lm_output_loss", "set_dropout_generator", "shift"]

@@ -49,7 +49,7 @@ def build_strategy(cfg, task, optimizer, comm):
         return parallel.SingleDevice(task.model, optimizer, task.loss, clip)
     if t.strategy == "dp-naive":
         return parallel.DataParallelNaive(*common, grad_clip=clip)
-    if t.strategy == "pipeline":
+    if t.strategy in ("pipeline", "hybrid"):
         return build_pipeline(cfg, task, comm)
     if t.strategy == "local-sgd":
         return parallel.LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
@@ -91,8 +91,15 @@ def prepare(cfg, comm=None) -> Prepared:
     if problems:
         raise ConfigError(problems)
     set_device(cfg.train.device, local_rank)
-    dropout_gen = DeviceRandom(cfg.train.seed, 1, rank)  # every rank its own dropout masks
+    # every rank its own dropout masks, but a tp group one stream: its ranks draw whole masks
+    # alike and each keeps its slice, as one device fed that stream would (Megatron §3)
+    stream = rank // cfg.train.tp if cfg.train.strategy == "hybrid" else rank
+    dropout_gen = DeviceRandom(cfg.train.seed, 1, stream)
     task = build_task(cfg, dropout_gen)  # every rank initializes alike (DP broadcasts rank 0's)
+    vocab, tp = getattr(task.dataset, "vocab_size", 0), cfg.train.tp
+    if cfg.train.strategy == "hybrid" and task.unit == "tok" and vocab % tp:  # a text file's
+        raise ConfigError([f"--tp {tp} must divide the vocabulary of {vocab} symbols (from "
+                           f"{cfg.data.path}): each tensor-parallel rank holds an equal share"])
     optimizer = build_optimizer(cfg, task.model.parameters())
     checkpoint = load_checkpoint(cfg.train.resume) if cfg.train.resume else None
     return Prepared(comm, task, optimizer, dropout_gen, checkpoint)

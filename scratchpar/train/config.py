@@ -74,16 +74,21 @@ class OptimConfig:
 class TrainConfig:
     strategy: str = opt("dp", "parallel strategy: one device, data parallel (bucketed, "
                         "overlapped), data parallel with one all-reduce per parameter, "
-                        "local SGD (periodic model averaging), or pipeline parallel (with "
-                        "data-parallel replicas of the pipeline)",
-                        choices=("single", "dp", "dp-naive", "local-sgd", "pipeline"))
+                        "local SGD (periodic model averaging), pipeline parallel (with "
+                        "data-parallel replicas of the pipeline), or the hybrid dp × pp × tp "
+                        "mesh (tensor-parallel stages)",
+                        choices=("single", "dp", "dp-naive", "local-sgd", "pipeline", "hybrid"))
     bucket_mb: float = opt(1.0, "dp, local-sgd: bucket size in MiB (gradients; models averaged)")
     local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
                                   "(0 = once, at the end)")
     local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
-    pp: int = opt(1, "pipeline: stages, one rank each", flag="--pp")
-    dp: int | None = opt(None, "pipeline: replicas of the pipeline (default: the world size "
-                               "over --pp)", flag="--dp", kind=int)
+    pp: int = opt(1, "pipeline, hybrid: stages", flag="--pp")
+    tp: int = opt(1, "hybrid: tensor-parallel ranks per stage (Megatron)", flag="--tp")
+    dp: int | None = opt(None, "pipeline, hybrid: replicas of the pipeline (default: the world "
+                               "size over --pp × --tp)", flag="--dp", kind=int)
+    sequence_parallel: bool = opt(False, "hybrid, gpt: LayerNorm and dropout on sequence "
+                                         "shards, all-gather and reduce-scatter in place of "
+                                         "the all-reduces (Korthikanti et al. 2022)")
     pp_schedule: str = opt("1f1b", "pipeline: naive model distribution (one micro-batch), "
                            "GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B, backward-"
                            "prioritized, or PipeDream (asynchronous, weights stashed)",
@@ -123,8 +128,9 @@ class TrainConfig:
         return 1 if self.pp_schedule == "naive" else 2 * self.pp
 
     def replicas(self, world_size: int) -> int:
-        """Pipeline replicas on ``world_size`` ranks: ``--dp``, or the world over ``--pp``."""
-        return self.dp if self.dp is not None else world_size // self.pp
+        """Pipeline replicas on ``world_size`` ranks: ``--dp``, or the world over ``--pp``
+        × ``--tp``."""
+        return self.dp if self.dp is not None else world_size // (self.pp * self.tp)
 
     @property
     def bucket_bytes(self) -> int:

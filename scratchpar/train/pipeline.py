@@ -1,19 +1,21 @@
-"""The pipeline strategy from a Config: the mesh, the schedule, and the layers of each stage."""
+"""The pipeline and hybrid strategies from a Config: the mesh, the schedule, the layers of each
+stage, and each stage's tensor-parallel shard."""
 
 from __future__ import annotations
 
 from ..comm.mesh import Mesh
 from ..parallel.pipeline import PipeDream, Pipeline, partition, schedules
 from ..parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
+from ..parallel.tensor import tensor_parallel
 
 
 def build_pipeline(cfg, task, comm):
-    """``--strategy pipeline``: ``--dp`` replicas of ``--pp`` stages, each stage the layers that
-    ``--balance`` gives it; rank 0 says which."""
+    """``--strategy pipeline`` or ``hybrid``: ``--dp`` replicas of ``--pp`` stages, each stage
+    the layers that ``--balance`` gives it (rank 0 says which), split over ``--tp`` ranks."""
     from .build import build_optimizer
 
     t = cfg.train
-    mesh = Mesh(comm, dp=t.replicas(comm.size), pp=t.pp)
+    mesh = Mesh(comm, dp=t.replicas(comm.size), pp=t.pp, tp=t.tp)
     schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
     layers = task.model.pipeline_layers()
     if t.balance == "time":  # rank 0 measures, so that every rank partitions alike
@@ -22,13 +24,15 @@ def build_pipeline(cfg, task, comm):
     else:
         weights, unit = parameter_counts(layers), "params"
     ranges = partition(weights, t.pp * t.virtual)
+    model = (task.model if t.strategy == "pipeline" else
+             tensor_parallel(task.model, mesh.tp_comm, t.sequence_parallel))
     if comm.rank == 0:
         lines = describe(ranges, layer_names(task.model), weights, unit).splitlines()
         if t.virtual > 1:  # virtual stage k is chunk k // p of rank k % p
             lines = [f"{line} → rank {k % t.pp}, chunk {k // t.pp}" for k, line in enumerate(lines)]
         print("\n".join(lines), flush=True)
     cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
-    return cls(task.model, lambda params: build_optimizer(cfg, params), task, mesh, schedule,
+    return cls(model, lambda params: build_optimizer(cfg, params), task, mesh, schedule,
                ranges, grad_clip=cfg.optim.grad_clip, bucket_bytes=t.bucket_bytes)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..data.synthetic import MAX_TABLE_ENTRIES, table_fits
 from .config import MIB
+from .validate_mesh import MESH_STRATEGIES, mesh_problems
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 
@@ -85,62 +86,10 @@ def validate(c, world_size: int = 1) -> list[str]:
          "--trace records a parallel strategy's regions; --strategy single has none")
     need(t.strategy != "single" or world_size == 1,
          f"--strategy single runs on one rank; launched on {world_size}")
-    problems += _pipeline_problems(c, world_size)
-    need(t.batch_size < 1 or t.strategy == "pipeline" or t.batch_size >= world_size,
+    problems += mesh_problems(c, world_size)
+    need(t.batch_size < 1 or t.strategy in MESH_STRATEGIES or t.batch_size >= world_size,
          f"train.batch_size ({t.batch_size}) must be at least the number of ranks "
          f"({world_size}): each rank needs a share of the global batch")
-    return problems
-
-
-def pipeline_layers(m) -> int:
-    """How many layers the model lists for pipelining (``pipeline_layers()``): the GPT's and
-    the recurrent models' embedding, blocks or layers, and head; the MLP's Linear layers."""
-    return len(m.hidden_sizes) + 1 if m.kind == "mlp" else m.n_layers + 2
-
-
-def _pipeline_problems(c, world_size: int) -> list[str]:
-    """Every reason the pipeline flags cannot run on ``world_size`` ranks (DESIGN.md §2:
-    pp > layers, batch not divisible into micro-batches, dp·pp ≠ world size, …)."""
-    m, t = c.model, c.train
-    problems = []
-    if m.tie_embeddings and m.kind != "gpt":
-        problems.append(f"--tie-embeddings ties the GPT's head to its embedding; model {m.kind} "
-                        "has no such pair")
-    if t.strategy != "pipeline":
-        given = [flag for flag, value, default in (("--pp", t.pp, 1), ("--dp", t.dp, None),
-                                                   ("--microbatches", t.microbatches, None),
-                                                   ("--virtual", t.virtual, 1)) if value != default]
-        if given:
-            problems.append(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with "
-                            f"--strategy pipeline, not {t.strategy}")
-        return problems
-    from ..parallel.pipeline.schedules import requirements
-
-    bad = [f"{flag} must be at least 1; got {value}" for flag, value in
-           (("--pp", t.pp), ("--dp", t.dp), ("--microbatches", t.microbatches),
-            ("--virtual", t.virtual)) if value is not None and value < 1]
-    if bad:
-        return problems + bad
-    dp = t.replicas(world_size)
-    if t.dp is None and world_size % t.pp:
-        problems.append(f"--pp {t.pp} does not divide the world of {world_size} ranks into "
-                        "replicas of the pipeline; launch a multiple of --pp ranks")
-    elif dp * t.pp != world_size:
-        problems.append(f"--dp {dp} × --pp {t.pp} = {dp * t.pp} ranks, but the world has "
-                        f"{world_size}")
-    problems += requirements(t.pp_schedule, t.pp, t.m, t.virtual)
-    layers = pipeline_layers(m)
-    if t.pp * t.virtual > layers:
-        problems.append(f"--pp {t.pp} × --virtual {t.virtual} = {t.pp * t.virtual} stages, but "
-                        f"model {m.kind} lists only {layers} layers to split")
-    if dp >= 1 and t.batch_size // dp < t.m:
-        problems.append(f"train.batch_size {t.batch_size} over {dp} replica(s) leaves "
-                        f"{t.batch_size // dp} rows for the smallest; it cannot split into "
-                        f"--microbatches {t.m} (give --batch-size at least {dp * t.m})")
-    if m.tie_embeddings and t.pp_schedule == "pipedream":
-        problems.append("--tie-embeddings with --pp-schedule pipedream: the two copies would be "
-                        "updated at different times and drift apart; untie them or use a "
-                        "flushing schedule")
     return problems
 
 

@@ -86,6 +86,15 @@ EXPECTED = {  # lines (or parts of lines) each example must print
         "loss 1.495635 (one device 1.495635); every rank's gradient equals one device's to "
         "1e-12: yes",
     ],
+    "10_parallel_branches.py": [  # 4 towers over 3 ranks: 2, 1, 1
+        "rank 0 holds towers 0, 1 and the head: 265 of 467 parameters",
+        "rank 2 holds towers 3 and the head: 164 of 467 parameters, named as one device names "
+        "them (towers.3.0.weight, …)",
+        "rank 1: loss 1.549281 (one device 1.549281)",
+        "step 5: loss 0.865044 (one device 0.865044)",
+        "gathered back on rank 0: 18 arrays under the one-device names, equal to one device's "
+        "after 5 steps (to 1e-12): yes",
+    ],
 }
 
 

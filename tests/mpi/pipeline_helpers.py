@@ -9,6 +9,7 @@ from scratchpar.comm.mesh import Mesh
 from scratchpar.optim import SGD, Adam
 from scratchpar.parallel.pipeline import PipeDream, Pipeline, partition, schedules
 from scratchpar.parallel.pipeline.partition import parameter_counts
+from scratchpar.parallel.tensor import tensor_parallel
 from scratchpar.train.task import Task
 
 VOCAB, SEQ = 7, 5
@@ -55,5 +56,20 @@ def make_pipeline(comm, task, schedule: str, pp: int, m: int, v: int = 1, adam=F
     pipe = cls(task.model, optimizer or make_optimizer(adam), task, mesh,
                schedules.build(schedule, pp, m, v), ranges, grad_clip=clip,
                bucket_bytes=bucket_bytes)
+    LIVE.extend([mesh.free, pipe.close])
+    return pipe
+
+
+def make_hybrid(comm, task, schedule: str, dp: int, pp: int, tp: int, m: int, adam=False,
+                clip=0.0, sequence_parallel: bool = False):
+    """The synchronous pipeline of ``schedule`` on a dp × pp × tp mesh, each stage this rank's
+    tensor-parallel shard of ``task.model`` (whose own weights are then freed)."""
+    while LIVE:
+        LIVE.pop()()
+    mesh = Mesh(comm, dp=dp, pp=pp, tp=tp)
+    shard = tensor_parallel(task.model, mesh.tp_comm, sequence_parallel)
+    ranges = partition(parameter_counts(shard.pipeline_layers()), pp)
+    pipe = Pipeline(shard, make_optimizer(adam), task, mesh, schedules.build(schedule, pp, m, 1),
+                    ranges, grad_clip=clip)
     LIVE.extend([mesh.free, pipe.close])
     return pipe

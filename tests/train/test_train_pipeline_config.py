@@ -30,7 +30,7 @@ def test_every_pipeline_problem_is_listed_at_once():
     assert found == [
         "--tie-embeddings ties the GPT's head to its embedding; model lstm has no such pair",
         "--pp 8 does not divide the world of 4 ranks into replicas of the pipeline; launch a "
-        "multiple of --pp ranks",
+        "multiple of 8 ranks",
         "--pp-schedule interleaved needs --virtual 2 or more model chunks per rank (got 1)",
         "--pp-schedule interleaved needs --microbatches a multiple of --pp (got 6 micro-batches "
         "for --pp 8)",
@@ -59,4 +59,4 @@ def test_a_pipeline_that_cannot_run_is_refused_with_the_reason(argv, world, mess
 
 def test_pipeline_flags_without_the_pipeline_strategy_are_refused():
     assert problems(["--pp", "2", "--microbatches", "4"], 2) == [
-        "--pp, --microbatches go with --strategy pipeline, not dp"]
+        "--pp, --microbatches go with --strategy pipeline or hybrid, not dp"]

@@ -9,6 +9,8 @@ from ...comm.states import gather_states
 from ...data.shard import shard
 from ...optim import guarded_step
 from ...trace.tracer import NULL
+from ..tensor import shard as tensor_shard
+from ..tensor.layout import PARTIAL, Split, layouts
 from .actions import ScheduleError
 from .runtime import Runtime
 from .simulator import check
@@ -16,8 +18,9 @@ from .stage import StageModel
 
 
 class Pipeline:
-    """Stages over the mesh's pp axis, replicas over its dp axis (Huang et al. 2019, GPipe;
-    Narayanan et al. 2021, PipeDream-Flush and interleaving): equal to one device.
+    """Stages over the mesh's pp axis, replicas over its dp axis, and each stage's layers split
+    over its tp axis (Huang et al. 2019, GPipe; Narayanan et al. 2021, PipeDream-Flush,
+    interleaving and the dp × pp × tp mesh; Shoeybi et al. 2019): equal to one device.
 
     The replica's rows of the global batch (``shard`` over dp) split into m micro-batches.
     Every stage accumulates the gradients of the micro-batches' summed losses over the schedule;
@@ -27,6 +30,13 @@ class Pipeline:
     ∩θᵢ ≠ ∅ rule); one all-reduce over the world sums the loss (held by the last stage) and the
     squared gradient norm (each parameter counted once); and every rank scales by 1/N, clips
     to the global norm and steps, or skips a non-finite step, alike.
+
+    With tp > 1, ``model`` is this rank's tensor-parallel shard (``tensor.tensor_parallel``)
+    of ``task.model``, whose weights are then freed; the shard's layouts say which parameters
+    are split. A split parameter's gradient is exact on its rank, a replicated one's is whole
+    and equal on every rank of the tp group, and a ``PARTIAL`` one's (sequence-parallel
+    LayerNorms) is summed over tp. So tp rank 0 counts the replicated parameters in the norm,
+    and the loss that every tp rank computed alike, once; every rank counts its split ones.
 
     ``schedule`` is ``dict[stage, list[Action]]`` for this mesh's p; ``ranges`` the layers of
     each of its p·v virtual stages. ``make_optimizer(params)`` builds this stage's optimizer.
@@ -45,17 +55,27 @@ class Pipeline:
         self.stage = StageModel(model, ranges, mesh.pp_comm.rank, mesh.pp)
         self.params = self.stage.params
         self.stage.release_others(model)  # model distribution: a rank keeps its own weights
+        if model is not task.model:  # a shard: the whole model waits, empty, for gather_model
+            for param in task.model.parameters():
+                param.data = get_array_module(param.data).empty(0, param.dtype)
         self.optimizer = make_optimizer(self.params)
         self.xp = get_array_module(*(p.data for p in self.params))
+        # a tensor-parallel shard scores its sharded logits itself (vocabulary-parallel loss)
+        loss_fn = getattr(model, "output_loss", task.output_loss)
         self.runtime = self.runtime_class(self.stage, mesh.pp_comm.dup(name="pipeline"),
-                                          task.output_loss, self.tracer)
+                                          loss_fn, self.tracer)
         self.actions = schedule[mesh.pp_comm.rank]
         self.plan = Buckets([p.data for p in self.params], bucket_bytes) if mesh.dp > 1 else None
         self.tied = []  # (indices into params, communicator of the ranks sharing them)
         for group in self.stage.groups:  # every rank splits once per group, in the same order
             comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
             self.tied.append((self.stage.shared(group), comm))
-        self.owned = self.stage.owned()
+        self.layouts = [layouts(model)[name] for name in self.stage.names]
+        split = {id(p) for p, lay in zip(self.params, self.layouts) if isinstance(lay, Split)}
+        self.owned = [p for p in self.stage.owned() if mesh.tp_comm.rank == 0 or id(p) in split]
+        self.partial = [i for i, lay in enumerate(self.layouts) if lay == PARTIAL]
+        self.partial_plan = (Buckets([self.params[i].data for i in self.partial], bucket_bytes)
+                             if self.partial and mesh.tp > 1 else None)
 
     def _sum_over_replicas(self) -> None:
         """Every parameter's gradient (zeros where backward did not reach it) summed over the
@@ -66,6 +86,16 @@ class Pipeline:
             grads = self.plan.finish(self.plan.start_all(self.mesh.dp_comm))
         for p, g in zip(self.params, grads):
             p.grad = self.xp.ascontiguousarray(g)
+
+    def _sum_partials(self) -> None:
+        """The sequence-parallel replicated parameters' gradients, one part per sequence
+        shard, summed over the tp group (Korthikanti et al. 2022, §4.2.2)."""
+        if self.partial_plan is None:
+            return
+        self.partial_plan.pack([self.params[i].grad for i in self.partial])
+        sums = self.partial_plan.finish(self.partial_plan.start_all(self.mesh.tp_comm))
+        for i, g in zip(self.partial, sums):
+            self.params[i].grad = self.xp.ascontiguousarray(g)
 
     def close(self) -> None:
         """Collective: free the communicators this strategy made (not the mesh's)."""
@@ -90,11 +120,12 @@ class Pipeline:
         """``STEP``: sum over replicas and shared copies, scale by 1/N, clip, step (see above)."""
         with self.tracer.region("optimizer", "compute"):
             self._sum_over_replicas()
+            self._sum_partials()
             for indices, comm in self.tied:  # seed 000: shared parameters' gradients summed
                 for i in indices:
                     collectives.all_reduce_(comm, self.params[i].grad)
             totals = self.xp.zeros(2, "float64")  # [Σ loss, Σ ‖g‖²] of this rank's part
-            for loss in self.runtime.losses.values():
+            for loss in self.runtime.losses.values() if self.mesh.tp_comm.rank == 0 else ():
                 totals[0] += loss.data
             if self.mesh.dp_comm.rank == 0:  # after the sum, every replica has the same grads
                 for p in self.owned:
@@ -108,11 +139,18 @@ class Pipeline:
 
     # -- checkpoints: the whole model, under the single-device model's names ----------------------
     def state_dict(self) -> dict | None:
-        """Collective over this replica's stages: the whole model and optimizer state on rank 0
-        (keyed as one device keys them, so any strategy resumes from it); ``None`` elsewhere."""
+        """Collective over this replica: the whole model and optimizer state on rank 0, every
+        tensor-parallel shard joined back (keyed as one device keys them, so any strategy and
+        mesh resumes from it); ``None`` elsewhere."""
         if self.mesh.dp_comm.rank != 0:
             return None
-        parts = gather_states(self.mesh.pp_comm, self._flat(), self.xp, "pipeline stage states")
+        flat = self._flat()
+        if self.mesh.tp > 1:
+            parts = gather_states(self.mesh.tp_comm, flat, self.xp, "tensor-parallel shards")
+            if parts is None:
+                return None
+            flat = tensor_shard.join(parts, self._layout_of(flat))
+        parts = gather_states(self.mesh.pp_comm, flat, self.xp, "pipeline stage states")
         if parts is None:
             return None
         state = {"model": {}, "optim": {}}
@@ -129,31 +167,56 @@ class Pipeline:
             flat[f"optim/{key}" if not name else f"optim/{name}.{self.stage.index[int(i)]}"] = value
         return flat
 
+    def _layout_of(self, flat: dict) -> dict:
+        """The layout of each key of a flat state: its parameter's, for the parameter and for
+        optimizer state shaped like it (scalars and counters are replicated)."""
+        by_name = dict(zip(self.stage.names, self.layouts))
+        by_index = dict(zip(self.stage.index, self.layouts))
+        out = {}
+        for key in flat:
+            section, _, rest = key.partition("/")
+            name, _, i = rest.rpartition(".")
+            out[key] = (by_name[rest] if section == "model" else
+                        by_index[int(i)] if name and hasattr(flat[key], "shape") else None)
+        return out
+
     def load_state_dict(self, state: dict) -> None:
-        """This stage's part of a whole-model checkpoint (from any strategy and mesh)."""
+        """This rank's part of a whole-model checkpoint (from any strategy and mesh): its
+        stage's tensors, cut to its tensor-parallel shard."""
         model, optim = state["model"], state["optim"]
         missing = [name for name in self.stage.names if name not in model]
         if missing:
             raise ValueError(f"the checkpoint has no {', '.join(missing)}")
         local = {g: i for i, g in enumerate(self.stage.index)}
-        mine = {}
+        flat = {f"model/{name}": model[name] for name in self.stage.names}
         for key, value in optim.items():
             name, _, i = key.rpartition(".")
-            if not name:
-                mine[key] = value
-            elif int(i) in local:
-                mine[f"{name}.{local[int(i)]}"] = value
+            if not name or int(i) in local:
+                flat[f"optim/{key}"] = value
+        tp = self.mesh.tp_comm
+        for name, p, lay in zip(self.stage.names, self.params, self.layouts):
+            shape = tuple(model[name].shape)
+            want = lay.shard_shape(shape, tp.rank, tp.size) if isinstance(lay, Split) else shape
+            if want != p.shape:
+                raise ValueError(f"{name}: shape {shape} does not give this rank's {p.shape}")
+        mine = tensor_shard.take({k: to_device(v) if hasattr(v, "shape") else v
+                                  for k, v in flat.items()}, self._layout_of(flat),
+                                 tp.rank, tp.size)
         for name, p in zip(self.stage.names, self.params):
-            if tuple(model[name].shape) != p.shape:
-                raise ValueError(f"{name}: shape {tuple(model[name].shape)} != {p.shape}")
-        for name, p in zip(self.stage.names, self.params):
-            self.xp.copyto(p.data, to_device(model[name], dtype=p.dtype))
-        self.optimizer.load_state_dict(mine)
+            self.xp.copyto(p.data, mine[f"model/{name}"].astype(p.dtype))
+        optim_state = {}
+        for key, value in mine.items():
+            section, _, rest = key.partition("/")
+            name, _, i = rest.rpartition(".")
+            if section == "optim":
+                optim_state[rest if not name else f"{name}.{local[int(i)]}"] = value
+        self.optimizer.load_state_dict(optim_state)
 
     def gather_model(self) -> None:
-        """Collective: rank 0's whole model takes every stage's parameters back (for the
-        held-out evaluation); the other ranks keep only their own."""
+        """Collective: rank 0's whole single-device model (``task.model``) takes every
+        stage's and shard's parameters back (for the held-out evaluation); the other ranks
+        keep only their own."""
         state = self.state_dict()
         if state is not None:
-            for name, param in self.model.named_parameters():
+            for name, param in self.task.model.named_parameters():
                 param.data = to_device(state["model"][name], dtype=param.dtype).copy()

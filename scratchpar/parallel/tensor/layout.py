@@ -40,14 +40,18 @@ class Split:
         part = xp.ascontiguousarray(whole.reshape(view)[tuple(index)])
         return part.reshape(self.shard_shape(whole.shape, rank, size))
 
-    def join(self, parts: list, shape: tuple[int, ...]):
-        """The whole array of ``shape`` from every rank's shard, in rank order."""
+    def join(self, parts: list):
+        """The whole array from every rank's shard, in rank order."""
         xp = get_array_module(parts[0])
-        view = list(self.view or shape)
-        pieces = []
-        for n, part in zip(counts(view[self.axis], len(parts)), parts):
+        if self.view is None:
+            return xp.concatenate(parts, axis=self.axis)
+        view, pieces = list(self.view), []
+        for n, part in zip(counts(self.view[self.axis], len(parts)), parts):
             view[self.axis] = n
             pieces.append(part.reshape(view))
+        shape = list(parts[0].shape)
+        k = self._tensor_axis(shape)
+        shape[k] = math.prod(self.view) // math.prod(shape[:k] + shape[k + 1:])
         return xp.concatenate(pieces, axis=self.axis).reshape(shape)
 
     def shard_shape(self, shape: tuple[int, ...], rank: int, size: int) -> tuple[int, ...]:
@@ -57,12 +61,18 @@ class Split:
         if self.view is None:
             view[self.axis] = share
             return tuple(view)
-        inner = math.prod(view[:self.axis + 1])  # the tensor's axis k holds the view's axis
-        k = next(k for k in range(len(shape))
-                 if math.prod(shape[:k + 1]) >= inner and math.prod(shape[:k + 1]) % inner == 0)
         out = list(shape)
+        k = self._tensor_axis(shape)
         out[k] = shape[k] // whole * share
         return tuple(out)
+
+    def _tensor_axis(self, shape) -> int:
+        """The tensor's axis k that the view splits into view[k : k+extra+1], with the split
+        axis among them (the axes before and after are the tensor's own)."""
+        extra = len(self.view) - len(shape)
+        return next(k for k in range(len(shape)) if k <= self.axis <= k + extra
+                    and self.view[:k] == tuple(shape[:k])
+                    and self.view[k + extra + 1:] == tuple(shape[k + 1:]))
 
 
 def layouts(module) -> dict[str, object]:

@@ -1,0 +1,129 @@
+"""Time model parallelism over branches: a Towers step split over the ranks against one device.
+
+One MPI job per world size (default 1 and 2; the machine has 2 cores) runs two contenders in
+turns on the same float32 Towers and batch: "alone", the single-device model on rank 0 while the
+other ranks sleep, and "branches", ``ParallelBranches`` over every rank (rank r holds towers
+``bounds(k, p)[r]`` and the replicated head). A step is forward and backward; a sample is the
+slowest rank's time from a barrier, and the table gives medians and the speed-up, alone's time
+over the split's. Beside it, what each rank holds against one device: parameter bytes (against
+the formula k_r · one tower + head) and the bytes one forward's autograd graph keeps for backward.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..comm.chunks import counts
+from .device import add_argument as add_device_argument
+from .device import describe
+from .mpijob import JobFailed, per_world_size, run_module
+from .table import format_table
+
+CONFIG = {"features": 512, "sizes": [768, 768], "k": 4, "classes": 10, "batch": 256,
+          "warmup": 2, "repeats": 30}
+QUICK = {"features": 16, "sizes": [32, 16], "k": 3, "classes": 4, "batch": 8, "warmup": 1,
+         "repeats": 2}
+FLOAT32 = 4
+JOB_TIMEOUT_S = 300
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
+                        default=[1, 2], help="comma-separated world sizes (default 1,2); each "
+                                             "job also times one device, rank 0 alone")
+    parser.add_argument("--quick", action="store_true", help="a tiny Towers (smoke test)")
+    parser.add_argument("--json", metavar="PATH", help="also write every number to this file")
+    add_device_argument(parser)
+
+
+def param_formula(cfg: dict, towers: int) -> int:
+    """Bytes of ``towers`` towers (each Linear: D_in·D_out + D_out) and the k·H → C head."""
+    widths = [cfg["features"], *cfg["sizes"]]
+    tower = sum(d * f + f for d, f in zip(widths[:-1], widths[1:]))
+    head = cfg["k"] * cfg["sizes"][-1] * cfg["classes"] + cfg["classes"]
+    return FLOAT32 * (towers * tower + head)
+
+
+def job(n: int, cfg: dict, tmp: Path, device: str) -> dict:
+    print(f"branches: {n} rank{'s' * (n > 1)}", file=sys.stderr, flush=True)
+    out = tmp / f"branches-n{n}.json"
+    run_module(n, "scratchpar.bench.branches_worker",
+               ["--config", json.dumps(cfg), "--device", device, "--out", str(out)],
+               JOB_TIMEOUT_S, {})
+    return json.loads(out.read_text())
+
+
+def timing_rows(results: dict, cfg: dict) -> list[dict]:
+    """Per world size: both medians, the speed-up, and the ideal one if the head cost nothing
+    (k over the most towers a rank holds)."""
+    rows = []
+    for n, r in results.items():
+        alone, split = r["timed"]["alone"]["median_s"], r["timed"]["branches"]["median_s"]
+        rows.append({"ranks": n, "towers_per_rank": "/".join(map(str, counts(cfg["k"], n))),
+                     "alone_ms": 1e3 * alone, "branches_ms": 1e3 * split,
+                     "speedup": alone / split, "ideal": cfg["k"] / max(counts(cfg["k"], n))})
+    return rows
+
+
+def memory_rows(results: dict, cfg: dict) -> list[dict]:
+    """Per rank of each world size: parameter and activation bytes against one device's."""
+    rows = []
+    for n, r in results.items():
+        one = r["one_device"]
+        for rank, mine in enumerate(r["per_rank"]):
+            rows.append({"ranks": n, "rank": rank, "towers": mine["towers"],
+                         "param_bytes": mine["param_bytes"],
+                         "param_formula": param_formula(cfg, mine["towers"]),
+                         "param_share": mine["param_bytes"] / one["param_bytes"],
+                         "activation_bytes": mine["activation_bytes"],
+                         "activation_share": mine["activation_bytes"] / one["activation_bytes"],
+                         "loss_diff": f"{abs(mine['loss'] - one['loss']):.1e}"})
+    return rows
+
+
+def table(title: str, rows: list[dict], columns: dict[str, str]) -> str:
+    """``columns``: header → key of each row."""
+    return f"\n{title}\n" + format_table(list(columns), [[r[k] for k in columns.values()]
+                                                         for r in rows])
+
+
+def run(args) -> int:
+    cfg = QUICK if args.quick else CONFIG
+    try:
+        results, (before, after) = per_world_size(
+            args.ranks, lambda n, tmp: job(n, cfg, tmp, args.device))
+    except JobFailed as failure:
+        print(f"branches: {failure}", file=sys.stderr)
+        return 1
+    one = next(iter(results.values()))["one_device"]
+    timing, memory = timing_rows(results, cfg), memory_rows(results, cfg)
+    widths = "→".join(map(str, [cfg["features"], *cfg["sizes"]]))
+    print(f"branches benchmark on {describe(args.device)}, {os.cpu_count()} cores, one thread "
+          f"per rank: Towers ({cfg['k']} towers {widths}, joined {cfg['k'] * cfg['sizes'][-1]} "
+          f"→ head {cfg['classes']}), batch "
+          f"{cfg['batch']}, float32; forward + backward (the input's gradient too), median of "
+          f"{cfg['repeats']} after {cfg['warmup']} warm-up, contenders in turns; load average "
+          f"(1 min) before {before:.2f}, after {after:.2f}")
+    print(table("step time: alone = the single-device Towers on rank 0 (the others asleep) in "
+                "the same job; speed-up = alone / branches; ideal = k / most towers on a rank",
+                timing, {"ranks": "ranks", "towers/rank": "towers_per_rank",
+                         "alone ms": "alone_ms", "branches ms": "branches_ms",
+                         "speed-up": "speedup", "ideal": "ideal"}))
+    print(table(f"held per rank, against one device ({one['param_bytes']} parameter B, "
+                f"{one['activation_bytes']} activation B): parameters = its arrays (formula: "
+                "k_r · tower + head); activations = the distinct buffers one forward's graph "
+                "keeps for backward (tensors on it, arrays saved by its ops; input included, "
+                "parameters not)", memory,
+                {"ranks": "ranks", "rank": "rank", "towers": "towers", "param B": "param_bytes",
+                 "formula B": "param_formula", "× one": "param_share",
+                 "activation B": "activation_bytes", "× one ": "activation_share",
+                 "|loss − one device's|": "loss_diff"}))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": describe(args.device), "quick": args.quick, "config": cfg,
+                       "ranks": args.ranks, "timing": timing, "memory": memory,
+                       "one_device": one, "load": [before, after]}, f, indent=2)
+    return 0

@@ -1,0 +1,95 @@
+"""One rank of the branches benchmark: a Towers step alone on rank 0 and split by branch, in turns.
+
+Run by ``python -m scratchpar.bench branches`` under ``mpiexec -n N``; not meant to be called by
+hand. Both contenders run forward and backward of the same float32 Towers on the same batch
+(cross-entropy; the input requires its gradient, as if the towers followed earlier layers, so
+the split's backward all-reduce runs). "alone" is the single-device model on rank 0 while the
+other ranks sleep; "branches" is :class:`ParallelBranches` over every rank. Each rank then
+counts what it really holds: its parameters' arrays, and the arrays the autograd graph of one
+forward keeps until backward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from scratchpar import backend
+from scratchpar.allocator import keep_freed_memory
+from scratchpar.autograd import Tensor
+from scratchpar.autograd import functional as F
+from scratchpar.bench.dp_worker import alone, turns
+from scratchpar.bench.held import graph_bytes
+from scratchpar.bench.mpijob import write_result
+from scratchpar.bench.timing import Timed
+from scratchpar.comm.mpi import Communicator
+from scratchpar.nn import Towers
+from scratchpar.parallel.branches import ParallelBranches
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", required=True,
+                        help='JSON: "features", "sizes", "k", "classes", "batch", "warmup", '
+                             '"repeats"')
+    parser.add_argument("--device", choices=backend.DEVICES, default="cpu")
+    parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
+    return parser.parse_args(argv)
+
+
+def towers(cfg: dict) -> Towers:
+    """The same float32 Towers on every rank and for every contender (seed 0)."""
+    return Towers(cfg["features"], cfg["sizes"], cfg["k"], cfg["classes"],
+                  np.random.default_rng(0), dtype=np.float32)
+
+
+def loss_of(model, x: Tensor, y):
+    return F.cross_entropy(model(x), y)
+
+
+def step(model, x: Tensor, y) -> Timed:
+    """Forward and backward from cleared gradients: the work the split divides."""
+    params = model.parameters()
+
+    def run():
+        for p in [*params, x]:
+            p.grad = None
+        loss_of(model, x, y).backward()
+
+    return Timed(run, backend.sync)
+
+
+def holdings(model, x: Tensor, y) -> dict:
+    """What this rank holds for ``model``: parameter bytes, and the bytes one forward's graph
+    keeps (the input included), with that forward's loss."""
+    params = model.parameters()
+    loss = loss_of(model, x, y)
+    return {"param_bytes": int(sum(p.data.nbytes for p in params)),
+            "activation_bytes": graph_bytes(loss, params), "loss": float(loss.item())}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    keep_freed_memory()
+    comm = Communicator()
+    backend.set_device(args.device, comm.local_rank)
+    cfg = json.loads(args.config)
+    gen = np.random.default_rng(1)
+    x_host = gen.standard_normal((cfg["batch"], cfg["features"])).astype(np.float32)  # (B, F)
+    y = backend.to_device(gen.integers(0, cfg["classes"], cfg["batch"]))  # (B,)
+    x_one, x_split = (Tensor(backend.to_device(x_host), requires_grad=True) for _ in range(2))
+    one = towers(cfg)
+    split = ParallelBranches(towers(cfg), comm)  # the whole model it came from is freed
+    timed = turns(comm, {"alone": alone(step(one, x_one, y), comm),
+                         "branches": step(split, x_split, y)}, cfg["repeats"], cfg["warmup"])
+    mine = {"towers": len(split.towers), **holdings(split, x_split, y)}
+    result = {"world_size": comm.size, "timed": timed, "one_device": holdings(one, x_one, y),
+              "per_rank": comm.allgather_obj(mine, "branches holdings")}
+    return write_result(comm, args.out, result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Dropout on activations split across a tp group, equal to one device's dropout on the whole.
+
+One device draws the mask of the whole activation from its stream, in C order. Every rank of
+a tp group holds the same stream (same seed, same position), so each draws the values of its
+own slice of that whole mask, skipping the rest: the counter-based stream (``device_rng``)
+seeks to each contiguous run of the slice, and ends past the whole draw, in step with the
+other ranks. The mask in memory is this rank's slice only. Where the activation is replicated
+(after g), the ordinary ``nn.Dropout`` draws the same whole mask on every rank and agrees.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...autograd import functional as F
+from ...comm.chunks import bounds
+from ...nn.layers import Dropout
+
+
+class SplitDropout(Dropout):
+    """(…, n_r, …) → (…, n_r, …): this rank's slice [start, stop) along ``axis`` of a whole
+    activation of n along it, masked as one device masks the whole. Subclasses say how a rank
+    learns n and its slice (``extent``)."""
+
+    axis = 1
+
+    def __init__(self, p: float, comm):
+        super().__init__(p)
+        self.comm = comm
+
+    def extent(self, x) -> tuple[int, int]:
+        """(n, start): the whole length along ``axis`` and where this rank's slice starts."""
+        raise NotImplementedError
+
+    def forward(self, x):
+        if self.gen is None or not self.training or self.p == 0.0:
+            return super().forward(x)  # the identity, or the missing generator's error
+        n, start = self.extent(x)
+        whole = (*x.shape[:self.axis], n, *x.shape[self.axis + 1:])
+        return F.dropout(x, self.p, Window(self.gen, whole, self.axis, start))
+
+
+class HeadDropout(SplitDropout):
+    """(B, h_r, T, T) attention probabilities, this rank's heads of H (``chunks.bounds``):
+    the whole count H is known when the layer is built."""
+
+    def __init__(self, p: float, comm, heads: int):
+        super().__init__(p, comm)
+        self.heads = heads
+
+    def extent(self, x) -> tuple[int, int]:
+        return self.heads, bounds(self.heads, self.comm.size)[self.comm.rank][0]
+
+
+class SequenceDropout(SplitDropout):
+    """(B, T_r, C) sequence shards (Korthikanti et al. 2022, §4.2): the whole length T is the
+    sum of the shards' lengths, which the ranks exchange (a small metadata all-gather)."""
+
+    def extent(self, x) -> tuple[int, int]:
+        rows = self.comm.allgather_obj(x.shape[self.axis], "sequence shard lengths")
+        return sum(rows), sum(rows[:self.comm.rank])
+
+
+class Window:
+    """The slice [start, start + width) along ``axis`` of one draw of ``whole`` from ``gen``,
+    drawn alone: a stand-in for ``gen`` in ``F.dropout``, which asks for the slice's shape."""
+
+    def __init__(self, gen, whole: tuple[int, ...], axis: int, start: int):
+        self.gen, self.whole, self.axis, self.start = gen, whole, axis, start
+
+    def random(self, shape, xp):
+        outer, n = math.prod(self.whole[:self.axis]), self.whole[self.axis]
+        inner = math.prod(self.whole[self.axis + 1:])
+        run = shape[self.axis] * inner  # one contiguous run of the slice per outer index
+        out = xp.empty((outer, run), dtype=xp.float64)  # (outer, width·inner)
+        first = self.gen.position
+        for i in range(outer):
+            self.gen.position = first + (i * n + self.start) * inner  # seek to run i
+            out[i] = self.gen.random((run,), xp)
+        self.gen.position = first + outer * n * inner  # past the whole draw, as one device
+        return out.reshape(shape)

@@ -1,0 +1,86 @@
+"""``python -m scratchpar.bench tensor``: a tiny run at t = 1, 2 end to end, its exact counts."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from scratchpar.bench import tensor
+from scratchpar.bench.mpijob import ROOT
+from scratchpar.nn import Block
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The quick run's printed tables and its JSON."""
+    path = tmp_path_factory.mktemp("tensor-bench") / "tensor.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "tensor", "--quick",
+                           "--json", str(path)], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout, json.loads(path.read_text())
+
+
+def test_the_json_holds_every_table_for_the_quick_ranks(quick):
+    out, result = quick
+    assert result["config"] == tensor.QUICK and result["ranks"] == [1, 2]
+    for heading in ("collectives per transformer layer", "speed-up of the transformer MLP",
+                    "held per rank"):
+        assert heading in out
+    assert {(r["t"], r["layer"], r["rank"]) for r in result["memory"]} == {
+        (1, "tensor", 0), (1, "sequence", 0), (2, "tensor", 0), (2, "tensor", 1),
+        (2, "sequence", 0), (2, "sequence", 1)}
+
+
+def test_each_layer_runs_exactly_its_collectives_each_way(quick):
+    _, result = quick
+    rows = result["collectives"]
+    assert {r["t"] for r in rows} == {2}
+    counted = {(r["layer"], r["pass"], r["op"]): r["counted"] for r in rows
+               if r["expected"] is not None}
+    assert counted == {(layer, p, op): 2
+                       for layer, ops in (("ParallelBlock", ("all_reduce",)),
+                                          ("SequenceParallelBlock",
+                                           ("all_gather", "reduce_scatter")))
+                       for p in ("forward", "backward") for op in ops}
+    for r in rows:
+        assert r["every_rank"] is True
+        if r["expected"] is not None:
+            assert r["counted"] == r["expected"]
+            assert r["bytes"] == str(r["bytes_formula"])  # each of them the same size
+        else:  # the metadata exchanges the tracer does not record, reported apart
+            assert r["op"].startswith("metadata") and r["counted"] >= 0
+
+
+def test_parameters_gradients_and_activations_match_their_formulas(quick):
+    _, result = quick
+    for r in result["memory"]:
+        assert r["param_bytes"] == r["param_formula"] == r["grad_bytes"]
+        assert r["activation_bytes"] == r["activation_formula"]
+    one = result["one_device"]
+    halves = [r for r in result["memory"] if r["t"] == 2]
+    assert sum(r["param_bytes"] for r in halves if r["layer"] == "tensor") == \
+        one["param_bytes"] + tensor.FLOAT32 * 6 * tensor.QUICK["block"]["d_model"]
+    by = {(r["t"], r["layer"], r["rank"]): r["activation_bytes"] for r in result["memory"]}
+    assert by[2, "sequence", 0] < by[2, "tensor", 0] < by[1, "tensor", 0]
+
+
+def test_the_speedup_is_the_ratio_of_the_medians_at_t_2(quick):
+    _, result = quick
+    [row] = result["timing"]
+    assert row["t"] == 2 and row["alone_ms"] > 0 and row["tensor_ms"] > 0
+    assert row["speedup"] == pytest.approx(row["alone_ms"] / row["tensor_ms"])
+    assert row["megatron"] == 1.64 and float(row["max_abs_diff"]) < 1e-5
+
+
+def test_the_parameter_formula_counts_a_whole_block_at_t_1():
+    cfg = tensor.QUICK["block"]
+    block = Block(cfg["d_model"], cfg["heads"], np.random.default_rng(0))
+    assert tensor.param_formula(cfg, 1, 0) == 4 * block.num_parameters()
+    assert sum(tensor.param_formula(cfg, 3, r) for r in range(3)) == \
+        4 * block.num_parameters() + 2 * 4 * 6 * cfg["d_model"]  # replicated 6C on each rank
