@@ -74,4 +74,4 @@ class SyntheticClassification:
         """
         K, eps = self.n_classes, self.noise
         probs = [1.0 - eps + eps / K] + [eps / K] * (K - 1)
-        return float(-sum(p * math.log(p) for p in probs if p > 0))
+        return float(-sum(p * math.log(p) for p in probs if p > 0)) + 0.0  # −0.0 → 0.0

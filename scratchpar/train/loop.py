@@ -179,13 +179,17 @@ def _open_metrics(path: str, append: bool):
     return open(path, "a" if append else "w")
 
 
+FLOOR_FOR_PERCENT = 1e-9  # nats: below it the gap is shown alone
+
+
 def format_summary(s: dict) -> str:
     """One line: held-out loss, the entropy floor and the gap to it, and throughput."""
     unit = "token" if s["unit"] == "tok" else "sample"
     line = f"final: step {s['step']} · held-out loss {s['eval_loss']:.4f} nats/{unit}"
     if s["floor"] is not None:
-        line += (f" · entropy floor {s['floor']:.4f} · gap {s['gap']:+.4f} "
-                 f"({100 * s['gap'] / max(s['floor'], 1e-12):.1f}% above)")
+        line += f" · entropy floor {s['floor']:.4f} · gap {s['gap']:+.4f}"
+        if s["floor"] > FLOOR_FOR_PERCENT:  # a percentage of a zero floor (clean labels) is noise
+            line += f" ({100 * s['gap'] / s['floor']:.1f}% above)"
     else:
         line += " · entropy floor unknown for this data"
     line += f" · {s['units_per_s']:,.0f} {s['unit']}/s"

@@ -3,7 +3,7 @@ stage, and each stage's tensor-parallel shard."""
 
 from __future__ import annotations
 
-from ..comm.mesh import Mesh
+from ..comm.mesh import Mesh, draw
 from ..parallel.pipeline import PipeDream, Pipeline, partition, schedules
 from ..parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ..parallel.tensor import tensor_parallel
@@ -30,6 +30,10 @@ def build_pipeline(cfg, task, comm):
         lines = describe(ranges, layer_names(task.model), weights, unit).splitlines()
         if t.virtual > 1:  # virtual stage k is chunk k // p of rank k % p
             lines = [f"{line} → rank {k % t.pp}, chunk {k // t.pp}" for k, line in enumerate(lines)]
+        if t.strategy == "hybrid":  # the grid of ranks, then each stage's layers
+            lines = [draw(mesh.shape), *lines,
+                     f"each stage's matrices split over its {t.tp} tp ranks, heads and vocabulary "
+                     "included" + (", its sequence too" if t.sequence_parallel else "")]
         print("\n".join(lines), flush=True)
     cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
     return cls(model, lambda params: build_optimizer(cfg, params), task, mesh, schedule,

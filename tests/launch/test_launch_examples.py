@@ -95,6 +95,23 @@ EXPECTED = {  # lines (or parts of lines) each example must print
         "gathered back on rank 0: 18 arrays under the one-device names, equal to one device's "
         "after 5 steps (to 1e-12): yes",
     ],
+    "11_tensor_parallel.py": [  # a GPT over tp = 2
+        "rank 0 holds heads 0–1 of 4, hidden units 0–15 of 32, vocabulary rows 0–6 of 13: "
+        "1096 of 2016 parameters",
+        "rank 1: logits (3, 6, 6), loss 2.8648865814",  # its 6 of 13 logit columns
+        "one device's nn.lm_loss 2.8648865814",
+        "loss equals one device's on every rank (to 1e-12): yes",
+        "every gradient equals one device's (to 1e-12): yes",
+    ],
+    "12_hybrid_mesh.py": [  # dp=1 × pp=2 × tp=2
+        "Mesh dp=1 × pp=2 × tp=2 over 4 ranks",
+        "rank 2 at (dp=0, pp=1, tp=0): stage 1 = block 1, norm and head, tp shard 0 of it: "
+        "532 of 2016 parameters; talks to tp [2, 3], pp [0, 2]",
+        "step 2: loss 2.6183858505",
+        "one device 2.6183858505",
+        "one device's model (to 1e-12): yes",
+        "So keep tp inside a node",
+    ],
 }
 
 

@@ -67,8 +67,8 @@ def make_hybrid(comm, task, schedule: str, dp: int, pp: int, tp: int, m: int, ad
     while LIVE:
         LIVE.pop()()
     mesh = Mesh(comm, dp=dp, pp=pp, tp=tp)
+    ranges = partition(parameter_counts(task.model.pipeline_layers()), pp)  # alike on every rank
     shard = tensor_parallel(task.model, mesh.tp_comm, sequence_parallel)
-    ranges = partition(parameter_counts(shard.pipeline_layers()), pp)
     pipe = Pipeline(shard, make_optimizer(adam), task, mesh, schedules.build(schedule, pp, m, 1),
                     ranges, grad_clip=clip)
     LIVE.extend([mesh.free, pipe.close])

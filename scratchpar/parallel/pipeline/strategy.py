@@ -49,6 +49,10 @@ class Pipeline:
         check(schedule)  # every rank alike, before any message: a bad schedule never hangs
         if len(schedule) != mesh.pp:
             raise ScheduleError(f"the schedule has {len(schedule)} ranks, the mesh pp={mesh.pp}")
+        spans = [(r.start, r.stop) for r in ranges]
+        if len({tuple(s) for s in mesh.tp_comm.allgather_obj(spans, "stage layers")}) > 1:
+            raise ScheduleError("the tp ranks of a stage were given different layers: partition "
+                                "the whole model's layers, alike on every rank")
         self.model, self.task, self.mesh, self.grad_clip = model, task, mesh, grad_clip
         self.schedule = schedule
         self.m = len({a.mb for a in schedule[0] if a.kind == "F"})
