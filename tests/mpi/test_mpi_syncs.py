@@ -79,3 +79,28 @@ def test_a_pipeline_step_waits_for_the_device_once(comm, device, schedule):
         assert len(syncs) == STRATEGY_SYNCS, f"a {schedule} step waited {len(syncs)} times: {syncs}"
         staged = [c for c in step.pageable_copies if " at scratchpar/comm/" in c]
         assert staged == [], f"messages staged through pageable memory: {staged}"
+
+
+@pytest.mark.parametrize("sequence_parallel", [False, True])
+@shared_verdict
+def test_a_hybrid_step_waits_for_the_device_once(comm, device, sequence_parallel):
+    """The tensor-parallel layers, the vocabulary-parallel loss and the partial sums over tp add
+    no wait: the guard's one read is still the step's one wait, on every mesh of the world."""
+    if device != "double":
+        pytest.skip("only the double counts what the host waited for")
+    from pipeline_helpers import make_batch, make_hybrid, make_task
+
+    from scratchpar.comm.mesh import factorizations
+
+    waits = {}
+    for dp, pp, tp in factorizations(comm.size):
+        task = make_task("tied", 3)
+        pipe = make_hybrid(comm, task, "1f1b", dp, pp, tp, 2, adam=True, clip=1.0,
+                           sequence_parallel=sequence_parallel)
+        batch = make_batch("tied", 2 * dp + 1, 3)
+        pipe.step(batch)  # the first step agrees on shapes and builds optimizer state
+        with watch() as step:
+            pipe.step(batch)
+        waits[f"{dp}×{pp}×{tp}"] = step.syncs_from("scratchpar")
+    for mesh, syncs in waits.items():  # every mesh run on every rank first: then assert
+        assert len(syncs) == STRATEGY_SYNCS, f"{mesh}: {len(syncs)} waits: {syncs}"

@@ -19,6 +19,7 @@ def test_shards_join_back_to_the_whole(rows, cols, axis, size):
     assert [p.shape for p in parts] == [split.shard_shape(whole.shape, r, size)
                                         for r in range(size)]
     np.testing.assert_array_equal(split.join(parts), whole)
+    assert not any(np.shares_memory(p, whole) for p in parts)  # a shard is its rank's own
 
 
 @given(c=st.integers(1, 5), heads=st.integers(1, 5), d=st.integers(1, 3), size=st.integers(1, 4))

@@ -37,7 +37,7 @@ class Split:
         start, stop = bounds(view[self.axis], size)[rank]
         index = [slice(None)] * len(view)
         index[self.axis] = slice(start, stop)
-        part = xp.ascontiguousarray(whole.reshape(view)[tuple(index)])
+        part = xp.array(whole.reshape(view)[tuple(index)], order="C")  # a copy, never a view
         return part.reshape(self.shard_shape(whole.shape, rank, size))
 
     def join(self, parts: list):

@@ -16,7 +16,6 @@ the sequence-parallel variants change only those (Korthikanti et al. 2022, §4.2
 from __future__ import annotations
 
 from ...autograd import functional as F
-from ...comm.chunks import bounds
 from ...nn.module import Module, Parameter
 from .. import duals
 from .layout import PARTIAL, Split
@@ -24,19 +23,13 @@ from .layout import PARTIAL, Split
 SEQUENCE = 1  # the sequence axis of (B, T, C) activations
 
 
-def column_slice(n: int, comm) -> slice:
-    """The columns (or rows) of ``n`` that this rank of ``comm`` holds."""
-    start, stop = bounds(n, comm.size)[comm.rank]
-    return slice(start, stop)
-
-
 def cut(param, layout, comm) -> Parameter | None:
     """This rank's own copy of ``param`` (nothing shared with it): its shard under a ``Split``
     layout, else the whole (replicated, or ``PARTIAL``)."""
     if param is None:
         return None
-    if isinstance(layout, Split):  # take may hand back a view of the whole: copy it
-        return Parameter(layout.take(param.data, comm.rank, comm.size).copy())
+    if isinstance(layout, Split):
+        return Parameter(layout.take(param.data, comm.rank, comm.size))  # a copy of its slice
     return Parameter(param.data.copy())
 
 
