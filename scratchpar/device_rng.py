@@ -32,7 +32,15 @@ class DeviceRandom:
     def random(self, shape, xp=np):
         """``shape`` floats in [0, 1) as an array of ``xp``; the stream moves past them."""
         n = math.prod(shape)
-        z = xp.arange(self.position + 1, self.position + n + 1, dtype=xp.uint64)  # (n,)
+        out = self.at(xp.arange(n, dtype=xp.uint64), xp).reshape(shape)
+        self.position += n
+        return out
+
+    def at(self, offsets, xp=np):
+        """The floats that :meth:`random` would draw at ``offsets`` (a uint64 array) past the
+        stream's position, each alone; the stream does not move. A slice of a larger draw costs
+        only the slice."""
+        z = offsets + np.uint64((self.position + 1) % LIMIT)  # the n-th output mixes key + n·γ
         z *= GAMMA  # arithmetic mod 2⁶⁴: the state after n steps of +γ
         z += np.uint64(self.key)
         z ^= z >> SHIFTS[0]
@@ -40,8 +48,7 @@ class DeviceRandom:
         z ^= z >> SHIFTS[1]
         z *= MIX2
         z ^= z >> SHIFTS[2]
-        self.position += n
-        return ((z >> SHIFTS[3]).astype(xp.float64) * UNIT).reshape(shape)
+        return (z >> SHIFTS[3]).astype(xp.float64) * UNIT
 
     @property
     def state(self) -> dict:

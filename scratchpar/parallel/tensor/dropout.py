@@ -3,9 +3,10 @@
 One device draws the mask of the whole activation from its stream, in C order. Every rank of
 a tp group holds the same stream (same seed, same position), so each draws the values of its
 own slice of that whole mask, skipping the rest: the counter-based stream (``device_rng``)
-seeks to each contiguous run of the slice, and ends past the whole draw, in step with the
-other ranks. The mask in memory is this rank's slice only. Where the activation is replicated
-(after g), the ordinary ``nn.Dropout`` draws the same whole mask on every rank and agrees.
+draws each position of the slice alone, in one pass, and ends past the whole draw, in step
+with the other ranks. The mask in memory is this rank's slice only. Where the activation is
+replicated (after g), the ordinary ``nn.Dropout`` draws the same whole mask on every rank
+and agrees.
 """
 
 from __future__ import annotations
@@ -72,10 +73,8 @@ class Window:
         outer, n = math.prod(self.whole[:self.axis]), self.whole[self.axis]
         inner = math.prod(self.whole[self.axis + 1:])
         run = shape[self.axis] * inner  # one contiguous run of the slice per outer index
-        out = xp.empty((outer, run), dtype=xp.float64)  # (outer, width·inner)
-        first = self.gen.position
-        for i in range(outer):
-            self.gen.position = first + (i * n + self.start) * inner  # seek to run i
-            out[i] = self.gen.random((run,), xp)
-        self.gen.position = first + outer * n * inner  # past the whole draw, as one device
+        starts = (xp.arange(outer, dtype=xp.uint64) * n + self.start) * inner  # (outer,)
+        offsets = starts[:, None] + xp.arange(run, dtype=xp.uint64)  # (outer, width·inner)
+        out = self.gen.at(offsets, xp)
+        self.gen.position += outer * n * inner  # past the whole draw, as one device
         return out.reshape(shape)
