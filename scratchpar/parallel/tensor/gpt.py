@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...autograd import functional as F
 from ...backend import get_array_module
 from ...comm.chunks import bounds
+from ...nn.gpt import TiedHead
 from ...nn.loss import PAD
 from ...nn.module import Module, ModuleList, Parameter
 from .block import ParallelBlock, SequenceParallelBlock, SequenceParallelLayerNorm, copy_norm
@@ -41,11 +42,11 @@ class TensorParallelGPT(Module):
         block = SequenceParallelBlock if sp else ParallelBlock
         self.blocks = ModuleList([block(b, comm) for b in gpt.blocks])
         self.ln_f = copy_norm(gpt.ln_f, SequenceParallelLayerNorm if sp else type(gpt.ln_f))
-        if hasattr(gpt.head, "bias"):  # untied: a Linear (C, V) split by columns
+        if isinstance(gpt.head, TiedHead):  # the embedding's own shard E[V/t,C], transposed
+            self.head = (SequenceParallelTiedHead if sp else VocabParallelTiedHead)(self.tok)
+        else:  # a Linear (C, V) split by columns
             self.head = (SequenceParallelColumnLinear if sp else ColumnParallelLinear)(gpt.head,
                                                                                        comm)
-        else:  # tied: the embedding's own shard E[V/t,C], transposed (Press & Wolf 2017)
-            self.head = (SequenceParallelTiedHead if sp else VocabParallelTiedHead)(self.tok)
         # a tuple, so Module does not walk it: the same stages as nn.GPT.pipeline_layers()
         self._layers = (TensorParallelEmbedding(self.tok, self.pos, self.drop, comm, sp),
                         *self.blocks, TensorParallelOutput(self.ln_f, self.head))
