@@ -146,20 +146,52 @@ class Communicator:
     def wait_all(self, requests: list[Request]) -> None:
         """Block until every request completes, or raise :class:`WaitTimeout` past the deadline."""
         mpi, statuses = [r.mpi for r in requests], [MPI.Status() for _ in requests]
+        self._poll(lambda: self._testall(requests, mpi, statuses),
+                   lambda: [r.wait for r, m in zip(requests, mpi) if m != MPI.REQUEST_NULL])
+        for r in requests:
+            r.complete()
+
+    def wait_any(self, requests: list[Request]) -> int:
+        """Block until one of ``requests`` completes; deliver it and return its index. A server
+        that posts one receive per client serves them in arrival order this way. Raises
+        :class:`WaitTimeout` past the deadline, as :meth:`wait_all` does."""
+        live = [i for i, r in enumerate(requests) if r.mpi != MPI.REQUEST_NULL]
+        if not live:
+            raise ValueError("wait_any needs at least one request still pending")
+        pending, mpi = [requests[i] for i in live], [requests[i].mpi for i in live]
+        index = live[self._poll(lambda: self._testany(pending, mpi),
+                                lambda: [r.wait for r in pending])]
+        requests[index].complete()
+        return index
+
+    def _poll(self, done, waits):
+        """Call ``done()`` until it returns neither ``False`` nor ``None``, and return that: spin
+        (yielding the core) at first, then nap longer and longer; past ``timeout`` raise
+        :class:`WaitTimeout` naming ``waits()``. Every blocking wait here goes through this."""
         start = time.perf_counter()
         nap = 1e-5
-        while not self._testall(requests, mpi, statuses):
+        while (result := done()) is None or result is False:
             waited = time.perf_counter() - start
             if self.timeout and waited > self.timeout:
-                waits = [r.wait for r, m in zip(requests, mpi) if m != MPI.REQUEST_NULL]
-                raise WaitTimeout(report(self.rank, self.name, waits, waited))
+                raise WaitTimeout(report(self.rank, self.name, waits(), waited))
             if waited > SPIN_S:
                 time.sleep(nap)
                 nap = min(2 * nap, MAX_NAP_S)
             else:
                 os.sched_yield()  # free the core at once if another rank waits for it
-        for r in requests:
-            r.complete()
+        return result
+
+    def _testany(self, requests: list[Request], mpi: list) -> int | None:
+        """``MPI_Testany``: the index of a completed request, or ``None``; an MPI error becomes a
+        :class:`MessageError` naming the messages."""
+        status = MPI.Status()
+        try:
+            index, done = MPI.Request.Testany(mpi, status)
+        except MPI.Exception as error:
+            reason = MPI.Get_error_string(error.Get_error_code())
+            raise MessageError(failed(self.rank, self.name, [(r.wait, reason) for r in requests]))\
+                from None
+        return index if done and index != MPI.UNDEFINED else None
 
     def _testall(self, requests: list[Request], mpi: list, statuses: list) -> bool:
         """``MPI_Testall``; an MPI error becomes a :class:`MessageError` naming each failed

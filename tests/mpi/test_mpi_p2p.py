@@ -66,6 +66,37 @@ def test_isend_irecv_around_the_ring_in_both_directions(comm):
 
 
 @shared_verdict
+def test_wait_any_serves_clients_in_arrival_order(comm):
+    """Rank 0 posts one receive per other rank and serves whichever arrives first: the ranks
+    send one after another, highest first (each waits for rank 0's reply to the one before),
+    so rank 0 must see them in that order, and every message whole."""
+    clients = list(range(comm.size - 1, 0, -1))  # the order they send in
+    if comm.rank == 0:
+        boxes = {r: empty((3, 4)) for r in clients}
+        requests = [comm.irecv(boxes[r], r, tag=5) for r in range(1, comm.size)]
+        served = []
+        for _ in clients:
+            r = 1 + comm.wait_any(requests)
+            served.append(r)
+            comm.send(full((1,), r), r, tag=6)  # the turn passes to the next client
+        seen = {r: host(boxes[r]) for r in clients}
+    else:
+        turn = clients.index(comm.rank)
+        if turn > 0:  # wait until the client before this one was served
+            comm.recv(empty((1,)), clients[turn - 1], tag=7)
+        comm.send(on_device(payload(comm.rank, (3, 4))), 0, tag=5)
+        comm.recv(empty((1,)), 0, tag=6)
+        if turn + 1 < len(clients):
+            comm.send(full((1,), 0), clients[turn + 1], tag=7)
+    if comm.rank == 0:
+        assert served == clients
+        for r in clients:
+            assert np.array_equal(seen[r], payload(r, (3, 4)))
+        with pytest.raises(ValueError, match="at least one request"):
+            comm.wait_any(requests)  # every one already served
+
+
+@shared_verdict
 def test_sendrecv_shifts_the_ring_both_ways(comm):
     right, left = neighbours(comm)
     got = empty(BIG)
