@@ -61,3 +61,49 @@ def test_a_world_without_a_worker_is_refused(comm):
     with pytest.raises(ValueError, match="leave no worker"):
         SyncParameterServer(task.model, optimizer(False), task.loss, task.count, comm,
                             comm.size)
+
+
+@settings(max_examples=6)
+@given(kind=st.sampled_from(("mlp", "gpt")), servers=st.integers(1, 2), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_checkpoint_is_one_devices_and_resumes_on_any_split(comm, kind, servers, seed):
+    """After two steps, rank 0's state is one device's (names and optimizer keys alike); loaded
+    into servers started from other weights, with another number of servers, the next step
+    equals one device's."""
+    if comm.size < 2:
+        pytest.skip("a parameter server needs a server and a worker")
+    servers = min(servers, comm.size - 1)
+    while LIVE:
+        LIVE.pop()()
+    mine, one = make_task(kind, seed), make_task(kind, seed)
+    ps = SyncParameterServer(mine.model, optimizer(True), mine.loss, mine.count, comm, servers)
+    single = SingleDevice(one.model, optimizer(True)(one.model.parameters()),
+                          lambda model, b: one.loss(model, b, "mean"))
+    for step in range(2):
+        batch = make_batch(kind, comm.size + step, seed + step)
+        ps.step(batch)
+        single.step(batch)
+    state = ps.state_dict()
+    ps.gather_model()
+    want = {part: {k: v.copy() if hasattr(v, "copy") else v for k, v in values.items()}
+            for part, values in single.state_dict().items()}
+    ps.close()
+    other = make_task(kind, seed + 1)
+    resumed = SyncParameterServer(other.model, optimizer(True), other.loss, other.count, comm,
+                                  comm.size - servers if comm.size > 2 else 1)
+    LIVE.append(resumed.close)
+    resumed.load_state_dict(want)
+    batch = make_batch(kind, comm.size + 3, seed + 5)
+    got, expected = resumed.step(batch), single.step(batch)  # every message sent: now assert
+    np.testing.assert_allclose(got["loss"], expected["loss"], rtol=1e-10)
+    if comm.rank != 0:
+        assert state is None
+        return
+    for part in ("model", "optim"):
+        assert state[part].keys() == want[part].keys()
+        for key, value in want[part].items():
+            np.testing.assert_allclose(host(state[part][key]), host(value), rtol=1e-9,
+                                       atol=1e-10, err_msg=f"{part} {key}")  # Adam: see above
+    for name, p in mine.model.named_parameters():  # gather_model filled rank 0's model
+        np.testing.assert_allclose(host(p.data), host(want["model"][name]), rtol=1e-9,
+                                   atol=1e-10, err_msg=name)
