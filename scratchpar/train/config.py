@@ -75,13 +75,18 @@ class TrainConfig:
     strategy: str = opt("dp", "parallel strategy: one device, data parallel (bucketed, "
                         "overlapped), data parallel with one all-reduce per parameter, "
                         "local SGD (periodic model averaging), pipeline parallel (with "
-                        "data-parallel replicas of the pipeline), or the hybrid dp × pp × tp "
-                        "mesh (tensor-parallel stages)",
-                        choices=("single", "dp", "dp-naive", "local-sgd", "pipeline", "hybrid"))
+                        "data-parallel replicas of the pipeline), the hybrid dp × pp × tp "
+                        "mesh (tensor-parallel stages), or parameter servers",
+                        choices=("single", "dp", "dp-naive", "local-sgd", "pipeline", "hybrid",
+                                 "ps"))
     bucket_mb: float = opt(1.0, "dp, local-sgd: bucket size in MiB (gradients; models averaged)")
     local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
                                   "(0 = once, at the end)")
     local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
+    servers: int = opt(1, "ps: server ranks 0 … S−1, each owning a key range of the "
+                          "parameters; the other ranks are workers")
+    ps_mode: str = opt("sync", "ps: synchronous (every worker's push, one update, every "
+                               "worker pulls)", choices=("sync",))
     pp: int = opt(1, "pipeline, hybrid: stages", flag="--pp")
     tp: int = opt(1, "hybrid: tensor-parallel ranks per stage (Megatron)", flag="--tp")
     dp: int | None = opt(None, "pipeline, hybrid: replicas of the pipeline (default: the world "

@@ -87,9 +87,17 @@ def validate(c, world_size: int = 1) -> list[str]:
     need(t.strategy != "single" or world_size == 1,
          f"--strategy single runs on one rank; launched on {world_size}")
     problems += mesh_problems(c, world_size)
-    need(t.batch_size < 1 or t.strategy in MESH_STRATEGIES or t.batch_size >= world_size,
-         f"train.batch_size ({t.batch_size}) must be at least the number of ranks "
-         f"({world_size}): each rank needs a share of the global batch")
+    ps = t.strategy == "ps"
+    need(ps or (t.servers, t.ps_mode) == (1, "sync"),
+         f"--servers and --ps-mode go with --strategy ps, not {t.strategy}")
+    need(not ps or 1 <= t.servers < world_size,
+         f"--strategy ps needs 1 ≤ --servers < ranks, so that a worker remains: --servers "
+         f"{t.servers} on {world_size} rank(s)")
+    workers = world_size - t.servers if ps else world_size
+    need(t.batch_size < 1 or t.strategy in MESH_STRATEGIES or workers < 1
+         or t.batch_size >= workers,
+         f"train.batch_size ({t.batch_size}) must be at least the number of "
+         f"{'workers' if ps else 'ranks'} ({workers}): each needs a share of the global batch")
     return problems
 
 

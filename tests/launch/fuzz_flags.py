@@ -113,6 +113,8 @@ FLAGS: dict[str, Pools] = {
     "--local-sgd-warmup": ints(["1", "2"], ["6", "7"]),
     "--pp": ints(["1", "2"], ["3", "4", "5"]),
     "--tp": ints(["1", "2"], ["3", "4", "5"]),
+    "--servers": ints(["1", "2"], ["3", "4"]),
+    "--ps-mode": choices("--ps-mode"),
     "--dp": ints(["1", "2"], ["3", "4"]),
     "--sequence-parallel": Pools(("--sequence-parallel",), ("--no-sequence-parallel",), ()),
     "--pp-schedule": choices("--pp-schedule"),
