@@ -11,6 +11,7 @@ and agrees.
 
 from __future__ import annotations
 
+import abc
 import math
 
 from ...autograd import functional as F
@@ -18,7 +19,7 @@ from ...comm.chunks import bounds
 from ...nn.layers import Dropout
 
 
-class SplitDropout(Dropout):
+class SplitDropout(Dropout, abc.ABC):
     """(…, n_r, …) → (…, n_r, …): this rank's slice [start, stop) along ``axis`` of a whole
     activation of n along it, masked as one device masks the whole. Subclasses say how a rank
     learns n and its slice (``extent``)."""
@@ -29,9 +30,9 @@ class SplitDropout(Dropout):
         super().__init__(p)
         self.comm = comm
 
+    @abc.abstractmethod
     def extent(self, x) -> tuple[int, int]:
         """(n, start): the whole length along ``axis`` and where this rank's slice starts."""
-        raise NotImplementedError
 
     def forward(self, x):
         if self.gen is None or not self.training or self.p == 0.0:
