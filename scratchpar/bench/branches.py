@@ -20,7 +20,7 @@ from ..comm.chunks import counts
 from .device import add_argument as add_device_argument
 from .device import describe
 from .mpijob import JobFailed, per_world_size, run_module
-from .table import format_table
+from .table import table
 
 CONFIG = {"features": 512, "sizes": [768, 768], "k": 4, "classes": 10, "batch": 256,
           "warmup": 2, "repeats": 30}
@@ -82,12 +82,6 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
                          "activation_share": mine["activation_bytes"] / one["activation_bytes"],
                          "loss_diff": f"{abs(mine['loss'] - one['loss']):.1e}"})
     return rows
-
-
-def table(title: str, rows: list[dict], columns: dict[str, str]) -> str:
-    """``columns``: header → key of each row."""
-    return f"\n{title}\n" + format_table(list(columns), [[r[k] for k in columns.values()]
-                                                         for r in rows])
 
 
 def run(args) -> int:

@@ -11,33 +11,22 @@ forward keeps until backward.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 import numpy as np
 
 from scratchpar import backend
-from scratchpar.allocator import keep_freed_memory
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
+from scratchpar.bench import worker
 from scratchpar.bench.dp_worker import alone, turns
 from scratchpar.bench.held import graph_bytes
 from scratchpar.bench.mpijob import write_result
 from scratchpar.bench.timing import Timed
-from scratchpar.comm.mpi import Communicator
 from scratchpar.nn import Towers
 from scratchpar.parallel.branches import ParallelBranches
 
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", required=True,
-                        help='JSON: "features", "sizes", "k", "classes", "batch", "warmup", '
-                             '"repeats"')
-    parser.add_argument("--device", choices=backend.DEVICES, default="cpu")
-    parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
-    return parser.parse_args(argv)
+CONFIG_HELP = '"features", "sizes", "k", "classes", "batch", "warmup", "repeats"'
 
 
 def towers(cfg: dict) -> Towers:
@@ -72,11 +61,7 @@ def holdings(model, x: Tensor, y) -> dict:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    keep_freed_memory()
-    comm = Communicator()
-    backend.set_device(args.device, comm.local_rank)
-    cfg = json.loads(args.config)
+    args, comm, cfg = worker.start(__doc__, CONFIG_HELP, argv)
     gen = np.random.default_rng(1)
     x_host = gen.standard_normal((cfg["batch"], cfg["features"])).astype(np.float32)  # (B, F)
     y = backend.to_device(gen.integers(0, cfg["classes"], cfg["batch"]))  # (B,)

@@ -15,7 +15,7 @@ from .device import add_argument as add_device_argument
 from .device import describe
 from .mpijob import JobFailed, per_world_size, run_module
 from .sleep_stage import calibrate
-from .table import format_table
+from .table import table
 
 GPT = {"vocab": 64, "seq": 64, "d_model": 128, "heads": 4, "layers": 4, "batch": 64, "m": 8,
        "warmup": 2, "repeats": 8}  # the real model; its p = 2 stages calibrate the sleeps
@@ -114,10 +114,6 @@ def summarize(runs: list[dict], calib: dict) -> list[dict]:
     return runs
 
 
-def mark(ok: bool | None) -> str:
-    return "-" if ok is None else ("✓" if ok else "✗")
-
-
 def bubble_rows(runs: list[dict]) -> list[dict]:
     """GPipe and 1F1B over m; the target applies once m ≥ 4p."""
     rows = []
@@ -205,12 +201,6 @@ def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> 
                 title=f"{r['schedule']}: p={r['p']}, m={r['m']}, v={r['v']}, sleep stages "
                       f"(F {f:.1f} ms, B {b:.1f} ms per stage)"))
     return paths
-
-
-def table(title: str, rows: list[dict], columns: dict[str, str]) -> str:
-    """``columns``: header → key of each row; ✓/✗ for the "ok" key."""
-    cells = [[mark(r[k]) if k == "ok" else r[k] for k in columns.values()] for r in rows]
-    return f"\n{title}\n" + format_table(list(columns), cells)
 
 
 def run(args) -> int:

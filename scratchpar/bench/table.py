@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def format_table(headers: list[str], rows: list[list]) -> str:
     """One line per row under a header and a rule; floats are shown with two decimals."""
@@ -14,6 +16,17 @@ def format_table(headers: list[str], rows: list[list]) -> str:
         lines.append("  ".join(parts).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def table(title: str, rows: list[dict], columns: dict[str, str]) -> str:
+    """A blank line, ``title``, then the table of ``columns`` (header → key of each row dict);
+    a yes/no cell shows as ✓/✗ and a missing one (None) as -."""
+    cells = [[_mark(r[k]) for k in columns.values()] for r in rows]
+    return f"\n{title}\n" + format_table(list(columns), cells)
+
+
+def _mark(value):
+    return ("✓" if value else "✗") if isinstance(value, (bool, np.bool_)) else value
 
 
 def _cell(value) -> str:

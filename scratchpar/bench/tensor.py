@@ -48,7 +48,7 @@ from ..comm.chunks import counts
 from .device import add_argument as add_device_argument
 from .device import describe
 from .mpijob import JobFailed, per_world_size, run_module
-from .table import format_table
+from .table import table
 
 CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},
           "mlp": {"tokens": 256, "d_model": 1024}, "warmup": 2, "repeats": 30}
@@ -186,13 +186,6 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
                              "korthikanti": round(korthikanti(cfg, t, layer)),
                              "vs_block": held["activation_bytes"] / one})
     return rows
-
-
-def table(title: str, rows: list[dict], columns: dict[str, str]) -> str:
-    """``columns``: header → key of each row; booleans as ✓/✗."""
-    cells = [["✓" if r[k] is True else "✗" if r[k] is False else r[k] for k in columns.values()]
-             for r in rows]
-    return f"\n{title}\n" + format_table(list(columns), cells)
 
 
 def run(args) -> int:

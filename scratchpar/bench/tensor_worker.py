@@ -13,21 +13,18 @@ one device on rank 0 while the others sleep, and "tensor", ``ParallelMLP`` over 
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
 import numpy as np
 
 from scratchpar import backend
-from scratchpar.allocator import keep_freed_memory
 from scratchpar.autograd import Tensor
+from scratchpar.bench import worker
 from scratchpar.bench.dp_worker import alone, turns
 from scratchpar.bench.held import graph_bytes
 from scratchpar.bench.mpijob import write_result
 from scratchpar.bench.timing import Timed
 from scratchpar.comm.chunks import bounds
-from scratchpar.comm.mpi import Communicator
 from scratchpar.nn import GELU, Block, Dropout, Linear, Sequential
 from scratchpar.parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from scratchpar.parallel.tensor.mlp import ParallelMLP
@@ -35,16 +32,8 @@ from scratchpar.trace.tracer import Tracer
 
 LAYERS = {"tensor": ParallelBlock, "sequence": SequenceParallelBlock}
 PASSES = ("forward", "backward")
-
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", required=True,
-                        help='JSON: "block" {"batch", "seq", "d_model", "heads"}, "mlp" '
-                             '{"tokens", "d_model"}, "warmup", "repeats", "time"')
-    parser.add_argument("--device", choices=backend.DEVICES, default="cpu")
-    parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
-    return parser.parse_args(argv)
+CONFIG_HELP = ('"block" {"batch", "seq", "d_model", "heads"}, "mlp" {"tokens", "d_model"}, '
+               '"warmup", "repeats", "time"')
 
 
 def whole_input(shape: tuple, seed: int):
@@ -147,11 +136,7 @@ def timed_mlp(cfg: dict, comm) -> dict:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    keep_freed_memory()
-    comm = Communicator()
-    backend.set_device(args.device, comm.local_rank)
-    cfg = json.loads(args.config)
+    args, comm, cfg = worker.start(__doc__, CONFIG_HELP, argv)
     b = cfg["block"]
     block = Block(b["d_model"], b["heads"], np.random.default_rng(0), dropout=0.0)
     x = block_input(b, comm, "tensor")

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from bench_helpers import table_rows
 
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
@@ -11,18 +12,6 @@ from scratchpar.bench import branches
 from scratchpar.bench.__main__ import main
 from scratchpar.bench.held import graph_bytes
 from scratchpar.nn import Towers
-
-
-def table_rows(out: str, heading: str) -> list[list[str]]:
-    """The cells of every row of the table printed under the line starting with ``heading``."""
-    lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(heading)) + 3
-    rows = []
-    for line in lines[start:]:
-        if not line.strip():
-            break
-        rows.append(line.split())
-    return rows
 
 
 def test_quick_run_prints_both_tables_for_each_world_size(capsys, tmp_path):

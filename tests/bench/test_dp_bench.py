@@ -3,23 +3,12 @@
 import json
 
 import pytest
+from bench_helpers import table_rows
 
 from scratchpar.bench import dp
 from scratchpar.bench.__main__ import main
 
 CONTENDERS = {"bucketed", "naive", "compute-only", "alone"}
-
-
-def table_rows(out: str, heading: str) -> list[list[str]]:
-    """The cells of every row of the table printed under the line starting with ``heading``."""
-    lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(heading)) + 3
-    rows = []
-    for line in lines[start:]:
-        if not line.strip():
-            break
-        rows.append(line.split())
-    return rows
 
 
 @pytest.mark.parametrize("with_torch", [True, False])
