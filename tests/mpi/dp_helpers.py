@@ -41,3 +41,20 @@ def replica_digests(comm, model):
 def assert_close(got, want, rtol, atol=0.0):
     for g, w in zip(got, want):
         np.testing.assert_allclose(host(g), host(w), rtol=rtol, atol=atol)
+
+
+def snapshot(state: dict) -> dict:
+    """A copy of a strategy's ``state_dict()`` (its arrays are live: the next step moves them)."""
+    return {part: {k: v.copy() if hasattr(v, "copy") else v for k, v in values.items()}
+            for part, values in state.items()}
+
+
+def assert_same_state(state: dict, want: dict) -> None:
+    """A whole-model checkpoint equals one device's: the same model and optimizer keys, every
+    value close (Adam divides rounding-level gradients, exactly 0 on one device, by √v + ε:
+    hence the absolute tolerance)."""
+    for part in ("model", "optim"):
+        assert state[part].keys() == want[part].keys()
+        for key, value in want[part].items():
+            np.testing.assert_allclose(host(state[part][key]), host(value), rtol=1e-9,
+                                       atol=1e-10, err_msg=f"{part} {key}")

@@ -7,6 +7,7 @@ import hashlib
 
 import numpy as np
 from device_helpers import host
+from dp_helpers import assert_same_state, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -86,8 +87,7 @@ def test_a_checkpoint_is_whole_and_reshards_into_any_other_layout(comm, data, ki
         pipe.step(batch)
         single.step(batch)
     state = pipe.state_dict()
-    want = {part: {k: v.copy() if hasattr(v, "copy") else v for k, v in values.items()}
-            for part, values in single.state_dict().items()}
+    want = snapshot(single.state_dict())
     pipe.gather_model()
     resumed = make_hybrid(comm, make_task(kind, seed + 1), "gpipe", *second, 2, adam=True)
     resumed.load_state_dict(want)
@@ -98,11 +98,7 @@ def test_a_checkpoint_is_whole_and_reshards_into_any_other_layout(comm, data, ki
     if comm.rank != 0:
         assert state is None
         return
-    for part in ("model", "optim"):
-        assert state[part].keys() == want[part].keys()
-        for key, value in want[part].items():
-            np.testing.assert_allclose(host(state[part][key]), host(value), rtol=1e-9,
-                                       atol=1e-10, err_msg=f"{part} {key}")
+    assert_same_state(state, want)
     for (name, got), w in zip(mine.model.named_parameters(), want["model"].values()):
         np.testing.assert_allclose(host(got.data), host(w), rtol=1e-9, atol=1e-10,
                                    err_msg=name)  # Adam on rounding-level gradients

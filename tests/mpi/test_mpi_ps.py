@@ -5,7 +5,7 @@ key ranges), for every split of the world into 1–2 servers and at least one wo
 import numpy as np
 import pytest
 from device_helpers import host
-from dp_helpers import make_batch, make_task
+from dp_helpers import assert_same_state, make_batch, make_task, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -21,37 +21,44 @@ def optimizer(adam: bool):
     return lambda params: Adam(params, lr=0.01) if adam else SGD(params, lr=0.1, momentum=0.9)
 
 
+def parameter_server(comm, kind: str, seed: int, servers: int, adam: bool, clip: float = 0.0):
+    """A synchronous parameter server of ``kind`` on at most size − 1 servers, and one device
+    beside it from the same weights: ``(ps, its model, the one-device strategy, its model)``.
+    The previous test's communicators are freed first."""
+    if comm.size < 2:
+        pytest.skip("a parameter server needs a server and a worker")
+    while LIVE:
+        LIVE.pop()()
+    mine, one = make_task(kind, seed), make_task(kind, seed)
+    ps = SyncParameterServer(mine.model, optimizer(adam), mine.loss, mine.count, comm,
+                             min(servers, comm.size - 1), clip)
+    LIVE.append(ps.close)
+    single = SingleDevice(one.model, optimizer(adam)(one.model.parameters()),
+                          lambda model, b: one.loss(model, b, "mean"), clip)
+    return ps, mine.model, single, one.model
+
+
 @settings(max_examples=8)
 @given(kind=st.sampled_from(("mlp", "gpt")), servers=st.integers(1, 2), adam=st.booleans(),
        clip=st.sampled_from((0.0, 0.5)), extra=st.integers(0, 3), seed=st.integers(0, 2**31))
 @shared_verdict
 def test_three_synchronous_steps_equal_three_single_device_steps(comm, kind, servers, adam,
                                                                  clip, extra, seed):
-    if comm.size < 2:
-        pytest.skip("a parameter server needs a server and a worker")
-    servers = min(servers, comm.size - 1)
-    while LIVE:
-        LIVE.pop()()
-    mine, one = make_task(kind, seed), make_task(kind, seed)
-    ps = SyncParameterServer(mine.model, optimizer(adam), mine.loss, mine.count, comm, servers,
-                             clip)
-    LIVE.append(ps.close)
-    single = SingleDevice(one.model, optimizer(adam)(one.model.parameters()),
-                          lambda model, b: one.loss(model, b, "mean"), clip)
+    ps, model, single, one = parameter_server(comm, kind, seed, servers, adam, clip)
     got, want = [], []
     for step in range(3):
-        batch = make_batch(kind, (comm.size - servers) + extra + step, seed + step)
+        batch = make_batch(kind, ps.workers + extra + step, seed + step)
         got.append(ps.step(batch))
         want.append(single.step(batch))
     for g, w in zip(got, want):
         np.testing.assert_allclose([g["loss"], g["grad_norm"]], [w["loss"], w["grad_norm"]],
                                    rtol=1e-10)
-    whole = [host(p.data) for p in one.model.parameters()]
+    whole = [host(p.data) for p in one.parameters()]
     tol = {"rtol": 1e-9, "atol": 1e-10 if adam else 1e-13}  # Adam: see test_mpi_dp
     if ps.is_server:
         np.testing.assert_allclose(host(ps.flat.data), ps.ranges.gather(whole, comm.rank), **tol)
     else:
-        for p, w in zip(mine.model.parameters(), whole):
+        for p, w in zip(model.parameters(), whole):
             np.testing.assert_allclose(host(p.data), w, **tol)
 
 
@@ -70,27 +77,19 @@ def test_a_checkpoint_is_one_devices_and_resumes_on_any_split(comm, kind, server
     """After two steps, rank 0's state is one device's (names and optimizer keys alike); loaded
     into servers started from other weights, with another number of servers, the next step
     equals one device's."""
-    if comm.size < 2:
-        pytest.skip("a parameter server needs a server and a worker")
-    servers = min(servers, comm.size - 1)
-    while LIVE:
-        LIVE.pop()()
-    mine, one = make_task(kind, seed), make_task(kind, seed)
-    ps = SyncParameterServer(mine.model, optimizer(True), mine.loss, mine.count, comm, servers)
-    single = SingleDevice(one.model, optimizer(True)(one.model.parameters()),
-                          lambda model, b: one.loss(model, b, "mean"))
+    ps, model, single, _ = parameter_server(comm, kind, seed, servers, adam=True)
     for step in range(2):
         batch = make_batch(kind, comm.size + step, seed + step)
         ps.step(batch)
         single.step(batch)
     state = ps.state_dict()
     ps.gather_model()
-    want = {part: {k: v.copy() if hasattr(v, "copy") else v for k, v in values.items()}
-            for part, values in single.state_dict().items()}
-    ps.close()
+    want = snapshot(single.state_dict())
+    while LIVE:
+        LIVE.pop()()
     other = make_task(kind, seed + 1)
     resumed = SyncParameterServer(other.model, optimizer(True), other.loss, other.count, comm,
-                                  comm.size - servers if comm.size > 2 else 1)
+                                  comm.size - ps.servers if comm.size > 2 else 1)
     LIVE.append(resumed.close)
     resumed.load_state_dict(want)
     batch = make_batch(kind, comm.size + 3, seed + 5)
@@ -99,11 +98,7 @@ def test_a_checkpoint_is_one_devices_and_resumes_on_any_split(comm, kind, server
     if comm.rank != 0:
         assert state is None
         return
-    for part in ("model", "optim"):
-        assert state[part].keys() == want[part].keys()
-        for key, value in want[part].items():
-            np.testing.assert_allclose(host(state[part][key]), host(value), rtol=1e-9,
-                                       atol=1e-10, err_msg=f"{part} {key}")  # Adam: see above
-    for name, p in mine.model.named_parameters():  # gather_model filled rank 0's model
+    assert_same_state(state, want)
+    for name, p in model.named_parameters():  # gather_model filled rank 0's model
         np.testing.assert_allclose(host(p.data), host(want["model"][name]), rtol=1e-9,
                                    atol=1e-10, err_msg=name)
