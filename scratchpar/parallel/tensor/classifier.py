@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ...nn.layers import Linear
-from ...nn.module import Module, Sequential
+from ...nn.mlp import LinearStack
 from .linear import ColumnParallelLinear, RowParallelLinear
 
 
-class TensorParallelMLP(Sequential):
+class TensorParallelMLP(LinearStack):
     """(B, F) → (B, K) logits on every rank, from ``nn.MLP``'s own weights and names.
 
     Linear layers 0, 2, 4, … split by columns and 1, 3, … by rows (Megatron §3, Fig. 3a, pair
@@ -27,15 +27,4 @@ class TensorParallelMLP(Sequential):
                 k += 1
             else:
                 shards.append(module)
-        super().__init__(*shards)
-        pairs = [shards[i:i + 2] for i in range(0, len(shards), 2)]
-        self._layers = tuple(Sequential(*pair) if len(pair) == 2 else pair[0] for pair in pairs)
-
-    def pipeline_layers(self) -> list[Module]:
-        """[Linear+ReLU, …, Linear], as ``nn.MLP`` lists them."""
-        return list(self._layers)
-
-    def forward(self, x):
-        for layer in self._layers:
-            x = layer(x)  # (B, D_i), or its slice D_i/t after a column layer
-        return x
+        super().__init__(*shards)  # pipeline layers as nn.MLP lists them
