@@ -74,7 +74,8 @@ class Pipeline:
         for group in self.stage.groups:  # every rank splits once per group, in the same order
             comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
             self.tied.append((self.stage.shared(group), comm))
-        self.layouts = [layouts(model)[name] for name in self.stage.names]
+        by_name = layouts(model)
+        self.layouts = [by_name[name] for name in self.stage.names]
         split = {id(p) for p, lay in zip(self.params, self.layouts) if isinstance(lay, Split)}
         self.owned = [p for p in self.stage.owned() if mesh.tp_comm.rank == 0 or id(p) in split]
         self.partial = [i for i, lay in enumerate(self.layouts) if lay == PARTIAL]
@@ -82,23 +83,24 @@ class Pipeline:
                              if self.partial and mesh.tp > 1 else None)
 
     def _sum_over_replicas(self) -> None:
-        """Every parameter's gradient (zeros where backward did not reach it) summed over the
-        dp replicas of this stage in DP's buckets (Li et al. 2020), contiguous."""
-        grads = [self.xp.zeros_like(p.data) if p.grad is None else p.grad for p in self.params]
+        """Every parameter's gradient (zeros where backward did not reach it), contiguous, summed
+        over the dp replicas of this stage in DP's buckets (Li et al. 2020)."""
+        for p in self.params:
+            p.grad = (self.xp.zeros_like(p.data) if p.grad is None
+                      else self.xp.ascontiguousarray(p.grad))
         if self.plan is not None:
-            self.plan.pack(grads)
-            grads = self.plan.finish(self.plan.start_all(self.mesh.dp_comm))
-        for p, g in zip(self.params, grads):
-            p.grad = self.xp.ascontiguousarray(g)
+            self._sum_in_buckets(self.plan, range(len(self.params)), self.mesh.dp_comm)
 
     def _sum_partials(self) -> None:
         """The sequence-parallel replicated parameters' gradients, one part per sequence
         shard, summed over the tp group (Korthikanti et al. 2022, §4.2.2)."""
-        if self.partial_plan is None:
-            return
-        self.partial_plan.pack([self.params[i].grad for i in self.partial])
-        sums = self.partial_plan.finish(self.partial_plan.start_all(self.mesh.tp_comm))
-        for i, g in zip(self.partial, sums):
+        if self.partial_plan is not None:
+            self._sum_in_buckets(self.partial_plan, self.partial, self.mesh.tp_comm)
+
+    def _sum_in_buckets(self, plan, indices, comm) -> None:
+        """The gradients of ``params[indices]`` summed over ``comm`` in ``plan``'s buckets."""
+        plan.pack([self.params[i].grad for i in indices])
+        for i, g in zip(indices, plan.finish(plan.start_all(comm))):
             self.params[i].grad = self.xp.ascontiguousarray(g)
 
     def close(self) -> None:
