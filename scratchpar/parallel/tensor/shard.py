@@ -23,10 +23,10 @@ def tensor_parallel(model, comm, sequence_parallel: bool = False):
         shard = TensorParallelMLP(model, comm)
     else:
         raise TypeError(f"{type(model).__name__} has no tensor-parallel form (GPT and MLP do)")
-    gens = {id(m.gen): m.gen for _, m in model.named_modules()
-            if isinstance(m, Dropout) and m.gen is not None}
-    if gens:
-        set_dropout_generator(shard, next(iter(gens.values())))
+    gen = next((m.gen for _, m in model.named_modules()
+                if isinstance(m, Dropout) and m.gen is not None), None)
+    if gen is not None:
+        set_dropout_generator(shard, gen)
     return shard
 
 
