@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None, comm=None) -> int:
             _report(rank, e.lines())
             return EXIT_BAD_INPUT
         except Diverged as e:
+            if e.alone and comm is not None and size > 1:  # the other ranks would wait for it
+                print(f"scratchpar.train: rank {rank}: {e}", file=sys.stderr, flush=True)
+                comm.abort(EXIT_DIVERGED)
             _report(rank, [str(e)])
             return EXIT_DIVERGED
     if summary is not None:  # rank 0 reports for the job

@@ -10,7 +10,6 @@ from ..backend import BackendError, set_device
 from ..comm.agree import agreeing
 from ..data import DataError
 from ..device_rng import DeviceRandom
-from ..parallel.ps.sync import SyncParameterServer
 from ..trace.tracer import Tracer
 from .checkpoint import CheckpointError, load_checkpoint
 from .config import ConfigError
@@ -18,6 +17,7 @@ from .loop import Trainer
 from .memory import memory_problems
 from .paths import output_problems
 from .pipeline import build_pipeline
+from .ps import build_ps
 from .task import Task, build_task
 from .validate import validate
 
@@ -53,12 +53,7 @@ def build_strategy(cfg, task, optimizer, comm):
     if t.strategy in ("pipeline", "hybrid"):
         return build_pipeline(cfg, task, comm)
     if t.strategy == "ps":
-        if comm.rank == 0:
-            print(f"parameter servers: ranks 0–{t.servers - 1} hold the parameters' key ranges "
-                  f"and their optimizer state on the host; ranks {t.servers}–{comm.size - 1} "
-                  "are workers", flush=True)
-        return SyncParameterServer(task.model, lambda params: build_optimizer(cfg, params),
-                                   task.loss, task.count, comm, t.servers, clip)
+        return build_ps(cfg, task, comm)
     if t.strategy == "local-sgd":
         return parallel.LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
                                  grad_clip=clip, bucket_bytes=t.bucket_bytes)

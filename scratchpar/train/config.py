@@ -85,8 +85,16 @@ class TrainConfig:
     local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
     servers: int = opt(1, "ps: server ranks 0 … S−1, each owning a key range of the "
                           "parameters; the other ranks are workers")
-    ps_mode: str = opt("sync", "ps: synchronous (every worker's push, one update, every "
-                               "worker pulls)", choices=("sync",))
+    ps_mode: str = opt("sync", "ps: synchronous (every worker's push, one update, every worker "
+                               "pulls), locked (one worker at a time reads, updates and writes), "
+                               "async (Downpour: each push applied as it arrives) or ssp "
+                               "(bounded staleness)", choices=("sync", "locked", "async", "ssp"))
+    staleness: int = opt(2, "ps ssp: τ, how many clocks a worker may run ahead of the slowest "
+                            "(0 = synchronous; --ps-mode async is τ = ∞)")
+    warmup_sync: int = opt(0, "ps async: synchronous steps before the asynchronous ones "
+                              "(DistBelief's warm start)")
+    n_push: int = opt(1, "ps async: a worker pushes its summed gradient every this many steps")
+    n_fetch: int = opt(1, "ps async: a worker pulls the parameters every this many steps")
     pp: int = opt(1, "pipeline, hybrid: stages", flag="--pp")
     tp: int = opt(1, "hybrid: tensor-parallel ranks per stage (Megatron)", flag="--tp")
     dp: int | None = opt(None, "pipeline, hybrid: replicas of the pipeline (default: the world "

@@ -8,7 +8,10 @@ import math
 
 class Diverged(RuntimeError):
     """Training diverged. Every rank raises it at the same step: the strategies judge the
-    reduced loss and gradient, which every rank holds alike."""
+    reduced loss and gradient, which every rank holds alike; except where ``alone``, when the
+    strategy's ranks do not step together (a parameter server's worker judges its own loss)."""
+
+    alone = False
 
 
 class BadSteps:

@@ -103,7 +103,9 @@ class Trainer:
                     if log:
                         log.write(json.dumps({"event": "diverged", "step": self.step}) + "\n")
                         log.close()
-                    raise self.bad.error(self.cfg, skip)
+                    error = self.bad.error(self.cfg, skip)
+                    error.alone = not getattr(self.strategy, "lockstep", True)
+                    raise error
             if self.step % t.log_every == 0 or self.step == stop:
                 sync()
                 now = time.perf_counter()
@@ -121,6 +123,8 @@ class Trainer:
             if t.save and t.save_every and self.step % t.save_every == 0:
                 self.save(t.save)
         bar.close()
+        shutdown = getattr(self.strategy, "shutdown", None)  # parameter servers: workers leave
+        report = shutdown() if shutdown is not None else None
         finish = getattr(self.strategy, "finish", None)  # local SGD averages the replicas
         if finish is not None and self.step == t.steps:
             finish()
@@ -135,6 +139,8 @@ class Trainer:
         if not self.is_logger:
             return None
         summary = self.summary(units_done, elapsed, self.step - first)
+        if report is not None:
+            summary["strategy"] = report
         if log:
             log.write(json.dumps({"event": "final", **summary}) + "\n")
             log.close()
@@ -195,4 +201,5 @@ def format_summary(s: dict) -> str:
     line += f" · {s['units_per_s']:,.0f} {s['unit']}/s"
     if s["world"] > 1:
         line += f" ({s['units_per_s_per_rank']:,.0f} per rank × {s['world']})"
-    return line + f" · {s['steps_run']} steps in {s['elapsed_s']:.1f} s"
+    line += f" · {s['steps_run']} steps in {s['elapsed_s']:.1f} s"
+    return line + (f"\n{s['strategy']['summary']}" if "strategy" in s else "")

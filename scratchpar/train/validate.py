@@ -9,6 +9,7 @@ from pathlib import Path
 from ..data.synthetic import MAX_TABLE_ENTRIES, table_fits
 from .config import MIB
 from .validate_mesh import MESH_STRATEGIES, mesh_problems
+from .validate_ps import ps_problems
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 
@@ -87,12 +88,8 @@ def validate(c, world_size: int = 1) -> list[str]:
     need(t.strategy != "single" or world_size == 1,
          f"--strategy single runs on one rank; launched on {world_size}")
     problems += mesh_problems(c, world_size)
+    problems += ps_problems(c, world_size)
     ps = t.strategy == "ps"
-    need(ps or (t.servers, t.ps_mode) == (1, "sync"),
-         f"--servers and --ps-mode go with --strategy ps, not {t.strategy}")
-    need(not ps or 1 <= t.servers < world_size,
-         f"--strategy ps needs 1 ≤ --servers < ranks, so that a worker remains: --servers "
-         f"{t.servers} on {world_size} rank(s)")
     workers = world_size - t.servers if ps else world_size
     need(t.batch_size < 1 or t.strategy in MESH_STRATEGIES or workers < 1
          or t.batch_size >= workers,

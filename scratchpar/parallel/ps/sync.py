@@ -1,9 +1,10 @@
 """The synchronous parameter server: the spec of the family, equal to one device.
 
-Ranks 0 … S−1 are servers, the rest W workers. Each step, worker w backpropagates its summed
-loss L_w on its rows of the global batch (``shard``) and pushes, to each server s, its gradient's
-keys in s's range and the pair [L_w, n_w]. Server s waits for every worker, sums (in worker
-order), scales by 1/N with N = Σ n_w, and steps its range's optimizer; the servers agree on the
+Ranks 0 … S−1 are servers, the rest W workers. Each step, worker w backpropagates its mean
+loss L_w over the n_w units of its rows of the global batch (``shard``) and pushes, to each
+server s, its gradient's keys in s's range and the pair [L_w, n_w]. Server s waits for every
+worker, weighs each push by n_w/N with N = Σ n_w, sums in worker order (``combine``), and steps
+its range's optimizer; the servers agree on the
 global gradient norm for clipping in one all-reduce among themselves. Then every worker pulls
 every range back, and server 0 sends the step's metrics. (Dean et al. 2012, §4.1; Li et al.
 2014, §3: push and pull of key ranges.) A server keeps its range on the host, as seed 001's CPU
@@ -14,18 +15,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...backend import get_array_module, to_device, to_host
+from ...backend import get_array_module, to_host
 from ...comm import collectives
-from ...comm.states import gather_states
 from ...data.shard import shard
 from ...nn.module import Parameter
 from ...optim import guarded_step
+from .protocol import HEADER, METRICS, PULL, PUSH, combine
 from .ranges import KeyRanges
+from .state import ServerState
 
-PUSH, HEADER, PULL, METRICS = 1, 2, 3, 4  # tags, on the strategy's own dup of the world
 
-
-class SyncParameterServer:
+class SyncParameterServer(ServerState):
     """``step(global_batch) -> metrics`` on every rank: a server round on servers, a worker's
     push and pull on workers. ``make_optimizer(params)`` builds a server's optimizer over its
     one flat range (any elementwise optimizer then equals one device's)."""
@@ -64,7 +64,7 @@ class SyncParameterServer:
         batch = shard(global_batch, w, self.workers)
         for p in self.params:
             p.grad = None
-        loss = self.loss_fn(self.model, batch, reduction="sum")
+        loss = self.loss_fn(self.model, batch)  # L_w, the mean over its n_w units
         loss.backward()
         xp = get_array_module(loss.data)
         grads = [xp.zeros_like(p.data) if p.grad is None else xp.ascontiguousarray(p.grad)
@@ -90,12 +90,12 @@ class SyncParameterServer:
         headers = {w: np.empty(2) for w in workers}
         self.comm.wait_all([self.comm.irecv(pushes[w], w, PUSH) for w in workers]
                            + [self.comm.irecv(headers[w], w, HEADER) for w in workers])
-        loss, units = sum(headers[w] for w in workers)  # Σ L_w, N
-        scale = 1.0 / max(units, 1.0)
-        self.flat.grad = sum(pushes[w] for w in workers) * scale  # (K_s,): ∇(Σ L_w)/N
+        self.flat.grad, loss = combine([pushes[w] for w in workers],  # (K_s,): one device's
+                                       [headers[w][0] for w in workers],
+                                       [headers[w][1] for w in workers])
         squares = np.array([(self.flat.grad.astype("float64") ** 2).sum()])
         collectives.all_reduce_(self.group, squares)  # ‖g‖² over every server's range
-        metrics = guarded_step(self.optimizer, [self.flat], loss * scale, self.grad_clip,
+        metrics = guarded_step(self.optimizer, [self.flat], loss, self.grad_clip,
                                norm=np.sqrt(squares[0]))
         sends = [self.comm.isend(self.flat.data, w, PULL) for w in workers]
         if s == 0:
@@ -103,69 +103,3 @@ class SyncParameterServer:
             sends += [self.comm.isend(report, w, METRICS) for w in workers]
         self.comm.wait_all(sends)
         return metrics
-
-    # -- checkpoints: the whole model, under the single-device model's names ----------------------
-    def state_dict(self) -> dict | None:
-        """Collective over the servers: the whole model and optimizer state on rank 0 (server
-        0), keyed as one device keys them, so any strategy resumes from it; ``None`` elsewhere."""
-        if not self.is_server:
-            return None
-        parts = gather_states(self.group, {"param": self.flat.data, **self.optimizer.state_dict()},
-                              np, "server ranges")
-        if parts is None:
-            return None
-        names = [name for name, _ in self.model.named_parameters()]
-        optim = {"step_count": parts[0]["step_count"], "lr": parts[0]["lr"]}
-        for name in self.optimizer.buffers:
-            if f"{name}.0" in parts[0]:  # created on the first step
-                whole = self._join([part[f"{name}.0"] for part in parts])
-                optim.update({f"{name}.{i}": a for i, a in enumerate(whole)})
-        for name in self.optimizer.counters:
-            if f"{name}.0" in parts[0]:
-                optim.update({f"{name}.{i}": parts[0][f"{name}.0"] for i in range(len(names))})
-        return {"model": dict(zip(names, self._join([part["param"] for part in parts]))),
-                "optim": optim}
-
-    def _join(self, ranges: list) -> list:
-        """Per-parameter host arrays from every server's flat range, in server order."""
-        arrays = [np.empty(p.shape, np.dtype(p.dtype)) for p in self.params]
-        for s, flat in enumerate(ranges):
-            self.ranges.scatter(flat, arrays, s)
-        return arrays
-
-    def load_state_dict(self, state: dict) -> None:
-        """A whole-model checkpoint (from any strategy): a server takes its key range of the
-        parameters and of the optimizer state, a worker the whole parameters."""
-        model, optim = state["model"], state["optim"]
-        names = [name for name, _ in self.model.named_parameters()]
-        missing = [name for name in names if name not in model]
-        if missing:
-            raise ValueError(f"the checkpoint has no {', '.join(missing)}")
-        whole = [to_host(model[name]) for name in names]
-        if not self.is_server:
-            for p, w in zip(self.params, whole):
-                get_array_module(p.data).copyto(p.data, to_device(w, dtype=p.dtype))
-            return
-        s = self.comm.rank
-        np.copyto(self.flat.data, self.ranges.gather(whole, s))
-        mine = {"step_count": optim["step_count"], "lr": optim["lr"]}
-        for name in self.optimizer.buffers + self.optimizer.counters:
-            have = [f"{name}.{i}" in optim for i in range(len(names))]
-            if any(have) and not all(have):
-                raise ValueError(f"the checkpoint holds optimizer state {name!r} for some "
-                                 "parameters only; a server's range needs it for all")
-            if all(have) and name in self.optimizer.buffers:
-                mine[f"{name}.0"] = self.ranges.gather(
-                    [to_host(optim[f"{name}.{i}"]) for i in range(len(names))], s)
-            elif all(have):
-                mine[f"{name}.0"] = optim[f"{name}.0"]
-        self.optimizer.load_state_dict(mine)
-
-    def gather_model(self) -> None:
-        """Collective over the servers: rank 0's model takes the servers' parameters (for the
-        held-out evaluation; rank 0 is server 0, whose model never steps)."""
-        state = self.state_dict()
-        if state is not None:
-            for name, p in self.model.named_parameters():
-                get_array_module(p.data).copyto(p.data, to_device(state["model"][name],
-                                                                  dtype=p.dtype))

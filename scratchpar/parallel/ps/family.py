@@ -1,0 +1,85 @@
+"""The asynchronous parameter servers' common part: roles, the step protocol, checkpoints.
+
+A variant is a small subclass that states its consistency rule through four hooks: whether
+pushes of a clock are held until every worker's has come and then applied as one update
+(``aggregates``), when a pull made after clock c may be answered (``ready``), how often a
+worker pushes and pulls (``pushes_at``, ``fetches_at``), and whether workers take the
+servers' lock around their whole step (``locked``). The servers (``server.py``) and workers
+(``worker.py``) carry out the protocol; :class:`~.sync.SyncParameterServer` stays beside them
+as the lockstep spec.
+"""
+
+from __future__ import annotations
+
+from .ranges import KeyRanges
+from .server import Server
+from .state import ServerState
+from .worker import Worker
+
+
+class ParameterServer(ServerState):
+    """Ranks 0 … S−1 serve, the rest work; ``step(global_batch) -> metrics`` on every rank:
+    serve one clock on a server, one step on a worker. ``shutdown()`` ends the protocol on
+    every rank (workers leave, servers serve until all have) and returns server 0's report of
+    the run. ``make_optimizer(params)`` builds a server's optimizer over its flat range."""
+
+    locked = False  # workers hold every server's lock around their step (seed 001)
+    lockstep = False  # ranks do not agree on each step's verdict: one rank's error is alone
+
+    def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,
+                 grad_clip: float = 0.0):
+        if not 1 <= servers < comm.size:
+            raise ValueError(f"a parameter server needs 1 ≤ servers < ranks: {servers} servers "
+                             f"on {comm.size} ranks leave no worker")
+        self.model, self.loss_fn, self.count_fn = model, loss_fn, count_fn
+        self.servers, self.workers, self.grad_clip = servers, comm.size - servers, grad_clip
+        self.params = model.parameters()
+        self.ranges = KeyRanges([p.size for p in self.params], servers)
+        self.offset = 0  # the clock this run started at (a resumed run's step)
+        self.comm = comm.dup(name="ps")  # its tags never meet another subsystem's
+        self.is_server = comm.rank < servers
+        self.group = comm.split(0 if self.is_server else 1, name="ps servers" if self.is_server
+                                else "ps workers")
+        if self.is_server:
+            self.role = Server(self, make_optimizer)
+            self.flat, self.optimizer = self.role.flat, self.role.optimizer
+        else:
+            self.role = Worker(self)
+            self.optimizer = make_optimizer(self.params)  # the loop sets its lr; never steps
+
+    # -- the consistency rule: overridden by each variant -----------------------------------------
+    def aggregates(self, clock: int) -> bool:
+        """Whether the pushes of ``clock`` wait for every worker's, then one update."""
+        return False
+
+    def ready(self, clock: int, slowest: float) -> bool:
+        """Whether a pull made after clock ``clock`` may be answered, when the slowest worker
+        present has finished ``slowest`` clocks."""
+        return True
+
+    def pushes_at(self, step: int) -> bool:
+        """Whether a worker pushes after (absolute) step ``step``."""
+        return True
+
+    def fetches_at(self, step: int) -> bool:
+        """Whether a worker pulls after (absolute) step ``step``."""
+        return True
+
+    # -- the strategy protocol --------------------------------------------------------------------
+    def step(self, global_batch) -> dict:
+        return self.role.step(global_batch)
+
+    def shutdown(self) -> dict | None:
+        return self.role.shutdown()
+
+    def close(self) -> None:
+        """Collective: free the communicators this strategy made."""
+        self.comm.free()
+        self.group.free()
+
+    def extras(self) -> dict:
+        return {"ps": {"clock": self.offset + self.role.served}}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.offset = int(state.get("ps", {}).get("clock", 0))

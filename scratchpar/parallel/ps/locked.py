@@ -1,0 +1,15 @@
+"""The locked parameter server: one worker at a time reads, updates and writes w (seed 001)."""
+
+from __future__ import annotations
+
+from .family import ParameterServer
+
+
+class LockedParameterServer(ParameterServer):
+    """A worker takes every server's lock (in server order), and the grants bring it the
+    latest parameters; it computes its gradient, and its push is applied and frees the lock for
+    the next worker in arrival order. Every push is applied exactly once, on the parameters it
+    was computed from (staleness 0): the run is serial SGD over the workers' batches in the
+    order the lock went round, and the workers' compute never overlaps."""
+
+    locked = True

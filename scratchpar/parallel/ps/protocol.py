@@ -1,0 +1,58 @@
+"""The parameter servers' messages: tags on the strategy's own dup of the world, the header a
+worker sends with every step, and how pushes of one clock combine into one update."""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+
+import numpy as np
+
+HEADER, PUSH, PULL, METRICS, STATS = 1, 2, 3, 4, 5  # tags
+STEP, ACQUIRE, LEAVE = 0, 1, 2  # header kinds
+
+
+@dataclass
+class Header:
+    """What a worker tells each server, as 9 float64s (one small buffer message, tag HEADER):
+
+    - ``STEP``: worker step ``clock`` is done, its loss ``mean`` over ``units`` units at rate
+      ``lr``; a gradient range follows (tag PUSH) if ``grad``, of norm ``norm`` over the whole
+      model; it wants the parameters back (tag PULL) before its next step if ``pull``.
+    - ``ACQUIRE``: it asks for the lock (locked mode); the grant is the parameters (tag PULL).
+    - ``LEAVE``: it is done after ``clock`` steps and ``pushes`` pushes, a residual push of
+      the steps since its last one (Downpour's n_push) following if ``grad``.
+    """
+
+    kind: int
+    clock: int = 0
+    mean: float = 0.0
+    units: float = 0.0
+    lr: float = 0.0
+    norm: float = 0.0
+    grad: bool = False
+    pull: bool = False
+    pushes: int = 0
+
+    def pack(self) -> np.ndarray:
+        return np.array(astuple(self), dtype=np.float64)  # (9,)
+
+    @classmethod
+    def unpack(cls, buf: np.ndarray) -> Header:
+        kind, clock, mean, units, lr, norm, grad, pull, pushes = buf.tolist()
+        return cls(int(kind), int(clock), mean, units, lr, norm, bool(grad), bool(pull),
+                   int(pushes))
+
+    @staticmethod
+    def buffer() -> np.ndarray:
+        return np.empty(9, dtype=np.float64)
+
+
+def combine(grads: list, means: list[float], units: list[float]):
+    """One update from the pushes of one clock, in worker order: Σ_w (n_w/N)·g_w and the loss
+    Σ_w (n_w/N)·L_w, with N = Σ n_w, each g_w the mean gradient over worker w's n_w units. This
+    is one device's mean gradient over the global batch (and with one worker, g itself,
+    bitwise: (n/n)·g = g)."""
+    total = sum(units)
+    weights = [n / total if total else 0.0 for n in units]
+    grad = sum(w * g for w, g in zip(weights, grads))  # (K_s,)
+    return grad, sum(w * m for w, m in zip(weights, means))

@@ -1,0 +1,27 @@
+"""Stale synchronous parallel: a worker runs at most τ clocks ahead of the slowest (Ho et al.
+2013; seed 004's "delay no more than τ")."""
+
+from __future__ import annotations
+
+from .family import ParameterServer
+
+
+class SSPParameterServer(ParameterServer):
+    """Bounded staleness. The server holds the pushes of clock c until every worker present has
+    pushed c, then applies them as one update in worker order, as the synchronous server does.
+    A worker that finished clock c may start clock c + 1 once the slowest has finished
+    c + 1 − τ clocks (Ho et al. 2013, §3: reads see every update older than c − τ), so the
+    gradients in an update are at most τ updates stale. τ = 0 is the synchronous server, update
+    for update; an unbounded τ is :class:`~.downpour.AsyncParameterServer`."""
+
+    def __init__(self, *args, staleness: int, **kwargs):
+        if staleness < 0:
+            raise ValueError(f"the staleness bound τ must be ≥ 0, got {staleness}")
+        self.staleness = staleness
+        super().__init__(*args, **kwargs)
+
+    def aggregates(self, clock: int) -> bool:
+        return True
+
+    def ready(self, clock: int, slowest: float) -> bool:
+        return slowest >= clock + 1 - self.staleness

@@ -1,0 +1,115 @@
+"""A worker of the asynchronous family: compute on the parameters it holds, push, pull.
+
+Each step, the worker computes its mean gradient on its rows of the global batch, adds it to
+the steps not yet pushed, and sends every server a header (``protocol.Header``): with the
+gradient's range when its strategy says to push (Downpour's n_push), and asking for the
+parameters back when it says to pull (n_fetch). In locked mode it first takes every server's
+lock, in server order (so no two workers can each hold a lock the other waits for), and the
+grants bring the parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from ...backend import get_array_module
+from ...data.shard import shard
+from ...optim.guard import read_scalars
+from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STEP, Header
+
+
+class Worker:
+    """Worker ``comm.rank − S`` of the parameter server ``ps``; its model's parameters are the
+    last it pulled."""
+
+    def __init__(self, ps):
+        self.ps, self.comm = ps, ps.comm
+        self.index = self.comm.rank - ps.servers
+        self.clock = self.pushes = 0
+        self.unpushed = None  # Σ of mean gradients since the last push, one array per parameter
+
+    def step(self, global_batch) -> dict:
+        """One step on this worker's rows: ``{"loss", "grad_norm", "skipped", "wait_s"}``, the
+        loss and norm its own, ``wait_s`` the time spent waiting for the lock or the pull."""
+        ps = self.ps
+        batch = shard(global_batch, self.index, ps.workers)
+        waited = self._lock() if ps.locked else 0.0
+        mean, units, norm, finite = self._gradient(batch)
+        push = self.unpushed is not None and ps.pushes_at(ps.offset + self.clock)
+        pull = not ps.locked and ps.fetches_at(ps.offset + self.clock)
+        header = Header(STEP, self.clock, mean if finite else 0.0, units if finite else 0.0,
+                        ps.optimizer.lr, pull=pull)
+        waited += self._send(header, push, pull)
+        self.clock += 1
+        return {"loss": mean, "grad_norm": norm, "skipped": not finite, "wait_s": waited}
+
+    def shutdown(self) -> None:
+        """Leave: push what is not pushed yet, with the count of pushes, to every server."""
+        self._send(Header(LEAVE, self.clock, lr=self.ps.optimizer.lr),
+                   push=self.unpushed is not None, pull=False)
+
+    def _gradient(self, batch) -> tuple[float, float, float, bool]:
+        """Backpropagate the mean loss over this worker's units and add the gradient to the
+        unpushed sum unless the loss or gradient is not finite: (loss, units, ‖g‖, finite)."""
+        ps = self.ps
+        units = float(ps.count_fn(batch))
+        if not units:  # no rows, or only padding: nothing to learn from
+            return 0.0, 0.0, 0.0, True
+        for p in ps.params:
+            p.grad = None
+        loss = ps.loss_fn(ps.model, batch)
+        loss.backward()
+        xp = get_array_module(loss.data)
+        grads = [xp.zeros_like(p.data) if p.grad is None else p.grad for p in ps.params]
+        mean, norm = read_scalars(loss.data, _norm(grads))
+        finite = math.isfinite(mean) and math.isfinite(norm)
+        if finite and self.unpushed is None:
+            self.unpushed = [xp.ascontiguousarray(g) for g in grads]
+        elif finite:
+            for total, g in zip(self.unpushed, grads):
+                total += g
+        return mean, units, norm, finite
+
+    def _send(self, header: Header, push: bool, pull: bool) -> float:
+        """Send every server the header (and the unpushed gradient's range); receive the
+        parameters if pulling. Returns the seconds spent waiting."""
+        ps, sends, pulled = self.ps, [], []
+        if push:
+            self.pushes += 1
+            header.grad, header.norm = True, float(_norm(self.unpushed))
+        header.pushes = self.pushes
+        packed = header.pack()
+        for s in range(ps.servers):
+            sends.append(self.comm.isend(packed, s, HEADER))
+            if push:
+                sends.append(self.comm.isend(ps.ranges.gather(self.unpushed, s), s, PUSH))
+        if push:
+            self.unpushed = None
+        if pull:
+            xp = get_array_module(ps.params[0].data)
+            pulled = [xp.empty(n, ps.params[0].dtype) for n in ps.ranges.lengths]
+            sends += [self.comm.irecv(buf, s, PULL) for s, buf in enumerate(pulled)]
+        start = time.perf_counter()
+        self.comm.wait_all(sends)
+        waited = time.perf_counter() - start
+        for s, buf in enumerate(pulled):
+            ps.ranges.scatter(buf, [p.data for p in ps.params], s)
+        return waited
+
+    def _lock(self) -> float:
+        """Take every server's lock in server order; each grant is that server's range."""
+        ps, start = self.ps, time.perf_counter()
+        xp = get_array_module(ps.params[0].data)
+        packed = Header(ACQUIRE, self.clock).pack()
+        for s in range(ps.servers):
+            buf = xp.empty(ps.ranges.lengths[s], ps.params[0].dtype)
+            self.comm.wait_all([self.comm.isend(packed, s, HEADER), self.comm.irecv(buf, s, PULL)])
+            ps.ranges.scatter(buf, [p.data for p in ps.params], s)
+        return time.perf_counter() - start
+
+
+def _norm(arrays):
+    """‖(a₁, …, aₙ)‖₂ as ``grad_norm_array`` computes it (so a worker's clip is one device's)."""
+    xp = get_array_module(*arrays)
+    return xp.linalg.norm(xp.stack([xp.linalg.norm(a.ravel()) for a in arrays]))
