@@ -22,6 +22,7 @@ from ...backend import to_host
 from ...comm import collectives
 from ...nn.module import Parameter
 from ...optim import guarded_step
+from ...trace.tracer import NULL
 from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STATS, Header, combine
 
 
@@ -37,6 +38,7 @@ class Server:
 
     def __init__(self, ps, make_optimizer):
         self.ps, self.comm, self.s = ps, ps.comm, ps.comm.rank
+        self.tracer = self.comm.tracer or NULL
         host = [to_host(p.data) for p in ps.params]  # the range lives on the host (seed 001)
         self.flat = Parameter(ps.ranges.gather(host, self.s))  # (K_s,)
         self.optimizer = make_optimizer([self.flat])
@@ -54,11 +56,13 @@ class Server:
         self.staleness, self.recent = Counter(), []  # the run's histogram, this step's values
         self.start, self.idle = time.perf_counter(), 0.0
         self.sends: list = []  # (request, buffer) until the send completes
+        self.moved = 0  # bytes received and sent by this server, headers included
         self.inbox = {w: self._post(w, HEADER) for w in workers}
         self.busy = {s: 0.0 for s in range(ps.servers)}  # server 0: each server's busy fraction
+        self.bytes = {s: 0 for s in range(ps.servers)}  # server 0: each server's bytes moved
         self.finals: set[int] = set()
         if self.s == 0:
-            self.inbox.update({("stats", s): self._post(s, STATS, 3) for s in
+            self.inbox.update({("stats", s): self._post(s, STATS, 4) for s in
                                range(1, ps.servers)})
 
     def _post(self, source: int, tag: int, n: int = 9):
@@ -102,7 +106,8 @@ class Server:
                 f"{', '.join(f'{100 * b:.0f}%' for b in busy)} (server"
                 f"{' 0' if len(busy) == 1 else f's 0–{len(busy) - 1}'})")
         return {"pushes": pushes, "version": self.version, "busy": busy, "summary": line,
-                "staleness": dict(sorted(counts.items()))}
+                "staleness": dict(sorted(counts.items())),
+                "bytes": [self.bytes[s] for s in sorted(self.bytes)]}
 
     # -- serving ----------------------------------------------------------------------------------
     def _serve_until(self, done) -> None:
@@ -113,6 +118,7 @@ class Server:
             self.idle += time.perf_counter() - start
             key = keys[i]
             buf, _ = self.inbox.pop(key)
+            self.moved += buf.nbytes
             if isinstance(key, tuple):
                 self._stats(key[1], buf)
             else:
@@ -152,6 +158,7 @@ class Server:
         """Receive worker w's gradient range; apply it now or hold it for its clock."""
         grad = np.empty(self.ps.ranges.lengths[self.s], self.flat.dtype)  # (K_s,)
         self.comm.recv(grad, w, PUSH)
+        self.moved += grad.nbytes
         read = self.read.pop(w)
         self.pushes[w] += 1
         if aggregate:
@@ -189,7 +196,9 @@ class Server:
     def _update(self, grad, loss: float, lr: float, norm: float, stale: list[int]) -> None:
         self.flat.grad = grad
         self.optimizer.lr = lr  # the pushing worker's step's rate
-        metrics = guarded_step(self.optimizer, [self.flat], loss, self.ps.grad_clip, norm=norm)
+        with self.tracer.region("update", "compute"):
+            metrics = guarded_step(self.optimizer, [self.flat], loss, self.ps.grad_clip,
+                                   norm=norm)
         self.version += not metrics["skipped"]
         self.last_norm = metrics["grad_norm"]
         self.staleness.update(stale)
@@ -198,25 +207,26 @@ class Server:
     def _send_params(self, w: int) -> None:
         copy = self.flat.data.copy()  # later updates must not change a message in flight
         self.sends.append((self.comm.isend(copy, w, PULL), copy))
+        self.moved += copy.nbytes
         self.held[w] = self.version
 
-    # -- busy fractions: every server's, reported to server 0 -------------------------------------
+    # -- busy fractions and bytes: every server's, reported to server 0 ----------------------------
     def _fraction(self) -> float:
         wall = time.perf_counter() - self.start
         return 1.0 - self.idle / wall if wall > 0 else 0.0
 
     def _report(self, final: bool) -> None:
-        self.busy[self.s] = self._fraction()
+        self.busy[self.s], self.bytes[self.s] = self._fraction(), self.moved
         if self.s != 0:
-            report = np.array([self.s, self.busy[self.s], float(final)])
+            report = np.array([self.s, self.busy[self.s], self.moved, float(final)])
             self.sends.append((self.comm.isend(report, 0, STATS), report))
 
     def _stats(self, s: int, buf: np.ndarray) -> None:
-        self.busy[s] = float(buf[1])
-        if buf[2]:
+        self.busy[s], self.bytes[s] = float(buf[1]), int(buf[2])
+        if buf[3]:
             self.finals.add(s)
         else:
-            self.inbox[("stats", s)] = self._post(s, STATS, 3)
+            self.inbox[("stats", s)] = self._post(s, STATS, 4)
 
     def _purge(self) -> None:
         self.sends = [(r, b) for r, b in self.sends if not self.comm.test_all([r])]

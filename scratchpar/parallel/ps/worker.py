@@ -16,6 +16,7 @@ import time
 from ...backend import get_array_module
 from ...data.shard import shard
 from ...optim.guard import read_scalars
+from ...trace.tracer import NULL
 from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STEP, Header
 
 
@@ -25,6 +26,7 @@ class Worker:
 
     def __init__(self, ps):
         self.ps, self.comm = ps, ps.comm
+        self.tracer = self.comm.tracer or NULL
         self.index = self.comm.rank - ps.servers
         self.clock = self.pushes = 0
         self.unpushed = None  # Σ of mean gradients since the last push, one array per parameter
@@ -35,7 +37,8 @@ class Worker:
         ps = self.ps
         batch = shard(global_batch, self.index, ps.workers)
         waited = self._lock() if ps.locked else 0.0
-        mean, units, norm, finite = self._gradient(batch)
+        with self.tracer.region("forward+backward", "compute"):
+            mean, units, norm, finite = self._gradient(batch)
         push = self.unpushed is not None and ps.pushes_at(ps.offset + self.clock)
         pull = not ps.locked and ps.fetches_at(ps.offset + self.clock)
         header = Header(STEP, self.clock, mean if finite else 0.0, units if finite else 0.0,
@@ -91,7 +94,8 @@ class Worker:
             pulled = [xp.empty(n, ps.params[0].dtype) for n in ps.ranges.lengths]
             sends += [self.comm.irecv(buf, s, PULL) for s, buf in enumerate(pulled)]
         start = time.perf_counter()
-        self.comm.wait_all(sends)
+        with self.tracer.region("pull" if pull else "push" if push else "tick", "comm"):
+            self.comm.wait_all(sends)
         waited = time.perf_counter() - start
         for s, buf in enumerate(pulled):
             ps.ranges.scatter(buf, [p.data for p in ps.params], s)
@@ -104,7 +108,9 @@ class Worker:
         packed = Header(ACQUIRE, self.clock).pack()
         for s in range(ps.servers):
             buf = xp.empty(ps.ranges.lengths[s], ps.params[0].dtype)
-            self.comm.wait_all([self.comm.isend(packed, s, HEADER), self.comm.irecv(buf, s, PULL)])
+            with self.tracer.region(f"lock {s}", "comm"):
+                self.comm.wait_all([self.comm.isend(packed, s, HEADER),
+                                    self.comm.irecv(buf, s, PULL)])
             ps.ranges.scatter(buf, [p.data for p in ps.params], s)
         return time.perf_counter() - start
 
