@@ -6,7 +6,10 @@ from .chrome import LANES, read_regions
 from .figure import pyplot, save
 
 COLORS = {"forward": "#4c72b0", "backward": "#dd8452", "optimizer": "#55a868",
-          "all_reduce": "#c44e52", "broadcast": "#8172b3"}
+          "all_reduce": "#c44e52", "broadcast": "#8172b3",
+          # the parameter servers' regions (parallel/ps): a worker's step, its waits, the update
+          "forward+backward": "#4c72b0", "pull": "#c44e52", "push": "#937860",
+          "update": "#55a868", "slowed": "#e5ae38"}
 OTHER = "#999999"
 
 
@@ -20,7 +23,7 @@ def lane_order(cat: str) -> tuple:
     return (LANES.index(cat) if cat in LANES else len(LANES)), cat
 
 
-def plot_timeline(trace_path: str, out_path: str) -> str:
+def plot_timeline(trace_path: str, out_path: str, title: str | None = None) -> str:
     """Draw every rank's lanes from ``trace_path`` (time in ms from the aligned zero)."""
     plt = pyplot()
     from matplotlib.patches import Patch
@@ -43,7 +46,7 @@ def plot_timeline(trace_path: str, out_path: str) -> str:
         if rows[i][0] != rows[i - 1][0]:
             ax.axhline(i - 0.5, color="black", linewidth=0.6)
     ax.set_xlabel("time since the aligned start (ms)")
-    ax.set_title("per-rank timeline: compute and communication regions")
+    ax.set_title(title or "per-rank timeline: compute and communication regions")
     ax.grid(axis="x", alpha=0.3)
     kinds = {kind(e["name"]) for e in regions}
     keys = [(k, c) for k, c in COLORS.items() if k in kinds]

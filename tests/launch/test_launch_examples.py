@@ -112,6 +112,22 @@ EXPECTED = {  # lines (or parts of lines) each example must print
         "one device's model (to 1e-12): yes",
         "So keep tp inside a node",
     ],
+    "13_parameter_server.py": [  # 2 servers and 2 workers, then 1 server and 3 workers
+        "server 0 (rank 0) owns keys 0–36 of 74: 0.weight, 0.bias[0:2]",
+        "server 1 (rank 1) owns keys 37–73 of 74: 0.bias[2:7], 2.weight, 2.bias",
+        "step 2: loss 1.148910733316   one device 1.148910733316",
+        "every parameter equals one device's (to 1e-12): yes",
+        "parameter servers: 12 pushes applied, as many as the workers sent, in 12 updates · "
+        "staleness mean 0.00, max 0",
+        "in that order, equals the server's parameters bitwise: yes",
+    ],
+    "14_async_parameter_servers.py": [  # the counts are fixed; staleness and waits vary
+        "parameter servers: 90 pushes applied, as many as the workers sent, in 90 updates",
+        "parameter servers: 24 pushes applied, as many as the workers sent, in 24 updates",
+        "parameter servers: 90 pushes applied, as many as the workers sent, in 30 updates",
+        "parameter servers: 90 pushes applied, as many as the workers sent, in 70 updates",
+        "SSP: staleness ≤ τ = 1: yes",
+    ],
 }
 
 

@@ -1,11 +1,18 @@
 """``mpiexec -n 4 python -m scratchpar.train --strategy ps``: the synchronous parameter server
 trains as one device does with one or two servers, its checkpoints hold the whole model, and
-runs move between parameter servers and data parallelism halfway."""
+runs move between parameter servers and data parallelism halfway; every asynchronous mode
+trains and reports its staleness, a resumed one keeps its clock, and a worker that raises or
+diverges ends every rank."""
+
+import re
+import time
 
 import numpy as np
 import pytest
 from launch_helpers import run_mpi
 from test_launch_train import TINY, assert_same_model, one_device, records
+
+from scratchpar.train import load_checkpoint
 
 BATCH = ["--batch-size", "6"]
 
@@ -51,3 +58,64 @@ def test_a_parameter_server_without_a_worker_is_refused(tmp_path):
                       "--metrics", str(tmp_path / "m.jsonl")], timeout=60)
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("--servers 2 on 2 rank(s)") == 1, out.stderr
+
+
+ASYNC = {"locked": ["--ps-mode", "locked"],
+         "downpour": ["--ps-mode", "async", "--n-push", "2", "--n-fetch", "3"],
+         "ssp": ["--ps-mode", "ssp", "--staleness", "1", "--servers", "2"],
+         "warm start": ["--ps-mode", "async", "--warmup-sync", "3"]}
+
+
+@pytest.mark.parametrize("mode", list(ASYNC))
+def test_every_asynchronous_mode_trains_and_reports_its_staleness(tmp_path, mode):
+    out, losses = train(4, tmp_path, mode, "--strategy", "ps", *ASYNC[mode])
+    assert out.stdout.count("final: step 6") == 1, out.stdout
+    report = re.search(r"parameter servers: (\d+) pushes applied, as many as the workers sent, "
+                       r"in (\d+) updates · staleness mean [\d.]+, max (\d+)", out.stdout)
+    assert report, out.stdout
+    pushes, updates, worst = map(int, report.groups())
+    workers = 2 if mode == "ssp" else 3  # ssp runs two servers
+    assert pushes == workers * (3 if mode == "downpour" else 6)  # Downpour: after 2, 4, 6
+    assert updates == {"ssp": 6, "warm start": 3 + 3 * 3}.get(mode, pushes)
+    assert worst <= {"locked": 0, "ssp": 1}.get(mode, 99)
+    assert len(losses) == 6 and all(np.isfinite(losses))
+    final = records(tmp_path / f"{mode}.jsonl")[-1]
+    assert final["event"] == "final" and final["strategy"]["pushes"] == pushes
+
+
+def test_zero_staleness_trains_as_one_device(tmp_path, single):
+    _, losses = train(4, tmp_path, "ssp0", "--strategy", "ps", "--ps-mode", "ssp",
+                      "--staleness", "0", "--save", str(tmp_path / "ck"))
+    want, params = single
+    np.testing.assert_allclose(losses, want, rtol=1e-9)
+    assert_same_model(tmp_path / "ck", params)
+
+
+def test_a_resumed_warm_start_keeps_its_clock(tmp_path):
+    ck, flags = tmp_path / "ck", ["--strategy", "ps", *ASYNC["warm start"]]
+    train(4, tmp_path, "first", *flags, "--stop-after", "2", "--save", str(ck))
+    assert load_checkpoint(ck)[1]["ps"] == {"clock": 2}
+    out, losses = train(4, tmp_path, "second", *flags, "--resume", str(ck), "--save", str(ck))
+    assert len(losses) == 4 and load_checkpoint(ck)[1]["ps"] == {"clock": 6}
+    assert "in 10 updates" in out.stdout  # step 2 still synchronous, then 3 workers × 3 steps
+
+
+def test_a_worker_that_raises_ends_every_rank_within_seconds():
+    start = time.perf_counter()
+    result = run_mpi(4, ["tests/launch/scripts/launch_ps_raise.py"], timeout=30,
+                     env={"SCRATCHPAR_COMM_TIMEOUT": "60"})
+    wall, err = time.perf_counter() - start, result.stderr
+    assert result.returncode != 0 and wall < 10, (wall, err)
+    assert "scratchpar: rank 2 of 4 failed outside communication" in err
+    assert "ValueError: worker rank 2 breaks in step 4" in err
+    assert "scratchpar: rank 2 ends all 4 ranks (MPI_Abort)" in err
+    assert "should have been ended" not in result.stdout
+
+
+def test_a_diverging_worker_ends_the_job_with_exit_3(tmp_path):
+    """A worker judges its own loss: its verdict is not shared, so it ends the job itself."""
+    result = run_mpi(3, ["-m", "scratchpar.train", *TINY, "--dtype", "float32", "--lr", "1e6",
+                         "--steps", "40", "--strategy", "ps", "--ps-mode", "async",
+                         "--metrics", str(tmp_path / "m.jsonl")], timeout=60)
+    assert result.returncode == 3, result.stderr
+    assert re.search(r"scratchpar.train: rank [12]: training diverged: steps", result.stderr)

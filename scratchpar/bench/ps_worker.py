@@ -1,0 +1,186 @@
+"""One rank of the parameter-server benchmark: one part of it, chosen by its JSON config.
+
+Run by ``python -m scratchpar.bench ps`` under ``mpiexec -n N``; not meant to be called by hand.
+
+- ``bottleneck``: the synchronous server (S = 1, 2) and data parallelism take turns on the same
+  stand-in model and global batch, a step each from a barrier; then the family's server at
+  τ = 0 runs its steps back to back and reports its bytes and busy time; then a ring all-reduce
+  of the K gradients counts a rank's bytes.
+- ``staleness``: SSP at each τ and Downpour run back to back with the first worker slowed 2×.
+- ``loss``: a small GPT trained by the synchronous, asynchronous and synchronous-then-
+  asynchronous servers, the first worker slowed 2×; server 0 evaluates a held-out loss.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from scratchpar import backend, nn, optim
+from scratchpar.bench import worker
+from scratchpar.bench.dp_worker import turns
+from scratchpar.bench.mpijob import write_result
+from scratchpar.bench.ps_runs import SLOWED, build, free_run, ring_bytes
+from scratchpar.bench.ps_standin import StandIn, count_fn, loss_fn
+from scratchpar.bench.timing import Timed
+from scratchpar.data import SyntheticLanguage
+from scratchpar.data.shard import shard
+from scratchpar.parallel import DataParallel
+from scratchpar.trace.chrome import write_chrome
+from scratchpar.trace.tracer import Tracer
+from scratchpar.train.task import Task
+
+CONFIG_HELP = ('"part": bottleneck | staleness | loss, and that part\'s settings (see '
+               'scratchpar/bench/ps.py)')
+
+
+def stand_in(cfg: dict) -> StandIn:
+    return StandIn(cfg["sizes"], cfg["per_row_s"], cfg["forward_share"])
+
+
+def bottleneck(comm, cfg: dict) -> dict:
+    """Median ms per step of the synchronous server at each S and of DataParallel (one bucket
+    of all K gradients) in turns; the family's server at τ = 0 back to back (its report: bytes,
+    busy); and this world's bytes per rank of a ring all-reduce of K elements."""
+    batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
+    servers = [s for s in cfg["servers"] if s < comm.size]
+    spec = {"lr": cfg["lr"]}
+    contenders, live = {}, []
+    for s in servers:
+        strategy = build({**spec, "mode": "sync", "servers": s}, stand_in(cfg), loss_fn,
+                         count_fn, comm)
+        contenders[f"sync S={s}"] = Timed(lambda st=strategy: st.step(batch), backend.sync)
+        live.append(strategy)
+    comm.tracer = tracer = Tracer(comm.rank)  # DataParallel's collectives name their algorithm
+    model = stand_in(cfg)
+    params = model.parameters()
+    nbytes = sum(p.data.nbytes for p in params)
+    dp = DataParallel(model, optim.SGD(params, cfg["lr"]), loss_fn, count_fn, comm,
+                      bucket_bytes=nbytes)
+    contenders["dp"] = Timed(lambda: dp.step(batch), backend.sync)
+    timed = turns(comm, contenders, cfg["repeats"], cfg["warmup"])
+    comm.tracer = None
+    largest = max((e for e in tracer.events if e.name.startswith("all_reduce")),
+                  key=lambda e: e.bytes)
+    for strategy in live:
+        strategy.close()
+    family = {}
+    for s in servers:
+        ranks = free_run(comm, lambda s=s: build({**spec, "mode": "ssp", "staleness": 0,
+                                                  "servers": s}, stand_in(cfg), loss_fn,
+                                                 count_fn, comm),
+                         lambda k: batch, cfg["steps"], 0.0)
+        if ranks is not None:
+            family[s] = {"report": ranks[0]["report"],
+                         "seconds": max(r["ends_s"][-1] for r in ranks)}
+    sent, received = ring_bytes(sum(p.size for p in params))
+    ring = comm.allgather_obj({"sent": sent, "received": received}, "ring bytes")
+    return {"world_size": comm.size, "parameters": sum(p.size for p in params),
+            "nbytes": nbytes, "itemsize": params[0].data.dtype.itemsize, "timed": timed,
+            "dp_all_reduce": {"name": largest.name, "bytes": largest.bytes},
+            "family": family, "ring": ring}
+
+
+def staleness(comm, cfg: dict) -> dict:
+    """Each contender's steps back to back, the first worker sleeping its own compute time
+    again after each step; traced, the timelines' contenders' first steps written as Chrome
+    traces."""
+    batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
+    workers = comm.size - cfg["servers"]
+    rows = len(shard(np.arange(cfg["batch"]), SLOWED, workers))
+    slowed_s = stand_in(cfg).compute_s(rows)
+    runs = {}
+    for spec in cfg["contenders"]:
+        traced = spec["name"] in cfg["timelines"] and cfg["traces"] is not None
+        ranks = free_run(comm, lambda spec=spec: build(
+            {**spec, "servers": cfg["servers"], "lr": cfg["lr"]}, stand_in(cfg), loss_fn,
+            count_fn, comm), lambda k: batch, cfg["steps"], slowed_s, trace=traced)
+        if ranks is not None:
+            if traced:
+                name = cfg["timelines"][spec["name"]]
+                timeline(ranks, str(Path(cfg["traces"]) / f"ps_timeline_{name}.trace.json"),
+                         cfg["timeline_steps"])
+            runs[spec["name"]] = [{k: v for k, v in r.items() if k != "trace"} for r in ranks]
+    return {"world_size": comm.size, "slowed_s": slowed_s, "rows": rows, "runs": runs}
+
+
+def timeline(ranks: list[dict], path: str, steps: int) -> str:
+    """The Chrome trace of every rank's regions up to the end of the slowed worker's first
+    ``steps`` steps."""
+    slowed = next(r for r in ranks if r["slowed"])
+    cut = slowed["ends_s"][steps - 1] * 1e9
+    return write_chrome(path, [{**r["trace"], "events": [e for e in r["trace"]["events"]
+                                                         if e["end"] <= cut]} for r in ranks])
+
+
+def loss_time(comm, cfg: dict) -> dict:
+    """Each contender trains a fresh GPT (seed 0) on the same batches at the same rate, the
+    first worker slowed 2×; every ``eval_every`` steps and after the shutdown, server 0 takes
+    the servers' parameters and evaluates the held-out loss."""
+    data = SyntheticLanguage(cfg["vocab"], cfg["order"], cfg["seq"], seed=0)
+    task = Task(data, None, "tok")
+
+    def gpt():
+        return nn.GPT(cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["heads"], cfg["layers"],
+                      np.random.default_rng(0), dtype=np.float32)
+
+    batches = [task.batch(k, cfg["batch"])[0] for k in range(cfg["steps"])]
+    workers = comm.size - cfg["servers"]
+    slowed_s = 0.0
+    if comm.rank - cfg["servers"] == SLOWED:
+        slowed_s = compute_s(task, gpt(), shard(batches[0], SLOWED, workers))
+    slowed_s = max(comm.allgather_obj(slowed_s, "slowed worker's compute"))
+
+    def held_out(model, n_batches: int) -> float:
+        return Task(data, model, "tok").evaluate(n_batches, cfg["eval_rows"])
+
+    runs = {}
+    for spec in cfg["contenders"]:
+        evals = []
+
+        def on_servers(k: int, strategy, evals=evals):
+            if k < cfg["steps"] and (k + 1) % cfg["eval_every"]:
+                return
+            strategy.gather_model()
+            if comm.rank == 0:
+                last = k == cfg["steps"]
+                evals.append([k, held_out(strategy.model, cfg["final_batches" if last else
+                                                              "eval_batches"])])
+
+        ranks = free_run(comm, lambda spec=spec: build(
+            {**spec, "servers": cfg["servers"], "lr": cfg["lr"], "optimizer": "adam"}, gpt(),
+            task.loss, task.count, comm), batches.__getitem__, cfg["steps"], slowed_s,
+            on_servers)
+        if ranks is not None:
+            runs[spec["name"]] = {"ranks": ranks, "evals": evals}
+    first = held_out(gpt(), cfg["eval_batches"]) if comm.rank == 0 else None
+    return {"world_size": comm.size, "slowed_s": slowed_s, "floor": data.entropy_floor(),
+            "initial": first, "runs": runs}
+
+
+def compute_s(task: Task, model, batch, repeats: int = 5) -> float:
+    """Median seconds of forward and backward of ``model`` on ``batch``, after one untimed."""
+    seconds = []
+    for _ in range(repeats + 1):
+        model.zero_grad()
+        start = time.perf_counter()
+        task.loss(model, batch).backward()
+        backend.sync()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds[1:])
+
+
+PARTS = {"bottleneck": bottleneck, "staleness": staleness, "loss": loss_time}
+
+
+def main(argv=None) -> int:
+    args, comm, cfg = worker.start(__doc__, CONFIG_HELP, argv)
+    return write_result(comm, args.out, PARTS[cfg["part"]](comm, cfg))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
