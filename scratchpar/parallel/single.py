@@ -2,8 +2,11 @@
 
 A strategy offers ``step(batch) -> metrics`` and ``state_dict()`` / ``load_state_dict()``, and
 exposes ``model`` and ``optimizer``; the training loop, checkpoints and metrics use only these,
-and two optional collectives: ``finish()`` after the last step (local SGD averages its replicas)
-and ``gather_model()`` before the held-out evaluation (a pipeline's stages fill rank 0's model).
+and three optional collectives: ``shutdown()`` when the loop ends (a parameter server's workers
+leave; server 0 returns a report of the run), ``finish()`` after the last step (local SGD
+averages its replicas) and ``gather_model()`` before the held-out evaluation (a pipeline's
+stages fill rank 0's model). A strategy whose ranks do not judge each step alike sets
+``lockstep = False``: a rank that diverges then ends the job itself.
 """
 
 from __future__ import annotations
