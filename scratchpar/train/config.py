@@ -90,7 +90,7 @@ class TrainConfig:
                                "async (Downpour: each push applied as it arrives) or ssp "
                                "(bounded staleness)", choices=("sync", "locked", "async", "ssp"))
     staleness: int = opt(2, "ps ssp: τ, how many clocks a worker may run ahead of the slowest "
-                            "(0 = synchronous; --ps-mode async is τ = ∞)")
+                            "(0 = synchronous; --ps-mode async: nobody waits)")
     warmup_sync: int = opt(0, "ps async: synchronous steps before the asynchronous ones "
                               "(DistBelief's warm start)")
     n_push: int = opt(1, "ps async: a worker pushes its summed gradient every this many steps")

@@ -52,6 +52,7 @@ def combine(grads: list, means: list[float], units: list[float]):
     Σ_w (n_w/N)·L_w, with N = Σ n_w, each g_w the mean gradient over worker w's n_w units. This
     is one device's mean gradient over the global batch (and with one worker, g itself,
     bitwise: (n/n)·g = g)."""
+    units = [float(n) for n in units]  # Python floats: a float32 gradient stays float32
     total = sum(units)
     weights = [n / total if total else 0.0 for n in units]
     grad = sum(w * g for w, g in zip(weights, grads))  # (K_s,)

@@ -72,8 +72,9 @@ class Server:
     # -- the loop's protocol ----------------------------------------------------------------------
     def step(self, _batch=None) -> dict:
         """Serve until every worker still present has finished clock k (this server's k-th
-        call): ``{"loss"}`` of clock k over every worker's units, the staleness of the updates
-        applied meanwhile, and each server's busy fraction so far."""
+        call): ``{"loss"}`` of clock k over every worker's units (skipped if no worker's step
+        was finite), the staleness of the updates applied meanwhile, and each server's busy
+        fraction so far."""
         k = self.served
         self.recent = []
         self._serve_until(lambda: all(self.clock[w] > k for w in self.active))
@@ -82,7 +83,7 @@ class Server:
         total, units = self.losses.pop(k, (0.0, 0.0))
         stale = self.recent or [0]
         return {"loss": total / units if units else math.nan, "grad_norm": self.last_norm,
-                "skipped": False, "staleness_mean": float(np.mean(stale)),
+                "skipped": not units, "staleness_mean": float(np.mean(stale)),
                 "staleness_max": int(max(stale)), "version": self.version,
                 "busy": [round(self.busy[s], 4) for s in sorted(self.busy)]}
 
@@ -126,6 +127,9 @@ class Server:
         self._purge()
 
     def _handle(self, w: int, h: Header) -> None:
+        if h.kind != ACQUIRE and h.clock != self.clock[w]:
+            raise ProtocolError(f"worker rank {w} sent clock {h.clock}; server {self.s} "
+                                f"expected {self.clock[w]}")
         if h.kind == ACQUIRE:
             self.waiting.append(w)
         elif h.kind == LEAVE:
@@ -136,9 +140,6 @@ class Server:
                                     f"rank {w}, which sent {h.pushes}: an update was lost")
             self.active.discard(w)
         else:
-            if h.clock != self.clock[w]:
-                raise ProtocolError(f"worker rank {w} sent clock {h.clock}; server {self.s} "
-                                    f"expected {self.clock[w]}")
             if h.units:
                 self.losses[h.clock][0] += h.mean * h.units
                 self.losses[h.clock][1] += h.units
@@ -189,7 +190,8 @@ class Server:
         grad, loss = combine([g for g, _, _ in pushes], [h.mean for _, h, _ in pushes],
                              [h.units for _, h, _ in pushes])
         squares = np.array([(grad.astype("float64") ** 2).sum()])
-        collectives.all_reduce_(self.ps.group, squares)  # every server completes clocks in order
+        if self.ps.servers > 1:  # every server completes the clocks in the same order
+            collectives.all_reduce_(self.ps.group, squares)
         self._update(grad, loss, pushes[0][1].lr, math.sqrt(squares[0]),
                      [self.version - read for _, _, read in pushes])
 

@@ -12,7 +12,8 @@ class SSPParameterServer(ParameterServer):
     A worker that finished clock c may start clock c + 1 once the slowest has finished
     c + 1 − τ clocks (Ho et al. 2013, §3: reads see every update older than c − τ), so the
     gradients in an update are at most τ updates stale. τ = 0 is the synchronous server, update
-    for update; an unbounded τ is :class:`~.downpour.AsyncParameterServer`."""
+    for update. The far end of the spectrum, where nobody waits and each push is applied the
+    moment it arrives, is :class:`~.downpour.AsyncParameterServer`."""
 
     def __init__(self, *args, staleness: int, **kwargs):
         if staleness < 0:
