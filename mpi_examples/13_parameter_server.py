@@ -103,6 +103,7 @@ def synchronous(comm, say):
         whole = one.state_dict()
         servers = max(float(np.abs(state["model"][k] - whole[k]).max()) for k in whole)
         same = sorted(state["model"]) == sorted(whole) and max(servers, worst) < 1e-12
+        assert same, f"the synchronous server left one device: {max(servers, worst)}"
         print(f"  after {SYNC_STEPS} steps, max |θ − one device's θ|: servers' ranges joined "
               f"{servers:.1e}, workers' pulled copies {worst:.1e}")
         print(f"  every parameter equals one device's (to 1e-12): {'yes' if same else 'NO'}",

@@ -52,8 +52,8 @@ def count_fn(rows):
 
 
 def run(comm, name, build, say):
-    """Train with ``build(model, optimizer, loss, count, comm)``; rank 0 prints the report and
-    returns (report, held-out loss at the start and at the end)."""
+    """Train with ``build(model, make_optimizer, loss, count, comm)``; rank 0 prints the servers'
+    report, the workers' waits and the held-out loss before and after, and returns the report."""
     model = nn.MLP([FEATURES, CLASSES], np.random.default_rng(SEED), np.float64)
     slow = comm.rank == comm.size - 1
 
@@ -116,8 +116,8 @@ def main():
     print(f"\nupdates: Downpour one per push ({w} × {STEPS}); n_push 4: {w} × ⌈{STEPS}/4⌉ = "
           f"{w * pushes}; SSP one per clock ({STEPS}); warm start {WARMUP} + {w} × "
           f"{STEPS - WARMUP} = {warm['version']}")
-    print(f"SSP: staleness ≤ τ = {TAU}: {'yes' if bounded else 'NO'}; Downpour's straggler "
-          f"pushed gradients up to {max(downpour['staleness'])} updates stale", flush=True)
+    print(f"SSP: staleness ≤ τ = {TAU}: {'yes' if bounded else 'NO'}; Downpour, unbounded, "
+          f"reached {max(downpour['staleness'])} updates", flush=True)
 
 
 if __name__ == "__main__":
