@@ -10,11 +10,11 @@ if __name__ == "__main__":  # one thread per library, set before NumPy and PyTor
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
-from . import branches, collectives, dp, pipeline, step, tensor  # noqa: E402
+from . import branches, collectives, dp, pipeline, ps, step, tensor  # noqa: E402
 
 # name → module with add_arguments(parser) and run(args) -> exit code
 BENCHMARKS = {"step": step, "collectives": collectives, "dp": dp, "pipeline": pipeline,
-              "branches": branches, "tensor": tensor}
+              "branches": branches, "tensor": tensor, "ps": ps}
 
 
 def main(argv=None) -> int:

@@ -16,8 +16,7 @@ LEVELS = (0.5, 0.8, 0.95)  # loss levels: this share of the way to the best fina
 def protocol_bytes(k: int, itemsize: int, servers: int, workers: int, steps: int) -> list[int]:
     """Bytes each server receives and sends when every worker pushes and pulls every step: per
     step and worker a header, its gradient range and the parameters back (2·K_s·itemsize), then
-    each worker's leave header (server.py's count; server 0 also counts the other servers'
-    stats messages that have reached it)."""
+    each worker's leave header (server.py's count)."""
     return [steps * workers * (2 * (stop - start) * itemsize + HEADER_BYTES)
             + workers * HEADER_BYTES for start, stop in bounds(k, servers)]
 
@@ -69,25 +68,32 @@ def speed_rows(results: dict, steps: int) -> list[dict]:
 
 def _worker_stats(rank: dict) -> dict:
     seconds = rank["ends_s"][-1]
-    waits = [m["wait_s"] for m in rank["metrics"] if "wait_s" in m]
+    waits = rank["metrics"].get("wait_s", [])
     return {"steps_per_s": len(rank["ends_s"]) / seconds,
             "wait_ms": 1e3 * statistics.mean(waits) if waits else None,
             "wait_share": sum(waits) / seconds if waits else None}
 
 
+def staleness(report: dict) -> tuple[dict[int, int], float, int]:
+    """Server 0's histogram {staleness: pushes}, its mean and its max."""
+    hist = {int(s): n for s, n in report["staleness"].items()}
+    return hist, sum(s * n for s, n in hist.items()) / max(sum(hist.values()), 1), \
+        max(hist, default=0)
+
+
 def staleness_rows(runs: dict, names: dict) -> list[dict]:
-    """Per contender: its updates and pushes, the staleness of the pushes (mean, max,
-    histogram) from server 0's report, the server's busy fraction and the run's length."""
+    """Per contender: its updates, the pushes applied and those the workers sent (one per
+    step), the staleness of the pushes (mean, max, histogram) from server 0's report, the
+    server's busy fraction and the run's length."""
     rows = []
     for key, ranks in runs.items():
         report = ranks[0]["report"]
-        hist = {int(s): n for s, n in report["staleness"].items()}
+        hist, mean, most = staleness(report)
         seconds = max(r["ends_s"][-1] for r in ranks)
         rows.append({"contender": names[key], "key": key, "updates": report["version"],
                      "pushes": report["pushes"], "sent": sum(len(r["ends_s"]) for r in ranks
                                                              if r["worker"] is not None),
-                     "mean": sum(s * n for s, n in hist.items()) / max(sum(hist.values()), 1),
-                     "max": max(hist, default=0),
+                     "mean": mean, "max": most,
                      "histogram": " ".join(f"{s}:{n}" for s, n in sorted(hist.items())),
                      "staleness": hist, "busy": max(report["busy"]), "seconds": seconds,
                      "updates_per_s": report["version"] / seconds})
@@ -112,26 +118,36 @@ def curve(run: dict, steps: int) -> list[tuple[float, float]]:
 def training_curve(run: dict) -> list[tuple[float, float]]:
     """(seconds, server 0's loss of that clock over every worker's units) per step."""
     server = run["ranks"][0]
-    return [(t, m["loss"]) for t, m in zip(server["ends_s"], server["metrics"])
-            if not math.isnan(m["loss"])]
+    return [(t, loss) for t, loss in zip(server["ends_s"], server["metrics"]["loss"])
+            if not math.isnan(loss)]
 
 
-def loss_levels(result: dict, steps: int) -> list[float]:
+def run_seconds(run: dict) -> float:
+    """From the aligned start to the last worker's last step."""
+    return max(r["ends_s"][-1] for r in run["ranks"] if r["worker"] is not None)
+
+
+def fastest(runs: dict) -> dict:
+    """Each contender's shortest run of its rounds: the one least disturbed by other load."""
+    return {key: min(rounds, key=run_seconds) for key, rounds in runs.items()}
+
+
+def loss_levels(runs: dict, initial: float, steps: int) -> list[float]:
     """The initial held-out loss minus each share in LEVELS of the best final drop."""
-    best = min(curve(run, steps)[-1][1] for run in result["runs"].values())
-    return [result["initial"] - q * (result["initial"] - best) for q in LEVELS]
+    best = min(curve(run, steps)[-1][1] for run in runs.values())
+    return [initial - q * (initial - best) for q in LEVELS]
 
 
-def loss_rows(result: dict, steps: int, names: dict) -> list[dict]:
-    """Per contender: updates applied, the run's length, the final held-out loss, the first
-    evaluation at or below each level (seconds), the staleness, each worker's steps/s."""
-    levels, rows = loss_levels(result, steps), []
-    for key, run in result["runs"].items():
+def loss_rows(runs: dict, levels: list[float], steps: int, names: dict) -> list[dict]:
+    """Per contender's run: updates applied, the run's length, the final held-out loss, the
+    first evaluation at or below each level (seconds), the staleness, each worker's steps/s."""
+    rows = []
+    for key, run in runs.items():
         points, ranks = curve(run, steps), run["ranks"]
         report = ranks[0]["report"]
         workers = [r for r in ranks if r["worker"] is not None]
         row = {"contender": names[key], "updates": report["version"] if report else steps,
-               "seconds": max(r["ends_s"][-1] for r in workers), "final": points[-1][1],
+               "seconds": run_seconds(run), "final": points[-1][1],
                "stale_mean": None, "stale_max": None,
                "slowed_steps_per_s": next(_worker_stats(r)["steps_per_s"] for r in workers
                                           if r["slowed"]),
@@ -140,8 +156,6 @@ def loss_rows(result: dict, steps: int, names: dict) -> list[dict]:
         for i, level in enumerate(levels):
             row[f"level{i}"] = next((t for t, loss in points if loss <= level), None)
         if report:
-            hist = {int(s): n for s, n in report["staleness"].items()}
-            row["stale_mean"] = sum(s * n for s, n in hist.items()) / max(sum(hist.values()), 1)
-            row["stale_max"] = max(hist, default=0)
+            _, row["stale_mean"], row["stale_max"] = staleness(report)
         rows.append(row)
     return rows

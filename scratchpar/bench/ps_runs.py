@@ -15,6 +15,7 @@ from .collectives_worker import sync
 from .sleep_stage import pause
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
+KEPT = ("loss", "wait_s", "staleness_mean", "staleness_max", "version")  # of the step metrics
 
 
 def build(spec: dict, model, loss_fn, count_fn, comm):
@@ -46,20 +47,23 @@ def free_run(comm, make, batch_of, steps: int, slowed_s: float, on_servers=None,
     then its shutdown and close. The slowed worker sleeps ``slowed_s`` after each step (a traced
     region "slowed"). ``on_servers(k, strategy)`` runs on every server after step k (k = steps:
     after the shutdown). Rank 0 returns every rank's record: its role, the end of each step (s
-    from the aligned start), its step metrics, the report (server 0) and, with ``trace``, its
-    traced regions; the other ranks return None."""
+    from the aligned start), its step metrics (``KEPT``, a list each), the report (server 0)
+    and, with ``trace``, its traced regions; the other ranks return None."""
     comm.tracer = tracer = Tracer(comm.rank)  # before the strategy: its dup shares the tracer
     strategy = make()
     worker = comm.rank - strategy.servers
-    slowed = worker == SLOWED
+    slowed = worker == SLOWED and slowed_s > 0
     tracer.align(lambda: sync(comm))
-    ends, metrics = [], []
+    ends, metrics = [], {}
     for k in range(steps):
-        metrics.append(strategy.step(batch_of(k)))
+        step = strategy.step(batch_of(k))
+        for key in KEPT:
+            if key in step:
+                metrics.setdefault(key, []).append(round(step[key], 6))
         if slowed:
             with tracer.region("slowed", "compute"):
                 pause(slowed_s)
-        ends.append(tracer.now() * 1e-9)
+        ends.append(round(tracer.now() * 1e-9, 6))
         if on_servers is not None and strategy.is_server:
             on_servers(k, strategy)
     report = strategy.shutdown() if isinstance(strategy, ps.ParameterServer) else None

@@ -39,15 +39,16 @@ CONFIG_HELP = ('"part": bottleneck | staleness | loss, and that part\'s settings
 
 
 def stand_in(cfg: dict) -> StandIn:
+    """A fresh stand-in of the part's MLP (seed 0), sleeping its calibrated time."""
     return StandIn(cfg["sizes"], cfg["per_row_s"], cfg["forward_share"])
 
 
 def bottleneck(comm, cfg: dict) -> dict:
-    """Median ms per step of the synchronous server at each S and of DataParallel (one bucket
-    of all K gradients) in turns; the family's server at τ = 0 back to back (its report: bytes,
-    busy); and this world's bytes per rank of a ring all-reduce of K elements."""
+    """Median seconds per step of the synchronous server at each S and of DataParallel (one
+    bucket of all K gradients) in turns; the family's server at τ = 0 back to back (its
+    report: bytes, busy); and this world's bytes per rank of a ring all-reduce of K elements."""
     batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
-    servers = [s for s in cfg["servers"] if s < comm.size]
+    servers = [s for s in cfg["server_counts"] if s < comm.size]
     spec = {"lr": cfg["lr"]}
     contenders, live = {}, []
     for s in servers:
@@ -120,7 +121,8 @@ def timeline(ranks: list[dict], path: str, steps: int) -> str:
 def loss_time(comm, cfg: dict) -> dict:
     """Each contender trains a fresh GPT (seed 0) on the same batches at the same rate, the
     first worker slowed 2×; every ``eval_every`` steps and after the shutdown, server 0 takes
-    the servers' parameters and evaluates the held-out loss."""
+    the servers' parameters and evaluates the held-out loss. The contenders run ``rounds``
+    times, in reverse order every other round (a burst of load then hits each alike)."""
     data = SyntheticLanguage(cfg["vocab"], cfg["order"], cfg["seq"], seed=0)
     task = Task(data, None, "tok")
 
@@ -138,8 +140,9 @@ def loss_time(comm, cfg: dict) -> dict:
     def held_out(model, n_batches: int) -> float:
         return Task(data, model, "tok").evaluate(n_batches, cfg["eval_rows"])
 
-    runs = {}
-    for spec in cfg["contenders"]:
+    runs = {spec["name"]: [] for spec in cfg["contenders"]}
+    order = cfg["contenders"]
+    for spec in [spec for r in range(cfg["rounds"]) for spec in (order[::-1] if r % 2 else order)]:
         evals = []
 
         def on_servers(k: int, strategy, evals=evals):
@@ -156,7 +159,7 @@ def loss_time(comm, cfg: dict) -> dict:
             task.loss, task.count, comm), batches.__getitem__, cfg["steps"], slowed_s,
             on_servers)
         if ranks is not None:
-            runs[spec["name"]] = {"ranks": ranks, "evals": evals}
+            runs[spec["name"]].append({"ranks": ranks, "evals": evals})
     first = held_out(gpt(), cfg["eval_batches"]) if comm.rank == 0 else None
     return {"world_size": comm.size, "slowed_s": slowed_s, "floor": data.entropy_floor(),
             "initial": first, "runs": runs}

@@ -54,7 +54,7 @@ class Server:
         self.waiting, self.holder = deque(), None  # the lock (locked mode)
         self.version, self.served, self.last_norm = 0, 0, 0.0
         self.staleness, self.recent = Counter(), []  # the run's histogram, this step's values
-        self.start, self.idle = time.perf_counter(), 0.0
+        self.serving, self.idle = 0.0, 0.0  # seconds in _serve_until, and waiting there
         self.sends: list = []  # (request, buffer) until the send completes
         self.moved = 0  # bytes received and sent by this server, headers included
         self.inbox = {w: self._post(w, HEADER) for w in workers}
@@ -112,6 +112,7 @@ class Server:
 
     # -- serving ----------------------------------------------------------------------------------
     def _serve_until(self, done) -> None:
+        begin = time.perf_counter()
         while not done():
             keys = list(self.inbox)
             start = time.perf_counter()
@@ -119,12 +120,13 @@ class Server:
             self.idle += time.perf_counter() - start
             key = keys[i]
             buf, _ = self.inbox.pop(key)
-            self.moved += buf.nbytes
-            if isinstance(key, tuple):
+            if isinstance(key, tuple):  # bookkeeping between servers, not the protocol's bytes
                 self._stats(key[1], buf)
             else:
+                self.moved += buf.nbytes
                 self._handle(key, Header.unpack(buf))
         self._purge()
+        self.serving += time.perf_counter() - begin
 
     def _handle(self, w: int, h: Header) -> None:
         if h.kind != ACQUIRE and h.clock != self.clock[w]:
@@ -214,8 +216,9 @@ class Server:
 
     # -- busy fractions and bytes: every server's, reported to server 0 ----------------------------
     def _fraction(self) -> float:
-        wall = time.perf_counter() - self.start
-        return 1.0 - self.idle / wall if wall > 0 else 0.0
+        """The share of its serving time this server spent handling messages, not waiting
+        (time outside ``step`` and ``shutdown``, the loop's own, does not count)."""
+        return 1.0 - self.idle / self.serving if self.serving > 0 else 0.0
 
     def _report(self, final: bool) -> None:
         self.busy[self.s], self.bytes[self.s] = self._fraction(), self.moved
