@@ -119,3 +119,16 @@ def test_a_diverging_worker_ends_the_job_with_exit_3(tmp_path):
                          "--metrics", str(tmp_path / "m.jsonl")], timeout=60)
     assert result.returncode == 3, result.stderr
     assert re.search(r"scratchpar.train: rank [12]: training diverged: steps", result.stderr)
+
+
+def test_the_synchronous_server_resumes_bit_identically(tmp_path):
+    flags = ["--strategy", "ps", "--servers", "2"]
+    train(4, tmp_path, "straight", *flags, "--save", str(tmp_path / "straight"))
+    train(4, tmp_path, "first", *flags, "--stop-after", "3", "--save", str(tmp_path / "resumed"))
+    train(4, tmp_path, "second", *flags, "--resume", str(tmp_path / "resumed"),
+          "--save", str(tmp_path / "resumed"))
+    want, got = (load_checkpoint(tmp_path / name)[0] for name in ("straight", "resumed"))
+    for part in ("model", "optim"):
+        assert got[part].keys() == want[part].keys()
+        for name, value in want[part].items():
+            assert got[part][name].tobytes() == value.tobytes(), (part, name)
