@@ -1,4 +1,4 @@
-"""The synchronous parameter server on real ranks equals one device: losses, gradient norms and
+"""The synchronous parameter server on real ranks equals one device: losses, gradients and
 every parameter after three steps, on the workers (which pulled them) and on the servers (their
 key ranges), for every split of the world into 1–2 servers and at least one worker."""
 
@@ -45,11 +45,16 @@ def parameter_server(comm, kind: str, seed: int, servers: int, adam: bool, clip:
 def test_three_synchronous_steps_equal_three_single_device_steps(comm, kind, servers, adam,
                                                                  clip, extra, seed):
     ps, model, single, one = parameter_server(comm, kind, seed, servers, adam, clip)
-    got, want = [], []
+    got, want, grads = [], [], []
     for step in range(3):
         batch = make_batch(kind, ps.workers + extra + step, seed + step)
         got.append(ps.step(batch))
         want.append(single.step(batch))
+        if ps.is_server:  # the combined (and clipped) gradient of this server's range
+            grads.append((host(ps.flat.grad).copy(), ps.ranges.gather(
+                [host(p.grad) for p in one.parameters()], comm.rank)))
+    for g, w in grads:
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-14)
     for g, w in zip(got, want):
         np.testing.assert_allclose([g["loss"], g["grad_norm"]], [w["loss"], w["grad_norm"]],
                                    rtol=1e-10)
