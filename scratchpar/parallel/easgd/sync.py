@@ -1,0 +1,115 @@
+"""Synchronous EASGD: every τ steps the ranks all-reduce their elastic differences (Zhang et al.
+2015, §3, eqs. 1–2, with the communication period τ of §4)."""
+
+from __future__ import annotations
+
+import math
+
+from ...backend import get_array_module, to_device
+from ...comm import collectives
+from ...comm.buckets import Buckets
+from ...comm.states import gather_states
+from ...data.shard import shard
+from ...optim import guarded_step, skipped
+from ...optim.clip import grad_norm_array
+from ...optim.guard import read_scalars
+
+
+class SyncEASGD:
+    """Each rank is a worker with its own parameters xⁱ, stepping on its shard of the global
+    batch; every rank also holds the centre x̃, the same on all. With α = ηρ (η the step's rate),
+    at every step t with t mod τ = 0, before the gradient step and from the same xⁱₜ:
+
+        xⁱ ← xⁱ − α (xⁱ − x̃)           (eq. 1, the elastic term)
+        x̃  ← x̃ + α Σᵢ (xⁱ − x̃)        (eq. 2; one all-reduce of the differences)
+
+    and then xⁱ ← xⁱ − η ∇fⁱ(xⁱₜ), the gradient taken before the exchange, so a step is eq. 1
+    exactly. ρ = 0 leaves every worker an independent SGD. The local optimizer is the run's: with
+    Nesterov momentum δ it is EAMSGD (Algorithm 2), in PyTorch's form of the look-ahead. The
+    centre is the model that is evaluated and checkpointed (``gather_model``, ``state_dict``).
+    """
+
+    lockstep = True
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, tau: int,
+                 grad_clip: float = 0.0, bucket_bytes: int = 1 << 20):
+        if not rho >= 0 or tau < 1:
+            raise ValueError(f"EASGD needs ρ ≥ 0 and τ ≥ 1, got ρ = {rho} and τ = {tau}")
+        self.model, self.optimizer, self.loss_fn, self.count_fn = model, optimizer, loss_fn, \
+            count_fn
+        self.comm, self.rho, self.tau, self.grad_clip = comm, rho, tau, grad_clip
+        self.params = model.parameters()
+        for p in self.params:  # every worker and the centre start from rank 0's weights
+            collectives.broadcast_(comm, p.data)
+        self.centre = [p.data.copy() for p in self.params]  # x̃
+        self.plan = Buckets([p.data for p in self.params], bucket_bytes)
+        self.steps = 0  # t
+
+    def step(self, global_batch) -> dict:
+        """One step of every worker: ``{"loss": mean over the global batch, "grad_norm": this
+        worker's, "skipped"}``; a step is skipped on every rank if any rank's loss or gradient is
+        not finite (one small all-reduce gives the loss and that verdict)."""
+        batch = shard(global_batch, self.comm.rank, self.comm.size)
+        self.optimizer.zero_grad()
+        loss = self.loss_fn(self.model, batch)  # the mean over this worker's units
+        loss.backward()
+        xp = get_array_module(loss.data)
+        norm = grad_norm_array(self.params)
+        n = xp.asarray(self.count_fn(batch), dtype="float64")
+        totals = xp.stack([loss.data.astype("float64") * n, n, xp.asarray(norm, "float64")])
+        reduced = collectives.all_reduce_(self.comm, totals)  # [Σ Lᵢnᵢ, N, Σ‖gᵢ‖]
+        loss_sum, units, norms, norm = read_scalars(*reduced, norm)
+        mean = loss_sum / max(units, 1.0)
+        t, self.steps = self.steps, self.steps + 1
+        if not math.isfinite(norms + mean):
+            return skipped(mean, norm)
+        if t % self.tau == 0:
+            self.exchange(self.optimizer.lr * self.rho)
+        return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
+
+    def exchange(self, alpha: float) -> None:
+        """The elastic moves of eqs. 1–2, from this step's xⁱ and x̃, on every rank alike."""
+        diffs = [p.data - c for p, c in zip(self.params, self.centre)]  # xⁱ − x̃
+        self.plan.pack(diffs)
+        total = self.plan.finish(self.plan.start_all(self.comm))  # Σᵢ (xⁱ − x̃)
+        for p, c, d, s in zip(self.params, self.centre, diffs, total):
+            p.data -= alpha * d  # eq. 1: xⁱ ← xⁱ − α (xⁱ − x̃)
+            c += alpha * s  # eq. 2: x̃ ← x̃ + α Σᵢ (xⁱ − x̃)
+
+    def gather_model(self) -> None:
+        """The model becomes the centre x̃ (every rank holds it): what is evaluated."""
+        for p, c in zip(self.params, self.centre):
+            get_array_module(p.data).copyto(p.data, c)
+
+    # -- checkpoints: the centre under the model's names, every worker beside it ------------------
+    def state_dict(self) -> dict | None:
+        """Collective: on rank 0, ``"model"`` = the centre (so any strategy resumes from the
+        consensus), ``"optim"`` = worker 0's optimizer, ``"worker{r}.model"`` and (r > 0)
+        ``"worker{r}.optim"`` for every worker, and ``"easgd"``: t and the world size."""
+        xp, what = get_array_module(self.centre[0]), "EASGD worker states"
+        models = gather_states(self.comm, self.model.state_dict(), xp, what)
+        optims = gather_states(self.comm, self.optimizer.state_dict(), xp, what)
+        if self.comm.rank != 0:
+            return None
+        names = [name for name, _ in self.model.named_parameters()]
+        state = {"model": dict(zip(names, self.centre)), "optim": optims[0],
+                 "easgd": {"steps": self.steps, "world": self.comm.size}}
+        for r in range(self.comm.size):
+            state[f"worker{r}.model"] = models[r]
+            if r:
+                state[f"worker{r}.optim"] = optims[r]
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """At the world size that saved it, worker r and the centre continue exactly; from any
+        other checkpoint (another world, another strategy) every worker starts at the saved
+        model, which becomes the centre, with worker 0's optimizer state (or the saved one)."""
+        meta = state.get("easgd", {})
+        r = self.comm.rank
+        same = int(meta.get("world", 0)) == self.comm.size
+        self.model.load_state_dict(state[f"worker{r}.model"] if same else state["model"])
+        self.optimizer.load_state_dict(state[f"worker{r}.optim"] if same and r else state["optim"])
+        centre = state["model"]
+        for c, (name, _) in zip(self.centre, self.model.named_parameters()):
+            get_array_module(c).copyto(c, to_device(centre[name], dtype=c.dtype))
+        self.steps = int(meta.get("steps", 0)) if same else 0
