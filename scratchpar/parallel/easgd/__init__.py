@@ -1,6 +1,7 @@
 """Elastic averaging SGD: workers pulled toward a centre variable, the centre toward them (Zhang,
 Choromanska & LeCun 2015)."""
 
+from .round_robin import RoundRobinEASGD
 from .sync import SyncEASGD
 
-__all__ = ["SyncEASGD"]
+__all__ = ["RoundRobinEASGD", "SyncEASGD"]

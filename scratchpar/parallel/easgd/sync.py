@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import math
 
-from ...backend import get_array_module, to_device
+from ...backend import get_array_module
 from ...comm import collectives
 from ...comm.buckets import Buckets
-from ...comm.states import gather_states
 from ...data.shard import shard
 from ...optim import guarded_step, skipped
 from ...optim.clip import grad_norm_array
 from ...optim.guard import read_scalars
+from .state import ElasticState
 
 
-class SyncEASGD:
+class SyncEASGD(ElasticState):
     """Each rank is a worker with its own parameters xⁱ, stepping on its shard of the global
     batch; every rank also holds the centre x̃, the same on all. With α = ηρ (η the step's rate),
     at every step t with t mod τ = 0, before the gradient step and from the same xⁱₜ:
@@ -80,36 +80,3 @@ class SyncEASGD:
         """The model becomes the centre x̃ (every rank holds it): what is evaluated."""
         for p, c in zip(self.params, self.centre):
             get_array_module(p.data).copyto(p.data, c)
-
-    # -- checkpoints: the centre under the model's names, every worker beside it ------------------
-    def state_dict(self) -> dict | None:
-        """Collective: on rank 0, ``"model"`` = the centre (so any strategy resumes from the
-        consensus), ``"optim"`` = worker 0's optimizer, ``"worker{r}.model"`` and (r > 0)
-        ``"worker{r}.optim"`` for every worker, and ``"easgd"``: t and the world size."""
-        xp, what = get_array_module(self.centre[0]), "EASGD worker states"
-        models = gather_states(self.comm, self.model.state_dict(), xp, what)
-        optims = gather_states(self.comm, self.optimizer.state_dict(), xp, what)
-        if self.comm.rank != 0:
-            return None
-        names = [name for name, _ in self.model.named_parameters()]
-        state = {"model": dict(zip(names, self.centre)), "optim": optims[0],
-                 "easgd": {"steps": self.steps, "world": self.comm.size}}
-        for r in range(self.comm.size):
-            state[f"worker{r}.model"] = models[r]
-            if r:
-                state[f"worker{r}.optim"] = optims[r]
-        return state
-
-    def load_state_dict(self, state: dict) -> None:
-        """At the world size that saved it, worker r and the centre continue exactly; from any
-        other checkpoint (another world, another strategy) every worker starts at the saved
-        model, which becomes the centre, with worker 0's optimizer state (or the saved one)."""
-        meta = state.get("easgd", {})
-        r = self.comm.rank
-        same = int(meta.get("world", 0)) == self.comm.size
-        self.model.load_state_dict(state[f"worker{r}.model"] if same else state["model"])
-        self.optimizer.load_state_dict(state[f"worker{r}.optim"] if same and r else state["optim"])
-        centre = state["model"]
-        for c, (name, _) in zip(self.centre, self.model.named_parameters()):
-            get_array_module(c).copyto(c, to_device(centre[name], dtype=c.dtype))
-        self.steps = int(meta.get("steps", 0)) if same else 0

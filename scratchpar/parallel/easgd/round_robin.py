@@ -1,0 +1,102 @@
+"""Round-robin EASGD: a CPU master serves G workers in turn (seed 001's Algorithm 1, on Zhang et
+al. 2015's eqs. 1–2)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...backend import get_array_module, to_device, to_host
+from ...optim import guarded_step, skipped
+from ...optim.clip import grad_norm_array
+from ...optim.guard import read_scalars
+from .state import ElasticState
+
+CENTRE, SAMPLES, WEIGHTS, REPORT = 1, 2, 3, 4  # tags; SAMPLES + k carries the batch's k-th array
+
+
+class RoundRobinEASGD(ElasticState):
+    """Rank 0 is the master: it holds the centre W̄ on the host (NumPy, whatever device the
+    workers use) and, at step t, picks worker j = t mod G (rank 1 + j), sends it the step's
+    samples and W̄ₜ, and takes its weights Wᵗʲ back. Worker j computes its gradient at Wᵗʲ,
+    moves by eq. 1, Wʲ ← Wᵗʲ − ηρ (Wᵗʲ − W̄ₜ) − η ∇f(Wᵗʲ) (elastic term, then its optimizer's
+    step), and the master by eq. 2 with one worker, W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ). The other
+    workers wait for their turn, so every step is one worker's: a sequential algorithm that an
+    emulation on one process reproduces bit for bit."""
+
+    lockstep = False  # only the master and worker j see step t's loss
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float,
+                 grad_clip: float = 0.0):
+        if comm.size < 2 or not rho >= 0:
+            raise ValueError(f"round-robin EASGD needs a master and a worker (2 ranks or more) "
+                             f"and ρ ≥ 0; got {comm.size} rank(s) and ρ = {rho}")
+        self.model, self.optimizer, self.loss_fn, self.count_fn = model, optimizer, loss_fn, \
+            count_fn
+        self.rho, self.grad_clip, self.workers = rho, grad_clip, comm.size - 1
+        self.comm = comm.dup(name="easgd round-robin")
+        self.params = model.parameters()
+        self.centre = [to_host(p.data).copy() for p in self.params]  # W̄, the master's (host)
+        self.steps = 0  # t
+        self.last = {"loss": math.nan, "grad_norm": math.nan, "skipped": False}
+
+    def step(self, batch) -> dict:
+        t, self.steps = self.steps, self.steps + 1
+        turn = 1 + t % self.workers  # rank of worker j = t mod G
+        if self.comm.rank == 0:
+            return self._serve(batch, turn)
+        return self._work(batch) if self.comm.rank == turn else self.last
+
+    def _serve(self, batch, turn: int) -> dict:
+        arrays = batch if isinstance(batch, tuple) else (batch,)
+        sends = [self.comm.isend(np.ascontiguousarray(to_host(a)), turn, SAMPLES + 1 + k)
+                 for k, a in enumerate(arrays)]  # the master hands out the samples
+        sends += [self.comm.isend(c, turn, CENTRE) for c in self.centre]
+        weights = [np.empty_like(c) for c in self.centre]
+        report = np.empty(4)  # [loss, units, ‖g‖, finite]
+        self.comm.wait_all(sends + [self.comm.irecv(w, turn, WEIGHTS) for w in weights]
+                           + [self.comm.irecv(report, turn, REPORT)])
+        alpha = self.optimizer.lr * self.rho
+        if report[3]:
+            for c, w in zip(self.centre, weights):
+                c += alpha * (w - c)  # eq. 2, one worker: W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ)
+        self.last = {"loss": float(report[0]), "grad_norm": float(report[2]),
+                     "skipped": not report[3]}
+        return self.last
+
+    def _work(self, batch) -> dict:
+        xp = get_array_module(self.params[0].data)
+        arrays = batch if isinstance(batch, tuple) else (batch,)
+        samples = [xp.empty_like(a) for a in arrays]  # shapes from this rank's own copy
+        centre = [xp.empty_like(p.data) for p in self.params]  # W̄ₜ
+        self.comm.wait_all([self.comm.irecv(s, 0, SAMPLES + 1 + k) for k, s in enumerate(samples)]
+                           + [self.comm.irecv(c, 0, CENTRE) for c in centre])
+        mine = [xp.ascontiguousarray(p.data).copy() for p in self.params]  # Wᵗʲ, before moving
+        given = tuple(samples) if isinstance(batch, tuple) else samples[0]
+        self.optimizer.zero_grad()
+        loss = self.loss_fn(self.model, given)
+        loss.backward()
+        mean, norm = read_scalars(loss.data, grad_norm_array(self.params))
+        finite = math.isfinite(mean) and math.isfinite(norm)
+        report = np.array([mean, float(self.count_fn(given)), norm, float(finite)])
+        sends = [self.comm.isend(w, 0, WEIGHTS) for w in mine] + [self.comm.isend(report, 0,
+                                                                                  REPORT)]
+        if finite:
+            alpha = self.optimizer.lr * self.rho
+            for p, c in zip(self.params, centre):
+                p.data -= alpha * (p.data - c)  # eq. 1's elastic term, from Wᵗʲ and W̄ₜ
+            self.last = guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
+        else:
+            self.last = skipped(mean, norm)
+        self.comm.wait_all(sends)
+        return self.last
+
+    def gather_model(self) -> None:
+        """Rank 0's model becomes the centre W̄ (what is evaluated)."""
+        if self.comm.rank == 0:
+            for p, c in zip(self.params, self.centre):
+                get_array_module(p.data).copyto(p.data, to_device(c, dtype=p.dtype))
+
+    def close(self) -> None:
+        self.comm.free()
