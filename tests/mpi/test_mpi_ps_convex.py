@@ -3,14 +3,11 @@ whose optimum L* the test computes by full-batch gradient descent, reaches withi
 serial SGD's full-data loss after the same samples (the same steps of the same global batches).
 """
 
-import numpy as np
 import pytest
-from device_helpers import host, on_device
+from convex_helpers import LR, batches, final_loss, optimum, problem, serial_run, task
 from mpi_helpers import shared_verdict
 
-from scratchpar import nn
 from scratchpar.optim import SGD
-from scratchpar.parallel import SingleDevice
 from scratchpar.parallel.ps import (
     AsyncParameterServer,
     LockedParameterServer,
@@ -18,9 +15,7 @@ from scratchpar.parallel.ps import (
     SyncParameterServer,
     SyncThenAsync,
 )
-from scratchpar.train.task import Task
 
-N, D, C, BATCH, STEPS, LR = 240, 5, 3, 24, 60, 0.5
 TOLERANCE = 0.03  # nats: each mode's full-data loss against serial SGD's (seen: ≤ 0.011)
 MODES = {"sync": (SyncParameterServer, {}), "locked": (LockedParameterServer, {}),
          "async": (AsyncParameterServer, {}),
@@ -29,59 +24,10 @@ MODES = {"sync": (SyncParameterServer, {}), "locked": (LockedParameterServer, {}
          "sync then async": (SyncThenAsync, {"warmup": 10})}
 
 
-def problem():
-    """N points in D dimensions, labels drawn from a softmax of a random linear model."""
-    gen = np.random.default_rng(11)
-    x = gen.standard_normal((N, D))
-    logits = x @ gen.standard_normal((D, C))
-    p = np.exp(logits - logits.max(1, keepdims=True))
-    p /= p.sum(1, keepdims=True)
-    y = np.array([gen.choice(C, p=row) for row in p])
-    return x, y
-
-
-def loss_of(w, b, x, y) -> float:
-    z = x @ w + b  # (N, C)
-    z = z - z.max(1, keepdims=True)
-    return float(np.mean(np.log(np.exp(z).sum(1)) - z[np.arange(len(y)), y]))
-
-
-def optimum(x, y) -> float:
-    """L*: full-batch gradient descent to convergence (the loss is convex, smooth)."""
-    w, b = np.zeros((D, C)), np.zeros(C)
-    for _ in range(3000):
-        z = x @ w + b
-        p = np.exp(z - z.max(1, keepdims=True))
-        p /= p.sum(1, keepdims=True)
-        p[np.arange(len(y)), y] -= 1.0  # ∂L/∂z · N
-        w, b = w - 1.0 * x.T @ p / len(y), b - 1.0 * p.mean(0)
-    return loss_of(w, b, x, y)
-
-
-def task() -> Task:
-    return Task(None, nn.MLP([D, C], np.random.default_rng(3), np.float64), "sample")
-
-
-def batches(x, y):
-    gen = np.random.default_rng(5)
-    for _ in range(STEPS):
-        rows = gen.choice(N, BATCH, replace=False)
-        yield on_device(x[rows], np.float64), on_device(y[rows])
-
-
-def final_loss(params, x, y) -> float:
-    weight, bias = (host(p) for p in params)
-    return loss_of(weight, bias, x, y)
-
-
 @pytest.fixture(scope="module")
 def serial():
     x, y = problem()
-    one = task()
-    single = SingleDevice(one.model, SGD(one.model.parameters(), LR), one.loss)
-    for batch in batches(x, y):
-        single.step(batch)
-    return final_loss([p.data for p in one.model.parameters()], x, y), optimum(x, y)
+    return serial_run(x, y), optimum(x, y)
 
 
 @pytest.mark.parametrize("mode", list(MODES))

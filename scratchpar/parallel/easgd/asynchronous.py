@@ -1,0 +1,141 @@
+"""Asynchronous EASGD: the centre on a master rank, each worker exchanging with it every τ of its
+own steps while the others go on (Zhang et al. 2015, Algorithm 1)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...backend import get_array_module, to_device, to_host
+from ...data.shard import shard
+from ...optim import guarded_step, skipped
+from ...optim.clip import grad_norm_array
+from ...optim.guard import read_scalars
+from ..ps.protocol import HEADER, LEAVE, STEP, Header
+from .state import ElasticState
+
+WEIGHTS, DIFFERENCE = 2, 3  # tags beside the header's
+
+
+class AsyncEASGD(ElasticState):
+    """Rank 0 is the master and holds the centre x̃ on the host; ranks 1 … W are workers, each
+    on its rows of the global batch. A worker at its step t computes ∇fⁱ(xⁱ) and, when
+    t mod τ = 0, sends xⁱ; the master answers in arrival order with d = xⁱ − x̃ and moves
+    x̃ ← x̃ + α d (eq. 2, one worker at a time), and the worker moves xⁱ ← xⁱ − α d (eq. 1's
+    elastic term, from the same x̃), then takes its optimizer's step. Every step the worker
+    sends the master a header (its loss, and whether an exchange follows), so the master's step
+    t ends once every worker still present has finished its step t; ``shutdown()`` ends the
+    protocol (each worker leaves, the master serves until all have)."""
+
+    lockstep = False  # a worker judges its own loss
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, tau: int,
+                 grad_clip: float = 0.0):
+        if comm.size < 2 or not rho >= 0 or tau < 1:
+            raise ValueError(f"asynchronous EASGD needs a master and a worker (2 ranks or more), "
+                             f"ρ ≥ 0 and τ ≥ 1; got {comm.size} rank(s), ρ = {rho}, τ = {tau}")
+        self.model, self.optimizer, self.loss_fn, self.count_fn = model, optimizer, loss_fn, \
+            count_fn
+        self.rho, self.tau, self.grad_clip, self.workers = rho, tau, grad_clip, comm.size - 1
+        self.comm = comm.dup(name="easgd")
+        self.params = model.parameters()
+        self.centre = [to_host(p.data).copy() for p in self.params]  # x̃ (the master's)
+        self.steps = self.exchanges = 0
+        if self.comm.rank == 0:
+            self.clock = dict.fromkeys(range(1, comm.size), 0)
+            self.losses: dict[int, list[float]] = {}
+            self.inbox = {w: self._post(w) for w in self.clock}
+
+    def _post(self, w: int):
+        buf = Header.buffer()
+        return buf, self.comm.irecv(buf, w, HEADER)
+
+    def step(self, global_batch) -> dict:
+        t, self.steps = self.steps, self.steps + 1
+        return self._serve_until(t) if self.comm.rank == 0 else self._work(global_batch, t)
+
+    # -- a worker ---------------------------------------------------------------------------------
+    def _work(self, global_batch, t: int) -> dict:
+        xp = get_array_module(self.params[0].data)
+        batch = shard(global_batch, self.comm.rank - 1, self.workers)
+        self.optimizer.zero_grad()
+        loss = self.loss_fn(self.model, batch)  # the mean over this worker's units
+        loss.backward()
+        mean, norm = read_scalars(loss.data, grad_norm_array(self.params))
+        finite = math.isfinite(mean) and math.isfinite(norm)
+        exchange = finite and t % self.tau == 0
+        self.exchanges += exchange
+        header = Header(STEP, t, mean if finite else 0.0,
+                        float(self.count_fn(batch)) if finite else 0.0, self.optimizer.lr,
+                        norm, grad=exchange, pushes=self.exchanges)
+        requests = [self.comm.isend(header.pack(), 0, HEADER)]
+        if exchange:
+            flat = xp.concatenate([p.data.reshape(-1) for p in self.params])  # xⁱ (K,)
+            diff = xp.empty_like(flat)
+            requests += [self.comm.isend(flat, 0, WEIGHTS), self.comm.irecv(diff, 0, DIFFERENCE)]
+        self.comm.wait_all(requests)
+        if not finite:
+            return skipped(mean, norm)
+        if exchange:
+            alpha, start = self.optimizer.lr * self.rho, 0
+            for p in self.params:
+                p.data -= alpha * diff[start:start + p.size].reshape(p.shape)  # eq. 1, elastic
+                start += p.size
+        return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
+
+    def _leave(self) -> None:
+        self.comm.wait_all([self.comm.isend(Header(LEAVE, self.steps,
+                                                   pushes=self.exchanges).pack(), 0, HEADER)])
+
+    # -- the master -------------------------------------------------------------------------------
+    def _serve_until(self, t: float) -> dict:
+        """Serve headers and exchanges in arrival order until every worker still present has
+        finished step t: ``{"loss"}`` of step t over every worker's units."""
+        while any(clock <= t for clock in self.clock.values()):
+            workers = list(self.inbox)
+            i = self.comm.wait_any([self.inbox[w][1] for w in workers])
+            w = workers[i]
+            h = Header.unpack(self.inbox.pop(w)[0])
+            if h.kind == LEAVE:
+                del self.clock[w]
+                continue
+            if h.grad:
+                self._exchange(w, h.lr * self.rho)
+            total = self.losses.setdefault(h.clock, [0.0, 0.0])
+            total[0] += h.mean * h.units
+            total[1] += h.units
+            self.clock[w] = h.clock + 1
+            self.inbox[w] = self._post(w)
+        total, units = self.losses.pop(t, (0.0, 0.0)) if math.isfinite(t) else (0.0, 0.0)
+        return {"loss": total / units if units else math.nan, "grad_norm": math.nan,
+                "skipped": not units}
+
+    def _exchange(self, w: int, alpha: float) -> None:
+        """Worker w's xⁱ in; d = xⁱ − x̃ out; x̃ ← x̃ + α d (eq. 2 with one worker)."""
+        theirs = np.empty(sum(c.size for c in self.centre), self.centre[0].dtype)  # (K,)
+        self.comm.recv(theirs, w, WEIGHTS)
+        diff, start = np.empty_like(theirs), 0
+        for c in self.centre:
+            d = theirs[start:start + c.size].reshape(c.shape) - c  # xⁱ − x̃
+            diff[start:start + c.size] = d.reshape(-1)
+            c += alpha * d
+            start += c.size
+        self.comm.send(diff, w, DIFFERENCE)
+        self.exchanges += 1
+
+    def shutdown(self) -> None:
+        """Workers leave; the master serves until every one has."""
+        if self.comm.rank == 0:
+            self._serve_until(math.inf)
+        else:
+            self._leave()
+
+    def gather_model(self) -> None:
+        """Rank 0's model becomes the centre x̃ (what is evaluated)."""
+        if self.comm.rank == 0:
+            for p, c in zip(self.params, self.centre):
+                get_array_module(p.data).copyto(p.data, to_device(c, dtype=p.dtype))
+
+    def close(self) -> None:
+        self.comm.free()
