@@ -183,3 +183,13 @@ def cross_entropy(logits, targets, ignore_index=-100, reduction="mean") -> Tenso
     return nn.CrossEntropy.apply(logits, _data(targets), ignore_index=ignore_index,
                                  reduction=reduction)
 
+
+def binary_cross_entropy_with_logits(logits, targets, reduction="mean") -> Tensor:
+    """Mean (or summed) logistic loss of logits against targets in [0, 1] (labels 0/1), with
+    ``log σ`` computed stably from the logits."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    if tuple(_data(targets).shape) != tuple(logits.shape):
+        raise ValueError(f"targets {tuple(_data(targets).shape)} must have the logits' shape "
+                         f"{tuple(logits.shape)}")
+    return nn.BinaryCrossEntropyWithLogits.apply(logits, _data(targets), reduction=reduction)

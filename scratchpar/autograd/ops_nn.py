@@ -1,4 +1,4 @@
-"""Fused neural-network ops: softmax, log-softmax, dropout, linear, layer norm, cross-entropy.
+"""Fused neural-network ops: softmax, log-softmax, dropout, linear, layer norm, cross-entropies.
 
 Each could be written from primitives; fusing gives one graph node and a hand-derived backward,
 which keeps the per-op overhead of the autograd small on the hot path.
@@ -159,3 +159,25 @@ class CrossEntropy(Function):
         grad[ctx.rows, ctx.safe] -= 1
         grad *= (ctx.valid * (g * ctx.scale)).astype(grad.dtype)[:, None]
         return grad, None
+
+
+class BinaryCrossEntropyWithLogits(Function):
+    """−[y·log σ(z) + (1−y)·log σ(−z)] of logits z against targets y in [0, 1], same shape.
+
+    Written as ``max(z, 0) − z·y + log(1 + e^−|z|)``, the two softplus terms folded into one
+    that never overflows; its gradient is ``σ(z) − y``. ``reduction="mean"`` divides by the
+    number of entries (none → loss 0), ``"sum"`` does not.
+    """
+
+    @staticmethod
+    def forward(ctx, logits, targets, reduction="mean"):
+        xp = get_array_module(logits)
+        y = targets.astype(logits.dtype)  # (N,) int labels or soft targets
+        losses = xp.maximum(logits, 0) - logits * y + xp.log1p(xp.exp(-xp.abs(logits)))  # (N,)
+        ctx.scale = 1.0 / max(logits.size, 1) if reduction == "mean" else 1.0
+        ctx.residual = 0.5 * (xp.tanh(0.5 * logits) + 1) - y  # (N,) σ(z) − y, σ stable
+        return xp.asarray(losses.sum() * ctx.scale, dtype=logits.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.residual * (g * ctx.scale).astype(ctx.residual.dtype), None

@@ -1,9 +1,12 @@
-"""Datasets whose batch ``step`` is a pure function of ``(seed, step)``: synthetic and text."""
+"""Datasets whose batch ``step`` is a pure function of ``(seed, step)``: synthetic, text, sparse."""
 
 from scratchpar.data.classification import SyntheticClassification
 from scratchpar.data.errors import DataError
+from scratchpar.data.ratings import LowRankRatings
 from scratchpar.data.shard import shard
+from scratchpar.data.sparse_logreg import SparseLogistic
 from scratchpar.data.synthetic import SyntheticLanguage
 from scratchpar.data.text import CharText
 
-__all__ = ["CharText", "DataError", "SyntheticClassification", "SyntheticLanguage", "shard"]
+__all__ = ["CharText", "DataError", "LowRankRatings", "SparseLogistic", "SyntheticClassification",
+           "SyntheticLanguage", "shard"]

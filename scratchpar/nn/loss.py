@@ -1,4 +1,4 @@
-"""Losses: classification cross-entropy and the padded language-modelling loss."""
+"""Losses: the padded language-modelling cross-entropy and the squared error of a regression."""
 
 from __future__ import annotations
 
@@ -29,3 +29,13 @@ def count_targets(batch):
     """How many targets of B (b, n+1) the language-modelling loss counts: a 0-d array on the
     batch's device (reading it on the host would wait for the device)."""
     return (batch[:, 1:] != PAD).sum()
+
+
+def half_squared_error(pred, target, reduction: str = "mean"):
+    """½ Σ (pred − target)² over predictions (B,) and targets (B,), divided by B for
+    ``"mean"`` (none → loss 0): the loss of a rating model, whose gradient is the residual."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    residual = pred - target.astype(pred.dtype)  # (B,)
+    scale = 0.5 / max(pred.size, 1) if reduction == "mean" else 0.5
+    return (residual * residual).sum() * scale

@@ -30,8 +30,9 @@ def opt(default, help: str, flag: str | None = None, choices: tuple | None = Non
 
 @dataclass(frozen=True)
 class ModelConfig:
-    kind: str = opt("gpt", "model to train", flag="--model",
-                    choices=("gpt", "lstm", "rnn", "mlp"))
+    kind: str = opt("gpt", "model to train (default: gpt, or the model a sparse source brings: "
+                           "logreg for sparse-logreg, factors for matrix-factorization)",
+                    flag="--model", choices=("gpt", "lstm", "rnn", "mlp", "logreg", "factors"))
     d_model: int = opt(64, "embedding / model width (gpt, lstm, rnn)")
     n_heads: int = opt(4, "attention heads (gpt)")
     n_layers: int = opt(2, "transformer blocks (gpt) or stacked recurrent layers (lstm, rnn)")
@@ -45,15 +46,23 @@ class ModelConfig:
 @dataclass(frozen=True)
 class DataConfig:
     source: str = opt("synthetic", "data source; --data PATH implies text",
-                      choices=("synthetic", "text", "classification"))
+                      choices=("synthetic", "text", "classification", "sparse-logreg",
+                               "matrix-factorization"))
     path: str | None = opt(None, "character-level text file to train on", flag="--data", kind=str)
     seq_len: int = opt(64, "tokens per sequence (language models)")
     vocab_size: int = opt(32, "synthetic language: vocabulary size, incl. PAD/BOS/EOS")
     order: int = opt(2, "synthetic language: Markov order of the source")
     mean_length: float = opt(20.0, "synthetic language: mean sentence length in words")
     concentration: float = opt(0.1, "synthetic language: Dirichlet concentration (low = peaked)")
-    n_features: int = opt(784, "classification: input features")
+    n_features: int = opt(784, "classification, sparse-logreg: input features")
     n_classes: int = opt(10, "classification: classes")
+    nnz: int = opt(8, "sparse-logreg: non-zero features per sample, at most half of them")
+    n_users: int = opt(200, "matrix-factorization: rows (users) of the ratings matrix")
+    n_items: int = opt(200, "matrix-factorization: columns (items) of the ratings matrix")
+    rank: int = opt(4, "matrix-factorization: rank of the true ratings matrix and of the "
+                       "model's factors")
+    noise: float = opt(0.1, "matrix-factorization: standard deviation σ of each rating's "
+                            "Gaussian noise; the loss floor is σ²/2")
 
 
 @dataclass(frozen=True)
@@ -260,12 +269,14 @@ def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
 def make_config(values: dict[str, dict], world_size: int = 1) -> Config:
     """Build a Config from per-section overrides and validate it for ``world_size`` ranks
     (raises ConfigError)."""
-    from .validate import validate
+    from .validate import OWN_MODEL, validate
 
     values = {s: dict(values.get(s, {})) for s in SECTIONS}
     problems = _type_problems(values)
     if problems:
         raise ConfigError(problems)
+    if values["data"].get("source") in OWN_MODEL:  # unless a model is named, the source's own
+        values["model"].setdefault("kind", OWN_MODEL[values["data"]["source"]])
     if values["optim"].get("warmup") is None:
         values["optim"]["warmup"] = default_warmup(values["train"].get("steps", TrainConfig.steps))
     config = Config(**{s: cls(**values[s]) for s, cls in SECTIONS.items()})

@@ -176,6 +176,7 @@ class Trainer:
         return {"step": self.step, "steps_run": steps, "eval_loss": finite_or_text(loss),
                 "floor": floor, "gap": None if floor is None else finite_or_text(loss - floor),
                 "skipped_steps": self.bad.total, "unit": self.task.unit,
+                "measure": self.task.measure,
                 "units_per_s": rate, "units_per_s_per_rank": rate / self.world,
                 "world": self.world, "elapsed_s": elapsed}
 
@@ -189,15 +190,19 @@ FLOOR_FOR_PERCENT = 1e-9  # nats: below it the gap is shown alone
 
 
 def format_summary(s: dict) -> str:
-    """One line: held-out loss, the entropy floor and the gap to it, and throughput."""
+    """One line: held-out loss, the floor (an entropy, where the loss is in nats) and the gap
+    to it, and throughput."""
     unit = "token" if s["unit"] == "tok" else "sample"
-    line = f"final: step {s['step']} · held-out loss {s['eval_loss']:.4f} nats/{unit}"
+    nats = s["measure"] == "nats"
+    floor = "entropy floor" if nats else "floor"
+    line = (f"final: step {s['step']} · held-out loss {s['eval_loss']:.4f} "
+            + (f"nats/{unit}" if nats else f"({s['measure']} per {unit})"))
     if s["floor"] is not None:
-        line += f" · entropy floor {s['floor']:.4f} · gap {s['gap']:+.4f}"
+        line += f" · {floor} {s['floor']:.4f} · gap {s['gap']:+.4f}"
         if s["floor"] > FLOOR_FOR_PERCENT:  # a percentage of a zero floor (clean labels) is noise
             line += f" ({100 * s['gap'] / s['floor']:.1f}% above)"
     else:
-        line += " · entropy floor unknown for this data"
+        line += f" · {floor} unknown for this data"
     line += f" · {s['units_per_s']:,.0f} {s['unit']}/s"
     if s["world"] > 1:
         line += f" ({s['units_per_s_per_rank']:,.0f} per rank × {s['world']})"

@@ -7,6 +7,8 @@ import os
 import resource
 from typing import NamedTuple
 
+from .validate import OWN_MODEL
+
 GiB, MiB = 1 << 30, 1 << 20
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
 NODE_BYTES = 1024  # Python objects per recorded op until backward ends (measured 600-750)
@@ -53,7 +55,7 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
                  backward, the most that backward holds at once, the graph's Python objects; or
                  the held-out evaluation of whole batches without a graph, if larger
     data         the source (a synthetic table and its CDF, a text's characters and ids, the
-                 classifier's teacher) and the batches drawn
+                 classifier's teacher, the sparse problems' truths) and the batches drawn
     checkpoint   a resumed checkpoint's arrays (its .npz files), held for the whole run
     runtime      modules and objects beyond the arrays, and the allocator's slack
     """
@@ -61,7 +63,11 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     s = 8 if t.dtype == "float64" else 4
     source = _data(cfg)
     rows = -(-t.batch_size // max(world_size, 1))  # rank 0's shard is the largest
-    if m.kind == "mlp":
+    if m.kind in OWN_MODEL.values():  # the sparse problems' models
+        from .memory_sparse import sparse_model
+
+        model = sparse_model(cfg, s, rows)
+    elif m.kind == "mlp":
         model = _mlp(cfg, s, rows)
     elif m.kind == "gpt":
         model = _gpt(cfg, s, source.vocab, rows)
@@ -169,6 +175,10 @@ def _draw(s: int, largest: int) -> int:
 
 def _data(cfg) -> Source:
     d, b, t = cfg.data, cfg.train.batch_size, cfg.data.seq_len
+    if d.source in OWN_MODEL:  # the sparse problems
+        from .memory_sparse import sparse_source
+
+        return sparse_source(cfg)
     if d.source == "classification":
         f, k = d.n_features, d.n_classes
         # the teacher's calibration sample, its hidden layer and two temporaries; its weights
@@ -280,16 +290,20 @@ def _advice(cfg, part: str) -> str:
     kind, source = cfg.model.kind, cfg.data.source
     if part == "data":
         return {"text": "train on a smaller --data file",
-                "classification": "lower --n-features or --batch-size"}.get(
+                "classification": "lower --n-features or --batch-size",
+                "sparse-logreg": "lower --n-features, --nnz or --batch-size",
+                "matrix-factorization": "lower --n-users, --n-items or --rank"}.get(
             source, "lower --vocab-size or --order")
     if part == "checkpoint":
         return "resume from a smaller checkpoint"
     if part == "runtime":
         return "free memory on this node, or raise the address-space limit (ulimit -v)"
-    flags = {"gpt": ["--d-model", "--n-layers"], "mlp": ["--hidden-sizes", "--n-features"]}.get(
-        kind, ["--d-model", "--d-hidden"])
+    flags = {"gpt": ["--d-model", "--n-layers"], "mlp": ["--hidden-sizes", "--n-features"],
+             "logreg": ["--nnz", "--n-features"], "factors": ["--n-users", "--n-items", "--rank"]
+             }.get(kind, ["--d-model", "--d-hidden"])
     if part == "activations":
-        flags = ["--batch-size", *(["--seq-len"] if kind != "mlp" else []), *flags]
+        flags = ["--batch-size", *(["--seq-len"] if kind in ("gpt", "lstm", "rnn") else []),
+                 *flags]
     return f"lower {', '.join(flags[:-1])} or {flags[-1]}"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,7 +11,13 @@ from .. import nn
 from ..autograd import functional as F
 from ..autograd import no_grad
 from ..backend import rng, to_device
-from ..data import CharText, SyntheticClassification, SyntheticLanguage
+from ..data import (
+    CharText,
+    LowRankRatings,
+    SparseLogistic,
+    SyntheticClassification,
+    SyntheticLanguage,
+)
 from ..device_rng import DeviceRandom
 
 EVAL_OFFSET = 2**40  # held-out batches are drawn at data positions no training run reaches
@@ -18,12 +25,19 @@ EVAL_OFFSET = 2**40  # held-out batches are drawn at data positions no training 
 
 @dataclass
 class Task:
+    """A language-modelling task (``unit`` "tok": batches B (b, n+1) of ids) or a per-sample
+    one (``unit`` "sample": a tuple of arrays, the model's inputs then the targets (b,), scored
+    by ``criterion(output, targets, reduction)``, a loss in ``measure`` per sample)."""
+
     dataset: object
     model: nn.Module
     unit: str  # what the loss is averaged over: "tok" or "sample"
+    criterion: Callable = F.cross_entropy  # a sample task's loss of (output, targets)
+    measure: str = "nats"  # what the loss counts: nats, or a regression's squared error
 
     def batch(self, step: int, batch_size: int):
-        """Global batch ``step`` on the device: B (b, n+1) ids, or (x (b, F), y (b,)), and its
+        """Global batch ``step`` on the device: B (b, n+1) ids, or (x (b, F), y (b,)), or
+        (idx (b, nnz), val (b, nnz), y (b,)), or (user (b,), item (b,), rating (b,)), and its
         units, counted on the host before the copy (counting on the device would be a sync)."""
         batch = self.dataset.batch(step, batch_size)
         units = int(self.count(batch))  # on the host: no wait
@@ -33,24 +47,25 @@ class Task:
     def loss(self, model, batch, reduction: str = "mean"):
         if self.unit == "tok":
             return nn.lm_loss(model, batch, reduction)
-        x, y = batch
-        return F.cross_entropy(model(x), y, reduction=reduction)
+        *inputs, targets = batch
+        return self.criterion(model(*inputs), targets, reduction=reduction)
 
     def split(self, batch):
         """(inputs, targets): what the model reads and what its output is scored against
-        (a pipeline's first stage takes the one, its last stage the other)."""
+        (a pipeline's first stage takes the one, its last stage the other): a pipelined sample
+        task's batch is (x, y)."""
         return nn.shift(batch) if self.unit == "tok" else batch
 
     def output_loss(self, out, targets, reduction: str = "mean"):
         """The loss of the model's output ``out`` against ``targets`` (from :meth:`split`)."""
         if self.unit == "tok":
             return nn.lm_output_loss(out, targets, reduction)
-        return F.cross_entropy(out, targets, reduction=reduction)
+        return self.criterion(out, targets, reduction=reduction)
 
     def count(self, batch):
         """Units (non-pad target tokens, or samples) in ``batch``: an int, or a 0-d array on
         the batch's device."""
-        return nn.count_targets(batch) if self.unit == "tok" else len(batch[1])
+        return nn.count_targets(batch) if self.unit == "tok" else len(batch[-1])
 
     def floor(self) -> float | None:
         """The best achievable loss per unit, where the data source knows it."""
@@ -77,6 +92,14 @@ def build_task(cfg, dropout_gen: DeviceRandom) -> Task:
         data = SyntheticClassification(d.n_features, d.n_classes, seed=seed)
         model = nn.MLP([d.n_features, *m.hidden_sizes, d.n_classes], rng(seed, 0), dtype)
         return Task(data, model, "sample")
+    if d.source == "sparse-logreg":
+        data = SparseLogistic(d.n_features, d.nnz, seed=seed)
+        model = nn.SparseLogisticRegression(d.n_features, rng(seed, 0), dtype)
+        return Task(data, model, "sample", F.binary_cross_entropy_with_logits)
+    if d.source == "matrix-factorization":
+        data = LowRankRatings(d.n_users, d.n_items, d.rank, d.noise, seed=seed)
+        model = nn.MatrixFactorization(d.n_users, d.n_items, d.rank, rng(seed, 0), dtype)
+        return Task(data, model, "sample", nn.half_squared_error, "½·squared error")
     if d.source == "text":
         data = CharText(d.path, d.seq_len, seed=seed)
     else:

@@ -12,6 +12,9 @@ from .validate_mesh import MESH_STRATEGIES, mesh_problems
 from .validate_ps import ps_problems
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
+MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
+          "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
+OWN_MODEL = {"sparse-logreg": "logreg", "matrix-factorization": "factors"}  # --model's default
 
 
 def validate(c, world_size: int = 1) -> list[str]:
@@ -32,7 +35,8 @@ def validate(c, world_size: int = 1) -> list[str]:
             need(f.metadata["kind"] is not float or math.isfinite(value),
                  f"{part.name}.{f.name} must be a finite number; got {value}")
     for name in ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
-                 "data.seq_len", "data.n_features", "train.steps", "train.batch_size",
+                 "data.seq_len", "data.n_features", "data.nnz", "data.n_users",
+                 "data.n_items", "data.rank", "train.steps", "train.batch_size",
                  "train.log_every", "train.eval_batches", "train.max_bad_steps"):
         value = getattr(getattr(c, name.split(".")[0]), name.split(".")[1])
         need(value >= 1, f"{name} must be at least 1; got {value}")
@@ -51,16 +55,20 @@ def validate(c, world_size: int = 1) -> list[str]:
     need(d.mean_length > 0, f"data.mean_length must be positive; got {d.mean_length}")
     need(d.concentration > 0, f"data.concentration must be positive; got {d.concentration}")
     need(d.n_classes >= 2, f"data.n_classes must be at least 2; got {d.n_classes}")
+    need(d.source != "sparse-logreg" or d.nnz < 1 or 2 * d.nnz <= d.n_features,
+         f"data.nnz ({d.nnz}) must be at most half of data.n_features ({d.n_features}): a "
+         f"sparse sample holds a few of the features")
+    need(not d.noise < 0, f"data.noise must be non-negative; got {d.noise}")  # nan: not finite
     if d.source == "text":
         need(d.path is not None, "data.source text needs a file: --data PATH")
         kind = None if d.path is None else _file_kind(d.path)
         need(kind in (None, "file"), f"--data {d.path}: {kind}")
     need(d.path is None or d.source == "text", f"--data PATH goes with data.source text, "
                                                f"not {d.source}")
-    classification = d.source == "classification"
-    need(classification == (m.kind == "mlp"),
-         f"model {m.kind} cannot learn data.source {d.source}: use mlp with classification "
-         f"and gpt, lstm or rnn with synthetic or text")
+    need(m.kind in MODELS.get(d.source, (m.kind,)),
+         f"model {m.kind} cannot learn data.source {d.source}: use mlp with classification, "
+         f"gpt, lstm or rnn with synthetic or text, logreg with sparse-logreg and factors with "
+         f"matrix-factorization (a sparse source's own model is the default)")
     need(o.lr > 0, f"optim.lr must be positive; got {o.lr}")
     need(0.0 <= o.momentum < 1.0, f"optim.momentum must be in [0, 1); got {o.momentum}")
     need(o.weight_decay >= 0, f"optim.weight_decay must be non-negative; got {o.weight_decay}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 MESH_STRATEGIES = ("pipeline", "hybrid")
 TENSOR_MODELS = ("gpt", "mlp")  # the models with a tensor-parallel form
+UNLAYERED_MODELS = ("logreg", "factors")  # one lookup and a sum: nothing to split into stages
 
 
 def pipeline_layers(m) -> int:
@@ -35,6 +36,9 @@ def mesh_problems(c, world_size: int) -> list[str]:
             problems.append(f"{', '.join(given)} go{'es' if len(given) == 1 else ''} with "
                             f"--strategy pipeline or hybrid, not {t.strategy}")
         return problems
+    if m.kind in UNLAYERED_MODELS:
+        return problems + [f"--strategy {t.strategy} splits a model's layers into stages; model "
+                           f"{m.kind} has none (use single, dp, dp-naive, local-sgd or ps)"]
     from ..parallel.pipeline.schedules import requirements
 
     bad = [f"{flag} must be at least 1; got {value}" for flag, value in

@@ -8,7 +8,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from fuzz_files import BASES, CORRUPTIONS, PREPARED
+from fuzz_files import BASE_WEIGHTS, BASES, CORRUPTIONS, PREPARED
 from fuzz_flags import FLAGS, NOISE, is_switch, parser_flags
 
 RANKS = (0, 1, 1, 2, 2, 2, 3, 4)  # 0: a plain ``python -m scratchpar.train``, no mpiexec
@@ -63,7 +63,7 @@ def make_case(seed: int, index: int) -> Case:
 def _scenario(rnd: random.Random, scenario: str, checkpoint: str | None):
     """The base flags, the scenario's flags on top of them, and a label for the id."""
     if checkpoint is None:
-        base = rnd.choices(list(BASES), [3, 1, 1, 1])[0]
+        base = rnd.choices(list(BASES), BASE_WEIGHTS)[0]
         start = _tokens(BASES[base])
         flags = dict(start)
         if scenario == "files":

@@ -20,7 +20,12 @@ LSTM = (*TINY, "--model", "lstm", "--d-hidden", "8")
 MLP = (*TINY, "--model", "mlp", "--source", "classification", "--n-features", "8",
        "--n-classes", "3", "--hidden-sizes", "8")
 LOCAL_SGD = (*TINY, "--strategy", "local-sgd", "--local-sgd-every", "4")
-BASES = {"gpt": TINY, "lstm": LSTM, "mlp": MLP, "local-sgd": LOCAL_SGD}  # a case starts from one
+LOGREG = (*TINY, "--source", "sparse-logreg", "--n-features", "16", "--nnz", "3")
+FACTORS = (*TINY, "--source", "matrix-factorization", "--n-users", "8", "--n-items", "6",
+           "--rank", "2")
+BASES = {"gpt": TINY, "lstm": LSTM, "mlp": MLP, "local-sgd": LOCAL_SGD, "logreg": LOGREG,
+         "factors": FACTORS}  # a case starts from one
+BASE_WEIGHTS = (3, 1, 1, 1, 1, 1)
 
 # name: (ranks, flags); each stops at step 3 of 6 and saves, so a resume has steps left to run
 PREPARED = {"gpt-1": (1, TINY), "gpt-2": (2, TINY), "local-sgd-2": (2, LOCAL_SGD),

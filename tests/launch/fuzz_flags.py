@@ -99,6 +99,11 @@ FLAGS: dict[str, Pools] = {
     "--concentration": floats(["0.1", "2"], ["1e-9", "1e9"]),
     "--n-features": ints(["4", "8"], ["2"]),
     "--n-classes": ints(["2", "3"], ["1000", "100000"]),
+    "--nnz": ints(["1", "2", "4"], ["3", "5", "392", "393"]),  # ≤ half of --n-features
+    "--n-users": ints(["4", "16"], ["2", "100000"]),
+    "--n-items": ints(["4", "16"], ["2", "100000"]),
+    "--rank": ints(["1", "2", "4"], ["3", "1000"]),
+    "--noise": floats(["0.1", "0.5"], ["1e18", "1e20", "1e39"]),  # float32 ratings overflow
     "--optimizer": choices("--optimizer"),
     "--lr": floats(["0.01", "0.001"], ["1e9", "1e30"]),
     "--momentum": floats(["0.5", "0.9"], ["0.999999", "1.0"]),

@@ -50,7 +50,8 @@ def test_build_trainer_checks_the_config_against_the_world_it_is_given(tiny_conf
 
 def test_summary_gives_throughput_in_total_and_per_rank():
     s = {"step": 6, "steps_run": 6, "eval_loss": 2.0, "floor": 1.5, "gap": 0.5, "unit": "tok",
-         "units_per_s": 8000.0, "units_per_s_per_rank": 2000.0, "world": 4, "elapsed_s": 3.0}
+         "measure": "nats", "units_per_s": 8000.0, "units_per_s_per_rank": 2000.0, "world": 4,
+         "elapsed_s": 3.0}
     line = format_summary(s)
     assert "· 8,000 tok/s (2,000 per rank × 4) · 6 steps in 3.0 s" in line
     assert "per rank" not in format_summary({**s, "world": 1, "units_per_s_per_rank": 8000.0})

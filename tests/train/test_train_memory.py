@@ -47,7 +47,15 @@ models = {
     "mlp": st.fixed_dictionaries({**common, "n_features": st.integers(1, 256),
                                   "n_classes": st.integers(2, 16),
                                   "hidden_sizes": st.lists(st.integers(1, 256), max_size=3)}),
+    "logreg": st.fixed_dictionaries({**common, "n_features": st.integers(2, 5000),
+                                     "nnz": st.integers(1, 300)}),
+    "factors": st.fixed_dictionaries({**common, "n_users": st.integers(1, 2000),
+                                      "n_items": st.integers(1, 2000),
+                                      "rank": st.integers(1, 48)}),
 }
+SOURCES = {"mlp": "classification", "logreg": "sparse-logreg", "factors": "matrix-factorization"}
+DATA_KEYS = {"mlp": ("n_features", "n_classes"), "logreg": ("n_features", "nnz"),
+             "factors": ("n_users", "n_items", "rank")}
 
 
 def config(kind: str, d: dict, path=None):
@@ -57,11 +65,12 @@ def config(kind: str, d: dict, path=None):
                      n_layers=d["n_layers"], dropout=d["dropout"])
     elif kind == "mlp":
         model["hidden_sizes"] = tuple(d["hidden_sizes"])
-    else:
+    elif kind in ("lstm", "rnn"):
         model.update(d_model=d["d_model"], d_hidden=d["d_hidden"])
-    if kind == "mlp":
-        data = {"source": "classification", "n_features": d["n_features"],
-                "n_classes": d["n_classes"]}
+    if kind in SOURCES:
+        data = {"source": SOURCES[kind], **{k: d[k] for k in DATA_KEYS[kind]}}
+        if kind == "logreg":
+            data["nnz"] = min(d["nnz"], d["n_features"] // 2)
     elif path is not None:
         data = {"source": "text", "path": str(path), "seq_len": d["seq_len"]}
     else:
@@ -134,13 +143,21 @@ def test_absurd_sizes_are_refused_quickly_with_their_figures(section, field, val
     assert "shared by 4 ranks" in problems[0] or "address-space limit" in problems[0]
 
 
-@pytest.mark.parametrize("kind, source", [("gpt", "synthetic"), ("lstm", "synthetic"),
-                                          ("rnn", "synthetic"), ("mlp", "classification")])
-def test_every_model_names_the_flags_that_shrink_its_largest_part(kind, source):
+@pytest.mark.parametrize("kind, source, largest, advice", [
+    ("gpt", "synthetic", "activations", "lower --batch-size, --seq-len"),
+    ("lstm", "synthetic", "activations", "lower --batch-size, --seq-len"),
+    ("rnn", "synthetic", "activations", "lower --batch-size, --seq-len"),
+    ("mlp", "classification", "activations", "lower --batch-size, --hidden-sizes"),
+    ("factors", "matrix-factorization", "activations", "lower --batch-size, --n-users"),
+    # drawing a sample's distinct features takes more than training on it
+    ("logreg", "sparse-logreg", "data", "lower --n-features, --nnz or --batch-size"),
+])
+def test_every_model_names_the_flags_that_shrink_its_largest_part(kind, source, largest,
+                                                                  advice):
     cfg = make_config({"model": {"kind": kind}, "data": {"source": source}})
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=10**9))
     (problem,) = memory_problems(cfg, 1, 1)
-    assert "activations" in problem and "lower --batch-size" in problem, problem
+    assert f"({largest} " in problem and advice in problem, problem
 
 
 def test_the_default_run_fits_comfortably():
