@@ -9,11 +9,15 @@ def grad_norm_array(params):
     """‖(g₁, …, gₙ)‖₂ over the gradients of ``params`` that are not None, as a 0-d array on
     their device (no wait for it); 0.0 if there are none."""
     grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return 0.0
-    xp = get_array_module(*grads)
-    norms = xp.stack([xp.linalg.norm(g.ravel()) for g in grads])  # (n,): ‖gᵢ‖₂, one per parameter
-    return xp.linalg.norm(norms)  # ‖(‖g₁‖, …, ‖gₙ‖)‖₂ = ‖(g₁, …, gₙ)‖₂
+    return norm_of(grads) if grads else 0.0
+
+
+def norm_of(arrays):
+    """‖(a₁, …, aₙ)‖₂ over one device's arrays, as a 0-d array (no wait): the one formula every
+    gradient norm here uses, so that norms computed in different places agree bit for bit."""
+    xp = get_array_module(*arrays)
+    norms = xp.stack([xp.linalg.norm(a.ravel()) for a in arrays])  # (n,): ‖aᵢ‖₂, one per array
+    return xp.linalg.norm(norms)  # ‖(‖a₁‖, …, ‖aₙ‖)‖₂ = ‖(a₁, …, aₙ)‖₂
 
 
 def global_grad_norm(params) -> float:

@@ -27,6 +27,14 @@ def guarded_step(optimizer, params, loss, grad_clip: float = 0.0, norm=None) -> 
     return {"loss": loss, "grad_norm": norm, "skipped": False}
 
 
+def backward_verdict(loss, params) -> tuple[float, float, bool]:
+    """Backpropagate ``loss`` and read its value and the gradient norm over ``params`` in one
+    copy from the device: ``(loss, ‖g‖, both finite)``, a rank's own verdict on its step."""
+    loss.backward()
+    value, norm = read_scalars(loss.data, grad_norm_array(params))
+    return value, norm, math.isfinite(value) and math.isfinite(norm)
+
+
 def read_scalars(*values) -> list[float]:
     """Host floats of ``values``, numbers or 0-d arrays of one device, in one copy (reading
     each alone would wait for the device once each)."""

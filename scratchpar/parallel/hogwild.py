@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import math
-
 from ..backend import get_array_module, to_device, to_host
 from ..comm.window import SharedArray
 from ..data.shard import shard
 from ..optim import skipped
-from ..optim.clip import grad_norm_array
-from ..optim.guard import read_scalars
+from ..optim.guard import backward_verdict
 
 
 class Hogwild:
@@ -62,10 +59,8 @@ class Hogwild:
         for p, view, (mine, theirs) in zip(self.params, self.views, rows):  # read θ's rows
             p.data[mine] = to_device(view[theirs], dtype=p.dtype)
         self.optimizer.zero_grad()
-        loss = self.loss_fn(self.model, batch)
-        loss.backward()
-        mean, norm = read_scalars(loss.data, grad_norm_array(self.params))
-        if not (math.isfinite(mean) and math.isfinite(norm)):
+        mean, norm, finite = backward_verdict(self.loss_fn(self.model, batch), self.params)
+        if not finite:
             return skipped(mean, norm)
         steps = [to_host(p.grad[mine] * self.optimizer.lr) if p.grad is not None else None
                  for p, (mine, _) in zip(self.params, rows)]  # η g_v, on the touched rows

@@ -10,8 +10,7 @@ import numpy as np
 from ...backend import get_array_module, to_device, to_host
 from ...data.shard import shard
 from ...optim import guarded_step, skipped
-from ...optim.clip import grad_norm_array
-from ...optim.guard import read_scalars
+from ...optim.guard import backward_verdict
 from ..ps.protocol import HEADER, LEAVE, STEP, Header
 from .state import ElasticState
 
@@ -61,9 +60,7 @@ class AsyncEASGD(ElasticState):
         batch = shard(global_batch, self.comm.rank - 1, self.workers)
         self.optimizer.zero_grad()
         loss = self.loss_fn(self.model, batch)  # the mean over this worker's units
-        loss.backward()
-        mean, norm = read_scalars(loss.data, grad_norm_array(self.params))
-        finite = math.isfinite(mean) and math.isfinite(norm)
+        mean, norm, finite = backward_verdict(loss, self.params)
         exchange = finite and t % self.tau == 0
         self.exchanges += exchange
         header = Header(STEP, t, mean if finite else 0.0,

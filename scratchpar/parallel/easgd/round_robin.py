@@ -9,8 +9,7 @@ import numpy as np
 
 from ...backend import get_array_module, to_device, to_host
 from ...optim import guarded_step, skipped
-from ...optim.clip import grad_norm_array
-from ...optim.guard import read_scalars
+from ...optim.guard import backward_verdict
 from .state import ElasticState
 
 CENTRE, SAMPLES, WEIGHTS, REPORT = 1, 2, 3, 4  # tags; SAMPLES + k carries the batch's k-th array
@@ -75,10 +74,7 @@ class RoundRobinEASGD(ElasticState):
         mine = [xp.ascontiguousarray(p.data).copy() for p in self.params]  # Wᵗʲ, before moving
         given = tuple(samples) if isinstance(batch, tuple) else samples[0]
         self.optimizer.zero_grad()
-        loss = self.loss_fn(self.model, given)
-        loss.backward()
-        mean, norm = read_scalars(loss.data, grad_norm_array(self.params))
-        finite = math.isfinite(mean) and math.isfinite(norm)
+        mean, norm, finite = backward_verdict(self.loss_fn(self.model, given), self.params)
         report = np.array([mean, float(self.count_fn(given)), norm, float(finite)])
         sends = [self.comm.isend(w, 0, WEIGHTS) for w in mine] + [self.comm.isend(report, 0,
                                                                                   REPORT)]

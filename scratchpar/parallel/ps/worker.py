@@ -10,12 +10,12 @@ grants bring the parameters.
 
 from __future__ import annotations
 
-import math
 import time
 
 from ...backend import get_array_module
 from ...data.shard import shard
-from ...optim.guard import read_scalars
+from ...optim.clip import norm_of
+from ...optim.guard import backward_verdict
 from ...trace.tracer import NULL
 from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STEP, Header
 
@@ -62,11 +62,9 @@ class Worker:
         for p in ps.params:
             p.grad = None
         loss = ps.loss_fn(ps.model, batch)
-        loss.backward()
+        mean, norm, finite = backward_verdict(loss, ps.params)
         xp = get_array_module(loss.data)
         grads = [xp.zeros_like(p.data) if p.grad is None else p.grad for p in ps.params]
-        mean, norm = read_scalars(loss.data, _norm(grads))
-        finite = math.isfinite(mean) and math.isfinite(norm)
         if finite and self.unpushed is None:
             self.unpushed = [xp.ascontiguousarray(g) for g in grads]
         elif finite:
@@ -80,7 +78,7 @@ class Worker:
         ps, sends, pulled = self.ps, [], []
         if push:
             self.pushes += 1
-            header.grad, header.norm = True, float(_norm(self.unpushed))
+            header.grad, header.norm = True, float(norm_of(self.unpushed))
         header.pushes = self.pushes
         packed = header.pack()
         for s in range(ps.servers):
@@ -114,8 +112,3 @@ class Worker:
             ps.ranges.scatter(buf, [p.data for p in ps.params], s)
         return time.perf_counter() - start
 
-
-def _norm(arrays):
-    """‖(a₁, …, aₙ)‖₂ as ``grad_norm_array`` computes it (so a worker's clip is one device's)."""
-    xp = get_array_module(*arrays)
-    return xp.linalg.norm(xp.stack([xp.linalg.norm(a.ravel()) for a in arrays]))
