@@ -11,13 +11,12 @@ as the lockstep spec.
 
 from __future__ import annotations
 
-from .ranges import KeyRanges
+from .roles import Roles
 from .server import Server
-from .state import ServerState
 from .worker import Worker
 
 
-class ParameterServer(ServerState):
+class ParameterServer(Roles):
     """Ranks 0 … S−1 serve, the rest work; ``step(global_batch) -> metrics`` on every rank:
     serve one clock on a server, one step on a worker. ``shutdown()`` ends the protocol on
     every rank (workers leave, servers serve until all have) and returns server 0's report of
@@ -28,24 +27,9 @@ class ParameterServer(ServerState):
 
     def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,
                  grad_clip: float = 0.0):
-        if not 1 <= servers < comm.size:
-            raise ValueError(f"a parameter server needs 1 ≤ servers < ranks: {servers} servers "
-                             f"on {comm.size} ranks leave no worker")
-        self.model, self.loss_fn, self.count_fn = model, loss_fn, count_fn
-        self.servers, self.workers, self.grad_clip = servers, comm.size - servers, grad_clip
-        self.params = model.parameters()
-        self.ranges = KeyRanges([p.size for p in self.params], servers)
+        super().__init__(model, make_optimizer, loss_fn, count_fn, comm, servers, grad_clip)
         self.offset = 0  # the clock this run started at (a resumed run's step)
-        self.comm = comm.dup(name="ps")  # its tags never meet another subsystem's
-        self.is_server = comm.rank < servers
-        self.group = comm.split(0 if self.is_server else 1, name="ps servers" if self.is_server
-                                else "ps workers")
-        if self.is_server:
-            self.role = Server(self, make_optimizer)
-            self.flat, self.optimizer = self.role.flat, self.role.optimizer
-        else:
-            self.role = Worker(self)
-            self.optimizer = make_optimizer(self.params)  # the loop sets its lr; never steps
+        self.role = Server(self) if self.is_server else Worker(self)
 
     # -- the consistency rule: overridden by each variant -----------------------------------------
     def aggregates(self, clock: int) -> bool:
@@ -71,11 +55,6 @@ class ParameterServer(ServerState):
 
     def shutdown(self) -> dict | None:
         return self.role.shutdown()
-
-    def close(self) -> None:
-        """Collective: free the communicators this strategy made."""
-        self.comm.free()
-        self.group.free()
 
     def extras(self) -> dict:
         return {"ps": {"clock": self.offset + self.role.served}}

@@ -18,9 +18,7 @@ from collections import Counter, defaultdict, deque
 
 import numpy as np
 
-from ...backend import to_host
 from ...comm import collectives
-from ...nn.module import Parameter
 from ...optim import guarded_step
 from ...trace.tracer import NULL
 from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STATS, Header, combine
@@ -36,12 +34,10 @@ class Server:
     pulled, and its pushes applied. ``step()`` serves until every worker still present has
     finished one more clock; ``shutdown()`` serves until every worker has left."""
 
-    def __init__(self, ps, make_optimizer):
+    def __init__(self, ps):
         self.ps, self.comm, self.s = ps, ps.comm, ps.comm.rank
         self.tracer = self.comm.tracer or NULL
-        host = [to_host(p.data) for p in ps.params]  # the range lives on the host (seed 001)
-        self.flat = Parameter(ps.ranges.gather(host, self.s))  # (K_s,)
-        self.optimizer = make_optimizer([self.flat])
+        self.flat, self.optimizer = ps.flat, ps.optimizer  # its range, on the host (roles.py)
         workers = range(ps.servers, self.comm.size)
         self.clock = dict.fromkeys(workers, 0)
         self.held = dict.fromkeys(workers, 0)  # the version each worker last pulled

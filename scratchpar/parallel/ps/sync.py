@@ -15,45 +15,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...backend import get_array_module, to_host
+from ...backend import get_array_module
 from ...comm import collectives
 from ...data.shard import shard
-from ...nn.module import Parameter
 from ...optim import guarded_step
 from .protocol import HEADER, METRICS, PULL, PUSH, combine
-from .ranges import KeyRanges
-from .state import ServerState
+from .roles import Roles
 
 
-class SyncParameterServer(ServerState):
+class SyncParameterServer(Roles):
     """``step(global_batch) -> metrics`` on every rank: a server round on servers, a worker's
     push and pull on workers. ``make_optimizer(params)`` builds a server's optimizer over its
     one flat range (any elementwise optimizer then equals one device's)."""
-
-    def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,
-                 grad_clip: float = 0.0):
-        if not 1 <= servers < comm.size:
-            raise ValueError(f"a parameter server needs 1 ≤ servers < ranks: {servers} servers "
-                             f"on {comm.size} ranks leave no worker")
-        self.model, self.loss_fn, self.count_fn = model, loss_fn, count_fn
-        self.servers, self.workers, self.grad_clip = servers, comm.size - servers, grad_clip
-        self.params = model.parameters()
-        self.ranges = KeyRanges([p.size for p in self.params], servers)
-        self.comm = comm.dup(name="ps")  # its tags never meet another subsystem's
-        self.is_server = comm.rank < servers
-        self.group = comm.split(0 if self.is_server else 1, name="ps servers" if self.is_server
-                                else "ps workers")
-        if self.is_server:
-            host = [to_host(p.data) for p in self.params]  # the server's range lives on the host
-            self.flat = Parameter(self.ranges.gather(host, comm.rank))  # (K_s,)
-            self.optimizer = make_optimizer([self.flat])
-        else:
-            self.optimizer = make_optimizer(self.params)  # the loop sets its lr; never steps
-
-    def close(self) -> None:
-        """Collective: free the communicators this strategy made."""
-        self.comm.free()
-        self.group.free()
 
     def step(self, global_batch) -> dict:
         return self._serve() if self.is_server else self._work(global_batch)
