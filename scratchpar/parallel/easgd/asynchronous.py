@@ -7,17 +7,17 @@ import math
 
 import numpy as np
 
-from ...backend import get_array_module, to_device, to_host
+from ...backend import get_array_module
 from ...data.shard import shard
 from ...optim import guarded_step, skipped
 from ...optim.guard import backward_verdict
 from ..ps.protocol import HEADER, LEAVE, STEP, Header
-from .state import ElasticState
+from .master import MasterAndWorkers
 
 WEIGHTS, DIFFERENCE = 2, 3  # tags beside the header's
 
 
-class AsyncEASGD(ElasticState):
+class AsyncEASGD(MasterAndWorkers):
     """Rank 0 is the master and holds the centre x̃ on the host; ranks 1 … W are workers, each
     on its rows of the global batch. A worker at its step t computes ∇fⁱ(xⁱ) and, when
     t mod τ = 0, sends xⁱ; the master answers in arrival order with d = xⁱ − x̃ and moves
@@ -27,20 +27,13 @@ class AsyncEASGD(ElasticState):
     t ends once every worker still present has finished its step t; ``shutdown()`` ends the
     protocol (each worker leaves, the master serves until all have)."""
 
-    lockstep = False  # a worker judges its own loss
-
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, tau: int,
                  grad_clip: float = 0.0):
         if comm.size < 2 or not rho >= 0 or tau < 1:
             raise ValueError(f"asynchronous EASGD needs a master and a worker (2 ranks or more), "
                              f"ρ ≥ 0 and τ ≥ 1; got {comm.size} rank(s), ρ = {rho}, τ = {tau}")
-        self.model, self.optimizer, self.loss_fn, self.count_fn = model, optimizer, loss_fn, \
-            count_fn
-        self.rho, self.tau, self.grad_clip, self.workers = rho, tau, grad_clip, comm.size - 1
-        self.comm = comm.dup(name="easgd")
-        self.params = model.parameters()
-        self.centre = [to_host(p.data).copy() for p in self.params]  # x̃ (the master's)
-        self.steps = self.exchanges = 0
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, rho, grad_clip, "easgd")
+        self.tau, self.exchanges = tau, 0
         if self.comm.rank == 0:
             self.clock = dict.fromkeys(range(1, comm.size), 0)
             self.losses: dict[int, list[float]] = {}
@@ -127,12 +120,3 @@ class AsyncEASGD(ElasticState):
             self._serve_until(math.inf)
         else:
             self._leave()
-
-    def gather_model(self) -> None:
-        """Rank 0's model becomes the centre x̃ (what is evaluated)."""
-        if self.comm.rank == 0:
-            for p, c in zip(self.params, self.centre):
-                get_array_module(p.data).copyto(p.data, to_device(c, dtype=p.dtype))
-
-    def close(self) -> None:
-        self.comm.free()

@@ -7,15 +7,15 @@ import math
 
 import numpy as np
 
-from ...backend import get_array_module, to_device, to_host
+from ...backend import get_array_module, to_host
 from ...optim import guarded_step, skipped
 from ...optim.guard import backward_verdict
-from .state import ElasticState
+from .master import MasterAndWorkers
 
 CENTRE, SAMPLES, WEIGHTS, REPORT = 1, 2, 3, 4  # tags; SAMPLES + k carries the batch's k-th array
 
 
-class RoundRobinEASGD(ElasticState):
+class RoundRobinEASGD(MasterAndWorkers):
     """Rank 0 is the master: it holds the centre W̄ on the host (NumPy, whatever device the
     workers use) and, at step t, picks worker j = t mod G (rank 1 + j), sends it the step's
     samples and W̄ₜ, and takes its weights Wᵗʲ back. Worker j computes its gradient at Wᵗʲ,
@@ -24,20 +24,13 @@ class RoundRobinEASGD(ElasticState):
     workers wait for their turn, so every step is one worker's: a sequential algorithm that an
     emulation on one process reproduces bit for bit."""
 
-    lockstep = False  # only the master and worker j see step t's loss
-
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float,
                  grad_clip: float = 0.0):
         if comm.size < 2 or not rho >= 0:
             raise ValueError(f"round-robin EASGD needs a master and a worker (2 ranks or more) "
                              f"and ρ ≥ 0; got {comm.size} rank(s) and ρ = {rho}")
-        self.model, self.optimizer, self.loss_fn, self.count_fn = model, optimizer, loss_fn, \
-            count_fn
-        self.rho, self.grad_clip, self.workers = rho, grad_clip, comm.size - 1
-        self.comm = comm.dup(name="easgd round-robin")
-        self.params = model.parameters()
-        self.centre = [to_host(p.data).copy() for p in self.params]  # W̄, the master's (host)
-        self.steps = 0  # t
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, rho, grad_clip,
+                         "easgd round-robin")
         self.last = {"loss": math.nan, "grad_norm": math.nan, "skipped": False}
 
     def step(self, batch) -> dict:
@@ -87,12 +80,3 @@ class RoundRobinEASGD(ElasticState):
             self.last = skipped(mean, norm)
         self.comm.wait_all(sends)
         return self.last
-
-    def gather_model(self) -> None:
-        """Rank 0's model becomes the centre W̄ (what is evaluated)."""
-        if self.comm.rank == 0:
-            for p, c in zip(self.params, self.centre):
-                get_array_module(p.data).copyto(p.data, to_device(c, dtype=p.dtype))
-
-    def close(self) -> None:
-        self.comm.free()

@@ -1,0 +1,35 @@
+"""EASGD with a master: rank 0 holds the centre on the host, ranks 1 … W are workers (the
+asynchronous mode and seed 001's round-robin Algorithm 1)."""
+
+from __future__ import annotations
+
+from ...backend import get_array_module, to_device, to_host
+from .state import ElasticState
+
+
+class MasterAndWorkers(ElasticState):
+    """The part the master's modes share: the strategy's own dup of ``comm`` (named ``name``),
+    the centre as host arrays (NumPy whatever device the workers use; rank 0's is the one that
+    moves), the step count, and the model taking the centre for evaluation."""
+
+    lockstep = False  # a worker judges its own loss
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, grad_clip: float,
+                 name: str):
+        self.model, self.optimizer, self.loss_fn, self.count_fn = model, optimizer, loss_fn, \
+            count_fn
+        self.rho, self.grad_clip, self.workers = rho, grad_clip, comm.size - 1
+        self.comm = comm.dup(name=name)
+        self.params = model.parameters()
+        self.centre = [to_host(p.data).copy() for p in self.params]  # x̃, the master's (host)
+        self.steps = 0  # t
+
+    def gather_model(self) -> None:
+        """Rank 0's model becomes the centre x̃ (what is evaluated)."""
+        if self.comm.rank == 0:
+            for p, c in zip(self.params, self.centre):
+                get_array_module(p.data).copyto(p.data, to_device(c, dtype=p.dtype))
+
+    def close(self) -> None:
+        """Collective: free the strategy's communicator."""
+        self.comm.free()
