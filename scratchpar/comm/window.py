@@ -112,7 +112,15 @@ class RemoteArray:
         comm.barrier()
         self._win.Lock_all()
 
-    def _target(self, indices: np.ndarray):
+    def _target(self, indices):
+        """The target datatype of ``indices`` (a slice of [0, size), or an int array) and how
+        many elements it names; the caller frees it."""
+        if isinstance(indices, slice):
+            start, stop, stride = indices.indices(self.size)
+            if stride != 1:
+                raise ValueError(f"a remote array's slices are contiguous; got step {stride}")
+            n = max(stop - start, 0)
+            return self._type.Create_indexed_block(n, [start]).Commit(), n
         indices = np.ascontiguousarray(indices, dtype=np.int64)  # (n,)
         if len(indices) and (indices.min() < 0 or indices.max() >= self.size):
             raise IndexError(f"indices outside [0, {self.size}) of a remote array")
@@ -120,7 +128,7 @@ class RemoteArray:
         return kind, len(indices)
 
     def read(self, indices) -> np.ndarray:
-        """The owner's values at ``indices`` (n,), as they are now."""
+        """The owner's values at ``indices`` (an int array (n,) or a slice), as they are now."""
         kind, n = self._target(indices)
         out = np.empty(n, self.dtype)  # (n,)
         try:
@@ -131,18 +139,23 @@ class RemoteArray:
         return out
 
     def add(self, indices, values) -> None:
-        """``array[indices] += values`` on the owner, atomically per element; ``indices`` must
-        not repeat within one call (sum the repeats first)."""
-        values = np.ascontiguousarray(values, dtype=self.dtype)  # (n,)
+        """``array[indices] += values`` on the owner, atomically per element; ``indices`` (an
+        int array or a slice) must not repeat within one call (sum the repeats first)."""
+        values = np.ascontiguousarray(values, dtype=self.dtype).reshape(-1)  # (n,)
         kind, n = self._target(indices)
         if values.shape != (n,):
             kind.Free()
-            raise ValueError(f"{values.shape[0] if values.ndim else 1} values for {n} indices")
+            raise ValueError(f"{values.shape[0]} values for {n} indices")
         try:
             self._win.Accumulate([values, self._type], self.owner, (0, 1, kind), MPI.SUM)
             self._win.Flush(self.owner)
         finally:
             kind.Free()
+
+    def sync(self) -> None:
+        """The memory barrier between the owner's own loads and stores (``local``) and the
+        others' gets and adds (MPI-3.1 §11.4)."""
+        self._win.Sync()
 
     def free(self) -> None:
         """Collective: end the epoch (every add has landed) and release the memory."""

@@ -1,7 +1,8 @@
-"""Hogwild on real ranks sharing one window: one worker is serial SGD, bit for bit; the locked
-variant loses no update on an integer-valued count, exactly; and lock-free Hogwild converges on
-both sparse problems to within a stated tolerance of serial SGD's held-out loss over the same
-samples (every worker's rows of each global batch, one after another)."""
+"""Hogwild on real ranks sharing one window, shared-memory or one-sided: one worker is serial
+SGD, bit for bit; the locked variant (and the one-sided window's atomic adds) loses no update on
+an integer-valued count, exactly; and lock-free Hogwild converges on both sparse problems to
+within a stated tolerance of serial SGD's held-out loss over the same samples (every worker's
+rows of each global batch, one after another)."""
 
 import numpy as np
 import pytest
@@ -35,22 +36,24 @@ def sparse_task(kind: str, seed: int) -> Task:
 
 
 @settings(max_examples=6)
-@given(kind=st.sampled_from(("logreg", "factors", "mlp")), lock=st.booleans(),
+@given(kind=st.sampled_from(("logreg", "factors", "mlp")),
+       window=st.sampled_from(("shared", "locked", "one-sided")), clip=st.sampled_from((0, 0.5)),
        seed=st.integers(0, 2**31))
 @shared_verdict
-def test_one_worker_is_serial_sgd_bitwise(comm, kind, lock, seed):
+def test_one_worker_is_serial_sgd_bitwise(comm, kind, window, clip, seed):
     alone = comm.split(comm.rank, name="alone")
     mine, one = (make_task("mlp", seed) for _ in range(2)) if kind == "mlp" else \
         (sparse_task(kind, seed) for _ in range(2))
     hogwild = Hogwild(mine.model, SGD(mine.model.parameters(), 0.3), mine.loss, mine.count,
-                      alone, lock=lock)
-    single = SingleDevice(one.model, SGD(one.model.parameters(), 0.3), one.loss)
+                      alone, lock=window == "locked", window=window.replace("locked", "shared"),
+                      grad_clip=clip)
+    single = SingleDevice(one.model, SGD(one.model.parameters(), 0.3), one.loss, clip)
     for step in range(5):
         batch = make_batch("mlp", 6, seed + step) if kind == "mlp" else \
             mine.batch(step, 16)[0]
         hogwild.step(batch)
         single.step(batch)
-    got = [view.copy() for view in hogwild.views]
+    got = hogwild.values()
     hogwild.close()
     alone.free()
     for g, p in zip(got, one.model.parameters()):
@@ -71,35 +74,37 @@ def count_loss(model, idx, reduction="mean"):
     return F.sum(model.weight[idx.reshape(-1)])
 
 
-@pytest.mark.parametrize("lock", [True, False])
+@pytest.mark.parametrize("window", ["locked", "one-sided", "shared"])
 @shared_verdict
-def test_the_locked_variant_loses_no_update(comm, lock):
+def test_the_locked_variant_loses_no_update(comm, window):
     """Every rank subtracts integer counts from 6 hot coordinates 300 times, with η = 1: under
-    the lock θ ends at exactly minus the total count; without it, updates may be lost (a
-    shortfall never an excess)."""
+    the lock, or by one-sided atomic adds, θ ends at exactly minus the total count; with plain
+    stores to shared memory, updates may be lost (a shortfall never an excess)."""
     model = Counter(6)
-    hogwild = Hogwild(model, SGD(model.parameters(), 1.0), count_loss, len, comm, lock=lock)
+    hogwild = Hogwild(model, SGD(model.parameters(), 1.0), count_loss, len, comm,
+                      lock=window == "locked", window=window.replace("locked", "shared"))
     gen = np.random.default_rng(7)
     sent = np.zeros(6)
     for _ in range(300):
         idx = gen.integers(0, 6, (comm.size, 5))  # the same global batch on every rank
         hogwild.step(on_device(idx))
         sent += np.bincount(idx.reshape(-1), minlength=6)  # every rank's counts, summed
-    hogwild.shutdown()
-    applied = -hogwild.views[0].copy()
+    applied = -hogwild.values()[0]
     hogwild.close()
-    if lock:
+    if window != "shared":
         np.testing.assert_array_equal(applied, sent)  # every update, exactly
     else:
         assert np.all(applied <= sent) and np.all(applied % 1 == 0)
 
 
+@pytest.mark.parametrize("window", ["shared", "one-sided"])
 @pytest.mark.parametrize("kind", ["logreg", "factors"])
 @shared_verdict
-def test_lock_free_hogwild_converges_on_the_sparse_problems(comm, kind):
+def test_lock_free_hogwild_converges_on_the_sparse_problems(comm, kind, window):
     lr = {"logreg": 0.5, "factors": 0.1}[kind]
     mine, one = sparse_task(kind, 3), sparse_task(kind, 3)
-    hogwild = Hogwild(mine.model, SGD(mine.model.parameters(), lr), mine.loss, mine.count, comm)
+    hogwild = Hogwild(mine.model, SGD(mine.model.parameters(), lr), mine.loss, mine.count, comm,
+                      window=window)
     single = SingleDevice(one.model, SGD(one.model.parameters(), lr), one.loss)
     for step in range(300):
         batch = mine.batch(step, 16 * comm.size)[0]

@@ -1,0 +1,119 @@
+"""Hogwild: lock-free SGD on one parameter vector that every worker reads and writes (Niu et al.
+2011, Algorithm 1), and the locked spec beside it (seed 001's "master uses lock")."""
+
+from __future__ import annotations
+
+from ...backend import get_array_module, to_device, to_host
+from ...data.shard import shard
+from ...optim import SGD, skipped
+from ...optim.clip import clip_grad_norm
+from ...optim.guard import backward_verdict
+from .stores import STORES
+
+
+class Hogwild:
+    """Every rank is a worker on its rows of each global batch; the parameters live once, as
+    θ in a store every worker reads and writes: a node's shared memory (``window="shared"``) or
+    rank 0's one-sided window (``"one-sided"``, across nodes). A step reads the rows its batch
+    touches (``model.touched(batch)``; every row for a model without it) into the worker's own
+    copy, backpropagates there, and writes θ_v ← θ_v − η g_v for those rows into θ (Algorithm
+    1, line 4, a plain SGD step, clipped to ``grad_clip`` like one device's). Nobody waits: two
+    workers may update one coordinate at once, and in shared memory one of the two updates may
+    be lost, which sparse problems make rare (Niu et al. 2011, §4).
+
+    With ``lock``, the read–modify–write of the rows happens under the shared window's
+    exclusive lock, one writer at a time: no update is ever lost, at the price of serialized
+    writes."""
+
+    lockstep = False  # a worker judges its own loss; the ranks never wait for each other
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, lock: bool = False,
+                 window: str = "shared", grad_clip: float = 0.0):
+        if not isinstance(optimizer, SGD) or optimizer.momentum or optimizer.weight_decay:
+            raise ValueError("Hogwild writes the plain SGD step θ_v ← θ_v − η g_v: it needs SGD "
+                             "without momentum or weight decay")
+        if window not in STORES or lock and window != "shared":
+            raise ValueError(f"Hogwild's window is one of {', '.join(STORES)}, and the locked "
+                             f"variant needs the shared one; got {window!r}, lock={lock}")
+        self.model, self.optimizer, self.loss_fn, self.comm = model, optimizer, loss_fn, comm
+        self.lock, self.grad_clip = lock, grad_clip
+        self.params = model.parameters()
+        self.names = [name for name, _ in model.named_parameters()]
+        self.store = STORES[window](comm, [p.shape for p in self.params],
+                                    to_host(self.params[0].data).dtype)
+        if comm.rank == 0:
+            self.store.assign([to_host(p.data) for p in self.params])
+        self.store.settle()
+
+    def _rows(self, batch) -> list[tuple]:
+        """Per parameter, the rows this batch touches, on the batch's device and on the host
+        (``slice(None)``: all of them)."""
+        touched = getattr(self.model, "touched", None)
+        if touched is None:
+            return [(slice(None), slice(None))] * len(self.params)
+        rows = touched(batch)
+        return [(rows[name], to_host(rows[name])) for name in self.names]
+
+    def step(self, global_batch) -> dict:
+        """Read, compute, write, on this rank's rows: ``{"loss", "grad_norm", "skipped"}``, its
+        own (a step whose loss or gradient is not finite writes nothing)."""
+        batch = shard(global_batch, self.comm.rank, self.comm.size)
+        rows = self._rows(batch)
+        for k, (p, (mine, theirs)) in enumerate(zip(self.params, rows)):  # read θ's rows
+            p.data[mine] = to_device(self.store.read(k, theirs), dtype=p.dtype)
+        self.optimizer.zero_grad()
+        mean, norm, finite = backward_verdict(self.loss_fn(self.model, batch), self.params)
+        if not finite:
+            return skipped(mean, norm)
+        if self.grad_clip > 0:
+            clip_grad_norm(self.params, self.grad_clip, norm)
+        steps = [to_host(p.grad[mine] * self.optimizer.lr) if p.grad is not None else None
+                 for p, (mine, _) in zip(self.params, rows)]  # η g_v, on the touched rows
+        if self.lock:
+            with self.store.exclusive():
+                self._write(rows, steps)
+        else:
+            self._write(rows, steps)
+        return {"loss": mean, "grad_norm": norm, "skipped": False}
+
+    def _write(self, rows: list, steps: list) -> None:
+        for k, ((_, theirs), s) in enumerate(zip(rows, steps)):
+            if s is not None:
+                self.store.subtract(k, theirs, s)  # θ_v ← θ_v − η g_v (Algorithm 1, line 4)
+
+    def shutdown(self) -> None:
+        """Collective: every rank's writes are done and visible before anyone reads θ whole."""
+        self.store.settle()
+
+    def values(self) -> list:
+        """Collective: θ, one host array per parameter, copied out between barriers (no rank
+        writes meanwhile)."""
+        self.store.settle()
+        copy = self.store.values()
+        self.comm.barrier()
+        return copy
+
+    def gather_model(self) -> None:
+        """Every rank's model takes θ (for the held-out evaluation)."""
+        for p, value in zip(self.params, self.values()):
+            get_array_module(p.data).copyto(p.data, to_device(value, dtype=p.dtype))
+
+    def state_dict(self) -> dict | None:
+        """Collective: θ under the single-device model's names, on rank 0; ``None`` elsewhere."""
+        copy = dict(zip(self.names, self.values()))
+        if self.comm.rank != 0:
+            return None
+        return {"model": copy, "optim": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Rank 0 writes the checkpoint's parameters into θ; every rank waits for it."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optim"])
+        self.store.settle()
+        if self.comm.rank == 0:
+            self.store.assign([to_host(state["model"][name]) for name in self.names])
+        self.store.settle()
+
+    def close(self) -> None:
+        """Collective: release θ's memory."""
+        self.store.free()
