@@ -11,6 +11,7 @@ from ..comm.agree import agreeing
 from ..data import DataError
 from ..device_rng import DeviceRandom
 from ..trace.tracer import Tracer
+from .asynchronous import build_easgd, build_hogwild
 from .checkpoint import CheckpointError, load_checkpoint
 from .config import ConfigError
 from .loop import Trainer
@@ -20,6 +21,7 @@ from .pipeline import build_pipeline
 from .ps import build_ps
 from .task import Task, build_task
 from .validate import validate
+from .validate_async import window_problems
 
 # what a bad input makes a rank raise before training: the ranks agree on these (comm/agree.py);
 # OSError: a file or path the checks did not foresee (a name too long, a permission, a full disk)
@@ -28,8 +30,9 @@ RANK_ERRORS = (ConfigError, CheckpointError, BackendError, DataError, MemoryErro
 
 def build_optimizer(cfg, params):
     o = cfg.optim
-    if o.optimizer == "sgd":
-        return optim.SGD(params, o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    if o.optimizer == "sgd":  # under EASGD, momentum is Nesterov's: EAMSGD (Algorithm 2)
+        return optim.SGD(params, o.lr, momentum=o.momentum, weight_decay=o.weight_decay,
+                         nesterov=cfg.train.strategy == "easgd" and o.momentum > 0)
     cls = optim.Adam if o.optimizer == "adam" else optim.AdamW
     return cls(params, o.lr, weight_decay=o.weight_decay)
 
@@ -54,6 +57,10 @@ def build_strategy(cfg, task, optimizer, comm):
         return build_pipeline(cfg, task, comm)
     if t.strategy == "ps":
         return build_ps(cfg, task, comm)
+    if t.strategy == "hogwild":
+        return build_hogwild(cfg, task, optimizer, comm)
+    if t.strategy == "easgd":
+        return build_easgd(cfg, task, optimizer, comm)
     if t.strategy == "local-sgd":
         return parallel.LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
                                  grad_clip=clip, bucket_bytes=t.bucket_bytes)
@@ -91,6 +98,7 @@ def prepare(cfg, comm=None) -> Prepared:
     if not problems:  # the estimate assumes a valid config; the sizes it refuses allocate nothing
         problems = (output_problems(cfg) if rank == 0 else []) + \
             memory_problems(cfg, size, on_node)
+    problems += window_problems(cfg, size, on_node)
     if problems:
         raise ConfigError(problems)
     set_device(cfg.train.device, local_rank)

@@ -8,7 +8,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MAX_DEFAULT_WARMUP = 100
+from .defaults import ADAM_LR, MAX_DEFAULT_WARMUP, SGD_LR, SGD_LR_ANY, fill_defaults
+
 MIB = 2**20
 MAX_CONFIG_BYTES = 1 << 20  # a --config file larger than this is not a run configuration
 
@@ -30,8 +31,9 @@ def opt(default, help: str, flag: str | None = None, choices: tuple | None = Non
 
 @dataclass(frozen=True)
 class ModelConfig:
-    kind: str = opt("gpt", "model to train (default: gpt, or the model a sparse source brings: "
-                           "logreg for sparse-logreg, factors for matrix-factorization)",
+    kind: str = opt("gpt", "model to train (default: gpt, or the model a source brings: mlp "
+                           "for classification, logreg for sparse-logreg, factors for "
+                           "matrix-factorization)",
                     flag="--model", choices=("gpt", "lstm", "rnn", "mlp", "logreg", "factors"))
     d_model: int = opt(64, "embedding / model width (gpt, lstm, rnn)")
     n_heads: int = opt(4, "attention heads (gpt)")
@@ -67,9 +69,16 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class OptimConfig:
-    optimizer: str = opt("adamw", "optimizer", choices=("sgd", "adam", "adamw"))
-    lr: float = opt(6e-3, "peak learning rate")
-    momentum: float = opt(0.9, "SGD momentum")
+    optimizer: str | None = opt(None, "optimizer (default: adamw; sgd for --strategy hogwild "
+                                      "and easgd and the sparse sources, as in their papers)",
+                                choices=("sgd", "adam", "adamw"), kind=str)
+    lr: float | None = opt(None, f"peak learning rate (default: {ADAM_LR:g} for adam and "
+                                 "adamw; for sgd " + ", ".join(f"{v:g} for {k}" for k, v in
+                                                               SGD_LR.items()) +
+                                 f", {SGD_LR_ANY:g} for the others)", kind=float)
+    momentum: float | None = opt(None, "SGD momentum (default: 0.9; 0 where sgd is the default;"
+                                       " with --strategy easgd it is Nesterov's: EAMSGD)",
+                                 kind=float)
     weight_decay: float = opt(0.0, "weight decay (L2 for sgd/adam, decoupled for adamw)")
     grad_clip: float = opt(1.0, "clip gradients to this global norm (0 = off)")
     schedule: str = opt("cosine", "LR schedule after warm-up",
@@ -85,9 +94,10 @@ class TrainConfig:
                         "overlapped), data parallel with one all-reduce per parameter, "
                         "local SGD (periodic model averaging), pipeline parallel (with "
                         "data-parallel replicas of the pipeline), the hybrid dp × pp × tp "
-                        "mesh (tensor-parallel stages), or parameter servers",
+                        "mesh (tensor-parallel stages), parameter servers, Hogwild (lock-free "
+                        "SGD on shared parameters) or elastic averaging (EASGD)",
                         choices=("single", "dp", "dp-naive", "local-sgd", "pipeline", "hybrid",
-                                 "ps"))
+                                 "ps", "hogwild", "easgd"))
     bucket_mb: float = opt(1.0, "dp, local-sgd: bucket size in MiB (gradients; models averaged)")
     local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
                                   "(0 = once, at the end)")
@@ -104,6 +114,21 @@ class TrainConfig:
                               "(DistBelief's warm start)")
     n_push: int = opt(1, "ps async: a worker pushes its summed gradient every this many steps")
     n_fetch: int = opt(1, "ps async: a worker pulls the parameters every this many steps")
+    lock: bool = opt(False, "hogwild: one writer at a time under the window's exclusive lock "
+                            "(the spec beside lock-free Hogwild)")
+    window: str = opt("auto", "hogwild: where the parameters live: a node's shared memory, "
+                              "rank 0's one-sided window (across nodes), or auto (shared when "
+                              "every rank is on one node)", choices=("auto", "shared",
+                                                                     "one-sided"))
+    easgd_mode: str = opt("sync", "easgd: synchronous (the elastic differences all-reduced "
+                                  "every --tau steps), async (the centre on master rank 0, each "
+                                  "worker exchanging every --tau of its own steps) or "
+                                  "round-robin (seed 001's Algorithm 1: a CPU master serves one "
+                                  "worker per step)", choices=("sync", "async", "round-robin"))
+    rho: float | None = opt(None, "easgd: ρ, the elastic force, α = ηρ (default: the paper's "
+                                  "β = pα = 0.9 at the peak rate η, ρ = 0.9/(p·η) for p "
+                                  "workers)", kind=float)
+    tau: int = opt(4, "easgd sync, async: steps between exchanges with the centre (τ)")
     pp: int = opt(1, "pipeline, hybrid: stages", flag="--pp")
     tp: int = opt(1, "hybrid: tensor-parallel ranks per stage (Megatron)", flag="--tp")
     dp: int | None = opt(None, "pipeline, hybrid: replicas of the pipeline (default: the world "
@@ -269,26 +294,18 @@ def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
 def make_config(values: dict[str, dict], world_size: int = 1) -> Config:
     """Build a Config from per-section overrides and validate it for ``world_size`` ranks
     (raises ConfigError)."""
-    from .validate import OWN_MODEL, validate
+    from .validate import validate
 
     values = {s: dict(values.get(s, {})) for s in SECTIONS}
     problems = _type_problems(values)
     if problems:
         raise ConfigError(problems)
-    if values["data"].get("source") in OWN_MODEL:  # unless a model is named, the source's own
-        values["model"].setdefault("kind", OWN_MODEL[values["data"]["source"]])
-    if values["optim"].get("warmup") is None:
-        values["optim"]["warmup"] = default_warmup(values["train"].get("steps", TrainConfig.steps))
+    fill_defaults(values, TrainConfig.steps)
     config = Config(**{s: cls(**values[s]) for s, cls in SECTIONS.items()})
     problems = validate(config, world_size)
     if problems:
         raise ConfigError(problems)
     return config
-
-
-def default_warmup(steps: int) -> int:
-    """A tenth of the run, at most MAX_DEFAULT_WARMUP steps: a short run gets a short warm-up."""
-    return min(MAX_DEFAULT_WARMUP, max(steps, 0) // 10)
 
 
 def _type_problems(values: dict[str, dict]) -> list[str]:

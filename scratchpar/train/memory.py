@@ -7,7 +7,7 @@ import os
 import resource
 from typing import NamedTuple
 
-from .validate import OWN_MODEL
+from .defaults import SPARSE
 
 GiB, MiB = 1 << 30, 1 << 20
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
@@ -63,7 +63,7 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     s = 8 if t.dtype == "float64" else 4
     source = _data(cfg)
     rows = -(-t.batch_size // max(world_size, 1))  # rank 0's shard is the largest
-    if m.kind in OWN_MODEL.values():  # the sparse problems' models
+    if m.kind in ("logreg", "factors"):  # the sparse problems' models
         from .memory_sparse import sparse_model
 
         model = sparse_model(cfg, s, rows)
@@ -175,7 +175,7 @@ def _draw(s: int, largest: int) -> int:
 
 def _data(cfg) -> Source:
     d, b, t = cfg.data, cfg.train.batch_size, cfg.data.seq_len
-    if d.source in OWN_MODEL:  # the sparse problems
+    if d.source in SPARSE:
         from .memory_sparse import sparse_source
 
         return sparse_source(cfg)

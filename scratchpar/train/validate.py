@@ -8,13 +8,13 @@ from pathlib import Path
 
 from ..data.synthetic import MAX_TABLE_ENTRIES, table_fits
 from .config import MIB
+from .validate_async import async_problems, workers
 from .validate_mesh import MESH_STRATEGIES, mesh_problems
 from .validate_ps import ps_problems
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
-OWN_MODEL = {"sparse-logreg": "logreg", "matrix-factorization": "factors"}  # --model's default
 
 
 def validate(c, world_size: int = 1) -> list[str]:
@@ -32,7 +32,7 @@ def validate(c, world_size: int = 1) -> list[str]:
             choices, value = f.metadata["choices"], getattr(section, f.name)
             need(choices is None or value in choices,
                  f"{part.name}.{f.name} must be one of {', '.join(choices or ())}; got {value!r}")
-            need(f.metadata["kind"] is not float or math.isfinite(value),
+            need(f.metadata["kind"] is not float or value is None or math.isfinite(value),
                  f"{part.name}.{f.name} must be a finite number; got {value}")
     for name in ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
                  "data.seq_len", "data.n_features", "data.nnz", "data.n_users",
@@ -68,7 +68,7 @@ def validate(c, world_size: int = 1) -> list[str]:
     need(m.kind in MODELS.get(d.source, (m.kind,)),
          f"model {m.kind} cannot learn data.source {d.source}: use mlp with classification, "
          f"gpt, lstm or rnn with synthetic or text, logreg with sparse-logreg and factors with "
-         f"matrix-factorization (a sparse source's own model is the default)")
+         f"matrix-factorization (the source's own model is the default)")
     need(o.lr > 0, f"optim.lr must be positive; got {o.lr}")
     need(0.0 <= o.momentum < 1.0, f"optim.momentum must be in [0, 1); got {o.momentum}")
     need(o.weight_decay >= 0, f"optim.weight_decay must be non-negative; got {o.weight_decay}")
@@ -97,12 +97,13 @@ def validate(c, world_size: int = 1) -> list[str]:
          f"--strategy single runs on one rank; launched on {world_size}")
     problems += mesh_problems(c, world_size)
     problems += ps_problems(c, world_size)
-    ps = t.strategy == "ps"
-    workers = world_size - t.servers if ps else world_size
-    need(t.batch_size < 1 or t.strategy in MESH_STRATEGIES or workers < 1
-         or t.batch_size >= workers,
+    problems += async_problems(c, world_size)
+    sharing = workers(c, world_size)
+    need(t.batch_size < 1 or t.strategy in MESH_STRATEGIES or sharing < 1
+         or t.batch_size >= sharing,
          f"train.batch_size ({t.batch_size}) must be at least the number of "
-         f"{'workers' if ps else 'ranks'} ({workers}): each needs a share of the global batch")
+         f"{'workers' if sharing < world_size else 'ranks'} ({sharing}): each needs a share of "
+         f"the global batch")
     return problems
 
 

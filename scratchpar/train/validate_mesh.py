@@ -38,7 +38,8 @@ def mesh_problems(c, world_size: int) -> list[str]:
         return problems
     if m.kind in UNLAYERED_MODELS:
         return problems + [f"--strategy {t.strategy} splits a model's layers into stages; model "
-                           f"{m.kind} has none (use single, dp, dp-naive, local-sgd or ps)"]
+                           f"{m.kind} has none (use single, dp, dp-naive, local-sgd, ps, "
+                           "hogwild or easgd)"]
     from ..parallel.pipeline.schedules import requirements
 
     bad = [f"{flag} must be at least 1; got {value}" for flag, value in

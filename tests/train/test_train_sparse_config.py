@@ -8,7 +8,7 @@ from scratchpar.train import ConfigError, format_summary, load_config, make_conf
 
 PAIRING = ("model {model} cannot learn data.source {source}: use mlp with classification, gpt, "
            "lstm or rnn with synthetic or text, logreg with sparse-logreg and factors with "
-           "matrix-factorization (a sparse source's own model is the default)")
+           "matrix-factorization (the source's own model is the default)")
 
 
 def problems(argv, world_size=1):
@@ -61,7 +61,7 @@ def test_the_sizes_are_checked():
 def test_the_layer_splitting_strategies_refuse_the_sparse_models(strategy, source, model):
     assert problems(["--source", source, "--strategy", strategy, "--pp", "2"], 2) == [
         f"--strategy {strategy} splits a model's layers into stages; model {model} has none "
-        "(use single, dp, dp-naive, local-sgd or ps)"]
+        "(use single, dp, dp-naive, local-sgd, ps, hogwild or easgd)"]
 
 
 @pytest.mark.parametrize("strategy, world", [("single", 1), ("dp", 2), ("dp-naive", 2),

@@ -1,0 +1,40 @@
+"""Defaults that follow from other choices: the model a source brings, the optimizer and
+learning rate a strategy or source brings, the warm-up a run's length brings. Every one applies
+only where the run names no value of its own."""
+
+from __future__ import annotations
+
+MAX_DEFAULT_WARMUP = 100
+OWN_MODEL = {"classification": "mlp", "sparse-logreg": "logreg",  # --model's default, for a
+             "matrix-factorization": "factors"}  # source only one model learns
+PLAIN_SGD = ("hogwild", "easgd")  # strategies whose papers step by plain SGD (momentum: EAMSGD)
+SPARSE = ("sparse-logreg", "matrix-factorization")  # sources Hogwild's paper trains by plain SGD
+ADAM_LR = 6e-3
+# plain SGD's rate per model (the others': SGD_LR_ANY), the best of a sweep over 1,500 default
+# steps (gpt: 2.03 nats at 3, 2.42 at 1, 3.28 at 10): a sparse model's row is in few samples of
+# a batch, and the mean over the batch scales its gradient down by about 1/B
+SGD_LR = {"gpt": 3.0, "logreg": 10.0, "factors": 3.0}
+SGD_LR_ANY = 1.0
+
+
+def fill_defaults(values: dict[str, dict], steps: int) -> None:
+    """Fill, in place, the per-section ``values`` that depend on others and were not given
+    (``steps``: the run's length when ``values`` does not say it)."""
+    model, data, o, t = values["model"], values["data"], values["optim"], values["train"]
+    if data.get("source") in OWN_MODEL:
+        model.setdefault("kind", OWN_MODEL[data["source"]])
+    plain = t.get("strategy") in PLAIN_SGD or data.get("source") in SPARSE
+    if o.get("optimizer") is None:
+        o["optimizer"] = "sgd" if plain else "adamw"
+    if o.get("momentum") is None:
+        o["momentum"] = 0.0 if plain else 0.9
+    if o.get("lr") is None:
+        o["lr"] = ADAM_LR if o["optimizer"] != "sgd" else \
+            SGD_LR.get(model.get("kind", "gpt"), SGD_LR_ANY)
+    if o.get("warmup") is None:
+        o["warmup"] = default_warmup(t.get("steps", steps))
+
+
+def default_warmup(steps: int) -> int:
+    """A tenth of the run, at most MAX_DEFAULT_WARMUP steps: a short run gets a short warm-up."""
+    return min(MAX_DEFAULT_WARMUP, max(steps, 0) // 10)
