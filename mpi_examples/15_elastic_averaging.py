@@ -3,7 +3,7 @@
 
 Every worker trains its own copy xⁱ of a logistic regression (one Linear layer) on its rows, and
 an elastic force of strength α = ηρ pulls each copy toward a centre x̃ and the centre toward the
-copies (eqs. 1–2): xⁱ ← xⁱ − α (xⁱ − x̃), x̃ ← x̃ + α Σᵢ (xⁱ − x̃). The centre is the model that
+copies (eqs. 3–4): xⁱ ← xⁱ − α (xⁱ − x̃), x̃ ← x̃ + α Σᵢ (xⁱ − x̃). The centre is the model that
 is evaluated.
 
 - Synchronous (``SyncEASGD``): 4 workers all-reduce their differences every τ = 2 steps. With
@@ -11,7 +11,7 @@ is evaluated.
 - Asynchronous (``AsyncEASGD``): rank 0 is the master, holding x̃ on the host; each of 3 workers
   exchanges with it every τ of its own steps while the others go on. Rank 3 is slowed.
 - Round-robin (seed 001's Algorithm 1, ``RoundRobinEASGD``): the master hands step t's samples
-  and x̃ to worker j = t mod 3 alone, which moves by eq. 1 while the master moves by eq. 2.
+  and x̃ to worker j = t mod 3 alone, which moves by eq. 3 while the master moves by eq. 4.
 """
 
 import sys

@@ -100,6 +100,9 @@ class RemoteArray:
 
     def __init__(self, comm, size: int, dtype=np.float64, owner: int = 0):
         (size,), self.dtype, _ = _size(size, dtype)
+        if size >= 2**31:
+            raise ValueError(f"a remote array holds fewer than 2³¹ elements (MPI's displacements "
+                             f"are C ints); asked for {size:,}")
         if not 0 <= owner < comm.size:
             raise ValueError(f"owner {owner} is not a rank of {comm.name} (size {comm.size})")
         self.size, self.owner, self._comm = size, owner, comm

@@ -62,7 +62,7 @@ def test_zero_rho_leaves_every_worker_an_independent_sgd(comm, kind, momentum, t
 
 
 def centre_closed_form(x0, targets, lr, rho, tau, steps):
-    """x̃ after ``steps`` steps, from the mean dynamics of eqs. 1–2 on fᵢ = ½ h ‖x − cᵢ‖²: with
+    """x̃ after ``steps`` steps, from the mean dynamics of eqs. 3–4 on fᵢ = ½ h ‖x − cᵢ‖²: with
     u = x̄ − c̄ and v = x̃ − c̄, a step with an exchange maps (u, v) by
     M = [[1 − α − ηh, α], [pα, 1 − pα]] (α = ηρ), a step without by [[1 − ηh, 0], [0, 1]]."""
     p, alpha = len(targets), lr * rho

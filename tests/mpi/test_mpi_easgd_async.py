@@ -57,14 +57,21 @@ def test_no_exchange_is_lost_under_a_slowed_worker(comm):
             time.sleep(0.003)
         return mine.loss(model, batch, *args)
 
-    strategy = AsyncEASGD(mine.model, SGD(mine.model.parameters(), 0.1), loss, mine.count, comm,
-                          rho=0.5, tau=3)
+    strategy = AsyncEASGD(mine.model, SGD(mine.model.parameters(), 0.1, momentum=0.9), loss,
+                          mine.count, comm, rho=0.5, tau=3)
     for step in range(10):
         strategy.step(make_batch("mlp", 2 * comm.size, step))
     strategy.shutdown()
     counts = comm.allgather_obj(strategy.exchanges)
+    state = strategy.state_dict()
     strategy.close()
     assert counts[0] == sum(counts[1:]) == 4 * (comm.size - 1)  # at steps 0, 3, 6, 9
+    if comm.rank == 0:  # the checkpoint's optimizer is the first worker's, not the master's
+        assert state["easgd"] == {"steps": 10, "world": comm.size, "mode": "async"}
+        assert state["optim"]["step_count"] == 10 and state["optim"].keys() == \
+            state["worker1.optim"].keys()
+        for key, value in state["worker1.optim"].items():
+            assert np.array_equal(host(state["optim"][key]), host(value)), key
 
 
 MODES = {"synchronous": SyncEASGD, "asynchronous": AsyncEASGD}

@@ -29,10 +29,10 @@ def emulate(kind: str, seed: int, workers: int, rho: float, momentum: float):
         loss.backward()
         before = [host(p.data).copy() for p in params]  # Wᵗʲ
         for p, c in zip(params, centre):
-            p.data -= alpha * (p.data - c)  # eq. 1's elastic term
+            p.data -= alpha * (p.data - c)  # eq. 3's elastic term
         guarded_step(optims[j], params, loss.data)
         for c, w in zip(centre, before):
-            c += alpha * (w - c)  # eq. 2
+            c += alpha * (w - c)  # eq. 4
     return centre, [[host(p.data) for p in t.model.parameters()] for t in tasks]
 
 

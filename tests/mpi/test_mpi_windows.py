@@ -66,6 +66,8 @@ def test_bad_windows_and_indices_are_refused_before_any_message(comm):
         SharedArray(comm, (2, -1))
     with pytest.raises(ValueError, match="is not a rank"):
         RemoteArray(comm, 4, owner=comm.size)
+    with pytest.raises(ValueError, match="fewer than 2³¹ elements"):
+        RemoteArray(comm, 2**31)
     remote = RemoteArray(comm, 4)
     try:
         with pytest.raises(IndexError, match=r"outside \[0, 4\)"):

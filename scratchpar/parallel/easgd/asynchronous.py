@@ -11,7 +11,7 @@ from ...backend import get_array_module
 from ...data.shard import shard
 from ...optim import guarded_step, skipped
 from ...optim.guard import backward_verdict
-from ..ps.protocol import HEADER, LEAVE, STEP, Header
+from ..ps.protocol import HEADER, LEAVE, STEP, Header, ProtocolError
 from .master import MasterAndWorkers
 
 WEIGHTS, DIFFERENCE = 2, 3  # tags beside the header's
@@ -21,11 +21,13 @@ class AsyncEASGD(MasterAndWorkers):
     """Rank 0 is the master and holds the centre x̃ on the host; ranks 1 … W are workers, each
     on its rows of the global batch. A worker at its step t computes ∇fⁱ(xⁱ) and, when
     t mod τ = 0, sends xⁱ; the master answers in arrival order with d = xⁱ − x̃ and moves
-    x̃ ← x̃ + α d (eq. 2, one worker at a time), and the worker moves xⁱ ← xⁱ − α d (eq. 1's
+    x̃ ← x̃ + α d (eq. 4, one worker at a time), and the worker moves xⁱ ← xⁱ − α d (eq. 3's
     elastic term, from the same x̃), then takes its optimizer's step. Every step the worker
     sends the master a header (its loss, and whether an exchange follows), so the master's step
     t ends once every worker still present has finished its step t; ``shutdown()`` ends the
     protocol (each worker leaves, the master serves until all have)."""
+
+    mode = "async"
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, tau: int,
                  grad_clip: float = 0.0):
@@ -36,6 +38,7 @@ class AsyncEASGD(MasterAndWorkers):
         self.tau, self.exchanges = tau, 0
         if self.comm.rank == 0:
             self.clock = dict.fromkeys(range(1, comm.size), 0)
+            self.served = dict.fromkeys(self.clock, 0)  # exchanges per worker
             self.losses: dict[int, list[float]] = {}
             self.inbox = {w: self._post(w) for w in self.clock}
 
@@ -70,7 +73,7 @@ class AsyncEASGD(MasterAndWorkers):
         if exchange:
             alpha, start = self.optimizer.lr * self.rho, 0
             for p in self.params:
-                p.data -= alpha * diff[start:start + p.size].reshape(p.shape)  # eq. 1, elastic
+                p.data -= alpha * diff[start:start + p.size].reshape(p.shape)  # eq. 3, elastic
                 start += p.size
         return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
 
@@ -88,6 +91,9 @@ class AsyncEASGD(MasterAndWorkers):
             w = workers[i]
             h = Header.unpack(self.inbox.pop(w)[0])
             if h.kind == LEAVE:
+                if self.served[w] != h.pushes:
+                    raise ProtocolError(f"the master served {self.served[w]} exchanges of "
+                                        f"worker rank {w}, which made {h.pushes}: one was lost")
                 del self.clock[w]
                 continue
             if h.grad:
@@ -102,7 +108,7 @@ class AsyncEASGD(MasterAndWorkers):
                 "skipped": not units}
 
     def _exchange(self, w: int, alpha: float) -> None:
-        """Worker w's xⁱ in; d = xⁱ − x̃ out; x̃ ← x̃ + α d (eq. 2 with one worker)."""
+        """Worker w's xⁱ in; d = xⁱ − x̃ out; x̃ ← x̃ + α d (eq. 4 with one worker)."""
         theirs = np.empty(sum(c.size for c in self.centre), self.centre[0].dtype)  # (K,)
         self.comm.recv(theirs, w, WEIGHTS)
         diff, start = np.empty_like(theirs), 0
@@ -113,6 +119,7 @@ class AsyncEASGD(MasterAndWorkers):
             start += c.size
         self.comm.send(diff, w, DIFFERENCE)
         self.exchanges += 1
+        self.served[w] += 1
 
     def shutdown(self) -> None:
         """Workers leave; the master serves until every one has."""

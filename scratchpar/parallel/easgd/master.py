@@ -13,6 +13,7 @@ class MasterAndWorkers(ElasticState):
     moves), the step count, and the model taking the centre for evaluation."""
 
     lockstep = False  # a worker judges its own loss
+    first = 1  # rank 0 is the master; the workers are ranks 1 … W
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, grad_clip: float,
                  name: str):

@@ -1,5 +1,5 @@
 """Round-robin EASGD: a CPU master serves G workers in turn (seed 001's Algorithm 1, on Zhang et
-al. 2015's eqs. 1–2)."""
+al. 2015's eqs. 3–4)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ class RoundRobinEASGD(MasterAndWorkers):
     """Rank 0 is the master: it holds the centre W̄ on the host (NumPy, whatever device the
     workers use) and, at step t, picks worker j = t mod G (rank 1 + j), sends it the step's
     samples and W̄ₜ, and takes its weights Wᵗʲ back. Worker j computes its gradient at Wᵗʲ,
-    moves by eq. 1, Wʲ ← Wᵗʲ − ηρ (Wᵗʲ − W̄ₜ) − η ∇f(Wᵗʲ) (elastic term, then its optimizer's
-    step), and the master by eq. 2 with one worker, W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ). The other
+    moves by eq. 3, Wʲ ← Wᵗʲ − ηρ (Wᵗʲ − W̄ₜ) − η ∇f(Wᵗʲ) (elastic term, then its optimizer's
+    step), and the master by eq. 4 with one worker, W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ). The other
     workers wait for their turn, so every step is one worker's: a sequential algorithm that an
     emulation on one process reproduces bit for bit."""
+
+    mode = "round-robin"
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float,
                  grad_clip: float = 0.0):
@@ -52,7 +54,7 @@ class RoundRobinEASGD(MasterAndWorkers):
         alpha = self.optimizer.lr * self.rho
         if report[3]:
             for c, w in zip(self.centre, weights):
-                c += alpha * (w - c)  # eq. 2, one worker: W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ)
+                c += alpha * (w - c)  # eq. 4, one worker: W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ)
         self.last = {"loss": float(report[0]), "grad_norm": float(report[2]),
                      "skipped": not report[3]}
         return self.last
@@ -74,7 +76,7 @@ class RoundRobinEASGD(MasterAndWorkers):
         if finite:
             alpha = self.optimizer.lr * self.rho
             for p, c in zip(self.params, centre):
-                p.data -= alpha * (p.data - c)  # eq. 1's elastic term, from Wᵗʲ and W̄ₜ
+                p.data -= alpha * (p.data - c)  # eq. 3's elastic term, from Wᵗʲ and W̄ₜ
             self.last = guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
         else:
             self.last = skipped(mean, norm)

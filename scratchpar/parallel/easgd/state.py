@@ -8,20 +8,22 @@ from ...comm.states import gather_states
 
 class ElasticState:
     """Mixed into an EASGD strategy with ``model``, ``params``, ``optimizer``, ``comm``,
-    ``centre`` (one array per parameter; rank 0's is the one saved) and ``steps``."""
+    ``centre`` (one array per parameter; rank 0's is the one saved), ``steps``, its ``mode``
+    and ``first``, the rank of its first worker (1 where rank 0 is a master)."""
 
     def state_dict(self) -> dict | None:
         """Collective: on rank 0, ``"model"`` = the centre (so any strategy resumes from the
-        consensus), ``"optim"`` = rank 0's optimizer, ``"worker{r}.model"`` and (r > 0)
-        ``"worker{r}.optim"`` for every worker, and ``"easgd"``: t and the world size."""
+        consensus), ``"optim"`` = the first worker's optimizer, ``"worker{r}.model"`` and
+        (r > 0) ``"worker{r}.optim"`` for every rank, and ``"easgd"``: t, the world size and
+        the mode."""
         xp, what = get_array_module(self.params[0].data), "EASGD worker states"
         models = gather_states(self.comm, self.model.state_dict(), xp, what)
         optims = gather_states(self.comm, self.optimizer.state_dict(), xp, what)
         if self.comm.rank != 0:
             return None
         names = [name for name, _ in self.model.named_parameters()]
-        state = {"model": dict(zip(names, self.centre)), "optim": optims[0],
-                 "easgd": {"steps": self.steps, "world": self.comm.size}}
+        state = {"model": dict(zip(names, self.centre)), "optim": optims[self.first],
+                 "easgd": {"steps": self.steps, "world": self.comm.size, "mode": self.mode}}
         for r in range(self.comm.size):
             state[f"worker{r}.model"] = models[r]
             if r:
@@ -29,12 +31,13 @@ class ElasticState:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """At the world size that saved it, worker r and the centre continue exactly; from any
-        other checkpoint (another world, another strategy) every worker starts at the saved
-        model, which becomes the centre, with worker 0's optimizer state (or the saved one)."""
+        """At the world size and mode that saved it, worker r and the centre continue exactly;
+        from any other checkpoint (another world, mode or strategy) every worker starts at the
+        saved model, which becomes the centre, with the first worker's optimizer state (or the
+        saved one)."""
         meta = state.get("easgd", {})
         r = self.comm.rank
-        same = int(meta.get("world", 0)) == self.comm.size
+        same = int(meta.get("world", 0)) == self.comm.size and meta.get("mode") == self.mode
         self.model.load_state_dict(state[f"worker{r}.model"] if same else state["model"])
         self.optimizer.load_state_dict(state[f"worker{r}.optim"] if same and r else state["optim"])
         centre = state["model"]

@@ -1,5 +1,5 @@
 """Synchronous EASGD: every τ steps the ranks all-reduce their elastic differences (Zhang et al.
-2015, §3, eqs. 1–2, with the communication period τ of §4)."""
+2015, §3, eqs. 3–4, which seed 001 numbers (1) and (2); τ is §3's communication period)."""
 
 from __future__ import annotations
 
@@ -20,16 +20,17 @@ class SyncEASGD(ElasticState):
     batch; every rank also holds the centre x̃, the same on all. With α = ηρ (η the step's rate),
     at every step t with t mod τ = 0, before the gradient step and from the same xⁱₜ:
 
-        xⁱ ← xⁱ − α (xⁱ − x̃)           (eq. 1, the elastic term)
-        x̃  ← x̃ + α Σᵢ (xⁱ − x̃)        (eq. 2; one all-reduce of the differences)
+        xⁱ ← xⁱ − α (xⁱ − x̃)           (eq. 3, the elastic term)
+        x̃  ← x̃ + α Σᵢ (xⁱ − x̃)        (eq. 4; one all-reduce of the differences)
 
-    and then xⁱ ← xⁱ − η ∇fⁱ(xⁱₜ), the gradient taken before the exchange, so a step is eq. 1
+    and then xⁱ ← xⁱ − η ∇fⁱ(xⁱₜ), the gradient taken before the exchange, so a step is eq. 3
     exactly. ρ = 0 leaves every worker an independent SGD. The local optimizer is the run's: with
     Nesterov momentum δ it is EAMSGD (Algorithm 2), in PyTorch's form of the look-ahead. The
     centre is the model that is evaluated and checkpointed (``gather_model``, ``state_dict``).
     """
 
     lockstep = True
+    mode, first = "sync", 0  # every rank is a worker
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, tau: int,
                  grad_clip: float = 0.0, bucket_bytes: int = 1 << 20):
@@ -68,13 +69,13 @@ class SyncEASGD(ElasticState):
         return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
 
     def exchange(self, alpha: float) -> None:
-        """The elastic moves of eqs. 1–2, from this step's xⁱ and x̃, on every rank alike."""
+        """The elastic moves of eqs. 3–4, from this step's xⁱ and x̃, on every rank alike."""
         diffs = [p.data - c for p, c in zip(self.params, self.centre)]  # xⁱ − x̃
         self.plan.pack(diffs)
         total = self.plan.finish(self.plan.start_all(self.comm))  # Σᵢ (xⁱ − x̃)
         for p, c, d, s in zip(self.params, self.centre, diffs, total):
-            p.data -= alpha * d  # eq. 1: xⁱ ← xⁱ − α (xⁱ − x̃)
-            c += alpha * s  # eq. 2: x̃ ← x̃ + α Σᵢ (xⁱ − x̃)
+            p.data -= alpha * d  # eq. 3: xⁱ ← xⁱ − α (xⁱ − x̃)
+            c += alpha * s  # eq. 4: x̃ ← x̃ + α Σᵢ (xⁱ − x̃)
 
     def gather_model(self) -> None:
         """The model becomes the centre x̃ (every rank holds it): what is evaluated."""

@@ -21,9 +21,11 @@ class Hogwild:
     workers may update one coordinate at once, and in shared memory one of the two updates may
     be lost, which sparse problems make rare (Niu et al. 2011, §4).
 
-    With ``lock``, the read–modify–write of the rows happens under the shared window's
-    exclusive lock, one writer at a time: no update is ever lost, at the price of serialized
-    writes."""
+    With ``lock``, the write (load, subtract, store of the rows) happens under the shared
+    window's exclusive lock, one writer at a time: no update is ever lost, at the price of
+    serialized writes. The read for the gradient stays outside it, so a gradient may still be
+    taken at rows another worker has since moved: the lock removes lost updates, not
+    staleness."""
 
     lockstep = False  # a worker judges its own loss; the ranks never wait for each other
 

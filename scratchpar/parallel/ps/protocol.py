@@ -47,6 +47,10 @@ class Header:
         return np.empty(9, dtype=np.float64)
 
 
+class ProtocolError(RuntimeError):
+    """A worker's message broke the protocol (a clock out of order, a lost update)."""
+
+
 def combine(grads: list, means: list[float], units: list[float]):
     """One update from the pushes of one clock, in worker order: Σ_w (n_w/N)·g_w and the loss
     Σ_w (n_w/N)·L_w, with N = Σ n_w, each g_w the mean gradient over worker w's n_w units. This

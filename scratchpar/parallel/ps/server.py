@@ -21,11 +21,7 @@ import numpy as np
 from ...comm import collectives
 from ...optim import guarded_step
 from ...trace.tracer import NULL
-from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STATS, Header, combine
-
-
-class ProtocolError(RuntimeError):
-    """A worker's message broke the protocol (a clock out of order, a lost update)."""
+from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STATS, Header, ProtocolError, combine
 
 
 class Server:
