@@ -1,8 +1,8 @@
 """Hogwild on real ranks sharing one window, shared-memory or one-sided: one worker is serial
 SGD, bit for bit; the locked variant (and the one-sided window's atomic adds) loses no update on
 an integer-valued count, exactly; and lock-free Hogwild converges on both sparse problems to
-within a stated tolerance of serial SGD's held-out loss over the same samples (every worker's
-rows of each global batch, one after another)."""
+within a stated tolerance of the held-out loss of one device's SGD on the same global batches
+at the same rate (each worker steps by its share of the batch)."""
 
 import numpy as np
 import pytest
@@ -15,14 +15,14 @@ from mpi_helpers import shared_verdict
 from scratchpar import nn
 from scratchpar.autograd import functional as F
 from scratchpar.backend import get_array_module
-from scratchpar.data import LowRankRatings, SparseLogistic, shard
+from scratchpar.data import LowRankRatings, SparseLogistic
 from scratchpar.nn.module import Module, Parameter
 from scratchpar.optim import SGD
 from scratchpar.parallel import SingleDevice
 from scratchpar.parallel.hogwild import Hogwild
 from scratchpar.train.task import Task
 
-TOLERANCE = {"logreg": 0.03, "factors": 0.01}  # held-out loss against serial SGD (seen ≤ 0.004)
+TOLERANCE = {"logreg": 0.03, "factors": 0.01}  # held-out loss against one device (seen ≤ 0.002)
 
 
 def sparse_task(kind: str, seed: int) -> Task:
@@ -81,7 +81,7 @@ def test_the_locked_variant_loses_no_update(comm, window):
     the lock, or by one-sided atomic adds, θ ends at exactly minus the total count; with plain
     stores to shared memory, updates may be lost (a shortfall never an excess)."""
     model = Counter(6)
-    hogwild = Hogwild(model, SGD(model.parameters(), 1.0), count_loss, len, comm,
+    hogwild = Hogwild(model, SGD(model.parameters(), 1.0), count_loss, lambda idx: 1, comm,
                       lock=window == "locked", window=window.replace("locked", "shared"))
     gen = np.random.default_rng(7)
     sent = np.zeros(6)
@@ -109,8 +109,7 @@ def test_lock_free_hogwild_converges_on_the_sparse_problems(comm, kind, window):
     for step in range(300):
         batch = mine.batch(step, 16 * comm.size)[0]
         hogwild.step(batch)
-        for r in range(comm.size):  # serial SGD over the same samples, one worker's rows a step
-            single.step(shard(batch, r, comm.size))
+        single.step(batch)  # one device on the same global batches, at the same rate
     hogwild.gather_model()
     hogwild.close()
     got, want = mine.evaluate(8, 256), one.evaluate(8, 256)

@@ -2,7 +2,7 @@
 
 Both hold θ flat on the host, one slice per parameter, and offer the same few operations on a
 parameter's rows (an int array of distinct row ids, or ``slice(None)`` for all of them):
-``read`` them, ``subtract`` η g from them, and, between barriers, copy θ out or in whole.
+``read`` them, ``subtract`` γ g from them, and, between barriers, copy θ out or in whole.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class SharedStore:
         return self.views[k][rows].copy()
 
     def subtract(self, k: int, rows, values: np.ndarray) -> None:
-        self.views[k][rows] -= values  # θ_v ← θ_v − η g_v (Niu et al. 2011, Algorithm 1)
+        self.views[k][rows] -= values  # θ_v ← θ_v − γ g_v (Niu et al. 2011, Algorithm 1)
 
     def exclusive(self):
         """One writer at a time: the window's exclusive lock."""
@@ -61,7 +61,7 @@ class SharedStore:
 class RemoteStore:
     """θ in one :class:`~scratchpar.comm.window.RemoteArray` on rank 0, which works on
     nodes that share no memory: a read is an ``MPI_Get`` of the rows' elements, a write an
-    ``MPI_Accumulate`` of −η g, elementwise atomic, so no update is ever lost; a read may still
+    ``MPI_Accumulate`` of −γ g, elementwise atomic, so no update is ever lost; a read may still
     see some of another worker's write and not the rest."""
 
     def __init__(self, comm, shapes, dtype):
@@ -82,7 +82,7 @@ class RemoteStore:
                             (len(rows), *self.shapes[k][1:]))
 
     def subtract(self, k: int, rows, values: np.ndarray) -> None:
-        self.remote.add(self._indices(k, rows), -values)  # θ_v ← θ_v − η g_v, atomically
+        self.remote.add(self._indices(k, rows), -values)  # θ_v ← θ_v − γ g_v, atomically
 
     def settle(self) -> None:
         self.remote.sync()

@@ -16,10 +16,13 @@ class Hogwild:
     θ in a store every worker reads and writes: a node's shared memory (``window="shared"``) or
     rank 0's one-sided window (``"one-sided"``, across nodes). A step reads the rows its batch
     touches (``model.touched(batch)``; every row for a model without it) into the worker's own
-    copy, backpropagates there, and writes θ_v ← θ_v − η g_v for those rows into θ (Algorithm
-    1, line 4, a plain SGD step, clipped to ``grad_clip`` like one device's). Nobody waits: two
-    workers may update one coordinate at once, and in shared memory one of the two updates may
-    be lost, which sparse problems make rare (Niu et al. 2011, §4).
+    copy, backpropagates there, and writes θ_v ← θ_v − γ g_v for those rows into θ (Algorithm
+    1, line 4, a plain SGD step, clipped to ``grad_clip`` like one device's). The step is
+    γ = η·n_w/N, the worker's share of the global batch's N units, as data parallelism weighs
+    it (g = Σ_w (n_w/N) g_w): the W writes of one global batch add up to one device's step on
+    it, to first order, so ``--lr`` means the same at any world size. Nobody waits: two workers
+    may update one coordinate at once, and in shared memory one of the two updates may be
+    lost, which sparse problems make rare (Niu et al. 2011, §4).
 
     With ``lock``, the write (load, subtract, store of the rows) happens under the shared
     window's exclusive lock, one writer at a time: no update is ever lost, at the price of
@@ -32,12 +35,13 @@ class Hogwild:
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, lock: bool = False,
                  window: str = "shared", grad_clip: float = 0.0):
         if not isinstance(optimizer, SGD) or optimizer.momentum or optimizer.weight_decay:
-            raise ValueError("Hogwild writes the plain SGD step θ_v ← θ_v − η g_v: it needs SGD "
+            raise ValueError("Hogwild writes the plain SGD step θ_v ← θ_v − γ g_v: it needs SGD "
                              "without momentum or weight decay")
         if window not in STORES or lock and window != "shared":
             raise ValueError(f"Hogwild's window is one of {', '.join(STORES)}, and the locked "
                              f"variant needs the shared one; got {window!r}, lock={lock}")
-        self.model, self.optimizer, self.loss_fn, self.comm = model, optimizer, loss_fn, comm
+        self.model, self.optimizer, self.loss_fn, self.count_fn, self.comm = \
+            model, optimizer, loss_fn, count_fn, comm
         self.lock, self.grad_clip = lock, grad_clip
         self.params = model.parameters()
         self.names = [name for name, _ in model.named_parameters()]
@@ -69,8 +73,10 @@ class Hogwild:
             return skipped(mean, norm)
         if self.grad_clip > 0:
             clip_grad_norm(self.params, self.grad_clip, norm)
-        steps = [to_host(p.grad[mine] * self.optimizer.lr) if p.grad is not None else None
-                 for p, (mine, _) in zip(self.params, rows)]  # η g_v, on the touched rows
+        share = float(self.count_fn(batch)) / max(float(self.count_fn(global_batch)), 1.0)
+        gamma = self.optimizer.lr * share  # γ = η·n_w/N (n_w = N with one worker: γ = η)
+        steps = [to_host(p.grad[mine] * gamma) if p.grad is not None else None
+                 for p, (mine, _) in zip(self.params, rows)]  # γ g_v, on the touched rows
         if self.lock:
             with self.store.exclusive():
                 self._write(rows, steps)
@@ -81,7 +87,7 @@ class Hogwild:
     def _write(self, rows: list, steps: list) -> None:
         for k, ((_, theirs), s) in enumerate(zip(rows, steps)):
             if s is not None:
-                self.store.subtract(k, theirs, s)  # θ_v ← θ_v − η g_v (Algorithm 1, line 4)
+                self.store.subtract(k, theirs, s)  # θ_v ← θ_v − γ g_v (Algorithm 1, line 4)
 
     def shutdown(self) -> None:
         """Collective: every rank's writes are done and visible before anyone reads θ whole."""
