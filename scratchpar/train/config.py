@@ -70,12 +70,14 @@ class DataConfig:
 @dataclass(frozen=True)
 class OptimConfig:
     optimizer: str | None = opt(None, "optimizer (default: adamw; sgd for --strategy hogwild "
-                                      "and easgd and the sparse sources, as in their papers)",
+                                      "and the sparse sources, as in their papers, and for "
+                                      "--strategy easgd given --momentum: EAMSGD)",
                                 choices=("sgd", "adam", "adamw"), kind=str)
     lr: float | None = opt(None, f"peak learning rate (default: {ADAM_LR:g} for adam and "
                                  "adamw; for sgd " + ", ".join(f"{v:g} for {k}" for k, v in
                                                                SGD_LR.items()) +
-                                 f", {SGD_LR_ANY:g} for the others)", kind=float)
+                                 f", {SGD_LR_ANY:g} for the others, times 1 − momentum)",
+                         kind=float)
     momentum: float | None = opt(None, "SGD momentum (default: 0.9; 0 where sgd is the default;"
                                        " with --strategy easgd it is Nesterov's: EAMSGD)",
                                  kind=float)

@@ -20,16 +20,21 @@ def optimizer(argv, world_size=4):
 def test_the_strategies_and_sources_bring_plain_sgd_and_its_rate():
     assert optimizer([]) == ("adamw", 0.9, 6e-3)
     assert optimizer(["--strategy", "hogwild"]) == ("sgd", 0.0, 3.0)
-    assert optimizer(["--strategy", "easgd", "--easgd-mode", "async"]) == ("sgd", 0.0, 3.0)
     assert optimizer(["--source", "sparse-logreg"]) == ("sgd", 0.0, 10.0)
     assert optimizer(["--source", "matrix-factorization", "--strategy", "ps"]) == ("sgd", 0.0,
                                                                                  3.0)
-    assert optimizer(["--optimizer", "sgd"]) == ("sgd", 0.9, 3.0)  # the rate follows sgd
-    assert optimizer(["--optimizer", "sgd", "--source", "classification"]) == ("sgd", 0.9, 1.0)
-    assert optimizer(["--strategy", "easgd", "--optimizer", "adamw"]) == ("adamw", 0.0, 6e-3)
-    assert optimizer(["--strategy", "easgd", "--momentum", "0.9", "--lr", "0.5"]) == \
-        ("sgd", 0.9, 0.5)
+    assert optimizer(["--optimizer", "sgd"]) == ("sgd", 0.9, 0.3)  # 3 × (1 − μ)
+    assert optimizer(["--optimizer", "sgd", "--source", "classification"]) == ("sgd", 0.9, 0.1)
+    assert optimizer(["--optimizer", "sgd", "--momentum", "0"]) == ("sgd", 0.0, 3.0)
     assert load_config(["--source", "classification"]).model.kind == "mlp"
+
+
+def test_easgd_keeps_the_runs_optimizer_and_momentum_makes_it_eamsgd():
+    assert optimizer(["--strategy", "easgd", "--easgd-mode", "async"]) == ("adamw", 0.9, 6e-3)
+    assert optimizer(["--strategy", "easgd", "--momentum", "0.9"]) == ("sgd", 0.9, 0.3)
+    assert optimizer(["--strategy", "easgd", "--momentum", "0"]) == ("sgd", 0.0, 3.0)  # EASGD
+    assert optimizer(["--strategy", "easgd", "--momentum", "0.5", "--optimizer", "adam"]) == \
+        ("adam", 0.5, 6e-3)
 
 
 def test_hogwild_refuses_what_its_write_cannot_do():
