@@ -113,4 +113,4 @@ def test_lock_free_hogwild_converges_on_the_sparse_problems(comm, kind, window):
     hogwild.gather_model()
     hogwild.close()
     got, want = mine.evaluate(8, 256), one.evaluate(8, 256)
-    assert abs(got - want) < TOLERANCE[kind], f"{kind}: {got:.4f} against serial {want:.4f}"
+    assert abs(got - want) < TOLERANCE[kind], f"{kind}: {got:.4f} against one device {want:.4f}"
