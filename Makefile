@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async docs clean
 
 install: $(VENV)/.installed
 
@@ -52,6 +52,7 @@ bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data and p
 	$(BIN)/python -m scratchpar.bench tensor $(ARGS)
 	$(BIN)/python -m scratchpar.bench branches $(ARGS)
 	$(BIN)/python -m scratchpar.bench ps $(ARGS)
+	$(BIN)/python -m scratchpar.bench async $(ARGS)
 
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
@@ -71,6 +72,9 @@ bench-branches: install  ## parallel branches (towers on different ranks) agains
 bench-ps: install  ## parameter servers: server bytes against the ring, staleness per τ, loss against time
 	$(BIN)/python -m scratchpar.bench ps $(ARGS)
 
+bench-async: install  ## Hogwild's speed-up and collisions, EASGD against Downpour per τ, the round-robin master
+	$(BIN)/python -m scratchpar.bench async $(ARGS)
+
 docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collectives and dp benchmarks
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
 	$(BIN)/python -m scratchpar.trace loss docs/figures/train_metrics.jsonl -o docs/figures/loss.png
@@ -82,6 +86,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collec
 	$(BIN)/python -m scratchpar.bench tensor --json docs/figures/tensor_bench.json
 	$(BIN)/python -m scratchpar.bench branches --json docs/figures/branches_bench.json
 	$(BIN)/python -m scratchpar.bench ps --json docs/figures/ps_bench.json --figures docs/figures
+	$(BIN)/python -m scratchpar.bench async --json docs/figures/async_bench.json --figures docs/figures
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis
