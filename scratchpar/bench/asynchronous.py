@@ -40,7 +40,7 @@ from . import async_report as report
 from .async_tables import print_tables
 from .device import add_argument as add_device_argument
 from .device import describe
-from .mpijob import JobFailed, per_world_size, run_module
+from .mpijob import JobFailed, per_world_size, run_part
 from .ps_standin import calibrate
 
 MLP = {"n_features": 32, "hidden": [64], "n_classes": 10}
@@ -99,13 +99,8 @@ def configs(quick: bool, ranks: int) -> tuple[dict, dict]:
     return {"hogwild": hogwild, "tau": QUICK_TAU if quick else TAU, "round_robin": rr}, calib
 
 
-def job(part: str, n: int, cfg: dict, tmp: Path, device: str):
-    print(f"async: {part}, {n} ranks", file=sys.stderr, flush=True)
-    out = tmp / f"async-{part}-n{n}.json"
-    run_module(n, "scratchpar.bench.async_worker",
-               ["--config", json.dumps({"part": part, **cfg}), "--device", device,
-                "--out", str(out)], JOB_TIMEOUT_S, {})
-    return json.loads(out.read_text())
+def job(part: str, n: int, cfg: dict, tmp: Path, device: str) -> dict:
+    return run_part(n, "scratchpar.bench.async_worker", part, cfg, tmp, device, JOB_TIMEOUT_S)
 
 
 def run_jobs(cfgs: dict, ranks: int, device: str) -> tuple[dict, tuple]:

@@ -49,6 +49,18 @@ def run_module(n: int, module: str, args: list[str], timeout: float, env: dict) 
         raise JobFailed(f"{' '.join(cmd)} exited with {job.returncode}:\n{out[-4000:]}")
 
 
+def run_part(n: int, module: str, part: str, cfg: dict, tmp: Path, device: str,
+             timeout: float) -> dict:
+    """One part of a benchmark with parts: ``mpiexec -n n python -m module`` given ``{"part":
+    part, **cfg}`` as JSON and ``--device``, and the result its rank 0 wrote (``write_result``)."""
+    name = module.rsplit(".", 1)[-1].removesuffix("_worker")  # ps, async
+    print(f"{name}: {part}, {n} ranks", file=sys.stderr, flush=True)
+    out = tmp / f"{name}-{part}-n{n}.json"
+    run_module(n, module, ["--config", json.dumps({"part": part, **cfg}), "--device", device,
+                           "--out", str(out)], timeout, {})
+    return json.loads(out.read_text())
+
+
 def per_world_size(ranks: list[int], measure) -> tuple[dict, tuple[float, float]]:
     """``{n: measure(n, tmp)}`` for each world size, with a scratch folder for the jobs' files,
     and the 1-minute load average before and after (a shared machine's other work shows there).

@@ -39,7 +39,7 @@ from pathlib import Path
 from . import ps_report as report
 from .device import add_argument as add_device_argument
 from .device import describe
-from .mpijob import JobFailed, per_world_size, run_module
+from .mpijob import JobFailed, per_world_size, run_part
 from .ps_standin import calibrate
 from .table import table
 
@@ -84,12 +84,7 @@ def names(taus: list[int]) -> dict[str, str]:
 
 
 def job(part: str, n: int, cfg: dict, tmp: Path, device: str) -> dict:
-    print(f"ps: {part}, {n} ranks", file=sys.stderr, flush=True)
-    out = tmp / f"ps-{part}-n{n}.json"
-    run_module(n, "scratchpar.bench.ps_worker",
-               ["--config", json.dumps({"part": part, **cfg}), "--device", device,
-                "--out", str(out)], JOB_TIMEOUT_S, {})
-    return json.loads(out.read_text())
+    return run_part(n, "scratchpar.bench.ps_worker", part, cfg, tmp, device, JOB_TIMEOUT_S)
 
 
 def stand_in(cfg: dict) -> tuple[dict, dict]:
