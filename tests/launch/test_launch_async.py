@@ -1,7 +1,7 @@
 """``mpiexec -n N python -m scratchpar.train --strategy hogwild|easgd``: one Hogwild worker, and
 one EASGD worker with ρ = 0, train as one device does; every window, lock and EASGD mode trains
-at 4 ranks and checkpoints; and a worker that raises ends every rank, the master and the
-processes sharing its window included."""
+at 4 ranks and checkpoints; and a worker that raises ends every rank, the parameter server,
+the master and the processes sharing its window included."""
 
 import re
 import time
@@ -75,10 +75,10 @@ def test_every_mode_trains_at_four_ranks_and_resumes(tmp_path, run):
     assert len(rest) == 3 and all(np.isfinite(rest))
 
 
-@pytest.mark.parametrize("mode", ["hogwild", "easgd-async", "round-robin"])
+@pytest.mark.parametrize("mode", ["downpour", "hogwild", "easgd-async", "round-robin"])
 def test_a_worker_that_raises_ends_every_rank_within_seconds(mode):
     start = time.perf_counter()
-    result = run_mpi(4, ["tests/launch/scripts/launch_async_raise.py", mode], timeout=30,
+    result = run_mpi(4, ["tests/launch/scripts/launch_worker_raise.py", mode], timeout=30,
                      env={"SCRATCHPAR_COMM_TIMEOUT": "60"})
     wall, err = time.perf_counter() - start, result.stderr
     assert result.returncode != 0 and wall < 10, (wall, err)

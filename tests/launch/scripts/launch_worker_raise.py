@@ -1,6 +1,7 @@
-"""A worker (rank 2) raises in its fourth step of Hogwild (the others share its window), of
-asynchronous EASGD or of round-robin EASGD (the master waits on it): ``python
-launch_async_raise.py hogwild|easgd-async|round-robin``, on 4 ranks."""
+"""A worker (rank 2) raises in its fourth step of Downpour (the server serves the others
+asynchronously), of Hogwild (the others share its window), of asynchronous EASGD or of
+round-robin EASGD (the master waits on it): ``python launch_worker_raise.py
+downpour|hogwild|easgd-async|round-robin``, on 4 ranks."""
 
 import sys
 import time
@@ -13,6 +14,7 @@ from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
 from scratchpar.parallel.easgd import AsyncEASGD, RoundRobinEASGD
 from scratchpar.parallel.hogwild import Hogwild
+from scratchpar.parallel.ps import AsyncParameterServer
 from scratchpar.train.task import Task
 
 comm = Communicator(name="world")
@@ -32,11 +34,13 @@ def loss(model, batch, *args):
 
 optimizer = SGD(task.model.parameters(), 0.1)
 args = (task.model, optimizer, loss, task.count, comm)
-strategy = {"hogwild": lambda: Hogwild(*args),
+strategy = {"downpour": lambda: AsyncParameterServer(task.model, lambda params: SGD(params, 0.1),
+                                                     loss, task.count, comm),
+            "hogwild": lambda: Hogwild(*args),
             "easgd-async": lambda: AsyncEASGD(*args, rho=1.0, tau=2),
             "round-robin": lambda: RoundRobinEASGD(*args, rho=1.0)}[sys.argv[1]]()
 gen = np.random.default_rng(1)
 for _ in range(50):
     strategy.step((gen.standard_normal((6, 4)), gen.integers(0, 3, 6)))
-strategy.shutdown() if hasattr(strategy, "shutdown") else comm.barrier()
+strategy.shutdown() if hasattr(strategy, "shutdown") else comm.barrier()  # waits for rank 2
 print(f"rank {comm.rank} finished, but should have been ended", flush=True)
