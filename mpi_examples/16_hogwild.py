@@ -51,9 +51,7 @@ def counter(comm, lock: bool, n: int) -> None:
                 count[0] += 1
         else:
             shared.array[0] += 1  # load, add, store: another rank may store in between
-    shared.sync()
-    comm.barrier()
-    shared.sync()
+    shared.settle()  # every rank's stores done and visible: sync, barrier, sync
     landed, seconds = int(shared.array[0]), time.perf_counter() - start
     shared.free()
     if comm.rank == 0:

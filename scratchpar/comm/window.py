@@ -58,14 +58,18 @@ class SharedArray:
         if comm.rank == 0:
             self.array[...] = 0
         self._comm = comm
-        self.sync()
-        comm.barrier()
-        self.sync()
+        self.settle()
 
     def sync(self) -> None:
         """The memory barrier of the unified model (MPI-3.1 §11.4): this rank's stores are
         visible to the others', and theirs (synced before) to this rank's loads."""
         self._win.Sync()
+
+    def settle(self) -> None:
+        """Collective: every rank's stores so far are done and visible to every rank."""
+        self.sync()
+        self._comm.barrier()
+        self.sync()
 
     @contextlib.contextmanager
     def exclusive(self):
@@ -155,9 +159,11 @@ class RemoteArray:
         finally:
             kind.Free()
 
-    def sync(self) -> None:
-        """The memory barrier between the owner's own loads and stores (``local``) and the
-        others' gets and adds (MPI-3.1 §11.4)."""
+    def settle(self) -> None:
+        """Collective: every rank's adds so far have landed, and the owner's own loads and
+        stores (``local``) and the others' gets see one another (MPI-3.1 §11.4)."""
+        self._win.Sync()
+        self._comm.barrier()
         self._win.Sync()
 
     def free(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..parallel.easgd import AsyncEASGD, RoundRobinEASGD, SyncEASGD
 from ..parallel.hogwild import Hogwild
-from .validate_async import workers
+from .validate_async import MASTERED
 
 BETA = 0.9  # β = pα, the elastic force summed over the workers (Zhang et al. 2015, §5)
 
@@ -28,7 +28,7 @@ def build_hogwild(cfg, task, optimizer, comm):
 def build_easgd(cfg, task, optimizer, comm):
     """``--strategy easgd``: the mode's strategy, with ρ = β/(p·η) unless ``--rho`` is given."""
     t, o = cfg.train, cfg.optim
-    p = workers(cfg, comm.size) if t.easgd_mode != "round-robin" else comm.size - 1
+    p = comm.size - (t.easgd_mode in MASTERED)  # the workers: all ranks but a master
     rho = t.rho if t.rho is not None else BETA / (p * o.lr)  # α = ηρ = β/p at the peak rate
     args = (task.model, optimizer, task.loss, task.count, comm)
     if t.easgd_mode == "sync":

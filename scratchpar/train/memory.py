@@ -7,7 +7,7 @@ import os
 import resource
 from typing import NamedTuple
 
-from .defaults import SPARSE
+from .defaults import OWN_MODEL, SPARSE
 
 GiB, MiB = 1 << 30, 1 << 20
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
@@ -63,7 +63,7 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     s = 8 if t.dtype == "float64" else 4
     source = _data(cfg)
     rows = -(-t.batch_size // max(world_size, 1))  # rank 0's shard is the largest
-    if m.kind in ("logreg", "factors"):  # the sparse problems' models
+    if m.kind in {OWN_MODEL[source] for source in SPARSE}:  # the sparse problems' models
         from .memory_sparse import sparse_model
 
         model = sparse_model(cfg, s, rows)

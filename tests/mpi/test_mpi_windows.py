@@ -15,9 +15,7 @@ def test_a_shared_array_is_one_memory_for_every_rank(comm):
     zeroed = not shared.array.any()
     comm.barrier()  # every rank has looked before any writes
     shared.array[comm.rank] = comm.rank + np.arange(3)  # each rank its row, no lock
-    shared.sync()
-    comm.barrier()
-    shared.sync()
+    shared.settle()
     seen = shared.array.copy()
     shared.free()
     assert zeroed
@@ -33,9 +31,7 @@ def test_the_exclusive_lock_loses_no_update(comm):
         with shared.exclusive() as counts:
             counts[0] += 1  # every rank, the same element
             counts[1 + comm.rank] += comm.rank + 1
-    shared.sync()
-    comm.barrier()
-    shared.sync()
+    shared.settle()
     totals = shared.array.copy()
     shared.free()
     np.testing.assert_array_equal(totals, [300 * comm.size, *(300 * (np.arange(comm.size) + 1))])

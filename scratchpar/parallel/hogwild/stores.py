@@ -41,9 +41,7 @@ class SharedStore:
 
     def settle(self) -> None:
         """Collective: every rank's writes are done and visible to every rank."""
-        self.shared.sync()
-        self.comm.barrier()
-        self.shared.sync()
+        self.shared.settle()
 
     def values(self) -> list[np.ndarray]:
         """A copy of θ, one array per parameter (settle first for a consistent one)."""
@@ -85,9 +83,7 @@ class RemoteStore:
         self.remote.add(self._indices(k, rows), -values)  # θ_v ← θ_v − γ g_v, atomically
 
     def settle(self) -> None:
-        self.remote.sync()
-        self.comm.barrier()
-        self.remote.sync()
+        self.remote.settle()
 
     def values(self) -> list[np.ndarray]:
         return [self.read(k, slice(None)) for k in range(len(self.shapes))]
