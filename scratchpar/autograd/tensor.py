@@ -9,6 +9,7 @@ import numpy as np
 from ..backend import get_array_module, xp_default
 
 _grad_enabled = True
+_saved_hooks = None  # (pack, unpack) while a saved_arrays_hooks block is open
 
 
 @contextlib.contextmanager
@@ -26,6 +27,22 @@ def is_grad_enabled() -> bool:
     return _grad_enabled
 
 
+@contextlib.contextmanager
+def saved_arrays_hooks(pack, unpack):
+    """Inside this block, what each recorded op keeps for backward passes through ``pack`` as
+    it is saved, and through ``unpack`` for the duration of its backward only (the idea of
+    torch.autograd.graph.saved_tensors_hooks): ZeRO-3 saves a token instead of a gathered
+    parameter, so the parameter can be freed after forward and gathered again for backward.
+    ``pack(value)`` sees every attribute the op set on its context and returns it, or what
+    stands for it; ``unpack`` turns that back into the value."""
+    global _saved_hooks
+    previous, _saved_hooks = _saved_hooks, (pack, unpack)
+    try:
+        yield
+    finally:
+        _saved_hooks = previous
+
+
 def _is_array(x) -> bool:
     """A NumPy array or scalar, or a device array (CuPy's or the double's)."""
     return isinstance(x, (np.ndarray, np.generic)) or get_array_module(x) is not np
@@ -34,7 +51,18 @@ def _is_array(x) -> bool:
 class Context:
     """What one application of a Function keeps for its backward: inputs, flags, saved arrays."""
 
-    __slots__ = ("fn", "parents", "needs_input_grad", "__dict__")
+    __slots__ = ("fn", "parents", "needs_input_grad", "unpack", "__dict__")
+
+
+@contextlib.contextmanager
+def _unpacked(ctx):
+    """The context's saved values unpacked for the time of its backward."""
+    packed = ctx.__dict__
+    ctx.__dict__ = {name: ctx.unpack(value) for name, value in packed.items()}
+    try:
+        yield
+    finally:
+        ctx.__dict__ = packed  # the unpacked values are dropped again with backward done
 
 
 class Function:
@@ -58,6 +86,10 @@ class Function:
         if _grad_enabled and True in needs:
             ctx.fn = cls
             ctx.parents = inputs
+            ctx.unpack = None
+            if _saved_hooks is not None:
+                pack, ctx.unpack = _saved_hooks
+                ctx.__dict__ = {name: pack(value) for name, value in ctx.__dict__.items()}
             result = Tensor(out, requires_grad=True)
             result._ctx = ctx
             return result
@@ -134,7 +166,11 @@ class Tensor:
                 if on_grad_ready is not None:
                     on_grad_ready(node)
                 continue
-            input_grads = ctx.fn.backward(ctx, g)
+            if ctx.unpack is None:
+                input_grads = ctx.fn.backward(ctx, g)
+            else:
+                with _unpacked(ctx):
+                    input_grads = ctx.fn.backward(ctx, g)
             if type(input_grads) is not tuple:
                 input_grads = (input_grads,)
             for parent, need, pg in zip(ctx.parents, ctx.needs_input_grad, input_grads):

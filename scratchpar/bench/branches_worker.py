@@ -18,9 +18,9 @@ import numpy as np
 from scratchpar import backend
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
+from scratchpar.autograd.held import graph_bytes
 from scratchpar.bench import worker
 from scratchpar.bench.dp_worker import alone, turns
-from scratchpar.bench.held import graph_bytes
 from scratchpar.bench.mpijob import write_result
 from scratchpar.bench.timing import Timed
 from scratchpar.nn import Towers

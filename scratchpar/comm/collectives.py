@@ -14,7 +14,7 @@ import numpy as np
 
 from scratchpar.backend import get_array_module, xp_default
 from scratchpar.comm import debug, doubling, linear, ring, tree
-from scratchpar.comm.chunks import counts, offsets
+from scratchpar.comm.chunks import bounds, counts, offsets
 from scratchpar.comm.errors import CommError
 from scratchpar.comm.ops import check_op, finish
 from scratchpar.comm.progress import Handle
@@ -23,7 +23,9 @@ from scratchpar.comm.watchdog import Wait
 ALGORITHMS = {
     "all_reduce": ("auto", "ring", "recursive_doubling", "tree", "mpi"),
     "reduce_scatter": ("auto", "ring", "mpi"),
+    "reduce_scatter_start": ("auto", "ring"),
     "all_gather": ("auto", "ring", "mpi"),
+    "all_gather_start": ("auto", "ring"),
     "broadcast": ("auto", "tree", "mpi"),
     "reduce": ("auto", "tree", "mpi"),
     "gather": ("auto", "linear", "mpi"),
@@ -121,6 +123,33 @@ def all_gather(comm, x, algorithm: str = "auto", rows: list[int] | None = None):
     return out
 
 
+def reduce_scatter_start(comm, flat, op: str = "sum", algorithm: str = "auto") -> Handle:
+    """Start a reduce-scatter in place on a 1-d buffer: when done, ``flat[a:b]``, with
+    ``(a, b) = bounds(flat.size, p)[rank]``, holds ⊕ over ranks of that chunk (the handle's
+    result, a view); the rest of ``flat`` is left partly reduced. No copy of ``flat`` is made."""
+    algorithm = _begin(comm, "reduce_scatter_start", algorithm, flat, op=op)
+    flat = _flat(flat)
+    spans = bounds(flat.size, comm.size)
+    a, b = spans[comm.rank]
+    scratch = comm.workspace.take(flat, max(e - s for s, e in spans))
+
+    def after():
+        comm.workspace.give(scratch)
+        finish(op, flat[a:b], comm.size)
+
+    steps = ring.reduce_scatter(comm, flat, op, spans, scratch)
+    return Handle(comm, _wait(comm, f"reduce_scatter/{algorithm}", flat), steps, flat[a:b], after)
+
+
+def all_gather_start(comm, buf, algorithm: str = "auto") -> Handle:
+    """Start an all-gather in place on a 1-d buffer whose chunk ``bounds(buf.size, p)[rank]``
+    each rank has filled: when done, every chunk is filled everywhere (the result, ``buf``)."""
+    algorithm = _begin(comm, "all_gather_start", algorithm, buf)
+    flat = _flat(buf)
+    steps = ring.all_gather(comm, flat, bounds(flat.size, comm.size))
+    return Handle(comm, _wait(comm, f"all_gather/{algorithm}", flat), steps, buf)
+
+
 def broadcast_(comm, buf, root: int = 0, algorithm: str = "auto"):
     """Every rank's ``buf`` becomes the root's, in place; returns ``buf``."""
     algorithm = _begin(comm, "broadcast", algorithm, buf, root=root)
@@ -208,7 +237,8 @@ def _begin(comm, name: str, algorithm: str, x, *, op: str | None = None, root: i
     if root is not None and not 0 <= root < comm.size:
         raise CommError(f"{name}: root {root} is outside 0..{comm.size - 1}")
     if algorithm == "auto":
-        algorithm = {"reduce_scatter": "ring", "all_gather": "ring", "broadcast": "tree",
+        algorithm = {"reduce_scatter": "ring", "all_gather": "ring", "reduce_scatter_start": "ring",
+                     "all_gather_start": "ring", "broadcast": "tree",
                      "reduce": "tree", "gather": "linear", "scatter": "linear"}.get(name, "auto")
     if comm.debug:
         signature = {"collective": name, "algorithm": algorithm, "op": op, "root": root}

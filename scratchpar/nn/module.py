@@ -25,7 +25,21 @@ class Module:
     training = True
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hooks = self.__dict__.get("_forward_hooks")
+        if hooks is None:
+            return self.forward(*args, **kwargs)
+        before, after = hooks
+        before(self)
+        return after(self, self.forward(*args, **kwargs))
+
+    def set_forward_hooks(self, before, after) -> None:
+        """Call ``before(module)`` ahead of every forward of this module, and return
+        ``after(module, output)`` in place of its output (ZeRO-3 gathers a layer's parameters
+        before its forward and frees them after); ``None, None`` removes them."""
+        if before is None:
+            self.__dict__.pop("_forward_hooks", None)
+        else:
+            self._forward_hooks = (before, after)
 
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
         yield prefix.rstrip("."), self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import copy
 
 import numpy as np
 
@@ -44,6 +45,14 @@ class Optimizer(abc.ABC):
     def _update(self, i: int, p) -> None:
         """Update parameter ``i`` (``p``, whose ``grad`` is set) in place."""
 
+    def rebind(self, params) -> Optimizer:
+        """The same optimizer (class, hyperparameters, step count) over other parameters, with
+        fresh state: ZeRO steps the shards that a rank owns with the optimizer it was given."""
+        twin = copy.copy(self)
+        Optimizer.__init__(twin, params, self.lr)
+        twin.step_count = self.step_count
+        return twin
+
     def zero_grad(self) -> None:
         """Drop every gradient (``p.grad = None``)."""
         for p in self.params:
@@ -57,6 +66,10 @@ class Optimizer(abc.ABC):
         if work is None or work.size < like.size:
             work = self._work[key] = xp.empty(like.size, dtype=like.dtype)
         return work[: like.size].reshape(like.shape)
+
+    def work_arrays(self) -> list:
+        """The work arrays its updates reuse (the memory beside the state)."""
+        return list(self._work.values())
 
     def state_dict(self) -> dict:
         """A flat copy of the state: ``"step_count"``, ``"lr"`` and ``"<name>.<index>"`` entries."""

@@ -14,13 +14,14 @@ from scratchpar.train.task import Task
 VOCAB, SEQ = 7, 5
 
 
-def make_task(kind: str, seed: int, dtype=np.float64) -> Task:
-    """A tiny model of ``kind``, initialized from ``seed`` (no dropout), in its Task."""
+def make_task(kind: str, seed: int, dtype=np.float64, tied: bool = False) -> Task:
+    """A tiny model of ``kind``, initialized from ``seed`` (no dropout), in its Task; ``tied``:
+    the GPT's head is its token embedding."""
     gen = np.random.default_rng(seed)
     if kind == "mlp":
         return Task(None, nn.MLP([5, 7, 4], gen, dtype), "sample")
     if kind == "gpt":
-        return Task(None, nn.GPT(VOCAB, SEQ, 8, 2, 1, gen, dtype=dtype), "tok")
+        return Task(None, nn.GPT(VOCAB, SEQ, 8, 2, 1, gen, dtype=dtype, tie_embeddings=tied), "tok")
     return Task(None, nn.LSTMLanguageModel(VOCAB, 6, 5, gen, dtype), "tok")
 
 

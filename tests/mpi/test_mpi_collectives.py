@@ -130,6 +130,22 @@ def test_reduce_scatter(comm, algorithm, case):
     assert_matches(got, reference.reduce_scatter(blocks, case.op)[comm.rank])
 
 
+@covering_edges
+@given(case=cases())
+@shared_verdict
+def test_reduce_scatter_start_and_all_gather_start_work_in_place_on_a_flat_buffer(comm, case):
+    blocks = [b.reshape(-1) for b in case.blocks(comm.size)]
+    flat = on_device(blocks[comm.rank].copy())
+    reduced = collectives.reduce_scatter_start(comm, flat, case.op).wait()
+    want = reference.reduce_scatter(blocks, case.op)[comm.rank]
+    assert_matches(reduced, want)
+    reduced_bytes = host(reduced).copy()
+    assert collectives.all_gather_start(comm, flat).wait() is flat  # in place
+    chunks = reference.reduce_scatter(blocks, case.op)  # every rank's reduced chunk
+    assert_matches(flat, reference.all_gather(chunks)[comm.rank])
+    assert np.array_equal(host(reduced), reduced_bytes)  # a rank's own chunk is not rewritten
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS["all_gather"])
 @covering_edges
 @given(case=cases())

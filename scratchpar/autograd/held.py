@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..autograd import Tensor
 from ..backend import get_array_module
+from .tensor import Tensor
 
 
 def buffer(a):

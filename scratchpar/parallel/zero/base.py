@@ -1,0 +1,188 @@
+"""What every ZeRO stage shares: the sharded update, the memory samples, the layout-free state."""
+
+from __future__ import annotations
+
+from ...autograd.held import graph_bytes
+from ...backend import get_array_module
+from ...comm import collectives
+from ...comm.chunks import counts
+from ...optim.clip import norm_of
+from ...optim.guard import read_scalars
+from ..dp import DataParallelNaive
+from .flat import Shard
+from .ledger import Ledger
+from .offload import HostUpdate
+from .update import DeviceUpdate
+
+
+class ZeRO(DataParallelNaive):
+    """Data parallelism in which each rank owns 1/N of the update (Rajbhandari et al. 2020).
+
+    The parameters are laid out in flat groups (:class:`~.flat.FlatGroup`); rank r owns chunk
+    r of every group, keeps the optimizer state of its chunks only, and steps only them. A
+    stage says what else it stops replicating (the gradient, then the parameters) by how it
+    stores a group (:meth:`_store`) and reduces its gradient. The loss, the 1/N scaling and
+    the guard are :class:`~scratchpar.parallel.dp.DataParallelNaive`'s; the gradient norm is
+    the square root of the squared norms of every rank's chunks, summed by an all-reduce.
+
+    ``offload``: the update runs on the host (:class:`~.offload.HostUpdate`). ``measure``: a
+    :class:`~.ledger.Ledger` samples the buffers held at every stage of the step.
+    """
+
+    stage = 0
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
+                 grad_clip: float = 0.0, offload: bool = False, measure: bool = False):
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+        self.index = {id(p): i for i, p in enumerate(self.params)}
+        self.shapes = [tuple(p.shape) for p in self.params]  # before stage 3 frees them
+        self.groups = self._plan(bucket_bytes)
+        self.group_of = {id(p): k for k, g in enumerate(self.groups) for p in g.params}
+        self.flats = [self._store(g) for g in self.groups]  # each group's parameter storage
+        shards = [Shard(self._chunk(k)) for k in range(len(self.groups))]
+        self.update = (HostUpdate if offload else DeviceUpdate)(shards, optimizer)
+        self.optimizer = self.update.optimizer  # the loop sets its learning rate
+        self.ledger = Ledger() if measure else None
+        self.activations = 0  # bytes the autograd graph held at the end of the last forward
+
+    # -- what a stage defines -----------------------------------------------------------------
+    def _plan(self, bucket_bytes: int) -> list:
+        """The flat groups."""
+        raise NotImplementedError
+
+    def _store(self, group):
+        """Group storage: the whole flat vector (stages 1, 2) or this rank's chunk (stage 3)."""
+        raise NotImplementedError
+
+    def _chunk(self, k: int):
+        """This rank's chunk of group k's parameters, which the optimizer steps in place."""
+        return self.groups[k].owned(self.flats[k])
+
+    def _refresh(self) -> None:
+        """After a step: make the parameters whole again where the stage keeps them whole."""
+
+    def _held(self) -> dict[str, list]:
+        """The arrays the strategy holds now, by part, for the ledger."""
+        raise NotImplementedError
+
+    def _backward(self, local) -> None:
+        """Backward, and every group's gradient reduced to this rank's chunk."""
+        raise NotImplementedError
+
+    # -- the step -------------------------------------------------------------------------------
+    def step(self, global_batch) -> dict:
+        """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
+        self._buckets = []  # the gradient buckets alive in this step, for the ledger
+        with self.tracer.region("forward", "compute"):
+            totals, local = self._forward(global_batch)
+        if self.ledger is not None:
+            self.activations = max(self.activations, graph_bytes(local, self.params))
+        self._sample()
+        self._backward(local)
+        return self._update(totals)
+
+    def _update(self, totals) -> dict:
+        """Scale the gradient chunks by 1/N, take the global norm, step, refresh."""
+        loss_sum, n = totals.wait()
+        with self.tracer.region("optimizer", "compute"):
+            if self.update.offloaded:  # the host's work takes host numbers
+                loss_sum, n = read_scalars(loss_sum, n)
+            grads = [s.grad for s in self.update.shards]
+            xp = get_array_module(*grads)
+            scale = 1.0 / xp.maximum(n, 1.0)
+            for g in grads:
+                g *= scale
+            square = xp.reshape(norm_of(grads).astype("float64") ** 2, (1,))  # Σ over my chunks
+            norm = xp.sqrt(collectives.all_reduce_(self.comm, square)[0])
+            metrics = self.update.step(loss_sum * scale, norm, self.grad_clip)
+            self._sample()
+        if not metrics["skipped"]:
+            with self.tracer.region("gather parameters", "compute"):
+                self._refresh()
+        return metrics
+
+    def _sample(self) -> None:
+        """Count what is held now (with a ledger)."""
+        if self.ledger is not None:
+            self.ledger.sample({**self._held(), **self.update.held()})
+
+    def gradients(self) -> list:
+        """The whole reduced gradient of every parameter, gathered (a collective; tests use it)."""
+        return self._whole([s.grad for s in self.update.shards])
+
+    # -- layout-free state ---------------------------------------------------------------------
+    def _whole(self, chunks) -> list:
+        """Per parameter (in ``self.params`` order), the whole array whose chunks these are."""
+        out = [None] * len(self.params)
+        for group, chunk in zip(self.groups, chunks):
+            rows = counts(group.n, self.comm.size)
+            whole = collectives.all_gather(self.comm, chunk, rows=rows)
+            for p, view in zip(group.params, group.views(whole)):
+                out[self.index[id(p)]] = view
+        return out
+
+    def state_dict(self) -> dict:
+        """One device's form: whole parameters under the model's names, and the optimizer's
+        state keyed by parameter index, gathered from every rank's chunks (a collective)."""
+        names = [name for name, _ in self.model.named_parameters()]
+        model = dict(zip(names, self._parameters()))
+        opt = self.optimizer
+        optim = {"step_count": opt.step_count, "lr": opt.lr}
+        for name in opt.buffers:
+            if all(name in s for s in opt.state):
+                for i, whole in enumerate(self._whole([s[name] for s in opt.state])):
+                    optim[f"{name}.{i}"] = whole
+        for name in opt.counters:
+            for k, group in enumerate(self.groups):
+                if name in opt.state[k]:
+                    optim.update({f"{name}.{self.index[id(p)]}": opt.state[k][name]
+                                  for p in group.params})
+        return {"model": model, "optim": optim}
+
+    def _parameters(self) -> list:
+        """Every parameter whole (stages 1 and 2 hold them so)."""
+        return [p.data for p in self.params]
+
+    def load_state_dict(self, state: dict) -> None:
+        """Take this rank's chunks of a one-device state (from any strategy, stage or N)."""
+        model, sd = state["model"], state["optim"]
+        names = [name for name, _ in self.model.named_parameters()]
+        problems = [f"missing {k}" for k in names if k not in model]
+        problems += [f"unexpected {k}" for k in model if k not in names]
+        problems += [f"{k}: shape {tuple(model[k].shape)} != {shape}"
+                     for k, shape in zip(names, self.shapes) if k in model
+                     and tuple(model[k].shape) != shape]
+        if problems:
+            raise ValueError("state dict does not fit the model: " + "; ".join(problems))
+        arrays = [model[k] for k in names]
+        xp = get_array_module(self.flats[0])
+        for k, group in enumerate(self.groups):
+            whole = group.flatten(xp, [xp.asarray(arrays[self.index[id(p)]]) for p in group.params])
+            self._chunk(k)[...] = group.owned(whole)
+        self._refresh()
+        if self.update.offloaded:
+            self.update.refresh()
+        self.optimizer.load_state_dict(self._chunked(sd))
+
+    def _chunked(self, sd: dict) -> dict:
+        """A one-device optimizer state dict turned into the shards' (one entry per group)."""
+        opt = self.optimizer
+        out = {"step_count": sd["step_count"], "lr": sd["lr"]}
+        for k, group in enumerate(self.groups):
+            index = [self.index[id(p)] for p in group.params]
+            for name in opt.buffers:
+                present = [f"{name}.{i}" in sd for i in index]
+                if all(present):
+                    xp = get_array_module(self.update.shards[k].data)
+                    whole = group.flatten(xp, [xp.asarray(sd[f"{name}.{i}"]) for i in index])
+                    out[f"{name}.{k}"] = group.owned(whole)
+                elif any(present):
+                    raise ValueError(f"optimizer state {name!r} is missing for some parameters "
+                                     "of a group and present for others")
+            for name in opt.counters:
+                values = {sd.get(f"{name}.{i}") for i in index} - {None}
+                if len(values) > 1:
+                    raise ValueError(f"optimizer counter {name!r} differs within a group")
+                if values:
+                    out[f"{name}.{k}"] = values.pop()
+        return out

@@ -1,0 +1,60 @@
+"""ZeRO-Offload: the optimizer's state and a master copy of the shards live in host memory."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...backend import get_array_module, sync, to_host
+from ...optim import guarded_step
+from .flat import Shard
+from .update import state_arrays
+
+
+class HostUpdate:
+    """The update on the host (Ren et al. 2021, §4): the device runs forward and backward and
+    sends each group's reduced gradient chunk down as its bucket finishes; the host steps its
+    master shards (NumPy) with the optimizer and its state, and sends the new shards back up.
+
+    On a machine without a GPU the device is NumPy too; every copy still happens, so the path
+    is the one a GPU takes. ``copy_s`` sums the seconds spent copying, both ways."""
+
+    offloaded = True
+
+    def __init__(self, shards, optimizer):
+        self.device = shards  # the device's chunks of the parameters, refreshed after a step
+        self.shards = [Shard(np.array(to_host(s.data), copy=True)) for s in shards]  # masters
+        self.optimizer = optimizer.rebind(self.shards)
+        self.copy_s = 0.0
+
+    def receive(self, k: int, chunk, copy: bool = True) -> None:
+        """Copy group k's reduced gradient chunk to the host (always a copy)."""
+        start = time.perf_counter()
+        self.shards[k].grad = np.array(to_host(chunk), copy=True)
+        self.copy_s += time.perf_counter() - start
+
+    def step(self, loss, norm, grad_clip: float) -> dict:
+        """Clip and step the master shards on the host, then copy them up to the device."""
+        metrics = guarded_step(self.optimizer, self.shards, loss, grad_clip, norm)
+        if not metrics["skipped"]:
+            self.upload()
+        return metrics
+
+    def upload(self) -> None:
+        """The device's chunks ← the master shards."""
+        start = time.perf_counter()
+        for device, master in zip(self.device, self.shards):
+            device.data[...] = get_array_module(device.data).asarray(master.data)
+        sync()
+        self.copy_s += time.perf_counter() - start
+
+    def refresh(self) -> None:
+        """The master shards ← the device's chunks (after parameters were loaded there)."""
+        for device, master in zip(self.device, self.shards):
+            master.data[...] = to_host(device.data)
+
+    def held(self) -> dict[str, list]:
+        """Everything here is host memory: the masters, their gradients, the optimizer's."""
+        return {"host": [s.data for s in self.shards] + [s.grad for s in self.shards]
+                + state_arrays(self.optimizer), "host scratch": self.optimizer.work_arrays()}

@@ -1,0 +1,62 @@
+"""ZeRO stage 1: the optimizer state is split among the ranks; parameters and gradients are not."""
+
+from __future__ import annotations
+
+from ...comm import collectives
+from ...comm.buckets import Buckets
+from .base import ZeRO
+from .flat import FlatGroup
+
+
+class ZeRO1(ZeRO):
+    """P_os (Rajbhandari et al. 2020, §5.1): every rank keeps the whole parameters and, until
+    the update, the whole gradient; the optimizer state is each rank's 1/N. Per bucket:
+
+        g[n] on every rank ─reduce-scatter→ gᵣ[n/N] ─update→ θᵣ[n/N] ─all-gather→ θ[n]
+
+    The buckets are DP's (reverse definition order, ``bucket_bytes`` each), each one a flat
+    vector that the parameters are views of, so the all-gather writes them in place. With Adam
+    in float32 a rank holds 4Ψ + 4Ψ + 8Ψ/N bytes (parameters, gradient, optimizer state).
+    """
+
+    stage = 1
+
+    def _plan(self, bucket_bytes: int) -> list[FlatGroup]:
+        order = self.params[::-1]  # the order backward finishes the gradients in, roughly
+        plan = Buckets([p.data for p in order], bucket_bytes)
+        return [FlatGroup([order[j] for j in members], self.comm.size, self.comm.rank)
+                for members in plan.members]
+
+    def _store(self, group):
+        flat = group.flatten(self.xp, [p.data for p in group.params])  # (n,)
+        group.bind(flat)
+        return flat
+
+    def _backward(self, local) -> None:
+        """Backward; then each bucket packed (its parameters' gradients dropped as it is) and
+        reduce-scattered; the rank's chunk stays a view of its bucket until the update."""
+        with self.tracer.region("backward", "compute"):
+            local.backward()
+        handles = [self._pack_and_start(k) for k in range(len(self.groups))]
+        for k, handle in enumerate(handles):
+            self.update.receive(k, handle.wait(), copy=False)
+        self._sample()
+
+    def _pack_and_start(self, k: int):
+        """Group k's gradients into a new flat bucket (n,); its reduce-scatter started."""
+        group = self.groups[k]
+        bucket = group.flatten(self.xp, [p.grad for p in group.params])
+        self._buckets.append(bucket)
+        self._sample()  # the bucket beside the gradients it holds: the peak of packing
+        for p in group.params:
+            p.grad = None
+        return collectives.reduce_scatter_start(self.comm, bucket)
+
+    def _refresh(self) -> None:
+        """Every bucket's chunks all-gathered, in place in the parameters."""
+        for handle in [collectives.all_gather_start(self.comm, flat) for flat in self.flats]:
+            handle.wait()
+
+    def _held(self) -> dict[str, list]:
+        grads = [p.grad for p in self.params]
+        return {"parameters": self.flats, "gradients": self._buckets + grads}

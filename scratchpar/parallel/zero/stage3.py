@@ -1,0 +1,205 @@
+"""ZeRO stage 3: the parameters are split too, gathered one layer at a time and freed after use."""
+
+from __future__ import annotations
+
+import weakref
+from typing import NamedTuple
+
+from ...autograd import Function, Tensor, is_grad_enabled
+from ...autograd.tensor import saved_arrays_hooks
+from ...comm import collectives
+from .flat import FlatGroup
+from .stage2 import ZeRO2
+
+
+class Saved(NamedTuple):
+    """Stands in an autograd context for parameter j of group k while the group is freed."""
+
+    k: int
+    j: int
+
+
+class ZeRO3(ZeRO2):
+    """P_os+g+p (Rajbhandari et al. 2020, §5.3): a rank keeps only its 1/N chunk of every
+    parameter, 16Ψ/N bytes with Adam in float32, plus the layers gathered at the time.
+
+    The units are the model's ``pipeline_layers()``, one flat group each; a parameter that
+    several layers share, or none holds, joins a root group that stays gathered for the step
+    (the tied embedding). For unit k, in forward: gather θ_k[n] from the chunks θ_k,ᵣ[n/N]
+    (the next unit's gather is started behind it), compute, free. In backward, before the
+    unit's first op: gather again (the previous unit's started behind it). When its last
+    gradient is final: free, and reduce-scatter the gradient as stage 2 does.
+
+    Between forward and backward the autograd graph holds no gathered parameter: its contexts
+    keep a :class:`Saved` token in its place (:func:`~scratchpar.autograd.tensor.
+    saved_arrays_hooks`), and backward reads the array gathered again.
+    """
+
+    stage = 3
+
+    def _plan(self, bucket_bytes: int) -> list[FlatGroup]:
+        layers = getattr(self.model, "pipeline_layers", lambda: [])()
+        owners: dict[int, list[int]] = {}
+        for i, layer in enumerate(layers):
+            for p in layer.parameters():
+                owners.setdefault(id(p), []).append(i)
+        units = [[p for p in layer.parameters() if owners[id(p)] == [i]]
+                 for i, layer in enumerate(layers)]
+        root = [p for p in self.params if len(owners.get(id(p), [])) != 1]
+        size, rank = self.comm.size, self.comm.rank
+        groups = []
+        self.unit_group = {}  # id(layer) → its group, for the hooks
+        for i in reversed(range(len(layers))):  # backward's order: the reductions start so
+            if units[i]:
+                self.unit_group[id(layers[i])] = len(groups)
+                groups.append(FlatGroup(units[i], size, rank))
+        self.order = [self.unit_group[id(m)] for m in layers if id(m) in self.unit_group]
+        self.root = len(groups) if root else None
+        if root:
+            groups.append(FlatGroup(root, size, rank))
+        for layer in layers:
+            if id(layer) in self.unit_group:
+                layer.set_forward_hooks(self._before, self._after)
+        self._gathered, self._gathering = {}, {}  # group → (buffer, since) / started handle
+        self._bound = {}  # id(a parameter's gathered array) → Saved(group, index)
+        self._freed = []  # weak references to buffers freed, where the array module allows
+        self.gathers = self.frees = 0
+        self.whole = False
+        return groups
+
+    def _store(self, group):
+        whole = group.flatten(self.xp, [p.data for p in group.params])
+        for p in group.params:
+            p.data = self.xp.empty(0, p.dtype)  # freed: only the chunk below remains
+        return group.owned(whole).copy()  # (n/N,)
+
+    def _chunk(self, k: int):
+        return self.flats[k]
+
+    def _parameters(self) -> list:
+        return self._whole(self.flats)
+
+    def _refresh(self) -> None:
+        """Nothing: the parameters stay in chunks, and each forward gathers them."""
+
+    # -- gather and free ------------------------------------------------------------------------
+    def _start_gather(self, k: int) -> None:
+        if k in self._gathered or k in self._gathering:
+            return
+        group = self.groups[k]
+        whole = self.xp.empty(group.n, group.dtype)  # (n,)
+        group.owned(whole)[...] = self.flats[k]
+        self._gathering[k] = collectives.all_gather_start(self.comm, whole)
+
+    def _gather(self, k: int) -> None:
+        """Group k whole, and its parameters bound to it."""
+        if k in self._gathered:
+            return
+        self._start_gather(k)
+        whole = self._gathering.pop(k).wait()
+        group = self.groups[k]
+        group.bind(whole)
+        for j, p in enumerate(group.params):
+            self._bound[id(p.data)] = Saved(k, j)
+        self._gathered[k] = (whole, self.tracer.now() if self.tracer.enabled else 0)
+        self.gathers += 1
+        self._sample()
+
+    def _free(self, k: int) -> None:
+        whole, since = self._gathered.pop(k)
+        for p in self.groups[k].params:
+            del self._bound[id(p.data)]
+            p.data = self.xp.empty(0, p.dtype)
+        if self.tracer.enabled:
+            self.tracer.record(f"unit {k} gathered", "memory", since, self.tracer.now(),
+                               whole.nbytes)
+        try:
+            self._freed.append(weakref.ref(whole))
+        except TypeError:  # an array type without weak references
+            pass
+        self.frees += 1
+
+    def resident(self) -> int:
+        """Gathered buffers still alive: held by the strategy, or by anything else."""
+        return len(self._gathered) + sum(ref() is not None for ref in self._freed)
+
+    # -- the hooks ------------------------------------------------------------------------------
+    def _before(self, layer) -> None:
+        k = self.unit_group[id(layer)]
+        self._gather(k)
+        i = self.order.index(k)
+        if i + 1 < len(self.order):
+            self._start_gather(self.order[i + 1])  # prefetch the next unit
+
+    def _after(self, layer, out):
+        k = self.unit_group[id(layer)]
+        self._free(k)
+        self._sample()
+        if is_grad_enabled() and isinstance(out, Tensor) and out.requires_grad:
+            return BeforeBackward.apply(out, self, k)
+        return out
+
+    def _before_backward(self, k: int) -> None:
+        self._gather(k)
+        i = self.order.index(k)
+        if i > 0:
+            self._start_gather(self.order[i - 1])  # prefetch the unit backward reaches next
+
+    def _complete(self, k: int) -> None:
+        if k in self._gathered:
+            self._free(k)
+
+    def _pack(self, value):
+        return self._bound.get(id(value), value)
+
+    def _unpack(self, value):
+        if type(value) is not Saved:
+            return value
+        if value.k not in self._gathered:
+            raise RuntimeError(f"ZeRO-3: group {value.k}'s parameters were needed in backward "
+                               "before they were gathered")
+        return self.groups[value.k].params[value.j].data
+
+    # -- the step -------------------------------------------------------------------------------
+    def _forward(self, global_batch):
+        if self.whole:
+            raise RuntimeError("ZeRO-3 does not train after gather_model(): the model is whole")
+        self._freed = []
+        if self.root is not None:
+            self._gather(self.root)
+        with saved_arrays_hooks(self._pack, self._unpack):
+            return super()._forward(global_batch)
+
+    def _backward(self, local) -> None:
+        super()._backward(local)
+        if self.root is not None and self.root in self._gathered:
+            self._free(self.root)  # backward reached none of its parameters
+
+    def gather_model(self) -> None:
+        """Every parameter whole in the model, for the held-out evaluation (a collective);
+        the layers' hooks are removed, and the strategy trains no more."""
+        for k in range(len(self.groups)):
+            self._gather(k)
+        for layer in self.model.pipeline_layers() if self.order else []:
+            layer.set_forward_hooks(None, None)
+        self._gathered, self._bound, self.whole = {}, {}, True
+
+    def _held(self) -> dict[str, list]:
+        held = super()._held()
+        gathered = [w for w, _ in self._gathered.values()]
+        gathering = [h.result for h in self._gathering.values()]
+        return {**held, "gathered": gathered + gathering}
+
+
+class BeforeBackward(Function):
+    """Identity in forward; in backward, unit k is gathered before any of its ops runs."""
+
+    @staticmethod
+    def forward(ctx, x, owner, k):
+        ctx.owner, ctx.k = owner, k
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.owner._before_backward(ctx.k)
+        return g, None, None
