@@ -144,6 +144,14 @@ EXPECTED = {  # lines (or parts of lines) each example must print
         "one device on the same batches       held-out loss 0.4493",
         "the floor (the Bayes risk)           0.3562 ± 0.0009",
     ],
+    "17_zero.py": [
+        "a GPT of Ψ = 105,216 float32 parameters, AdamW, 4 ranks; KiB per rank measured (formula)",
+        "  ZeRO-3                102.8 ( 102.8)      102.8 ( 102.8)      205.5 ( 205.5)",
+        "  ZeRO-3 + offload      102.8 ( 102.8)        0.0 (   0.0)        0.0 (   0.0)      "
+        "411.0 ( 411.0)",
+        "4.158169 (one device 4.158169)",
+        "(the largest: 64.0 KiB)",
+    ],
 }
 
 

@@ -68,3 +68,34 @@ def test_float32_three_steps_stay_within_float32_rounding(comm, stage, kind, row
                      atol=1e-6)
     assert_close(list(zero.state_dict()["model"].values()),
                  [p.data for p in one.model.parameters()], rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=6)
+@given(saved=st.sampled_from([(1, False), (2, True), (3, False), (3, True)]),
+       loaded=st.sampled_from([(1, True), (2, False), (3, False), (3, True)]),
+       kind=kinds, adam=st.booleans(), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_checkpoint_resumes_at_another_stage_and_as_one_device(comm, saved, loaded, kind,
+                                                                 adam, seed):
+    def zero(stage_offload, task):
+        stage, offload = stage_offload
+        return STAGES[stage](task.model, optimizer(task, adam), task.loss, task.count, comm,
+                             bucket_bytes=300, grad_clip=0.5, offload=offload)
+
+    first = zero(saved, make_task(kind, seed))
+    for step in range(2):
+        first.step(make_batch(kind, 5, seed + step))
+    state = first.state_dict()
+    one = make_task(kind, seed + 1)
+    single = SingleDevice(one.model, optimizer(one, adam), lambda m, b: one.loss(m, b, "mean"),
+                          0.5)
+    single.load_state_dict(state)  # the one-device form, whatever the stage that wrote it
+    second = zero(loaded, make_task(kind, seed + 2))
+    second.load_state_dict(state)
+    batch = make_batch(kind, 5, seed + 2)
+    got, want = second.step(batch), single.step(batch)
+    assert_close([got["loss"]], [want["loss"]], rtol=1e-10)
+    after = second.state_dict()
+    assert_close(list(after["model"].values()), [p.data for p in one.model.parameters()],
+                 rtol=1e-9, atol=1e-10)
+    assert after["optim"].keys() == single.optimizer.state_dict().keys()

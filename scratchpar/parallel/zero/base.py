@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...autograd.held import graph_bytes
-from ...backend import get_array_module
+from ...backend import get_array_module, to_host
 from ...comm import collectives
 from ...comm.chunks import counts
 from ...optim.clip import norm_of
@@ -154,15 +156,15 @@ class ZeRO(DataParallelNaive):
                      and tuple(model[k].shape) != shape]
         if problems:
             raise ValueError("state dict does not fit the model: " + "; ".join(problems))
+        chunked = self._chunked(sd)  # checked before any parameter changes
         arrays = [model[k] for k in names]
         xp = get_array_module(self.flats[0])
         for k, group in enumerate(self.groups):
             whole = group.flatten(xp, [xp.asarray(arrays[self.index[id(p)]]) for p in group.params])
             self._chunk(k)[...] = group.owned(whole)
+        self.update.refresh()  # before the parameters are made whole from the chunks
         self._refresh()
-        if self.update.offloaded:
-            self.update.refresh()
-        self.optimizer.load_state_dict(self._chunked(sd))
+        self.optimizer.load_state_dict(chunked)
 
     def _chunked(self, sd: dict) -> dict:
         """A one-device optimizer state dict turned into the shards' (one entry per group)."""
@@ -172,9 +174,10 @@ class ZeRO(DataParallelNaive):
             index = [self.index[id(p)] for p in group.params]
             for name in opt.buffers:
                 present = [f"{name}.{i}" in sd for i in index]
-                if all(present):
+                if all(present):  # the optimizer's own memory: the device's, or the host's
                     xp = get_array_module(self.update.shards[k].data)
-                    whole = group.flatten(xp, [xp.asarray(sd[f"{name}.{i}"]) for i in index])
+                    whole = group.flatten(xp, [to_host(sd[f"{name}.{i}"]) if xp is np
+                                               else xp.asarray(sd[f"{name}.{i}"]) for i in index])
                     out[f"{name}.{k}"] = group.owned(whole)
                 elif any(present):
                     raise ValueError(f"optimizer state {name!r} is missing for some parameters "

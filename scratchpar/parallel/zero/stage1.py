@@ -53,8 +53,13 @@ class ZeRO1(ZeRO):
         return collectives.reduce_scatter_start(self.comm, bucket)
 
     def _refresh(self) -> None:
-        """Every bucket's chunks all-gathered, in place in the parameters."""
-        for handle in [collectives.all_gather_start(self.comm, flat) for flat in self.flats]:
+        """Every bucket's chunks all-gathered, in place in the parameters; with offload each
+        chunk is copied up just before its bucket's all-gather starts."""
+        handles = []
+        for k, flat in enumerate(self.flats):
+            self.update.upload(k)
+            handles.append(collectives.all_gather_start(self.comm, flat))
+        for handle in handles:
             handle.wait()
 
     def _held(self) -> dict[str, list]:

@@ -47,16 +47,18 @@ class ZeRO3(ZeRO2):
                  for i, layer in enumerate(layers)]
         root = [p for p in self.params if len(owners.get(id(p), [])) != 1]
         size, rank = self.comm.size, self.comm.rank
-        groups = []
+        groups, self.labels = [], []  # per group: "layer i", or "root"
         self.unit_group = {}  # id(layer) → its group, for the hooks
         for i in reversed(range(len(layers))):  # backward's order: the reductions start so
             if units[i]:
                 self.unit_group[id(layers[i])] = len(groups)
                 groups.append(FlatGroup(units[i], size, rank))
+                self.labels.append(f"layer {i}")
         self.order = [self.unit_group[id(m)] for m in layers if id(m) in self.unit_group]
         self.root = len(groups) if root else None
         if root:
             groups.append(FlatGroup(root, size, rank))
+            self.labels.append("root")
         for layer in layers:
             if id(layer) in self.unit_group:
                 layer.set_forward_hooks(self._before, self._after)
@@ -77,6 +79,7 @@ class ZeRO3(ZeRO2):
         return self.flats[k]
 
     def _parameters(self) -> list:
+        self.update.flush()
         return self._whole(self.flats)
 
     def _refresh(self) -> None:
@@ -87,6 +90,7 @@ class ZeRO3(ZeRO2):
         if k in self._gathered or k in self._gathering:
             return
         group = self.groups[k]
+        self.update.upload(k)  # offload: this layer's new chunk, behind the layer computing
         whole = self.xp.empty(group.n, group.dtype)  # (n,)
         group.owned(whole)[...] = self.flats[k]
         self._gathering[k] = collectives.all_gather_start(self.comm, whole)
@@ -111,8 +115,8 @@ class ZeRO3(ZeRO2):
             del self._bound[id(p.data)]
             p.data = self.xp.empty(0, p.dtype)
         if self.tracer.enabled:
-            self.tracer.record(f"unit {k} gathered", "memory", since, self.tracer.now(),
-                               whole.nbytes)
+            self.tracer.record(f"{self.labels[k]} gathered", "memory", since,
+                               self.tracer.now(), whole.nbytes)
         try:
             self._freed.append(weakref.ref(whole))
         except TypeError:  # an array type without weak references

@@ -23,6 +23,15 @@ class DeviceUpdate:
         """Clip and step the shards, unless the loss or the global norm is not finite."""
         return guarded_step(self.optimizer, self.shards, loss, grad_clip, norm)
 
+    def upload(self, k: int) -> None:
+        """Nothing to copy: the device stepped its chunks itself."""
+
+    def flush(self) -> None:
+        """Nothing pending."""
+
+    def refresh(self) -> None:
+        """Nothing to copy: the device's chunks are the optimizer's."""
+
     def held(self) -> dict[str, list]:
         """The optimizer's state, and the work arrays of its update (one chunk's size)."""
         return {"optimizer": state_arrays(self.optimizer),
