@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero docs clean
 
 install: $(VENV)/.installed
 
@@ -53,6 +53,7 @@ bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data and p
 	$(BIN)/python -m scratchpar.bench branches $(ARGS)
 	$(BIN)/python -m scratchpar.bench ps $(ARGS)
 	$(BIN)/python -m scratchpar.bench async $(ARGS)
+	$(BIN)/python -m scratchpar.bench zero $(ARGS)
 
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
@@ -75,6 +76,9 @@ bench-ps: install  ## parameter servers: server bytes against the ring, stalenes
 bench-async: install  ## Hogwild's speed-up and collisions, EASGD against Downpour per τ, the round-robin master
 	$(BIN)/python -m scratchpar.bench async $(ARGS)
 
+bench-zero: install  ## ZeRO stages 1-3 and offload: bytes per rank against the formula, step time against DP
+	$(BIN)/python -m scratchpar.bench zero $(ARGS)
+
 docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collectives and dp benchmarks
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
 	$(BIN)/python -m scratchpar.trace loss docs/figures/train_metrics.jsonl -o docs/figures/loss.png
@@ -87,6 +91,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collec
 	$(BIN)/python -m scratchpar.bench branches --json docs/figures/branches_bench.json
 	$(BIN)/python -m scratchpar.bench ps --json docs/figures/ps_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench async --json docs/figures/async_bench.json --figures docs/figures
+	$(BIN)/python -m scratchpar.bench zero --json docs/figures/zero_bench.json --figures docs/figures
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

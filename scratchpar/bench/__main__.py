@@ -10,12 +10,13 @@ if __name__ == "__main__":  # one thread per library, set before NumPy and PyTor
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
-from . import asynchronous, branches, collectives, dp, pipeline, ps, step, tensor  # noqa: E402
+from . import asynchronous, branches, collectives, dp, pipeline, ps, step, tensor, zero  # noqa: E402
 
 # name → module with add_arguments(parser) and run(args) -> exit code ("async" is a keyword, so
 # its module is asynchronous.py)
 BENCHMARKS = {"step": step, "collectives": collectives, "dp": dp, "pipeline": pipeline,
-              "branches": branches, "tensor": tensor, "ps": ps, "async": asynchronous}
+              "branches": branches, "tensor": tensor, "ps": ps, "async": asynchronous,
+              "zero": zero}
 
 
 def main(argv=None) -> int:

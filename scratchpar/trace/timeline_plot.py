@@ -9,13 +9,18 @@ COLORS = {"forward": "#4c72b0", "backward": "#dd8452", "optimizer": "#55a868",
           "all_reduce": "#c44e52", "broadcast": "#8172b3",
           # the parameter servers' regions (parallel/ps): a worker's step, its waits, the update
           "forward+backward": "#4c72b0", "pull": "#c44e52", "push": "#937860",
-          "update": "#55a868", "slowed": "#e5ae38"}
+          "update": "#55a868", "slowed": "#e5ae38",
+          # ZeRO's (parallel/zero): its collectives, its refresh, a stage-3 group's residency
+          "all_gather": "#8c613c", "reduce_scatter": "#da8bc3", "gather parameters": "#64b5cd",
+          "gathered": "#ccb974"}
 OTHER = "#999999"
 
 
 def kind(name: str) -> str:
-    """The region's kind: its name up to the algorithm ("all_reduce/ring" → "all_reduce")."""
-    return name.split("/")[0]
+    """The region's kind: its name up to the algorithm ("all_reduce/ring" → "all_reduce"),
+    or "gathered" for a ZeRO-3 group's residency ("layer 2 gathered", "root gathered")."""
+    head = name.split("/")[0]
+    return "gathered" if head.endswith(" gathered") else head
 
 
 def lane_order(cat: str) -> tuple:

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from scratchpar.autograd import Tensor, functional as F
+from scratchpar.autograd import Tensor
+from scratchpar.autograd import functional as F
 from scratchpar.autograd.tensor import saved_arrays_hooks
 
 
