@@ -10,6 +10,7 @@ from ..backend import BackendError, set_device
 from ..comm.agree import agreeing
 from ..data import DataError
 from ..device_rng import DeviceRandom
+from ..parallel.zero import STAGES
 from ..trace.tracer import Tracer
 from .asynchronous import build_easgd, build_hogwild
 from .checkpoint import CheckpointError, load_checkpoint
@@ -61,6 +62,9 @@ def build_strategy(cfg, task, optimizer, comm):
         return build_hogwild(cfg, task, optimizer, comm)
     if t.strategy == "easgd":
         return build_easgd(cfg, task, optimizer, comm)
+    if t.strategy == "zero":
+        return STAGES[t.zero_stage](*common, bucket_bytes=t.bucket_bytes, grad_clip=clip,
+                                    offload=t.offload == "cpu")
     if t.strategy == "local-sgd":
         return parallel.LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
                                  grad_clip=clip, bucket_bytes=t.bucket_bytes)

@@ -97,13 +97,22 @@ class TrainConfig:
                         "local SGD (periodic model averaging), pipeline parallel (with "
                         "data-parallel replicas of the pipeline), the hybrid dp × pp × tp "
                         "mesh (tensor-parallel stages), parameter servers, Hogwild (lock-free "
-                        "SGD on shared parameters) or elastic averaging (EASGD)",
+                        "SGD on shared parameters), elastic averaging (EASGD) or ZeRO (data "
+                        "parallel with the model states sharded over the ranks: --zero-stage)",
                         choices=("single", "dp", "dp-naive", "local-sgd", "pipeline", "hybrid",
-                                 "ps", "hogwild", "easgd"))
-    bucket_mb: float = opt(1.0, "dp, local-sgd: bucket size in MiB (gradients; models averaged)")
+                                 "ps", "hogwild", "easgd", "zero"))
+    bucket_mb: float = opt(1.0, "dp, local-sgd, zero: bucket size in MiB (gradients reduced; "
+                                "models averaged)")
     local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
                                   "(0 = once, at the end)")
     local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
+    zero_stage: int = opt(1, "zero: what each of the N ranks keeps 1/N of (ZeRO, Rajbhandari "
+                             "et al. 2020): 1 the optimizer state, 2 the gradients too, 3 the "
+                             "parameters too, gathered layer by layer when used",
+                          choices=(1, 2, 3))
+    offload: str = opt("none", "zero: cpu keeps each rank's optimizer state and a master copy of "
+                               "its shard of the parameters in host memory, and updates them "
+                               "there (ZeRO-Offload, Ren et al. 2021)", choices=("none", "cpu"))
     servers: int = opt(1, "ps: server ranks 0 … S−1, each owning a key range of the "
                           "parameters; the other ranks are workers")
     ps_mode: str = opt("sync", "ps: synchronous (every worker's push, one update, every worker "

@@ -8,6 +8,7 @@ import resource
 from typing import NamedTuple
 
 from .defaults import OWN_MODEL, SPARSE
+from .memory_zero import shard_bytes, zero_states
 
 GiB, MiB = 1 << 30, 1 << 20
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
@@ -58,6 +59,9 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
                  classifier's teacher, the sparse problems' truths) and the batches drawn
     checkpoint   a resumed checkpoint's arrays (its .npz files), held for the whole run
     runtime      modules and objects beyond the arrays, and the allocator's slack
+
+    Under ZeRO, the weights, gradients and moments are what a rank keeps of them
+    (memory_zero.py); in stage 3, the whole model gathered for the evaluation is a third peak.
     """
     m, o, t = cfg.model, cfg.optim, cfg.train
     s = 8 if t.dtype == "float64" else 4
@@ -79,17 +83,30 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
     resumed = _checkpoint_bytes(t.resume)
     activations = max(model.step, model.evaluation)
+    if t.strategy == "zero":  # each rank holds its shards of the model states
+        weights, grads, state, work = zero_states(cfg, world_size, model.params, model.largest,
+                                                  s, moments, source.vocab)
+    else:
+        weights, grads, state, work = (
+            p + (t.strategy == "local-sgd") * p,
+            p + (t.strategy != "single") * p + (t.strategy in ("dp", "local-sgd")) * p,
+            moments * p, model.largest * s)
     setup = {"parameters": p + model.init, "data": source.built, "checkpoint": resumed}
     training = {
-        "parameters": p + (t.strategy == "local-sgd") * p,
-        "gradients": p + (t.strategy != "single") * p + (t.strategy in ("dp", "local-sgd")) * p,
-        "optimizer": moments * p + scratch * model.largest * s
+        "parameters": weights,
+        "gradients": grads,
+        "optimizer": state + scratch * work
                      + (t.save is not None) * replicas * (moments + 1) * p,
         "activations": activations + activations // MARGIN,
         "data": source.kept + source.batches,
         "checkpoint": resumed,
     }
-    peak = max(setup, training, key=lambda part: sum(part.values()))
+    peaks = [setup, training]
+    if t.strategy == "zero" and t.zero_stage == 3:  # gather_model() makes the model whole again
+        evaluating = model.evaluation + model.evaluation // MARGIN  # for rank 0's evaluation
+        peaks.append({**training, "parameters": p + shard_bytes(model.params, world_size, s),
+                      "activations": evaluating})
+    peak = max(peaks, key=lambda part: sum(part.values()))
     return {**peak, "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}
 
 

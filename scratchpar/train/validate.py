@@ -11,6 +11,7 @@ from .config import MIB
 from .validate_async import async_problems, workers
 from .validate_mesh import MESH_STRATEGIES, mesh_problems
 from .validate_ps import ps_problems
+from .validate_zero import zero_problems
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
@@ -31,7 +32,8 @@ def validate(c, world_size: int = 1) -> list[str]:
         for f in dataclasses.fields(section):
             choices, value = f.metadata["choices"], getattr(section, f.name)
             need(choices is None or value in choices,
-                 f"{part.name}.{f.name} must be one of {', '.join(choices or ())}; got {value!r}")
+                 f"{part.name}.{f.name} must be one of {', '.join(map(str, choices or ()))}; got "
+                 f"{value!r}")
             need(f.metadata["kind"] is not float or value is None or math.isfinite(value),
                  f"{part.name}.{f.name} must be a finite number; got {value}")
     for name in ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
@@ -98,6 +100,7 @@ def validate(c, world_size: int = 1) -> list[str]:
     problems += mesh_problems(c, world_size)
     problems += ps_problems(c, world_size)
     problems += async_problems(c, world_size)
+    problems += zero_problems(c)
     sharing = workers(c, world_size)
     need(t.batch_size < 1 or t.strategy in MESH_STRATEGIES or sharing < 1
          or t.batch_size >= sharing,

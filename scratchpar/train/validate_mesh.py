@@ -38,7 +38,7 @@ def mesh_problems(c, world_size: int) -> list[str]:
         return problems
     if m.kind in UNLAYERED_MODELS:
         return problems + [f"--strategy {t.strategy} splits a model's layers into stages; model "
-                           f"{m.kind} has none (use single, dp, dp-naive, local-sgd, ps, "
+                           f"{m.kind} has none (use single, dp, dp-naive, local-sgd, zero, ps, "
                            "hogwild or easgd)"]
     from ..parallel.pipeline.schedules import requirements
 

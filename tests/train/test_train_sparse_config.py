@@ -61,7 +61,7 @@ def test_the_sizes_are_checked():
 def test_the_layer_splitting_strategies_refuse_the_sparse_models(strategy, source, model):
     assert problems(["--source", source, "--strategy", strategy, "--pp", "2"], 2) == [
         f"--strategy {strategy} splits a model's layers into stages; model {model} has none "
-        "(use single, dp, dp-naive, local-sgd, ps, hogwild or easgd)"]
+        "(use single, dp, dp-naive, local-sgd, zero, ps, hogwild or easgd)"]
 
 
 @pytest.mark.parametrize("strategy, world", [("single", 1), ("dp", 2), ("dp-naive", 2),

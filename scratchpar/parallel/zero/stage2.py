@@ -21,7 +21,7 @@ class ZeRO2(ZeRO1):
 
     def _backward(self, local) -> None:
         self._missing = [len(g.params) for g in self.groups]  # per group: gradients not final
-        self._next, self._inflight = 0, []  # the next group to start; (group, handle) started
+        self._next, self._inflight = 0, []  # the next group to start; (group, handle, bucket)
         with self.tracer.region("backward", "compute"):
             local.backward(on_grad_ready=self._ready)
         self._start(final=True)
@@ -43,16 +43,22 @@ class ZeRO2(ZeRO1):
     def _start(self, final: bool) -> None:
         """Start groups in order while they are complete; after backward (``final``), all."""
         while self._next < len(self.groups) and (final or self._missing[self._next] == 0):
-            self._inflight.append((self._next, self._pack_and_start(self._next)))
+            handle = self._pack_and_start(self._next)
+            self._inflight.append((self._next, handle, self._buckets[-1]))
             self._next += 1
             self._sample()
 
     def _drain(self, wait: bool) -> None:
-        """Hand the finished reductions' chunks (copies) to the update; drop their buckets."""
-        while self._inflight and (wait or self._inflight[0][1].test()):
-            k, handle = self._inflight.pop(0)
-            self.update.receive(k, handle.wait(), copy=True)
-            self._buckets.pop(0)  # buckets start and finish in the same order
+        """Advance every reduction in flight; hand each finished one's chunk (a copy) to the
+        update and drop its bucket (``wait``: finish them all)."""
+        running = []
+        for k, handle, bucket in self._inflight:
+            if wait or handle.test():
+                self.update.receive(k, handle.wait(), copy=True)
+                self._buckets = [b for b in self._buckets if b is not bucket]
+            else:
+                running.append((k, handle, bucket))
+        self._inflight = running
 
     def _held(self) -> dict[str, list]:
         grads = [s.grad for s in self.update.shards] if not self.update.offloaded else []
