@@ -139,6 +139,7 @@ class ZeRO3(ZeRO2):
         k = self.unit_group[id(layer)]
         self._free(k)
         self._sample()
+        self._poll()
         if is_grad_enabled() and isinstance(out, Tensor) and out.requires_grad:
             return BeforeBackward.apply(out, self, k)
         return out
@@ -148,6 +149,15 @@ class ZeRO3(ZeRO2):
         i = self.order.index(k)
         if i > 0:
             self._start_gather(self.order[i - 1])  # prefetch the unit backward reaches next
+
+    def _poll(self) -> None:
+        """Advance the gathers in flight: a ring's steps move only when someone polls them."""
+        for handle in self._gathering.values():
+            handle.test()
+
+    def _drain(self, wait: bool) -> None:
+        super()._drain(wait)
+        self._poll()
 
     def _complete(self, k: int) -> None:
         if k in self._gathered:
