@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from ...autograd.held import graph_bytes
@@ -17,7 +19,7 @@ from .offload import HostUpdate
 from .update import DeviceUpdate
 
 
-class ZeRO(DataParallelNaive):
+class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
     """Data parallelism in which each rank owns 1/N of the update (Rajbhandari et al. 2020).
 
     The parameters are laid out in flat groups (:class:`~.flat.FlatGroup`); rank r owns chunk
@@ -30,8 +32,6 @@ class ZeRO(DataParallelNaive):
     ``offload``: the update runs on the host (:class:`~.offload.HostUpdate`). ``measure``: a
     :class:`~.ledger.Ledger` samples the buffers held at every stage of the step.
     """
-
-    stage = 0
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
                  grad_clip: float = 0.0, offload: bool = False, measure: bool = False):
@@ -48,13 +48,13 @@ class ZeRO(DataParallelNaive):
         self.activations = 0  # bytes the autograd graph held at the end of the last forward
 
     # -- what a stage defines -----------------------------------------------------------------
+    @abc.abstractmethod
     def _plan(self, bucket_bytes: int) -> list:
         """The flat groups."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _store(self, group):
         """Group storage: the whole flat vector (stages 1, 2) or this rank's chunk (stage 3)."""
-        raise NotImplementedError
 
     def _chunk(self, k: int):
         """This rank's chunk of group k's parameters, which the optimizer steps in place."""
@@ -63,13 +63,13 @@ class ZeRO(DataParallelNaive):
     def _refresh(self) -> None:
         """After a step: make the parameters whole again where the stage keeps them whole."""
 
+    @abc.abstractmethod
     def _held(self) -> dict[str, list]:
         """The arrays the strategy holds now, by part, for the ledger."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _backward(self, local) -> None:
         """Backward, and every group's gradient reduced to this rank's chunk."""
-        raise NotImplementedError
 
     # -- the step -------------------------------------------------------------------------------
     def step(self, global_batch) -> dict:

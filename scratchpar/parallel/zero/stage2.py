@@ -17,8 +17,6 @@ class ZeRO2(ZeRO1):
     counts as zeros once backward is over.
     """
 
-    stage = 2
-
     def _backward(self, local) -> None:
         self._missing = [len(g.params) for g in self.groups]  # per group: gradients not final
         self._next, self._inflight = 0, []  # the next group to start; (group, handle, bucket)
