@@ -30,7 +30,6 @@ and async_round_robin_busy.png.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -40,6 +39,7 @@ from . import async_report as report
 from .async_tables import print_tables
 from .device import add_argument as add_device_argument
 from .device import describe
+from .figures import draw_figures
 from .mpijob import JobFailed, per_world_size, run_part
 from .ps_standin import calibrate
 
@@ -161,12 +161,7 @@ def run(args) -> int:
           f"(K = {calib['parameters']:,}) calibrated on the CPU at {calib['rows']} rows: "
           f"{1e6 * calib['per_row_s']:.2f} µs per row")
     print_tables(rows, cfgs, parts, args.device)
-    figures = []
-    if args.figures and importlib.util.find_spec("matplotlib") is None:
-        print("\nfigures: matplotlib missing (pip install 'scratchpar[plot]')")
-    elif args.figures:
-        figures = draw(args.figures, parts, rows, cfgs)
-        print("\nfigures: " + ", ".join(figures))
+    figures = draw_figures(args.figures, draw, parts, rows, cfgs)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": describe(args.device), "cores": os.cpu_count(),

@@ -30,7 +30,6 @@ server: it traces its regions), from the Chrome traces written beside them.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 from . import ps_report as report
 from .device import add_argument as add_device_argument
 from .device import describe
+from .figures import draw_figures
 from .mpijob import JobFailed, per_world_size, run_part
 from .ps_standin import calibrate
 from .table import table
@@ -243,12 +243,8 @@ def run(args) -> int:
               f"{1e3 * c['forward_s']:.2f} ms, backward {1e3 * c['backward_s']:.2f} ms → "
               f"{1e6 * c['per_row_s']:.2f} µs per row")
     print_tables(rows, cfgs, levels)
-    figures = []
-    if args.figures and importlib.util.find_spec("matplotlib") is None:
-        print("\nfigures: matplotlib missing (pip install 'scratchpar[plot]'); traces only")
-    elif args.figures:
-        figures = draw(args.figures, rows, runs, parts["loss"]["floor"], cfgs, levels)
-        print("\nfigures: " + ", ".join(figures))
+    figures = draw_figures(args.figures, draw, rows, runs, parts["loss"]["floor"], cfgs, levels,
+                           without="; traces only")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": describe(args.device), "quick": quick, "workers": workers,

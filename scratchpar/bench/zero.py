@@ -27,7 +27,6 @@ collectives, and each layer's residency from gather to free) and zero_offload.pn
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 from . import zero_report as report
 from .device import add_argument as add_device_argument
 from .device import describe, judged
+from .figures import draw_figures
 from .mpijob import JobFailed, per_world_size, run_part
 from .table import table
 
@@ -199,12 +199,7 @@ def run(args) -> int:
     print_timing(results, models["cli"], timing, target, args.device)
     print_offload(rows["offload"])
     print_fits(fits, fit_cfg, args.gpu_budget_gib, args.device)
-    figures = []
-    if args.figures and importlib.util.find_spec("matplotlib") is None:
-        print("\nfigures: matplotlib missing (pip install 'scratchpar[plot]'); trace only")
-    elif args.figures:
-        figures = draw(args.figures, rows, models, results)
-        print("\nfigures: " + ", ".join(figures))
+    figures = draw_figures(args.figures, draw, rows, models, results, without="; trace only")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": describe(args.device), "quick": quick, "ranks": ranks,
