@@ -52,14 +52,13 @@ class ZeRO3(ZeRO2):
                 self.unit_group[id(layers[i])] = len(groups)
                 groups.append(FlatGroup(units[i], size, rank))
                 self.labels.append(f"layer {i}")
-        self.order = [self.unit_group[id(m)] for m in layers if id(m) in self.unit_group]
+        self.hooked = [layer for layer in layers if id(layer) in self.unit_group]
         self.root = len(groups) if root else None
         if root:
             groups.append(FlatGroup(root, size, rank))
             self.labels.append("root")
-        for layer in layers:
-            if id(layer) in self.unit_group:
-                layer.set_forward_hooks(self._before, self._after)
+        for layer in self.hooked:
+            layer.set_forward_hooks(self._before, self._after)
         self._gathered, self._gathering = {}, {}  # group → (buffer, since) / started handle
         self._bound = {}  # id(a parameter's gathered array) → Saved(group, index)
         self._freed = []  # weak references to buffers freed, where the array module allows
@@ -129,9 +128,8 @@ class ZeRO3(ZeRO2):
     def _before(self, layer) -> None:
         k = self.unit_group[id(layer)]
         self._gather(k)
-        i = self.order.index(k)
-        if i + 1 < len(self.order):
-            self._start_gather(self.order[i + 1])  # prefetch the next unit
+        if k > 0:  # the groups hold the layers last first: group k − 1 runs next
+            self._start_gather(k - 1)  # prefetch it
 
     def _after(self, layer, out):
         k = self.unit_group[id(layer)]
@@ -144,9 +142,8 @@ class ZeRO3(ZeRO2):
 
     def _before_backward(self, k: int) -> None:
         self._gather(k)
-        i = self.order.index(k)
-        if i > 0:
-            self._start_gather(self.order[i - 1])  # prefetch the unit backward reaches next
+        if k + 1 < len(self.hooked):  # group k + 1 holds the layer backward reaches next
+            self._start_gather(k + 1)  # prefetch it
 
     def _poll(self) -> None:
         """Advance the gathers in flight: a ring's steps move only when someone polls them."""
@@ -192,7 +189,7 @@ class ZeRO3(ZeRO2):
         the layers' hooks are removed, and the strategy trains no more."""
         for k in range(len(self.groups)):
             self._gather(k)
-        for layer in self.model.pipeline_layers() if self.order else []:
+        for layer in self.hooked:
             layer.set_forward_hooks(None, None)
         self._gathered, self._bound, self.whole = {}, {}, True
 
