@@ -77,11 +77,11 @@ def main():
         tour(comm, "all_gather (ring, comm/ring.py): rank r brings r+1 rows; every rank gets "
                    "them all, in rank order",
              rows_of, lambda x: collectives.all_gather(comm, x), reference.all_gather),
-        tour(comm, f"gather to rank {last} (direct messages, comm/linear.py): the same rows, "
+        tour(comm, f"gather to rank {last} (direct messages, comm/direct.py): the same rows, "
                    "on the root only",
              rows_of, lambda x: collectives.gather(comm, x, root=last),
              lambda blocks: reference.gather(blocks, root=last)),
-        tour(comm, "scatter from rank 0 (direct messages, comm/linear.py): rank r gets its "
+        tour(comm, "scatter from rank 0 (direct messages, comm/direct.py): rank r gets its "
                    "share of the root's 10 rows",
              lambda r: np.arange(10, dtype=np.int64) if r == 0 else None,
              lambda x: collectives.scatter(comm, x, root=0),

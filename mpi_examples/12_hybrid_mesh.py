@@ -21,10 +21,9 @@ from scratchpar.comm.abort import abort_on_exception
 from scratchpar.comm.mesh import Mesh, MeshError
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
-from scratchpar.parallel import Pipeline, SingleDevice
+from scratchpar.parallel import Hybrid, SingleDevice
 from scratchpar.parallel.pipeline import partition, schedules
 from scratchpar.parallel.pipeline.partition import parameter_counts
-from scratchpar.parallel.tensor import tensor_parallel
 from scratchpar.train.task import Task
 
 DP, PP, TP, M, ROWS, STEPS, LR, SEED = 1, 2, 2, 2, 4, 3, 0.1, 5
@@ -59,9 +58,8 @@ def main():
 
     model = gpt()
     ranges = partition(parameter_counts(model.pipeline_layers()), PP)  # layers of each stage
-    shard = tensor_parallel(model, mesh.tp_comm)  # this rank's tp shard of every layer
-    pipe = Pipeline(shard, lambda params: SGD(params, LR, 0.9), Task(None, model, "tok"), mesh,
-                    schedules.build("1f1b", PP, M, 1), ranges)  # model's own weights: freed
+    pipe = Hybrid(model, lambda params: SGD(params, LR, 0.9), Task(None, model, "tok"), mesh,
+                  schedules.build("1f1b", PP, M, 1), ranges)  # keeps its tp shard; model freed
     one = gpt()
     single = SingleDevice(one, SGD(one.parameters(), LR, 0.9), Task(None, one, "tok").loss)
 

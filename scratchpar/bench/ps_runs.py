@@ -66,7 +66,7 @@ def free_run(comm, make, batch_of, steps: int, slowed_s: float, on_servers=None,
         ends.append(round(tracer.now() * 1e-9, 6))
         if on_servers is not None and strategy.is_server:
             on_servers(k, strategy)
-    report = strategy.shutdown() if isinstance(strategy, ps.ParameterServer) else None
+    report = strategy.shutdown() if isinstance(strategy, ps.ArrivalOrderParameterServer) else None
     done = tracer.now() * 1e-9
     if on_servers is not None and strategy.is_server:
         on_servers(steps, strategy)

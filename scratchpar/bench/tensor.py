@@ -9,7 +9,7 @@ messages and bytes do not mind) measures three things:
    and Korthikanti et al. 2022's 2 all-gathers and 2 reduce-scatters each way (g, ḡ, §4.2.2).
    Metadata exchanges (pickled ``allgather_obj``, not traced) are counted apart.
 2. Speed-up at t = 2 of a compute-bound transformer MLP X[N,C] → 4C → C, forward and backward:
-   one device (rank 0 alone) against ``ParallelMLP`` over 2 ranks, in turns in the same job.
+   one device (rank 0 alone) against ``ParallelFeedForward`` over 2 ranks, in turns in the same job.
    Megatron reports 1.64× at t = 2.
 3. Parameter, gradient and activation bytes per rank of one block (float32, 4 B), each against
    its formula; with s = T, b = B, h = C, a = H heads, and t dividing a, 4h and s:

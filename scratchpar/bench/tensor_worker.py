@@ -8,7 +8,7 @@ traced regions and counts the collectives recorded in each (the communicator's t
 every one), with the metadata exchanges that the tracer does not record (``allgather_obj``,
 counted apart); it counts its parameters, their gradients, and the buffers the forward's graph
 keeps. With ``"time"`` in the config, a transformer MLP X[N,C] → 4C → C takes turns: "alone",
-one device on rank 0 while the others sleep, and "tensor", ``ParallelMLP`` over the group.
+one device on rank 0 while the others sleep, and "tensor", ``ParallelFeedForward`` over the group.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from scratchpar.bench.timing import Timed
 from scratchpar.comm.chunks import bounds
 from scratchpar.nn import GELU, Block, Dropout, Linear, Sequential
 from scratchpar.parallel.tensor.block import ParallelBlock, SequenceParallelBlock
-from scratchpar.parallel.tensor.mlp import ParallelMLP
+from scratchpar.parallel.tensor.feed_forward import ParallelFeedForward
 from scratchpar.trace.tracer import Tracer
 
 LAYERS = {"tensor": ParallelBlock, "sequence": SequenceParallelBlock}
@@ -122,13 +122,13 @@ def step(model, x: Tensor, dy) -> Timed:
 
 
 def timed_mlp(cfg: dict, comm) -> dict:
-    """Medians of the one-device MLP on rank 0 and of ParallelMLP over the group, in turns, and
-    how far the split's output is from one device's."""
+    """Medians of the one-device MLP on rank 0 and of ParallelFeedForward over the group, in
+    turns, and how far the split's output is from one device's."""
     shape = (cfg["tokens"], cfg["d_model"])  # (N, C)
     x_host, dy = whole_input(shape, 1), backend.to_device(whole_input(shape, 2))
     x_one, x_split = (Tensor(backend.to_device(x_host), requires_grad=True) for _ in range(2))
     one = transformer_mlp(cfg["d_model"])
-    split = ParallelMLP(transformer_mlp(cfg["d_model"]), comm)
+    split = ParallelFeedForward(transformer_mlp(cfg["d_model"]), comm)
     diff = float(abs(backend.to_host(split(x_split).data - one(x_one).data)).max())
     timed = turns(comm, {"alone": alone(step(one, x_one, dy), comm),
                          "tensor": step(split, x_split, dy)}, cfg["repeats"], cfg["warmup"])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from scratchpar.backend import get_array_module, xp_default
-from scratchpar.comm import debug, doubling, linear, ring, tree
+from scratchpar.comm import debug, direct, doubling, ring, tree
 from scratchpar.comm.chunks import bounds, counts, offsets
 from scratchpar.comm.errors import CommError
 from scratchpar.comm.ops import check_op, finish
@@ -197,7 +197,7 @@ def gather(comm, x, root: int = 0, algorithm: str = "auto"):
     if algorithm == "mpi":
         steps = _mpi_steps(comm, lambda: comm.mpi_gather(mine, flat, sizes, root))
     else:
-        steps = linear.gather(comm, mine, flat, _spans_of(sizes), root)
+        steps = direct.gather(comm, mine, flat, _spans_of(sizes), root)
     Handle(comm, _wait(comm, f"gather/{algorithm}", x), steps).wait()
     return out
 
@@ -221,7 +221,7 @@ def scatter(comm, x, root: int = 0, algorithm: str = "auto"):
     if algorithm == "mpi":
         steps = _mpi_steps(comm, lambda: comm.mpi_scatter(full, _flat(mine), sizes, root))
     else:
-        steps = linear.scatter(comm, full, _flat(mine), _spans_of(sizes), root)
+        steps = direct.scatter(comm, full, _flat(mine), _spans_of(sizes), root)
     Handle(comm, _wait(comm, f"scatter/{algorithm}", mine), steps).wait()
     return mine
 

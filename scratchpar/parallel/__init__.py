@@ -1,8 +1,45 @@
-"""Parallel training strategies; each wraps a single-device model and optimizer."""
+"""The parallel strategies, by family; each wraps a single-device model and optimizer and offers
+the training-step protocol of :class:`~scratchpar.parallel.strategy.Strategy`.
 
+    one device, the spec          single.py             SingleDevice
+    data parallel                 dp.py                 DataParallelNaive, DataParallel
+    local SGD                     local_sgd.py          LocalSGD
+    parameter servers             ps/                   SyncParameterServer, LockedParameterServer,
+                                                        AsyncParameterServer (Downpour),
+                                                        SSPParameterServer, SyncThenAsync
+    Hogwild                       hogwild/              Hogwild
+    elastic averaging             easgd/                SyncEASGD, AsyncEASGD, RoundRobinEASGD
+    model distribution, branches  model_distribution.py ModelDistribution
+                                  branches.py           ParallelBranches
+    pipelines                     pipeline/             Pipeline, PipeDream
+    tensor parallel               tensor/               tensor_parallel
+    hybrid dp × pp × tp           hybrid.py             Hybrid
+    ZeRO and offload              zero/                 ZeRO1, ZeRO2, ZeRO3
+
+The communication they are built from: differentiable collectives in dual pairs (duals.py).
+"""
+
+from .branches import ParallelBranches
 from .dp import DataParallel, DataParallelNaive
+from .easgd import AsyncEASGD, RoundRobinEASGD, SyncEASGD
+from .hogwild import Hogwild
+from .hybrid import Hybrid
 from .local_sgd import LocalSGD
+from .model_distribution import ModelDistribution
 from .pipeline import PipeDream, Pipeline
+from .ps import (
+    AsyncParameterServer,
+    LockedParameterServer,
+    SSPParameterServer,
+    SyncParameterServer,
+    SyncThenAsync,
+)
 from .single import SingleDevice
+from .tensor import tensor_parallel
+from .zero import ZeRO1, ZeRO2, ZeRO3
 
-__all__ = ["DataParallel", "DataParallelNaive", "LocalSGD", "PipeDream", "Pipeline", "SingleDevice"]
+__all__ = ["AsyncEASGD", "AsyncParameterServer", "DataParallel", "DataParallelNaive", "Hogwild",
+           "Hybrid", "LocalSGD", "LockedParameterServer", "ModelDistribution",
+           "ParallelBranches", "PipeDream", "Pipeline", "RoundRobinEASGD", "SSPParameterServer",
+           "SingleDevice", "SyncEASGD", "SyncParameterServer", "SyncThenAsync", "ZeRO1", "ZeRO2",
+           "ZeRO3", "tensor_parallel"]

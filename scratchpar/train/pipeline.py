@@ -4,9 +4,9 @@ stage, and each stage's tensor-parallel shard."""
 from __future__ import annotations
 
 from ..comm.mesh import Mesh, draw
+from ..parallel.hybrid import Hybrid
 from ..parallel.pipeline import PipeDream, Pipeline, partition, schedules
 from ..parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
-from ..parallel.tensor import tensor_parallel
 
 
 def build_pipeline(cfg, task, comm):
@@ -24,8 +24,6 @@ def build_pipeline(cfg, task, comm):
     else:
         weights, unit = parameter_counts(layers), "params"
     ranges = partition(weights, t.pp * t.virtual)
-    model = (task.model if t.strategy == "pipeline" else
-             tensor_parallel(task.model, mesh.tp_comm, t.sequence_parallel))
     if comm.rank == 0:
         lines = describe(ranges, layer_names(task.model), weights, unit).splitlines()
         if t.virtual > 1:  # virtual stage k is chunk k // p of rank k % p
@@ -35,9 +33,13 @@ def build_pipeline(cfg, task, comm):
                      f"each stage's matrices split over its {t.tp} tp ranks, heads and vocabulary "
                      "included" + (", its sequence too" if t.sequence_parallel else "")]
         print("\n".join(lines), flush=True)
+    make_optimizer = lambda params: build_optimizer(cfg, params)  # noqa: E731
+    knobs = {"grad_clip": cfg.optim.grad_clip, "bucket_bytes": t.bucket_bytes}
+    if t.strategy == "hybrid":
+        return Hybrid(task.model, make_optimizer, task, mesh, schedule, ranges,
+                      t.sequence_parallel, **knobs)
     cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
-    return cls(model, lambda params: build_optimizer(cfg, params), task, mesh, schedule,
-               ranges, grad_clip=cfg.optim.grad_clip, bucket_bytes=t.bucket_bytes)
+    return cls(task.model, make_optimizer, task, mesh, schedule, ranges, **knobs)
 
 
 def _example(task, t, dp: int):

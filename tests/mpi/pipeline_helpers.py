@@ -7,9 +7,9 @@ from device_helpers import on_device
 from scratchpar import nn
 from scratchpar.comm.mesh import Mesh
 from scratchpar.optim import SGD, Adam
+from scratchpar.parallel.hybrid import Hybrid
 from scratchpar.parallel.pipeline import PipeDream, Pipeline, partition, schedules
 from scratchpar.parallel.pipeline.partition import parameter_counts
-from scratchpar.parallel.tensor import tensor_parallel
 from scratchpar.train.task import Task
 
 VOCAB, SEQ = 7, 5
@@ -68,8 +68,7 @@ def make_hybrid(comm, task, schedule: str, dp: int, pp: int, tp: int, m: int, ad
         LIVE.pop()()
     mesh = Mesh(comm, dp=dp, pp=pp, tp=tp)
     ranges = partition(parameter_counts(task.model.pipeline_layers()), pp)  # alike on every rank
-    shard = tensor_parallel(task.model, mesh.tp_comm, sequence_parallel)
-    pipe = Pipeline(shard, make_optimizer(adam), task, mesh, schedules.build(schedule, pp, m, 1),
-                    ranges, grad_clip=clip)
+    pipe = Hybrid(task.model, make_optimizer(adam), task, mesh,
+                  schedules.build(schedule, pp, m, 1), ranges, sequence_parallel, grad_clip=clip)
     LIVE.extend([mesh.free, pipe.close])
     return pipe

@@ -11,7 +11,7 @@ from mpi_helpers import shared_verdict
 from scratchpar import nn
 from scratchpar.autograd import Tensor
 from scratchpar.comm.chunks import bounds
-from scratchpar.parallel.tensor import ColumnParallelLinear, ParallelMLP, RowParallelLinear
+from scratchpar.parallel.tensor import ColumnParallelLinear, ParallelFeedForward, RowParallelLinear
 
 TIGHT = {"rtol": 1e-10, "atol": 1e-12}
 sizes = st.integers(1, 9)  # as few features as ranks, or fewer, and not divisible by them
@@ -80,7 +80,7 @@ def test_row_parallel_linear_equals_its_twin(comm, d, f, rows, bias, seed):
 @shared_verdict
 def test_parallel_mlp_equals_the_blocks_mlp_with_one_all_reduce_each_way(comm, c, rows, seed):
     block = nn.Block(c * 2, 2, np.random.default_rng(seed), dtype=np.float64)
-    layer = ParallelMLP(block.mlp, comm)
+    layer = ParallelFeedForward(block.mlp, comm)
     x, x_twin = inputs(seed, rows, 3, c * 2)
     y, y_twin = layer(x), block.mlp(x_twin)
     np.testing.assert_allclose(host(y.data), host(y_twin.data), **TIGHT)

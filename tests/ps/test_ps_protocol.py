@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scratchpar.parallel.ps.protocol import ACQUIRE, LEAVE, STEP, Header, combine
+from scratchpar.parallel.ps.protocol import ACQUIRE, LEAVE, STEP, Header, weighted_mean
 
 counts = st.integers(0, 2**40)  # exact in a float64
 
@@ -28,7 +28,7 @@ def test_pushes_combine_into_the_global_batchs_mean_gradient(rows, seed):
     per_row = [gen.standard_normal((n, 3)) for n in rows]  # each row's gradient, (n_w, 3)
     means = [g.mean(0) if len(g) else np.zeros(3) for g in per_row]
     losses = [float(g.sum()) / max(len(g), 1) for g in per_row]
-    grad, loss = combine(means, losses, [float(n) for n in rows])
+    grad, loss = weighted_mean(means, losses, [float(n) for n in rows])
     if sum(rows) == 0:
         assert not np.any(grad) and loss == 0.0
         return
@@ -40,5 +40,5 @@ def test_pushes_combine_into_the_global_batchs_mean_gradient(rows, seed):
 @given(seed=st.integers(0, 2**31), n=st.integers(1, 100))
 def test_one_workers_push_is_its_own_gradient_bitwise(seed, n):
     g = np.random.default_rng(seed).standard_normal(7)
-    grad, loss = combine([g], [0.375], [float(n)])
+    grad, loss = weighted_mean([g], [0.375], [float(n)])
     assert np.array_equal(grad, g) and loss == 0.375

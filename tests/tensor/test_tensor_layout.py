@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scratchpar import nn
-from scratchpar.parallel.tensor import ColumnParallelLinear, ParallelMLP, RowParallelLinear
+from scratchpar.parallel.tensor import ColumnParallelLinear, ParallelFeedForward, RowParallelLinear
 from scratchpar.parallel.tensor.layout import PARTIAL, Split, layouts
 
 
@@ -50,7 +50,7 @@ class _FakeComm:
 
 def test_layouts_name_every_parameter_as_the_single_device_model_does():
     block = nn.Block(4, 2, np.random.default_rng(0), dtype=np.float64)
-    mlp = ParallelMLP(block.mlp, _FakeComm())
+    mlp = ParallelFeedForward(block.mlp, _FakeComm())
     assert layouts(mlp) == {"0.weight": Split(1), "0.bias": Split(0), "2.weight": Split(0),
                             "2.bias": None}
     assert set(dict(mlp.named_parameters())) == set(dict(block.mlp.named_parameters()))

@@ -42,6 +42,9 @@ class Runtime:
         self.sync_sends = sync_sends  # wait for each send at once: rendezvous, as in the simulator
         self.rows: dict = {}  # per batch shape: the row shape entering each virtual stage
         self.peak = self.peak_bytes = 0
+        self.handlers = {"F": self._f, "B": self._b, "W": self._w, "STEP": self._step,
+                         "SEND_ACT": self._send_act, "SEND_GRAD": self._send_grad,
+                         "RECV_ACT": self._recv_act, "RECV_GRAD": self._recv_grad}
 
     def run(self, actions: list[Action], micro: list[tuple], on_step) -> list:
         """Run ``actions`` on micro-batches ``micro`` [(inputs, targets), …]; returns the summed
@@ -105,7 +108,7 @@ class Runtime:
 
     def _run_one(self, action: Action) -> None:
         try:
-            getattr(self, "_" + action.kind.lower())(action)
+            self.handlers[action.kind](action)
         except StageFailed:
             raise
         except Exception as error:

@@ -9,8 +9,6 @@ from ...comm.states import gather_states
 from ...data.shard import shard
 from ...optim import guarded_step
 from ...trace.tracer import NULL
-from ..tensor import shard as tensor_shard
-from ..tensor.layout import PARTIAL, Split, layouts
 from .actions import ScheduleError
 from .runtime import Runtime
 from .simulator import check
@@ -18,9 +16,9 @@ from .stage import StageModel
 
 
 class Pipeline:
-    """Stages over the mesh's pp axis, replicas over its dp axis, and each stage's layers split
-    over its tp axis (Huang et al. 2019, GPipe; Narayanan et al. 2021, PipeDream-Flush,
-    interleaving and the dp × pp × tp mesh; Shoeybi et al. 2019): equal to one device.
+    """Stages over the mesh's pp axis and replicas over its dp axis (Huang et al. 2019, GPipe;
+    Narayanan et al. 2021, PipeDream-Flush and interleaving): equal to one device. Splitting
+    each stage over a tp axis too is :class:`~scratchpar.parallel.hybrid.Hybrid`.
 
     The replica's rows of the global batch (``shard`` over dp) split into m micro-batches.
     Every stage accumulates the gradients of the micro-batches' summed losses over the schedule;
@@ -30,13 +28,6 @@ class Pipeline:
     ∩θᵢ ≠ ∅ rule); one all-reduce over the world sums the loss (held by the last stage) and the
     squared gradient norm (each parameter counted once); and every rank scales by 1/N, clips
     to the global norm and steps, or skips a non-finite step, alike.
-
-    With tp > 1, ``model`` is this rank's tensor-parallel shard (``tensor.tensor_parallel``)
-    of ``task.model``, whose weights are then freed; the shard's layouts say which parameters
-    are split. A split parameter's gradient is exact on its rank, a replicated one's is whole
-    and equal on every rank of the tp group, and a ``PARTIAL`` one's (sequence-parallel
-    LayerNorms) is summed over tp. So tp rank 0 counts the replicated parameters in the norm,
-    and the loss that every tp rank computed alike, once; every rank counts its split ones.
 
     ``schedule`` is ``dict[stage, list[Action]]`` for this mesh's p; ``ranges`` the layers of
     each of its p·v virtual stages. ``make_optimizer(params)`` builds this stage's optimizer.
@@ -49,38 +40,27 @@ class Pipeline:
         check(schedule)  # every rank alike, before any message: a bad schedule never hangs
         if len(schedule) != mesh.pp:
             raise ScheduleError(f"the schedule has {len(schedule)} ranks, the mesh pp={mesh.pp}")
-        spans = [(r.start, r.stop) for r in ranges]
-        if len({tuple(s) for s in mesh.tp_comm.allgather_obj(spans, "stage layers")}) > 1:
-            raise ScheduleError("the tp ranks of a stage were given different layers: partition "
-                                "the whole model's layers, alike on every rank")
         self.model, self.task, self.mesh, self.grad_clip = model, task, mesh, grad_clip
         self.schedule = schedule
         self.m = len({a.mb for a in schedule[0] if a.kind == "F"})
         self.stage = StageModel(model, ranges, mesh.pp_comm.rank, mesh.pp)
         self.params = self.stage.params
         self.stage.release_others(model)  # model distribution: a rank keeps its own weights
-        if model is not task.model:  # a shard: the whole model waits, empty, for gather_model
-            for param in task.model.parameters():
-                param.data = get_array_module(param.data).empty(0, param.dtype)
         self.optimizer = make_optimizer(self.params)
         self.xp = get_array_module(*(p.data for p in self.params))
-        # a tensor-parallel shard scores its sharded logits itself (vocabulary-parallel loss)
-        loss_fn = getattr(model, "output_loss", task.output_loss)
         self.runtime = self.runtime_class(self.stage, mesh.pp_comm.dup(name="pipeline"),
-                                          loss_fn, self.tracer)
+                                          self._output_loss(), self.tracer)
         self.actions = schedule[mesh.pp_comm.rank]
         self.plan = Buckets([p.data for p in self.params], bucket_bytes) if mesh.dp > 1 else None
         self.tied = []  # (indices into params, communicator of the ranks sharing them)
         for group in self.stage.groups:  # every rank splits once per group, in the same order
             comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
             self.tied.append((self.stage.shared(group), comm))
-        by_name = layouts(model)
-        self.layouts = [by_name[name] for name in self.stage.names]
-        split = {id(p) for p, lay in zip(self.params, self.layouts) if isinstance(lay, Split)}
-        self.owned = [p for p in self.stage.owned() if mesh.tp_comm.rank == 0 or id(p) in split]
-        self.partial = [i for i, lay in enumerate(self.layouts) if lay == PARTIAL]
-        self.partial_plan = (Buckets([self.params[i].data for i in self.partial], bucket_bytes)
-                             if self.partial and mesh.tp > 1 else None)
+        self.owned = self.stage.owned()  # the parameters this rank counts in the norm
+
+    def _output_loss(self):
+        """The loss of the last stage's output: ``loss_fn(out, targets, reduction)``."""
+        return self.task.output_loss
 
     def _sum_over_replicas(self) -> None:
         """Every parameter's gradient (zeros where backward did not reach it), contiguous, summed
@@ -92,10 +72,7 @@ class Pipeline:
             self._sum_in_buckets(self.plan, range(len(self.params)), self.mesh.dp_comm)
 
     def _sum_partials(self) -> None:
-        """The sequence-parallel replicated parameters' gradients, one part per sequence
-        shard, summed over the tp group (Korthikanti et al. 2022, §4.2.2)."""
-        if self.partial_plan is not None:
-            self._sum_in_buckets(self.partial_plan, self.partial, self.mesh.tp_comm)
+        """Gradients that are parts of a sum over a tp group: none without one."""
 
     def _sum_in_buckets(self, plan, indices, comm) -> None:
         """The gradients of ``params[indices]`` summed over ``comm`` in ``plan``'s buckets."""
@@ -150,12 +127,9 @@ class Pipeline:
         mesh resumes from it); ``None`` elsewhere."""
         if self.mesh.dp_comm.rank != 0:
             return None
-        flat = self._flat()
-        if self.mesh.tp > 1:
-            parts = gather_states(self.mesh.tp_comm, flat, self.xp, "tensor-parallel shards")
-            if parts is None:
-                return None
-            flat = tensor_shard.join(parts, self._layout_of(flat))
+        flat = self._whole(self._flat())
+        if flat is None:
+            return None
         parts = gather_states(self.mesh.pp_comm, flat, self.xp, "pipeline stage states")
         if parts is None:
             return None
@@ -173,22 +147,21 @@ class Pipeline:
             flat[f"optim/{key}" if not name else f"optim/{name}.{self.stage.index[int(i)]}"] = value
         return flat
 
-    def _layout_of(self, flat: dict) -> dict:
-        """The layout of each key of a flat state: its parameter's, for the parameter and for
-        optimizer state shaped like it (scalars and counters are replicated)."""
-        by_name = dict(zip(self.stage.names, self.layouts))
-        by_index = dict(zip(self.stage.index, self.layouts))
-        out = {}
-        for key in flat:
-            section, _, rest = key.partition("/")
-            name, _, i = rest.rpartition(".")
-            out[key] = (by_name[rest] if section == "model" else
-                        by_index[int(i)] if name and hasattr(flat[key], "shape") else None)
-        return out
+    def _whole(self, flat: dict) -> dict | None:
+        """This stage's flat state as whole tensors (a stage without tp holds them whole)."""
+        return flat
+
+    def _mine(self, flat: dict) -> dict:
+        """This rank's part of the whole tensors of its stage: all of them without tp."""
+        for name, p in zip(self.stage.names, self.params):
+            shape = tuple(flat[f"model/{name}"].shape)
+            if shape != p.shape:
+                raise ValueError(f"{name}: shape {shape} does not give this rank's {p.shape}")
+        return {k: to_device(v) if hasattr(v, "shape") else v for k, v in flat.items()}
 
     def load_state_dict(self, state: dict) -> None:
         """This rank's part of a whole-model checkpoint (from any strategy and mesh): its
-        stage's tensors, cut to its tensor-parallel shard."""
+        stage's tensors (cut to its tensor-parallel shard, under :class:`Hybrid`)."""
         model, optim = state["model"], state["optim"]
         missing = [name for name in self.stage.names if name not in model]
         if missing:
@@ -199,15 +172,7 @@ class Pipeline:
             name, _, i = key.rpartition(".")
             if not name or int(i) in local:
                 flat[f"optim/{key}"] = value
-        tp = self.mesh.tp_comm
-        for name, p, lay in zip(self.stage.names, self.params, self.layouts):
-            shape = tuple(model[name].shape)
-            want = lay.shard_shape(shape, tp.rank, tp.size) if isinstance(lay, Split) else shape
-            if want != p.shape:
-                raise ValueError(f"{name}: shape {shape} does not give this rank's {p.shape}")
-        mine = tensor_shard.take({k: to_device(v) if hasattr(v, "shape") else v
-                                  for k, v in flat.items()}, self._layout_of(flat),
-                                 tp.rank, tp.size)
+        mine = self._mine(flat)
         for name, p in zip(self.stage.names, self.params):
             self.xp.copyto(p.data, mine[f"model/{name}"].astype(p.dtype))
         optim_state = {}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .family import ParameterServer
+from .arrival_order import ArrivalOrderParameterServer
 
 
-class AsyncParameterServer(ParameterServer):
+class AsyncParameterServer(ArrivalOrderParameterServer):
     """Asynchronous: no worker ever waits for another. Each push is one optimizer step on the
     pushing worker's mean gradient, computed on whatever version it last pulled; a worker
     pushes the sum of its mean gradients every ``n_push`` steps and pulls every ``n_fetch``

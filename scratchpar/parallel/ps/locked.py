@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .family import ParameterServer
+from .arrival_order import ArrivalOrderParameterServer
 
 
-class LockedParameterServer(ParameterServer):
+class LockedParameterServer(ArrivalOrderParameterServer):
     """A worker takes every server's lock (in server order), and the grants bring it the
     latest parameters; it computes its gradient, and its push is applied and frees the lock for
     the next worker in arrival order. Every push is applied exactly once, on the parameters it

@@ -1,5 +1,5 @@
 """The parameter servers' messages: tags on the strategy's own dup of the world, the header a
-worker sends with every step, and how pushes of one clock combine into one update."""
+worker sends with every step, and how the pushes of one clock weigh into one update."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class ProtocolError(RuntimeError):
     """A worker's message broke the protocol (a clock out of order, a lost update)."""
 
 
-def combine(grads: list, means: list[float], units: list[float]):
+def weighted_mean(grads: list, means: list[float], units: list[float]):
     """One update from the pushes of one clock, in worker order: Σ_w (n_w/N)·g_w and the loss
     Σ_w (n_w/N)·L_w, with N = Σ n_w, each g_w the mean gradient over worker w's n_w units. This
     is one device's mean gradient over the global batch (and with one worker, g itself,

@@ -21,7 +21,17 @@ import numpy as np
 from ...comm import collectives
 from ...optim import guarded_step
 from ...trace.tracer import NULL
-from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STATS, Header, ProtocolError, combine
+from .protocol import (
+    ACQUIRE,
+    HEADER,
+    LEAVE,
+    PULL,
+    PUSH,
+    STATS,
+    Header,
+    ProtocolError,
+    weighted_mean,
+)
 
 
 class Server:
@@ -181,7 +191,7 @@ class Server:
         """Clock c's pushes as one update, in worker order; the servers agree on its norm."""
         held = self.clocked.pop(c)
         pushes = [held[w] for w in sorted(held)]
-        grad, loss = combine([g for g, _, _ in pushes], [h.mean for _, h, _ in pushes],
+        grad, loss = weighted_mean([g for g, _, _ in pushes], [h.mean for _, h, _ in pushes],
                              [h.units for _, h, _ in pushes])
         squares = np.array([(grad.astype("float64") ** 2).sum()])
         if self.ps.servers > 1:  # every server completes the clocks in the same order

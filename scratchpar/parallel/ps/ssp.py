@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from .family import ParameterServer
+from .arrival_order import ArrivalOrderParameterServer
 
 
-class SSPParameterServer(ParameterServer):
+class SSPParameterServer(ArrivalOrderParameterServer):
     """Bounded staleness. The server holds the pushes of clock c until every worker present has
     pushed c, then applies them as one update in worker order, as the synchronous server does.
     A worker that finished clock c may start clock c + 1 once the slowest has finished

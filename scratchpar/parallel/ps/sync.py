@@ -3,9 +3,9 @@
 Ranks 0 … S−1 are servers, the rest W workers. Each step, worker w backpropagates its mean
 loss L_w over the n_w units of its rows of the global batch (``shard``) and pushes, to each
 server s, its gradient's keys in s's range and the pair [L_w, n_w]. Server s waits for every
-worker, weighs each push by n_w/N with N = Σ n_w, sums in worker order (``combine``), and steps
-its range's optimizer; the servers agree on the
-global gradient norm for clipping in one all-reduce among themselves. Then every worker pulls
+worker, weighs each push by n_w/N with N = Σ n_w, sums in worker order (``weighted_mean``),
+and steps its range's optimizer; the servers agree on the global gradient norm for clipping in
+one all-reduce among themselves. Then every worker pulls
 every range back, and server 0 sends the step's metrics. (Dean et al. 2012, §4.1; Li et al.
 2014, §3: push and pull of key ranges.) A server keeps its range on the host, as seed 001's CPU
 master does, whatever device the workers compute on.
@@ -19,7 +19,7 @@ from ...backend import get_array_module
 from ...comm import collectives
 from ...data.shard import shard
 from ...optim import guarded_step
-from .protocol import HEADER, METRICS, PULL, PUSH, combine
+from .protocol import HEADER, METRICS, PULL, PUSH, weighted_mean
 from .roles import Roles
 
 
@@ -63,9 +63,9 @@ class SyncParameterServer(Roles):
         headers = {w: np.empty(2) for w in workers}
         self.comm.wait_all([self.comm.irecv(pushes[w], w, PUSH) for w in workers]
                            + [self.comm.irecv(headers[w], w, HEADER) for w in workers])
-        self.flat.grad, loss = combine([pushes[w] for w in workers],  # (K_s,): one device's
-                                       [headers[w][0] for w in workers],
-                                       [headers[w][1] for w in workers])
+        self.flat.grad, loss = weighted_mean([pushes[w] for w in workers],  # (K_s,): one device's
+                                             [headers[w][0] for w in workers],
+                                             [headers[w][1] for w in workers])
         squares = np.array([(self.flat.grad.astype("float64") ** 2).sum()])
         collectives.all_reduce_(self.group, squares)  # ‖g‖² over every server's range
         metrics = guarded_step(self.optimizer, [self.flat], loss, self.grad_clip,

@@ -1,9 +1,9 @@
 """Tensor (Megatron) parallelism: layers split across the ranks of a tp group."""
 
-from .classifier import TensorParallelMLP
+from .feed_forward import ParallelFeedForward
 from .linear import ColumnParallelLinear, RowParallelLinear
-from .mlp import ParallelMLP
+from .mlp_classifier import TensorParallelMLP
 from .shard import tensor_parallel
 
-__all__ = ["ColumnParallelLinear", "ParallelMLP", "RowParallelLinear", "TensorParallelMLP",
+__all__ = ["ColumnParallelLinear", "ParallelFeedForward", "RowParallelLinear", "TensorParallelMLP",
            "tensor_parallel"]

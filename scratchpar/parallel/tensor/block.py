@@ -5,8 +5,8 @@ from __future__ import annotations
 from ...nn.layers import LayerNorm
 from ...nn.module import Module
 from .attention import ParallelAttention, SequenceParallelAttention
+from .feed_forward import ParallelFeedForward, SequenceParallelFeedForward
 from .layout import PARTIAL
-from .mlp import ParallelMLP, SequenceParallelMLP
 
 
 class SequenceParallelLayerNorm(LayerNorm):
@@ -31,7 +31,7 @@ class ParallelBlock(Module):
     all-reduces forward (g after the attention's projection and after the MLP's W₂) and two
     backward (f before QKV and before W₁). Built from ``nn.Block``, whose names it keeps."""
 
-    norm_class, attn_class, mlp_class = LayerNorm, ParallelAttention, ParallelMLP
+    norm_class, attn_class, mlp_class = LayerNorm, ParallelAttention, ParallelFeedForward
 
     def __init__(self, block, comm):
         self.ln1 = copy_norm(block.ln1, self.norm_class)
@@ -55,4 +55,4 @@ class SequenceParallelBlock(ParallelBlock):
     added after a reduce-scatter get partial gradients (``PARTIAL``)."""
 
     norm_class = SequenceParallelLayerNorm
-    attn_class, mlp_class = SequenceParallelAttention, SequenceParallelMLP
+    attn_class, mlp_class = SequenceParallelAttention, SequenceParallelFeedForward

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ...nn import GPT, MLP
 from ...nn.layers import Dropout, set_dropout_generator
-from .classifier import TensorParallelMLP
 from .gpt import TensorParallelGPT
 from .layout import Split
+from .mlp_classifier import TensorParallelMLP
 
 
 def tensor_parallel(model, comm, sequence_parallel: bool = False):

@@ -1,4 +1,4 @@
-"""The parallel MLP of a transformer block: column-parallel, GELU, row-parallel, dropout."""
+"""The feed-forward sublayer of a transformer block over tp: column-parallel, GELU, row-parallel."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .linear import (
 )
 
 
-class ParallelMLP(Sequential):
+class ParallelFeedForward(Sequential):
     """X[B,T,C] → GELU(X·W₁[C,4C/t] + b₁[4C/t]) → ·W₂[4C/t,C], Σ_r → + b₂[C] → dropout.
 
     Megatron §3, Fig. 3a: splitting W₁ by columns lets each rank apply GELU to its own slice
@@ -36,7 +36,7 @@ class ParallelMLP(Sequential):
         return Dropout(p)
 
 
-class SequenceParallelMLP(ParallelMLP):
+class SequenceParallelFeedForward(ParallelFeedForward):
     """X[B,T/t,C] → all-gather along T → GELU(X·W₁[C,4C/t] + b₁[4C/t]) → ·W₂[4C/t,C],
     reduce-scatter along T → + b₂[C] → dropout → Y[B,T/t,C].
 

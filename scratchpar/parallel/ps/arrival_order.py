@@ -1,4 +1,4 @@
-"""The asynchronous parameter servers' common part: roles, the step protocol, checkpoints.
+"""The parameter servers that serve each message as it arrives: roles, step protocol, clock.
 
 A variant is a small subclass that states its consistency rule through four hooks: whether
 pushes of a clock are held until every worker's has come and then applied as one update
@@ -16,7 +16,7 @@ from .server import Server
 from .worker import Worker
 
 
-class ParameterServer(Roles):
+class ArrivalOrderParameterServer(Roles):
     """Ranks 0 … S−1 serve, the rest work; ``step(global_batch) -> metrics`` on every rank:
     serve one clock on a server, one step on a worker. ``shutdown()`` ends the protocol on
     every rank (workers leave, servers serve until all have) and returns server 0's report of

@@ -1,0 +1,91 @@
+"""Hybrid dp × pp × tp: pipeline stages whose layers are split over a tensor-parallel group."""
+
+from __future__ import annotations
+
+from ..backend import get_array_module, to_device
+from ..comm.buckets import Buckets
+from ..comm.states import gather_states
+from .pipeline.actions import ScheduleError
+from .pipeline.strategy import Pipeline
+from .tensor import shard as tensor_shard
+from .tensor import tensor_parallel
+from .tensor.layout import PARTIAL, Split, layouts
+
+
+class Hybrid(Pipeline):
+    """The mesh's three axes at once (Narayanan et al. 2021, §2.3, the PTD-P layout): replicas
+    over dp, stages over pp, and each stage's matrices split over tp (Shoeybi et al. 2019),
+    its sequence too with ``sequence_parallel`` (Korthikanti et al. 2022): equal to one device.
+
+    ``model`` is the whole single-device model; this rank keeps its tp shard of it
+    (:func:`~scratchpar.parallel.tensor.tensor_parallel`), and the whole model's weights are
+    freed until :meth:`gather_model`. The shard's layouts say which parameters are split. A
+    split parameter's gradient is exact on its rank, a replicated one's is whole and equal on
+    every rank of the tp group, and a ``PARTIAL`` one's (sequence-parallel LayerNorms) is
+    summed over tp. So tp rank 0 counts the replicated parameters in the norm, and the loss
+    that every tp rank computed alike, once; every rank counts its split ones. The rest is
+    :class:`~scratchpar.parallel.pipeline.Pipeline`'s.
+    """
+
+    def __init__(self, model, make_optimizer, task, mesh, schedule, ranges,
+                 sequence_parallel: bool = False, grad_clip: float = 0.0,
+                 bucket_bytes: int = 1 << 20):
+        spans = [(r.start, r.stop) for r in ranges]
+        if len({tuple(s) for s in mesh.tp_comm.allgather_obj(spans, "stage layers")}) > 1:
+            raise ScheduleError("the tp ranks of a stage were given different layers: partition "
+                                "the whole model's layers, alike on every rank")
+        shard = tensor_parallel(model, mesh.tp_comm, sequence_parallel)
+        super().__init__(shard, make_optimizer, task, mesh, schedule, ranges, grad_clip,
+                         bucket_bytes)
+        for param in model.parameters():  # the whole model waits, empty, for gather_model
+            param.data = get_array_module(param.data).empty(0, param.dtype)
+        by_name = layouts(shard)
+        self.layouts = [by_name[name] for name in self.stage.names]
+        split = {id(p) for p, lay in zip(self.params, self.layouts) if isinstance(lay, Split)}
+        self.owned = [p for p in self.owned if mesh.tp_comm.rank == 0 or id(p) in split]
+        self.partial = [i for i, lay in enumerate(self.layouts) if lay == PARTIAL]
+        self.partial_plan = (Buckets([self.params[i].data for i in self.partial], bucket_bytes)
+                             if self.partial and mesh.tp > 1 else None)
+
+    def _output_loss(self):
+        """A GPT's shard scores its vocabulary-split logits itself (the vocabulary-parallel
+        loss); an MLP's shard gathers its logits whole, for the task's own loss."""
+        return getattr(self.model, "output_loss", self.task.output_loss)
+
+    def _sum_partials(self) -> None:
+        """The sequence-parallel replicated parameters' gradients, one part per sequence
+        shard, summed over the tp group (Korthikanti et al. 2022, §4.2.2)."""
+        if self.partial_plan is not None:
+            self._sum_in_buckets(self.partial_plan, self.partial, self.mesh.tp_comm)
+
+    def _whole(self, flat: dict) -> dict | None:
+        """The tp shards of this stage joined into whole tensors, on tp rank 0."""
+        if self.mesh.tp == 1:
+            return flat
+        parts = gather_states(self.mesh.tp_comm, flat, self.xp, "tensor-parallel shards")
+        return None if parts is None else tensor_shard.join(parts, self._layout_of(flat))
+
+    def _mine(self, flat: dict) -> dict:
+        """This rank's tp shard of its stage's whole tensors."""
+        tp = self.mesh.tp_comm
+        for name, p, lay in zip(self.stage.names, self.params, self.layouts):
+            shape = tuple(flat[f"model/{name}"].shape)
+            want = lay.shard_shape(shape, tp.rank, tp.size) if isinstance(lay, Split) else shape
+            if want != p.shape:
+                raise ValueError(f"{name}: shape {shape} does not give this rank's {p.shape}")
+        return tensor_shard.take({k: to_device(v) if hasattr(v, "shape") else v
+                                  for k, v in flat.items()}, self._layout_of(flat),
+                                 tp.rank, tp.size)
+
+    def _layout_of(self, flat: dict) -> dict:
+        """The layout of each key of a flat state: its parameter's, for the parameter and for
+        optimizer state shaped like it (scalars and counters are replicated)."""
+        by_name = dict(zip(self.stage.names, self.layouts))
+        by_index = dict(zip(self.stage.index, self.layouts))
+        out = {}
+        for key in flat:
+            section, _, rest = key.partition("/")
+            name, _, i = rest.rpartition(".")
+            out[key] = (by_name[rest] if section == "model" else
+                        by_index[int(i)] if name and hasattr(flat[key], "shape") else None)
+        return out
