@@ -10,11 +10,10 @@ from ..comm.buckets import Buckets
 from ..data.shard import shard
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
-from ..trace.tracer import NULL
-from .single import SingleDevice
+from .strategy import Strategy
 
 
-class DataParallelNaive:
+class DataParallelNaive(Strategy):
     """The specification: after backward, one blocking all-reduce per parameter.
 
     Rank r holds rows ``bounds(b, p)[r]`` of the global batch. With Lᵣ its summed loss and nᵣ its
@@ -24,18 +23,11 @@ class DataParallelNaive:
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, grad_clip: float = 0.0):
-        self.model, self.optimizer, self.comm = model, optimizer, comm
-        self.loss_fn, self.count_fn, self.grad_clip = loss_fn, count_fn, grad_clip
-        self.params = model.parameters()
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
         self.xp = get_array_module(*(p.data for p in self.params))
         for p in self.params:  # every replica starts from rank 0's parameters
             collectives.broadcast_(comm, p.data)
         self._pending = None  # (2,) [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
-
-    @property
-    def tracer(self):
-        """The communicator's tracer (its collectives are recorded too), or a no-op one."""
-        return self.comm.tracer or NULL
 
     def step(self, global_batch) -> dict:
         """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
@@ -86,9 +78,6 @@ class DataParallelNaive:
             for p in self.params:
                 p.grad *= scale
             return guarded_step(self.optimizer, self.params, loss_sum * scale, self.grad_clip)
-
-    state_dict = SingleDevice.state_dict  # every replica holds one device's model and optimizer
-    load_state_dict = SingleDevice.load_state_dict
 
 
 class DataParallel(DataParallelNaive):

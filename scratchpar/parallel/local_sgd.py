@@ -11,9 +11,10 @@ from ..optim import guarded_step, skipped
 from ..optim.clip import grad_norm_array
 from ..optim.guard import read_scalars
 from .dp import DataParallel
+from .strategy import Strategy
 
 
-class LocalSGD:
+class LocalSGD(Strategy):
     """Each rank steps on its own shard's mean gradient; every ``every`` steps θ ← mean over ranks.
 
     Lin et al. 2020 ("Don't use large mini-batches, use local SGD"): the first ``warmup`` steps are
@@ -27,11 +28,11 @@ class LocalSGD:
                  grad_clip: float = 0.0, bucket_bytes: int = 1 << 20):
         if every < 0 or warmup < 0:
             raise ValueError(f"every and warmup must be >= 0, got {every} and {warmup}")
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
         self.sync = DataParallel(model, optimizer, loss_fn, count_fn, comm,
                                  bucket_bytes=bucket_bytes, grad_clip=grad_clip)
         self.plan = Buckets([p.data for p in self.sync.params], bucket_bytes)  # for averaging
-        self.model, self.optimizer, self.comm = model, optimizer, comm
-        self.every, self.warmup, self.grad_clip = every, warmup, grad_clip
+        self.every, self.warmup = every, warmup
         self.steps = 0  # steps taken, synchronous ones included
         self.diverged = False  # True while local steps have not been averaged yet
 

@@ -104,7 +104,7 @@ class Trainer:
                         log.write(json.dumps({"event": "diverged", "step": self.step}) + "\n")
                         log.close()
                     error = self.bad.error(self.cfg, skip)
-                    error.alone = not getattr(self.strategy, "lockstep", True)
+                    error.alone = not self.strategy.lockstep
                     raise error
             if self.step % t.log_every == 0 or self.step == stop:
                 sync()
@@ -123,19 +123,16 @@ class Trainer:
             if t.save and t.save_every and self.step % t.save_every == 0:
                 self.save(t.save)
         bar.close()
-        shutdown = getattr(self.strategy, "shutdown", None)  # parameter servers: workers leave
-        report = shutdown() if shutdown is not None else None
-        finish = getattr(self.strategy, "finish", None)  # local SGD averages the replicas
-        if finish is not None and self.step == t.steps:
-            finish()
+        report = self.strategy.shutdown()  # parameter servers: the workers leave
+        if self.step == t.steps:
+            self.strategy.finish()  # local SGD averages the replicas
         elapsed = time.perf_counter() - run_start
         if t.save:
             self.save(t.save)
         if t.trace:
             self.write_trace(t.trace)
-        gather = getattr(self.strategy, "gather_model", None)  # a pipeline's stages → rank 0
-        if gather is not None:
-            gather()
+        self.strategy.gather_model()  # a pipeline's stages → rank 0
+        self.strategy.close()
         if not self.is_logger:
             return None
         summary = self.summary(units_done, elapsed, self.step - first)

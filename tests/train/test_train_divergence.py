@@ -8,16 +8,18 @@ import sys
 
 import pytest
 
+from scratchpar.parallel.strategy import Strategy
 from scratchpar.train import build_trainer
 from scratchpar.train.divergence import Diverged
 from scratchpar.train.loop import Trainer
 
 
-class Scripted:
+class Scripted(Strategy):
     """A strategy whose step ``i`` is skipped when ``pattern[i]`` is "x" (applied for ".")."""
 
     def __init__(self, model, optimizer, pattern: str):
-        self.model, self.optimizer, self.pattern, self.calls = model, optimizer, pattern, 0
+        super().__init__(model, optimizer, loss_fn=None)
+        self.pattern, self.calls = pattern, 0
 
     def step(self, batch) -> dict:
         bad = self.pattern[self.calls] == "x"

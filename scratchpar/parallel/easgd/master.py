@@ -4,10 +4,11 @@ asynchronous mode and seed 001's round-robin Algorithm 1)."""
 from __future__ import annotations
 
 from ...backend import get_array_module, to_device, to_host
+from ..strategy import Strategy
 from .state import ElasticState
 
 
-class MasterAndWorkers(ElasticState):
+class MasterAndWorkers(ElasticState, Strategy):
     """The part the master's modes share: the strategy's own dup of ``comm`` (named ``name``),
     the centre as host arrays (NumPy whatever device the workers use; rank 0's is the one that
     moves), the step count, and the model taking the centre for evaluation."""
@@ -17,11 +18,8 @@ class MasterAndWorkers(ElasticState):
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, grad_clip: float,
                  name: str):
-        self.model, self.optimizer, self.loss_fn, self.count_fn = model, optimizer, loss_fn, \
-            count_fn
-        self.rho, self.grad_clip, self.workers = rho, grad_clip, comm.size - 1
-        self.comm = comm.dup(name=name)
-        self.params = model.parameters()
+        super().__init__(model, optimizer, loss_fn, count_fn, comm.dup(name=name), grad_clip)
+        self.rho, self.workers = rho, comm.size - 1
         self.centre = [to_host(p.data).copy() for p in self.params]  # x̃, the master's (host)
         self.steps = 0  # t
 

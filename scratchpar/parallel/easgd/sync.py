@@ -12,10 +12,11 @@ from ...data.shard import shard
 from ...optim import guarded_step, skipped
 from ...optim.clip import grad_norm_array
 from ...optim.guard import read_scalars
+from ..strategy import Strategy
 from .state import ElasticState
 
 
-class SyncEASGD(ElasticState):
+class SyncEASGD(ElasticState, Strategy):
     """Each rank is a worker with its own parameters xⁱ, stepping on its shard of the global
     batch; every rank also holds the centre x̃, the same on all. With α = ηρ (η the step's rate),
     at every step t with t mod τ = 0, before the gradient step and from the same xⁱₜ:
@@ -29,17 +30,14 @@ class SyncEASGD(ElasticState):
     centre is the model that is evaluated and checkpointed (``gather_model``, ``state_dict``).
     """
 
-    lockstep = True
     mode, first = "sync", 0  # every rank is a worker
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, tau: int,
                  grad_clip: float = 0.0, bucket_bytes: int = 1 << 20):
         if not rho >= 0 or tau < 1:
             raise ValueError(f"EASGD needs ρ ≥ 0 and τ ≥ 1, got ρ = {rho} and τ = {tau}")
-        self.model, self.optimizer, self.loss_fn, self.count_fn = model, optimizer, loss_fn, \
-            count_fn
-        self.comm, self.rho, self.tau, self.grad_clip = comm, rho, tau, grad_clip
-        self.params = model.parameters()
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+        self.rho, self.tau = rho, tau
         for p in self.params:  # every worker and the centre start from rank 0's weights
             collectives.broadcast_(comm, p.data)
         self.centre = [p.data.copy() for p in self.params]  # x̃

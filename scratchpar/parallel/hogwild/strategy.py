@@ -8,10 +8,11 @@ from ...data.shard import shard
 from ...optim import SGD, skipped
 from ...optim.clip import clip_grad_norm
 from ...optim.guard import backward_verdict
+from ..strategy import Strategy
 from .stores import STORES
 
 
-class Hogwild:
+class Hogwild(Strategy):
     """Every rank is a worker on its rows of each global batch; the parameters live once, as
     θ in a store every worker reads and writes: a node's shared memory (``window="shared"``) or
     rank 0's one-sided window (``"one-sided"``, across nodes). A step reads the rows its batch
@@ -40,10 +41,8 @@ class Hogwild:
         if window not in STORES or lock and window != "shared":
             raise ValueError(f"Hogwild's window is one of {', '.join(STORES)}, and the locked "
                              f"variant needs the shared one; got {window!r}, lock={lock}")
-        self.model, self.optimizer, self.loss_fn, self.count_fn, self.comm = \
-            model, optimizer, loss_fn, count_fn, comm
-        self.lock, self.grad_clip = lock, grad_clip
-        self.params = model.parameters()
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+        self.lock = lock
         self.names = [name for name, _ in model.named_parameters()]
         self.store = STORES[window](comm, [p.shape for p in self.params],
                                     to_host(self.params[0].data).dtype)

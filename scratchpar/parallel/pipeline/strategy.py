@@ -8,14 +8,14 @@ from ...comm.buckets import Buckets
 from ...comm.states import gather_states
 from ...data.shard import shard
 from ...optim import guarded_step
-from ...trace.tracer import NULL
+from ..strategy import Strategy
 from .actions import ScheduleError
 from .runtime import Runtime
 from .simulator import check
 from .stage import StageModel
 
 
-class Pipeline:
+class Pipeline(Strategy):
     """Stages over the mesh's pp axis and replicas over its dp axis (Huang et al. 2019, GPipe;
     Narayanan et al. 2021, PipeDream-Flush and interleaving): equal to one device. Splitting
     each stage over a tp axis too is :class:`~scratchpar.parallel.hybrid.Hybrid`.
@@ -40,8 +40,8 @@ class Pipeline:
         check(schedule)  # every rank alike, before any message: a bad schedule never hangs
         if len(schedule) != mesh.pp:
             raise ScheduleError(f"the schedule has {len(schedule)} ranks, the mesh pp={mesh.pp}")
-        self.model, self.task, self.mesh, self.grad_clip = model, task, mesh, grad_clip
-        self.schedule = schedule
+        super().__init__(model, None, task.loss, task.count, mesh.world, grad_clip)
+        self.task, self.mesh, self.schedule = task, mesh, schedule
         self.m = len({a.mb for a in schedule[0] if a.kind == "F"})
         self.stage = StageModel(model, ranges, mesh.pp_comm.rank, mesh.pp)
         self.params = self.stage.params
@@ -85,10 +85,6 @@ class Pipeline:
         self.runtime.comm.free()
         for _, comm in self.tied:
             comm.free()
-
-    @property
-    def tracer(self):
-        return self.mesh.world.tracer or NULL
 
     def step(self, global_batch) -> dict:
         """One synchronous step on ``global_batch``: ``{"loss", "grad_norm", "skipped"}``."""

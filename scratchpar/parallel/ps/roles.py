@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from ...backend import to_host
 from ...nn.module import Parameter
+from ..strategy import Strategy
 from .ranges import KeyRanges
 from .state import ServerState
 
 
-class Roles(ServerState):
+class Roles(ServerState, Strategy):
     """Splits ``comm`` into S servers and W workers. A server holds its range of the flat
     parameters on the host (``flat``, as seed 001's CPU master does, whatever device the
     workers compute on) and ``make_optimizer([flat])``; a worker's optimizer only carries the
@@ -21,11 +22,10 @@ class Roles(ServerState):
         if not 1 <= servers < comm.size:
             raise ValueError(f"a parameter server needs 1 ≤ servers < ranks: {servers} servers "
                              f"on {comm.size} ranks leave no worker")
-        self.model, self.loss_fn, self.count_fn = model, loss_fn, count_fn
-        self.servers, self.workers, self.grad_clip = servers, comm.size - servers, grad_clip
-        self.params = model.parameters()
+        # its own dup of the world: its tags never meet another subsystem's
+        super().__init__(model, None, loss_fn, count_fn, comm.dup(name="ps"), grad_clip)
+        self.servers, self.workers = servers, comm.size - servers
         self.ranges = KeyRanges([p.size for p in self.params], servers)
-        self.comm = comm.dup(name="ps")  # its tags never meet another subsystem's
         self.is_server = comm.rank < servers
         self.group = comm.split(0 if self.is_server else 1, name="ps servers" if self.is_server
                                 else "ps workers")
