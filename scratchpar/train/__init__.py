@@ -2,7 +2,8 @@
 
 from .build import build_trainer
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from .config import Config, ConfigError, load_config, make_config
+from .cli import load_config, make_config
+from .config import Config, ConfigError
 from .loop import Trainer, format_summary
 
 __all__ = ["CheckpointError", "Config", "ConfigError", "Trainer", "build_trainer",

@@ -13,7 +13,7 @@ from ..allocator import keep_freed_memory
 from ..comm.abort import abort_on_exception, launched_by_mpi
 from ..comm.agree import RankErrors, agreeing
 from .build import RANK_ERRORS, assemble, prepare
-from .config import load_config
+from .cli import load_config
 from .divergence import Diverged
 from .loop import format_summary
 

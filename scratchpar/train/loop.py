@@ -12,6 +12,7 @@ from ..backend import sync
 from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, save_checkpoint, split_state
 from .divergence import BadSteps, finite_or_text, held_out_diverged
+from .window import Window
 
 
 class Trainer:
@@ -71,58 +72,17 @@ class Trainer:
         ranks None."""
         t = self.cfg.train
         stop = t.stop_after or t.steps
-        log = _open_metrics(t.metrics, append=bool(t.resume)) if self.is_logger else None
-        if log:
-            log.write(json.dumps({"event": "start", "step": self.step, "unit": self.task.unit,
-                                  "floor": self.task.floor(), "world": self.world,
-                                  "config": self.cfg.to_dict()}) + "\n")
-        bar = tqdm(total=stop, initial=self.step, disable=not (t.progress and self.is_logger),
-                   unit="step", dynamic_ncols=True)
-        window_loss = window_units = window_all = window_skips = 0.0
-        window_start = run_start = time.perf_counter()
-        units_done = 0
-        first = self.step
+        self.log = _open_metrics(t.metrics, append=bool(t.resume)) if self.is_logger else None
+        self._write({"event": "start", "step": self.step, "unit": self.task.unit,
+                     "floor": self.task.floor(), "world": self.world,
+                     "config": self.cfg.to_dict()})
+        self.bar = tqdm(total=stop, initial=self.step, disable=not (t.progress and self.is_logger),
+                        unit="step", dynamic_ncols=True)
+        window = Window(self.task.unit, self.world)
+        run_start, first, units_done = time.perf_counter(), self.step, 0
         while self.step < stop:
-            lr = self.schedule(self.step)
-            self.strategy.optimizer.lr = lr
-            batch, units = self.task.batch(self.step, t.batch_size)
-            metrics = self.strategy.step(batch)
-            self.step += 1
-            units_done += units
-            window_all += units
-            skip = self.bad.count(self.step, metrics, lr)
-            if skip is None:
-                window_loss += metrics["loss"] * units
-                window_units += units
-            else:
-                window_skips += 1
-                if log:
-                    log.write(json.dumps(skip) + "\n")
-                if self.bad.exhausted:
-                    bar.close()
-                    if log:
-                        log.write(json.dumps({"event": "diverged", "step": self.step}) + "\n")
-                        log.close()
-                    error = self.bad.error(self.cfg, skip)
-                    error.alone = not self.strategy.lockstep
-                    raise error
-            if self.step % t.log_every == 0 or self.step == stop:
-                sync()
-                now = time.perf_counter()
-                record = self._record(window_loss, window_units, window_all, window_skips,
-                                      now - window_start, lr, metrics)
-                record["elapsed_s"] = now - run_start
-                if log:
-                    log.write(json.dumps(record) + "\n")
-                    log.flush()
-                shown = "skipped" if record["loss"] is None else f"{record['loss']:.4f}"
-                bar.set_postfix(loss=shown, rate=f"{record[self.rate]:.0f}")
-                window_loss = window_units = window_all = window_skips = 0.0
-                window_start = now
-            bar.update(1)
-            if t.save and t.save_every and self.step % t.save_every == 0:
-                self.save(t.save)
-        bar.close()
+            units_done += self._train_step(window, run_start, stop)
+        self.bar.close()
         report = self.strategy.shutdown()  # parameter servers: the workers leave
         if self.step == t.steps:
             self.strategy.finish()  # local SGD averages the replicas
@@ -138,33 +98,64 @@ class Trainer:
         summary = self.summary(units_done, elapsed, self.step - first)
         if report is not None:
             summary["strategy"] = report
-        if log:
-            log.write(json.dumps({"event": "final", **summary}) + "\n")
-            log.close()
+        self._write({"event": "final", **summary})
+        self.log.close()
         if isinstance(summary["eval_loss"], str):  # not finite
             raise held_out_diverged(self.cfg, summary)
         return summary
+
+    def _train_step(self, window: Window, run_start: float, stop: int) -> int:
+        """One step at the scheduled rate, its verdict counted (too many bad steps in a row
+        raise :class:`Diverged`), its window recorded every ``log_every`` steps, and a
+        checkpoint every ``save_every``; returns its units."""
+        t = self.cfg.train
+        lr = self.schedule(self.step)
+        self.strategy.optimizer.lr = lr
+        batch, units = self.task.batch(self.step, t.batch_size)
+        metrics = self.strategy.step(batch)
+        self.step += 1
+        skip = self.bad.count(self.step, metrics, lr)
+        window.add(metrics, units, skipped=skip is not None)
+        if skip is not None:
+            self._write(skip)
+            if self.bad.exhausted:
+                self._diverged(skip)
+        if self.step % t.log_every == 0 or self.step == stop:
+            sync()
+            now = time.perf_counter()
+            record = window.record(self.step, lr, metrics, now)
+            record["elapsed_s"] = now - run_start
+            self._write(record, flush=True)
+            shown = "skipped" if record["loss"] is None else f"{record['loss']:.4f}"
+            self.bar.set_postfix(loss=shown, rate=f"{record[window.rate]:.0f}")
+        self.bar.update(1)
+        if t.save and t.save_every and self.step % t.save_every == 0:
+            self.save(t.save)
+        return units
+
+    def _diverged(self, skip: dict) -> None:
+        """Too many bad steps in a row: record it, close the log, raise (every rank alike, or
+        this rank alone where the strategy's ranks do not judge each step alike)."""
+        self.bar.close()
+        self._write({"event": "diverged", "step": self.step})
+        if self.log:
+            self.log.close()
+        error = self.bad.error(self.cfg, skip)
+        error.alone = not self.strategy.lockstep
+        raise error
+
+    def _write(self, record: dict, flush: bool = False) -> None:
+        """One JSON line of the metrics file (rank 0's)."""
+        if self.log:
+            self.log.write(json.dumps(record) + "\n")
+            if flush:
+                self.log.flush()
 
     def write_trace(self, path: str) -> None:
         """Every rank's regions, gathered and written by rank 0 as one Chrome trace."""
         ranks = self.comm.allgather_obj(self.comm.tracer.export(), "trace events")
         if self.is_logger:
             write_chrome(path, ranks)
-
-    @property
-    def rate(self) -> str:
-        return f"{self.task.unit}_per_s"
-
-    def _record(self, loss_sum: float, units: float, all_units: float, skips: float,
-                seconds: float, lr: float, metrics: dict) -> dict:
-        """A metrics record for the steps since the last one: the unit-weighted loss of the
-        steps applied (``None`` if every one was skipped), skips, throughput, and the last
-        step's other metrics."""
-        extra = {k: finite_or_text(v) for k, v in metrics.items() if k not in ("loss", "skipped")}
-        return {"event": "step", "step": self.step,
-                "loss": loss_sum / units if units else None, "skipped": int(skips), "lr": lr,
-                self.rate: all_units / seconds,
-                f"{self.rate}_per_rank": all_units / seconds / self.world, **extra}
 
     def summary(self, units: int, elapsed: float, steps: int) -> dict:
         loss = self.task.evaluate(self.cfg.train.eval_batches, self.cfg.train.batch_size)

@@ -2,41 +2,39 @@
 
 from __future__ import annotations
 
+from ..parallel.zero.formula import formula
+
 
 def zero_states(cfg, world_size: int, params: int, largest: int, s: int, moments: int,
                 vocab: int) -> tuple[int, int, int, int]:
     """Parameters, gradients and optimizer state one rank of N = ``world_size`` holds in a
     step of ``--strategy zero``, for Ψ = ``params`` elements of ``s`` bytes (the largest
-    ``largest``) and K = ``moments``·s optimizer bytes per element; and the largest chunk the
+    ``largest``) and ``moments`` optimizer arrays per element; and the largest chunk the
     optimizer steps at once, which sizes its work arrays.
 
-    ZeRO's figures (Rajbhandari et al. 2020, Figure 1), then what this engine holds beside:
-
-                 parameters   gradients   optimizer
-    stage 1      sΨ           sΨ          KΨ/N
-    stage 2      sΨ           sΨ/N        KΨ/N
-    stage 3      sΨ/N         sΨ/N        KΨ/N
+    The paper's figures come from :func:`~scratchpar.parallel.zero.formula.formula`
+    (Rajbhandari et al. 2020, Figure 1). With ``--offload cpu`` the host's share (Ren et al.
+    2021) counts with the optimizer state, on the CPU the same memory, except the gradient
+    chunk: the host's copy stands in for the device's, counted once, with the gradients.
+    Beside them, what this engine holds:
 
     - stage 3: the units it holds gathered at once (:func:`units`);
     - a group packed into a new bucket beside the gradients it copies (a bucket, or in stage 3
       a unit), and the scratch chunk each reduce-scatter in flight takes, sΨ/N for all;
     - stages 2 and 3: up to sΨ of buckets in flight and gradients waiting for theirs, a
       bound: reduce-scatters advance only when polled between gradients, and start in order,
-      so a bucket that completes early waits for the ones before it;
-    - ``--offload cpu``: an s-byte master copy of the shard, and in stage 1 a copy of its
-      gradient, in host memory beside the optimizer state (ZeRO-Offload, Ren et al. 2021): on
-      the CPU, the same memory."""
+      so a bucket that completes early waits for the ones before it."""
     t = cfg.train
+    plain = formula(t.zero_stage, params, world_size, s, moments)  # the device's, no offload
+    paper = formula(t.zero_stage, params, world_size, s, moments, t.offload == "cpu")
+    moved = plain["gradients"] - paper["gradients"]  # a gradient chunk offload moves to the host
     full, shard = params * s, shard_bytes(params, world_size, s)
     bucket = min(max(t.bucket_bytes, largest * s), full)  # a larger parameter fills one alone
-    if t.zero_stage < 3:
-        parameters, group = full, bucket // s
-    else:
-        group, gathered = units(cfg, vocab, params)
-        parameters = shard + gathered * s
-    gradients = (full if t.zero_stage == 1 else shard + full) + group * s + shard
-    copies = (t.offload == "cpu") * (1 + (t.zero_stage == 1))
-    return parameters, gradients, (moments + copies) * shard, shard_bytes(group, world_size, s)
+    group, gathered = (bucket // s, 0) if t.zero_stage < 3 else units(cfg, vocab, params)
+    in_flight = full if t.zero_stage >= 2 else 0
+    return (plain["parameters"] + gathered * s,
+            plain["gradients"] + group * s + shard + in_flight,  # the moved chunk, once
+            paper["optimizer"] + paper.get("host", 0) - moved, shard_bytes(group, world_size, s))
 
 
 def shard_bytes(params: int, world_size: int, s: int) -> int:

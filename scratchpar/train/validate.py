@@ -7,53 +7,77 @@ import math
 from pathlib import Path
 
 from ..data.synthetic import MAX_TABLE_ENTRIES, table_fits
-from .config import MIB
-from .validate_async import async_problems, workers
-from .validate_mesh import MESH_STRATEGIES, mesh_problems
-from .validate_ps import ps_problems
-from .validate_zero import zero_problems
+from .option import flag_of
+from .strategies import FAMILIES, REGISTRY
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
+AT_LEAST_ONE = ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
+                "data.seq_len", "data.n_features", "data.nnz", "data.n_users", "data.n_items",
+                "data.rank", "train.steps", "train.batch_size", "train.log_every",
+                "train.eval_batches", "train.max_bad_steps")
 
 
 def validate(c, world_size: int = 1) -> list[str]:
-    """The list of violations of Config ``c`` run on ``world_size`` ranks (empty when valid)."""
-    m, d, o, t = c.model, c.data, c.optim, c.train
+    """The list of violations of Config ``c`` run on ``world_size`` ranks (empty when valid):
+    each field's own, each section's, then each family of strategies' (its flags misused
+    under another strategy, and its rules), and the share of the batch each rank needs."""
+    problems = (_field_problems(c) + _model_problems(c.model) + _data_problems(c.data, c.model)
+                + _optim_problems(c.optim, c.train) + _run_problems(c.train))
+    for family in FAMILIES:
+        problems += _misused(family, c.train) + family.problems(c, world_size)
+    return problems + _share_problems(c, world_size)
+
+
+def _field_problems(c) -> list[str]:
+    """Each field's choices and finiteness, and the sizes that must be at least 1."""
+    problems = []
+    for part in dataclasses.fields(c):
+        section = getattr(c, part.name)
+        for f in dataclasses.fields(section):
+            choices, value = f.metadata["choices"], getattr(section, f.name)
+            if not (choices is None or value in choices):
+                problems.append(f"{part.name}.{f.name} must be one of "
+                                f"{', '.join(map(str, choices))}; got {value!r}")
+            if f.metadata["kind"] is float and value is not None and not math.isfinite(value):
+                problems.append(f"{part.name}.{f.name} must be a finite number; got {value}")
+    for name in AT_LEAST_ONE:
+        section, field = name.split(".")
+        value = getattr(getattr(c, section), field)
+        if value < 1:
+            problems.append(f"{name} must be at least 1; got {value}")
+    return problems
+
+
+def _model_problems(m) -> list[str]:
+    problems = []
+    if not all(h >= 1 for h in m.hidden_sizes):
+        problems.append(f"model.hidden_sizes must be positive; got {m.hidden_sizes}")
+    if m.n_heads >= 1 and m.d_model % m.n_heads:
+        problems.append(f"model.n_heads ({m.n_heads}) must divide model.d_model ({m.d_model})")
+    if not 0.0 <= m.dropout < 1.0:
+        problems.append(f"model.dropout must be in [0, 1); got {m.dropout}")
+    if m.tie_embeddings and m.kind != "gpt":
+        problems.append(f"--tie-embeddings ties the GPT's head to its embedding; model {m.kind} "
+                        "has no such pair")
+    return problems
+
+
+def _data_problems(d, m) -> list[str]:
     problems = []
 
     def need(ok: bool, message: str) -> None:
         if not ok:
             problems.append(message)
 
-    for part in dataclasses.fields(c):
-        section = getattr(c, part.name)
-        for f in dataclasses.fields(section):
-            choices, value = f.metadata["choices"], getattr(section, f.name)
-            need(choices is None or value in choices,
-                 f"{part.name}.{f.name} must be one of {', '.join(map(str, choices or ()))}; got "
-                 f"{value!r}")
-            need(f.metadata["kind"] is not float or value is None or math.isfinite(value),
-                 f"{part.name}.{f.name} must be a finite number; got {value}")
-    for name in ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
-                 "data.seq_len", "data.n_features", "data.nnz", "data.n_users",
-                 "data.n_items", "data.rank", "train.steps", "train.batch_size",
-                 "train.log_every", "train.eval_batches", "train.max_bad_steps"):
-        value = getattr(getattr(c, name.split(".")[0]), name.split(".")[1])
-        need(value >= 1, f"{name} must be at least 1; got {value}")
-    need(all(h >= 1 for h in m.hidden_sizes), f"model.hidden_sizes must be positive; got "
-                                              f"{m.hidden_sizes}")
-    need(m.n_heads < 1 or m.d_model % m.n_heads == 0,
-         f"model.n_heads ({m.n_heads}) must divide model.d_model ({m.d_model})")
-    need(0.0 <= m.dropout < 1.0, f"model.dropout must be in [0, 1); got {m.dropout}")
     need(d.vocab_size >= 4, f"data.vocab_size must be at least 4; got {d.vocab_size}")
     need(d.order >= 1, f"data.order must be at least 1; got {d.order}")
     need(d.source != "synthetic" or d.vocab_size < 4 or d.order < 1
          or table_fits(d.vocab_size, d.order),
-        f"the synthetic language's table has data.vocab_size**(data.order+1) = "
-        f"{d.vocab_size}**{d.order + 1} entries, more than {MAX_TABLE_ENTRIES}; lower "
-        f"--vocab-size or --order")
+         f"the synthetic language's table has data.vocab_size**(data.order+1) = "
+         f"{d.vocab_size}**{d.order + 1} entries, more than {MAX_TABLE_ENTRIES}; lower "
+         f"--vocab-size or --order")
     need(d.mean_length > 0, f"data.mean_length must be positive; got {d.mean_length}")
     need(d.concentration > 0, f"data.concentration must be positive; got {d.concentration}")
     need(d.n_classes >= 2, f"data.n_classes must be at least 2; got {d.n_classes}")
@@ -71,43 +95,54 @@ def validate(c, world_size: int = 1) -> list[str]:
          f"model {m.kind} cannot learn data.source {d.source}: use mlp with classification, "
          f"gpt, lstm or rnn with synthetic or text, logreg with sparse-logreg and factors with "
          f"matrix-factorization (the source's own model is the default)")
-    need(o.lr > 0, f"optim.lr must be positive; got {o.lr}")
-    need(0.0 <= o.momentum < 1.0, f"optim.momentum must be in [0, 1); got {o.momentum}")
-    need(o.weight_decay >= 0, f"optim.weight_decay must be non-negative; got {o.weight_decay}")
-    need(o.grad_clip >= 0, f"optim.grad_clip must be non-negative; got {o.grad_clip}")
-    need(o.warmup >= 0, f"optim.warmup must be non-negative; got {o.warmup}")
-    need(o.warmup < t.steps, f"optim.warmup ({o.warmup}) must be less than train.steps "
-                             f"({t.steps})")
-    need(o.min_lr >= 0 and (o.lr <= 0 or o.min_lr <= o.lr),
-         f"optim.min_lr must be in [0, optim.lr]; got {o.min_lr}")
-    need(t.save_every >= 0, f"train.save_every must be non-negative; got {t.save_every}")
-    need(t.save_every == 0 or t.save is not None, "train.save_every needs --save DIR")
-    need(t.stop_after is None or 1 <= t.stop_after <= t.steps,
-         f"train.stop_after must be in [1, steps]; got {t.stop_after}")
-    need(t.seed >= 0, f"train.seed must be non-negative; got {t.seed}")
-    need(t.bucket_mb > 0, f"train.bucket_mb must be positive; got {t.bucket_mb}")
-    need(not 0 < t.bucket_mb < math.inf or t.bucket_bytes >= 1,
-         f"train.bucket_mb ({t.bucket_mb}) rounds to 0 bytes; give at least one byte, "
-         f"{1 / MIB:.2g} MiB")
-    need(t.local_sgd_every >= 0, f"train.local_sgd_every must be non-negative; got "
-                                 f"{t.local_sgd_every}")
-    need(t.local_sgd_warmup >= 0, f"train.local_sgd_warmup must be non-negative; got "
-                                  f"{t.local_sgd_warmup}")
-    need(t.trace is None or t.strategy != "single",
-         "--trace records a parallel strategy's regions; --strategy single has none")
-    need(t.strategy != "single" or world_size == 1,
-         f"--strategy single runs on one rank; launched on {world_size}")
-    problems += mesh_problems(c, world_size)
-    problems += ps_problems(c, world_size)
-    problems += async_problems(c, world_size)
-    problems += zero_problems(c)
-    sharing = workers(c, world_size)
-    need(t.batch_size < 1 or t.strategy in MESH_STRATEGIES or sharing < 1
-         or t.batch_size >= sharing,
-         f"train.batch_size ({t.batch_size}) must be at least the number of "
-         f"{'workers' if sharing < world_size else 'ranks'} ({sharing}): each needs a share of "
-         f"the global batch")
     return problems
+
+
+def _optim_problems(o, t) -> list[str]:
+    checks = [
+        (o.lr > 0, f"optim.lr must be positive; got {o.lr}"),
+        (0.0 <= o.momentum < 1.0, f"optim.momentum must be in [0, 1); got {o.momentum}"),
+        (o.weight_decay >= 0, f"optim.weight_decay must be non-negative; got {o.weight_decay}"),
+        (o.grad_clip >= 0, f"optim.grad_clip must be non-negative; got {o.grad_clip}"),
+        (o.warmup >= 0, f"optim.warmup must be non-negative; got {o.warmup}"),
+        (o.warmup < t.steps, f"optim.warmup ({o.warmup}) must be less than train.steps "
+                             f"({t.steps})"),
+        (o.min_lr >= 0 and (o.lr <= 0 or o.min_lr <= o.lr),
+         f"optim.min_lr must be in [0, optim.lr]; got {o.min_lr}")]
+    return [message for ok, message in checks if not ok]
+
+
+def _run_problems(t) -> list[str]:
+    checks = [
+        (t.save_every >= 0, f"train.save_every must be non-negative; got {t.save_every}"),
+        (t.save_every == 0 or t.save is not None, "train.save_every needs --save DIR"),
+        (t.stop_after is None or 1 <= t.stop_after <= t.steps,
+         f"train.stop_after must be in [1, steps]; got {t.stop_after}"),
+        (t.seed >= 0, f"train.seed must be non-negative; got {t.seed}")]
+    return [message for ok, message in checks if not ok]
+
+
+def _misused(family, t) -> list[str]:
+    """"X goes with --strategy Y": the family's flags that were given a value (not their
+    default) under a strategy that does not own them, one line per set of owners."""
+    misused: dict[tuple, list[str]] = {}
+    for f in dataclasses.fields(family.flags):
+        owners = f.metadata["owners"]
+        if owners and t.strategy not in owners and getattr(t, f.name) != f.default:
+            misused.setdefault(owners, []).append(flag_of(f))
+    return [f"{', '.join(flags)} {'goes' if len(flags) == 1 else 'go'} with --strategy "
+            f"{' or '.join(owners)}, not {t.strategy}" for owners, flags in misused.items()]
+
+
+def _share_problems(c, world_size: int) -> list[str]:
+    """Each rank (or worker) that shares the global batch needs a row of it."""
+    t, family = c.train, REGISTRY.get(c.train.strategy)
+    sharing = None if family is None else family.workers(c, world_size)
+    if t.batch_size < 1 or sharing is None or sharing < 1 or t.batch_size >= sharing:
+        return []
+    return [f"train.batch_size ({t.batch_size}) must be at least the number of "
+            f"{'workers' if sharing < world_size else 'ranks'} ({sharing}): each needs a share "
+            f"of the global batch"]
 
 
 def _file_kind(path: str) -> str:

@@ -15,7 +15,7 @@ import argparse
 import functools
 from dataclasses import dataclass
 
-from scratchpar.train.config import build_parser
+from scratchpar.train.cli import build_parser
 
 HUGE_INTS = ("2147483648", "9223372036854775808", "1" + "0" * 30, "-9223372036854775809")
 BAD_INTS = ("", "1e3", "0x10", "seven", "1.5", " ", "٣")  # "٣": int() reads Arabic digits

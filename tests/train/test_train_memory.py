@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel import SingleDevice
 from scratchpar.train import make_config
-from scratchpar.train.build import build_optimizer
 from scratchpar.train.memory import (
     ALLOCATOR_BYTES,
     RUNTIME_BYTES,
@@ -22,6 +21,7 @@ from scratchpar.train.memory import (
     estimate,
     memory_problems,
 )
+from scratchpar.train.optimizer import build_optimizer
 from scratchpar.train.task import build_task
 
 # Over 600 configs drawn as below (tracemalloc peaks of build, entropy floor, one step and an

@@ -11,9 +11,9 @@ from scratchpar.comm.mpi import Communicator
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train import make_config
-from scratchpar.train.build import build_optimizer
 from scratchpar.train.memory import estimate
 from scratchpar.train.memory_zero import zero_states
+from scratchpar.train.optimizer import build_optimizer
 from scratchpar.train.task import build_task
 
 S = 4  # float32

@@ -4,6 +4,7 @@ on the world it was launched on, before any message."""
 import pytest
 
 from scratchpar.train import ConfigError, load_config
+from scratchpar.train.strategies.mesh import schedule_problems
 
 PIPE = ["--strategy", "pipeline"]
 
@@ -60,3 +61,23 @@ def test_a_pipeline_that_cannot_run_is_refused_with_the_reason(argv, world, mess
 def test_pipeline_flags_without_the_pipeline_strategy_are_refused():
     assert problems(["--pp", "2", "--microbatches", "4"], 2) == [
         "--pp, --microbatches go with --strategy pipeline or hybrid, not dp"]
+
+
+@pytest.mark.parametrize("name, p, m, v, reasons", [
+    ("gpipe", 0, 4, 1, ["--pp must be at least 1 (got 0)"]),
+    ("1f1b", 2, 0, 1, ["--microbatches must be at least 1 (got 0)"]),
+    ("naive", 2, 4, 1, ["--pp-schedule naive runs one micro-batch: --microbatches must be 1"]),
+    ("interleaved", 4, 6, 1, ["--pp-schedule interleaved needs --virtual 2 or more",
+                              "--microbatches a multiple of --pp (got 6 micro-batches for "
+                              "--pp 4)"]),
+    ("interleaved", 3, 2, 2, ["--microbatches a multiple of --pp (got 2 micro-batches for "
+                              "--pp 3)"]),
+    ("1f1b", 4, 8, 2, ["--virtual 2 applies only to --pp-schedule interleaved"]),
+    ("pipedream", -1, -1, 3, ["--pp must be", "--microbatches must be", "--virtual 3"]),
+    ("zigzag", 4, 8, 1, ["--pp-schedule 'zigzag' is not a schedule; choose one of naive"]),
+])
+def test_schedule_problems_name_every_violated_flag(name, p, m, v, reasons):
+    why = schedule_problems(name, p, m, v)
+    assert len(why) == len(reasons)
+    for reason, said in zip(reasons, why):
+        assert reason in said

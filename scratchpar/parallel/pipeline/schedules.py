@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from .actions import Action, Schedule, ScheduleError
 from .lower import lower
@@ -175,37 +176,51 @@ SCHEDULES: dict[str, Callable[..., Schedule]] = {
 }  # zb_h1 stays out: its W actions are for the simulator; the runtime computes W inside B
 
 
-def requirements(name: str, p: int, m: int, v: int = 1) -> list[str]:
-    """Every reason why schedule ``name`` cannot be built for (p, m, v), in the CLI's words."""
+class Unmet(NamedTuple):
+    """A requirement of schedule ``name`` that (p, m, v) does not meet; ``rule`` names it
+    (a key of :data:`WORDS`), and ``str()`` says it in the schedule's own terms: p stages,
+    m micro-batches, v model chunks per rank."""
+
+    rule: str
+    name: str
+    p: int
+    m: int
+    v: int
+
+    def __str__(self) -> str:
+        return WORDS[self.rule].format(**self._asdict(), names=", ".join(SCHEDULES))
+
+
+WORDS = {
+    "schedule": "{name!r} is not a schedule; choose one of {names}",
+    "stages": "p, the stages, must be at least 1 (got {p})",
+    "micro-batches": "m, the micro-batches, must be at least 1 (got {m})",
+    "one micro-batch": "naive runs one micro-batch: m must be 1 (got {m}); use gpipe or 1f1b "
+                       "for more",
+    "chunks": "interleaved needs v = 2 or more model chunks per rank (got {v})",
+    "groups": "interleaved needs m a multiple of p (got {m} micro-batches for p = {p})",
+    "one chunk": "v = {v} applies only to interleaved; {name} needs v = 1",
+}
+
+
+def unmet(name: str, p: int, m: int, v: int = 1) -> list[Unmet]:
+    """Every requirement that schedule ``name`` has and (p, m, v) does not meet."""
     if name not in SCHEDULES:
-        return [f"--pp-schedule {name!r} is not a schedule; choose one of "
-                + ", ".join(SCHEDULES)]
-    why = []
-    if p < 1:
-        why.append(f"--pp must be at least 1 (got {p})")
-    if m < 1:
-        why.append(f"--microbatches must be at least 1 (got {m})")
-    if name == "naive" and m != 1:
-        why.append(f"--pp-schedule naive runs one micro-batch: --microbatches must be 1 "
-                   f"(got {m}); use gpipe or 1f1b for more")
-    if name == "interleaved":
-        if v < 2:
-            why.append(f"--pp-schedule interleaved needs --virtual 2 or more model chunks per "
-                       f"rank (got {v})")
-        if p >= 1 and m >= 1 and m % p:
-            why.append(f"--pp-schedule interleaved needs --microbatches a multiple of --pp "
-                       f"(got {m} micro-batches for --pp {p})")
-    elif v != 1:
-        why.append(f"--virtual {v} applies only to --pp-schedule interleaved; {name} needs "
-                   f"--virtual 1")
-    return why
+        return [Unmet("schedule", name, p, m, v)]
+    rules = [rule for rule, broken in (
+        ("stages", p < 1), ("micro-batches", m < 1),
+        ("one micro-batch", name == "naive" and m != 1),
+        ("chunks", name == "interleaved" and v < 2),
+        ("groups", name == "interleaved" and p >= 1 and m >= 1 and m % p != 0),
+        ("one chunk", name != "interleaved" and v != 1)) if broken]
+    return [Unmet(rule, name, p, m, v) for rule in rules]
 
 
 def ensure(name: str, p: int, m: int, v: int) -> None:
     """Raise ScheduleError with every unmet requirement of ``name`` at (p, m, v)."""
-    why = requirements(name, p, m, v)
+    why = unmet(name, p, m, v)
     if why:
-        raise ScheduleError("; ".join(why))
+        raise ScheduleError("; ".join(map(str, why)))
 
 
 def build(name: str, p: int, m: int, v: int = 1) -> Schedule:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def formula(stage: int, psi: int, ranks: int, itemsize: int, moments: int,
-            offload: bool = False) -> dict[str, float]:
+            offload: bool = False) -> dict[str, int]:
     """Bytes one of ``ranks`` ranks holds for Ψ = ``psi`` parameters of ``itemsize`` bytes
     and ``moments`` optimizer arrays per parameter (Adam 2, momentum 1, plain SGD 0), by part.
 
@@ -15,13 +15,14 @@ def formula(stage: int, psi: int, ranks: int, itemsize: int, moments: int,
     and a master copy of the parameter chunks are host memory, (2s + K)Ψ/N, and the device
     keeps no gradient beyond its buckets from stage 2 on (Ren et al. 2021, §4)."""
     whole, state = itemsize * psi, moments * itemsize * psi
-    shard = {part: size / ranks for part, size in (("p", whole), ("g", whole), ("k", state))}
+    chunk = -(-psi // ranks)  # ⌈Ψ/N⌉ elements: rank 0's chunks are the larger ones
+    shard = {"p": itemsize * chunk, "g": itemsize * chunk, "k": moments * itemsize * chunk}
     parts = {"parameters": whole if stage < 3 else shard["p"],
              "gradients": whole if stage < 2 else shard["g"],
              "optimizer": state if stage < 1 else shard["k"]}
     if offload:
         parts["host"] = parts["optimizer"] + shard["g"] + shard["p"]
-        parts["optimizer"] = 0.0
+        parts["optimizer"] = 0
         if stage >= 2:
-            parts["gradients"] = 0.0
+            parts["gradients"] = 0
     return parts

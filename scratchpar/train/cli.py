@@ -1,0 +1,157 @@
+"""The command line and TOML files: parse them into a validated Config, or list every problem."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tomllib
+from pathlib import Path
+
+from .config import SECTIONS, Config, RunConfig, TrainConfig
+from .defaults import fill_defaults
+from .option import ConfigError, flag_of
+from .strategies import FAMILIES
+from .validate import validate
+
+MAX_CONFIG_BYTES = 1 << 20  # a --config file larger than this is not a run configuration
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises ConfigError instead of printing its usage and exiting, so that a
+    bad flag is reported like every other invalid value (once per job, not once per rank)."""
+
+    def error(self, message: str):
+        raise ConfigError([f"{message} (python -m scratchpar.train --help lists the flags)"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m scratchpar.train",
+        description="Train a model with scratchpar. Values come from defaults, then --config "
+                    "TOML ([model], [data], [optim], [train] tables), then these flags.",
+        argument_default=argparse.SUPPRESS)
+    parser.add_argument("--config", help="TOML file with [model] [data] [optim] [train] tables")
+    for section, cls in SECTIONS.items():
+        for title, declared in _groups(section, cls):
+            _add_flags(parser.add_argument_group(title), section, declared)
+    return parser
+
+
+def _groups(section: str, cls) -> list[tuple[str, tuple]]:
+    """The ``--help`` groups of a section: one; the train section's run fields, then each
+    family's flags under the strategies they go with."""
+    if cls is not TrainConfig:
+        return [(section, dataclasses.fields(cls))]
+    groups = [(section, dataclasses.fields(RunConfig))]
+    for family in FAMILIES:
+        declared = dataclasses.fields(family.flags)
+        owners = dict.fromkeys(o for f in declared for o in f.metadata["owners"] or ())
+        groups.append((f"{section}, with --strategy {' or '.join(owners)}" if owners else
+                       f"{section}, with any strategy", declared))
+    return groups
+
+
+def _add_flags(group, section: str, declared) -> None:
+    for f in declared:
+        shown = "" if "(default:" in f.metadata["help"] else f" (default: {_show(f.default)})"
+        kw = {"dest": f"{section}.{f.name}", "help": f.metadata["help"] + shown}
+        if isinstance(f.default, bool):
+            kw["action"] = argparse.BooleanOptionalAction
+        elif isinstance(f.default, tuple):
+            kw["type"], kw["metavar"] = _int_tuple, "N,N,…"
+        else:
+            kw["type"] = f.metadata["kind"]
+            kw["choices"] = f.metadata["choices"]
+            kw["metavar"] = None if kw["choices"] else f.name.upper()
+        group.add_argument(flag_of(f), **kw)
+
+
+def _show(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def _int_tuple(text: str) -> tuple:
+    try:
+        return tuple(int(v) for v in text.split(",")) if text.strip() else ()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}")\
+            from None
+
+
+def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
+    """Parse flags (and the TOML file they name) into a Config validated for ``world_size``
+    ranks, or raise ConfigError."""
+    args = vars(build_parser().parse_args(argv))
+    values: dict[str, dict] = {s: {} for s in SECTIONS}
+    problems: list[str] = []
+    if "config" in args:
+        _read_toml(Path(args.pop("config")), values, problems)
+    for key, value in args.items():
+        section, name = key.split(".")
+        values[section][name] = value
+    if values["data"].get("path") and "source" not in values["data"]:
+        values["data"]["source"] = "text"
+    if problems:
+        raise ConfigError(problems)
+    return make_config(values, world_size)
+
+
+def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
+    try:
+        if not path.is_file():
+            raise ValueError("no such file" if not path.exists() else "not a regular file")
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ValueError(f"{path.stat().st_size:,} bytes; a configuration is a short TOML "
+                             "file")
+        table = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        problems.append(f"--config {path}: not UTF-8 text ({e.reason} at byte {e.start})")
+        return
+    except (OSError, ValueError) as e:  # TOMLDecodeError is a ValueError
+        problems.append(f"--config {path}: {e}")
+        return
+    for section, entries in table.items():
+        if section not in SECTIONS or not isinstance(entries, dict):
+            problems.append(f"--config {path}: unknown table [{section}]")
+            continue
+        known = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
+        for name, value in entries.items():
+            if name not in known:
+                problems.append(f"--config {path}: unknown key {section}.{name}")
+            else:
+                values[section][name] = tuple(value) if isinstance(value, list) else value
+
+
+def make_config(values: dict[str, dict], world_size: int = 1) -> Config:
+    """Build a Config from per-section overrides and validate it for ``world_size`` ranks
+    (raises ConfigError)."""
+    values = {s: dict(values.get(s, {})) for s in SECTIONS}
+    problems = _type_problems(values)
+    if problems:
+        raise ConfigError(problems)
+    fill_defaults(values, TrainConfig.steps)
+    config = Config(**{s: cls(**values[s]) for s, cls in SECTIONS.items()})
+    problems = validate(config, world_size)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def _type_problems(values: dict[str, dict]) -> list[str]:
+    problems = []
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            if f.name not in values.get(section, {}):
+                continue
+            value, kind = values[section][f.name], f.metadata["kind"]
+            expected = (int, float) if kind is float else kind
+            if value is None and f.default is None:
+                continue
+            wrong = not isinstance(value, expected) or isinstance(value, bool) and kind is not bool
+            if wrong or kind is tuple and not all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in value):
+                what = "a list of integers" if kind is tuple else kind.__name__
+                problems.append(f"{section}.{f.name}: expected {what}, got {value!r}")
+            elif kind is float:
+                values[section][f.name] = float(value)
+    return problems

@@ -1,0 +1,178 @@
+"""The bytes of what a run builds, from its Config alone: each network (its parameters, a
+training step's activations, an evaluation) and each dense data source (its tables, batches)."""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+GiB, MiB = 1 << 30, 1 << 20
+I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
+# The Python objects the autograd keeps per recorded op until backward ends (its context, the
+# output Tensor, the small arrays it saves), beside the arrays counted one by one: tracemalloc
+# over chains of recorded ops measures about 400 bytes for an elementwise op on tiny arrays and
+# 600-750 for the models' ops; 1 KiB bounds them all.
+NODE_BYTES = 1024
+CODE_POINTS = 0x110000  # distinct characters a text can hold at most
+SCAN_LIMIT = GiB  # a text file up to this size is read (in chunks) to count its characters
+HUGE = 1 << 4096  # stands in for a table too large to compute: V**(order+1) with a large order
+TEACHER, CALIBRATION = 64, 4096  # SyntheticClassification's hidden width and calibration sample
+
+
+class Model(NamedTuple):
+    """A model's parameter count and largest parameter (elements), and bytes: the float64 draw
+    that initializes one parameter, a training step on rank 0's rows, an evaluation."""
+
+    params: int
+    largest: int
+    init: int
+    step: int
+    evaluation: int
+
+
+class Source(NamedTuple):
+    """A data source's vocabulary, and bytes: its peak while built (entropy floor included),
+    what it keeps, and the batches a run holds and draws."""
+
+    vocab: int
+    built: int
+    kept: int
+    batches: int
+
+
+def gpt(cfg, s: int, v: int, rows: int) -> Model:
+    m, t = cfg.model, cfg.data.seq_len
+    c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
+    n = 2 * v * c + t * c + layers * (12 * c * c + 13 * c) + 2 * c
+    largest = max(v * c, t * c, 4 * c * c)
+    masks = layers * t * t + 2 * t * t  # each block's cached causal mask, and building one
+
+    def step(b: int) -> int:
+        nc, a, nv = b * t * c, b * heads * t * t, b * t * v  # (N, C), (B, H, T, T), (N, V)
+        # per block: LN 2, qkv 3, attn·v and its copy 2, proj 1, residuals 2, LN 2, fc1 4,
+        # GELU 8 (N, C) arrays, and four (B, H, T, T): QKᵀ, scaled, masked, softmax; dropout
+        # keeps a mask, a scale and an output of the attention weights and of the MLP output
+        block = 25 * nc * s + 4 * a * s + drop * (2 * s + 1) * (a + nc)
+        kept = (layers * block + (4 * nc + t * c) * s + drop * (2 * s + 1) * nc  # embed, ln_f
+                + 2 * nv * s + 25 * b * t)  # logits, their softmax, targets and row indices
+        # backward at its widest: the logits' gradient; two (B, H, T, T) gradients; GELU's
+        # three (N, 4C), more than q, k, v's (3, B, H, T, d) zeros and their running sum; or
+        # in forward, dropout's float64 draw and mask. Residual gradients wait beside it.
+        widest = max(nv * s, 2 * a * s, 12 * nc * s, drop * 9 * a)
+        return kept + widest + 3 * nc * s + (40 * layers + 16) * NODE_BYTES
+
+    def evaluation(b: int) -> int:
+        nc, a, nv = b * t * c, b * heads * t * t, b * t * v
+        return 3 * nc * s + max(2 * a * s + 5 * nc * s, 12 * nc * s, 2 * nv * s + 25 * b * t)
+
+    batch = cfg.train.batch_size
+    return Model(n, largest, draw(s, largest), masks + step(rows), masks + evaluation(batch))
+
+
+def recurrent(cfg, s: int, v: int, rows: int) -> Model:
+    m, t = cfg.model, cfg.data.seq_len
+    lstm = m.kind == "lstm"
+    e, h, g = m.d_model, m.d_hidden, 4 if lstm else 1
+    per_step = 17 if lstm else 3  # (B, H) arrays a time step keeps: 8 of gates, 9 of the cell
+    ops = 16 if lstm else 5  # ops a time step records
+    extra = m.n_layers - 1  # stacked layers after the first: h inputs, and their own states
+    n = v * e + (e + 1) * g * h + h * g * h + (h + 1) * v + extra * ((h + 1) * g * h + h * g * h)
+    largest = max(v * e, e * g * h, h * g * h, h * v)
+    init = max(draw(s, largest), F64 * (2 * g + 4) * h * h)  # orthogonal blocks: QR, concat
+
+    def step(b: int) -> int:
+        nt = b * t
+        kept = (nt * (e + g * h + h + 2 * v) * s + b * h * s  # embed, x·W_x, h, logits, softmax
+                + t * per_step * b * h * s + 25 * nt  # every time step's arrays; targets
+                + extra * (nt * (g * h + h) * s + t * per_step * b * h * s))
+        # backward at its widest: the logits' gradient; or each step's slice of x·W_x getting
+        # a whole (B, T, G·H) of zeros to add into the running sum, with the step's own
+        # arrays and W_h's gradient sum; or the embedding's int64 indices. The (B, T, H)
+        # gradient of the stacked states waits beside it.
+        widest = max(nt * v * s, (3 * nt + 10 * b + 2 * h) * g * h * s,
+                     8 * nt * e + nt * (e + g * h) * s)
+        return kept + widest + nt * h * s + (ops * t * m.n_layers + 10) * NODE_BYTES
+
+    def evaluation(b: int) -> int:
+        nt = b * t  # x·W_x, every step's state and their stack, a step's arrays; then logits
+        states = (nt * (g * h + 2 * h) * m.n_layers + 10 * b * g * h) * s
+        return states + max(nt * e * s, 2 * nt * v * s + 25 * nt)
+
+    return Model(n, largest, init, step(rows), evaluation(cfg.train.batch_size))
+
+
+def mlp(cfg, s: int, rows: int) -> Model:
+    d, hidden = cfg.data, cfg.model.hidden_sizes
+    sizes = [d.n_features, *hidden, d.n_classes]
+    pairs = list(zip(sizes[:-1], sizes[1:]))
+    n = sum(i * o + o for i, o in pairs)
+    largest = max(i * o for i, o in pairs)
+    widest, k = max(sizes[1:]), d.n_classes
+    cast = F64 * d.n_features * (s == 8)  # float32 inputs meet float64 weights: NumPy casts them
+    per_row = 2 * k * s + 25 + cast + 3 * widest * s  # logits, softmax, labels; the widest three
+    step = rows * (per_row + sum(hidden) * (2 * s + 1)) + (2 * len(pairs) + 4) * NODE_BYTES
+    evaluation = cfg.train.batch_size * (per_row + widest)  # a ReLU's mask beside three arrays
+    return Model(n, largest, draw(s, largest), step, evaluation)
+
+
+def draw(s: int, largest: int) -> int:
+    """Initialization draws a weight in float64, then casts it to the model's dtype."""
+    return F64 * largest if s != F64 else 0
+
+
+def dense_source(cfg) -> Source:
+    d, b, t = cfg.data, cfg.train.batch_size, cfg.data.seq_len
+    if d.source == "classification":
+        f, k = d.n_features, d.n_classes
+        # the teacher's calibration sample, its hidden layer and two temporaries; its weights
+        built = F64 * (CALIBRATION * (f + 3 * TEACHER + k) + TEACHER * (f + k))
+        batch = 4 * f + I64  # float32 inputs and int64 labels
+        labels = F64 * (f + 2 * TEACHER + 2 * k) + 2 * I64  # the teacher labels in float64
+        return Source(0, built, F64 * TEACHER * (f + k + 2), b * (2 * batch + labels))
+    # the step's batch stays alive while evaluation draws one: ids and uniforms, or indices
+    batches = b * (3 * I64 * (t + 1) + F64 * t)
+    if d.source == "text":
+        size = file_size(d.path)
+        v = _text_vocab(d.path, size)
+        # reading holds the bytes and a str of ≤ 4 bytes per character, then the str and the
+        # int64 ids, which stay; a character's index and set entries
+        return Source(v, 12 * size + 256 * v, 8 * size + 256 * v, batches)
+    v = d.vocab_size
+    contexts = _power(v, d.order)
+    table = F64 * contexts * v
+    # the table and its CDF stay; building them holds three at once, the entropy floor six
+    # and four vectors over the contexts; each position of a batch reads rows of the CDF
+    return Source(v, 6 * table + 4 * F64 * contexts, 2 * table, batches + b * (F64 + 1) * v)
+
+
+def _power(base: int, exponent: int) -> int:
+    """``base ** exponent``, or HUGE where that would be too large to compute."""
+    if exponent * max(base, 1).bit_length() > HUGE.bit_length():
+        return HUGE
+    return max(base, 0) ** max(exponent, 0)
+
+
+def file_size(path) -> int:
+    try:
+        return os.stat(path).st_size if path is not None else 0
+    except OSError:  # missing or unreadable: another check reports it
+        return 0
+
+
+def _text_vocab(path, size: int) -> int:
+    """PAD plus the distinct characters of a UTF-8 file, read 1 MiB at a time (up to
+    SCAN_LIMIT bytes; a larger file may hold any character)."""
+    if path is None or not os.path.isfile(path):  # another check reports it
+        return 1
+    if size > SCAN_LIMIT:
+        return CODE_POINTS + 1
+    seen: set[str] = set()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            while chunk := f.read(MiB):
+                seen.update(chunk)
+    except OSError:  # unreadable: another check reports it
+        return 1
+    return len(seen) + 1
+
+

@@ -1,0 +1,70 @@
+"""One device, data parallelism and local SGD on the command line: their flags and builders."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ...parallel import DataParallel, DataParallelNaive, LocalSGD, SingleDevice
+from ..option import opt
+from .family import Family
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class BucketFlags:
+    """Taken by any strategy (none owns them): every bucketed strategy reads ``bucket_mb``
+    (dp, local-sgd, zero, the pipelines' replicas, synchronous EASGD), and local SGD's knobs
+    are inert elsewhere."""
+
+    bucket_mb: float = opt(1.0, "dp, local-sgd, zero: bucket size in MiB (gradients reduced; "
+                                "models averaged)")
+    local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
+                                  "(0 = once, at the end)")
+    local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
+
+    @property
+    def bucket_bytes(self) -> int:
+        """``bucket_mb`` in bytes, as the strategies take it (for a finite bucket_mb)."""
+        return round(self.bucket_mb * MIB)
+
+
+class DataParallelFamily(Family):
+    """``--strategy single`` (one device, no MPI), ``dp``, ``dp-naive`` and ``local-sgd``."""
+
+    names = {"single": "one device", "dp": "data parallel (bucketed, overlapped)",
+             "dp-naive": "data parallel with one all-reduce per parameter",
+             "local-sgd": "local SGD (periodic model averaging)"}
+    flags = BucketFlags
+
+    def problems(self, c, world_size: int) -> list[str]:
+        """The bucket size and local SGD's knobs, whichever strategy runs; one device's rules."""
+        t, problems = c.train, []
+        if not t.bucket_mb > 0:
+            problems.append(f"train.bucket_mb must be positive; got {t.bucket_mb}")
+        elif t.bucket_mb < math.inf and t.bucket_bytes < 1:
+            problems.append(f"train.bucket_mb ({t.bucket_mb}) rounds to 0 bytes; give at least "
+                            f"one byte, {1 / MIB:.2g} MiB")
+        for name in ("local_sgd_every", "local_sgd_warmup"):
+            if getattr(t, name) < 0:
+                problems.append(f"train.{name} must be non-negative; got {getattr(t, name)}")
+        if t.strategy == "single":
+            if t.trace is not None:
+                problems.append("--trace records a parallel strategy's regions; --strategy "
+                                "single has none")
+            if world_size != 1:
+                problems.append(f"--strategy single runs on one rank; launched on {world_size}")
+        return problems
+
+    def build(self, cfg, task, optimizer, comm):
+        t, clip = cfg.train, cfg.optim.grad_clip
+        if t.strategy == "single":
+            return SingleDevice(task.model, optimizer, task.loss, clip)
+        common = (task.model, optimizer, task.loss, task.count, comm)
+        if t.strategy == "dp-naive":
+            return DataParallelNaive(*common, grad_clip=clip)
+        if t.strategy == "local-sgd":
+            return LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
+                            grad_clip=clip, bucket_bytes=t.bucket_bytes)
+        return DataParallel(*common, bucket_bytes=t.bucket_bytes, grad_clip=clip)

@@ -1,0 +1,51 @@
+"""What the command line knows of a family of strategies: its names, flags, rules and builder."""
+
+from __future__ import annotations
+
+import abc
+
+
+class Family(abc.ABC):
+    """A family of strategies (for example the parameter servers' four modes), as
+    ``--strategy`` names it. A family declares:
+
+    - ``names``: each ``--strategy`` name it answers to, with a line of help;
+    - ``flags``: the frozen dataclass of the config fields it owns (each field's ``owners``
+      say which of its names it goes with; the loop in ``validate.py`` refuses it elsewhere);
+    - :meth:`problems`: every reason its flags cannot run on a world of ranks (asked of every
+      family, whichever strategy runs: a family checks its own flags' values);
+    - :meth:`build`: its strategy for this rank, from the config, task, optimizer and world.
+
+    and may refine where the base's defaults do not fit: the ranks that share each global
+    batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), and the checks that
+    need the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`).
+    """
+
+    names: dict[str, str] = {}
+    flags: type | None = None
+
+    def problems(self, c, world_size: int) -> list[str]:
+        """Every reason the run's flags cannot run on ``world_size`` ranks (none here)."""
+        return []
+
+    @abc.abstractmethod
+    def build(self, cfg, task, optimizer, comm):
+        """The strategy ``cfg.train.strategy`` names, for this rank of ``comm`` (``optimizer``:
+        this rank's optimizer over the task's model, for the strategies that step it)."""
+
+    def workers(self, c, world_size: int) -> int | None:
+        """The ranks that share each global batch, or ``None`` where the family checks its
+        batch itself (a pipeline's micro-batches)."""
+        return world_size
+
+    def stream(self, cfg, rank: int) -> int:
+        """The dropout stream rank ``rank`` draws from: its own."""
+        return rank
+
+    def task_problems(self, cfg, task) -> list[str]:
+        """Reasons the built task does not fit the strategy (none here)."""
+        return []
+
+    def node_problems(self, cfg, world_size: int, on_node: int) -> list[str]:
+        """Reasons this rank's node does not fit the strategy (``on_node`` ranks share it)."""
+        return []

@@ -1,0 +1,214 @@
+"""Pipelines and the hybrid dp × pp × tp mesh on the command line: their flags, rules, builder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...comm.mesh import Mesh, draw
+from ...parallel import Hybrid, PipeDream, Pipeline
+from ...parallel.pipeline import partition, schedules
+from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
+from ..optimizer import build_optimizer
+from ..option import opt
+from .family import Family
+
+HYBRID, MESH = ("hybrid",), ("pipeline", "hybrid")
+TENSOR_MODELS = ("gpt", "mlp")  # the models with a tensor-parallel form
+UNLAYERED_MODELS = ("logreg", "factors")  # one lookup and a sum: nothing to split into stages
+
+
+@dataclass(frozen=True)
+class MeshFlags:
+    tp: int = opt(1, "hybrid: tensor-parallel ranks per stage (Megatron)", flag="--tp",
+                  owners=HYBRID)
+    sequence_parallel: bool = opt(False, "hybrid, gpt: LayerNorm and dropout on sequence "
+                                         "shards, all-gather and reduce-scatter in place of "
+                                         "the all-reduces (Korthikanti et al. 2022)",
+                                  owners=HYBRID)
+    pp: int = opt(1, "pipeline, hybrid: stages", flag="--pp", owners=MESH)
+    dp: int | None = opt(None, "pipeline, hybrid: replicas of the pipeline (default: the world "
+                               "size over --pp × --tp)", flag="--dp", kind=int, owners=MESH)
+    pp_schedule: str = opt("1f1b", "pipeline: naive model distribution (one micro-batch), "
+                           "GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B, backward-"
+                           "prioritized, or PipeDream (asynchronous, weights stashed)",
+                           choices=("naive", "gpipe", "1f1b", "interleaved", "bprio",
+                                    "pipedream"), owners=MESH)
+    microbatches: int | None = opt(None, "pipeline: micro-batches per replica's batch "
+                                         "(default: 1 for naive, else twice --pp)", kind=int,
+                                   owners=MESH)
+    virtual: int = opt(1, "pipeline, interleaved: model chunks per rank", owners=MESH)
+    balance: str = opt("params", "pipeline: balance the stages by parameter count or by "
+                                 "measured time", choices=("params", "time"), owners=MESH)
+
+    @property
+    def m(self) -> int:
+        """Micro-batches per replica's batch (``--microbatches`` or its default)."""
+        if self.microbatches is not None:
+            return self.microbatches
+        return 1 if self.pp_schedule == "naive" else 2 * self.pp
+
+    def replicas(self, world_size: int) -> int:
+        """Pipeline replicas on ``world_size`` ranks: ``--dp``, or the world over ``--pp``
+        × ``--tp``."""
+        return self.dp if self.dp is not None else world_size // (self.pp * self.tp)
+
+
+def pipeline_layers(m) -> int:
+    """How many layers the model lists for pipelining (``pipeline_layers()``): the GPT's and
+    the recurrent models' embedding, blocks or layers, and head; the MLP's Linear layers."""
+    return len(m.hidden_sizes) + 1 if m.kind == "mlp" else m.n_layers + 2
+
+
+class MeshFamily(Family):
+    """``--strategy pipeline`` (dp × pp) and ``hybrid`` (dp × pp × tp)."""
+
+    names = {"pipeline": "pipeline parallel (with data-parallel replicas of the pipeline)",
+             "hybrid": "the hybrid dp × pp × tp mesh (tensor-parallel stages)"}
+    flags = MeshFlags
+
+    def problems(self, c, world_size: int) -> list[str]:
+        """Every reason the mesh flags cannot run on ``world_size`` ranks (DESIGN.md §2: pp >
+        layers, tp not dividing heads, batch not divisible into micro-batches, dp·pp·tp ≠
+        world size, …)."""
+        m, t = c.model, c.train
+        if t.strategy not in self.names:
+            return []
+        if m.kind in UNLAYERED_MODELS:
+            return [f"--strategy {t.strategy} splits a model's layers into stages; model "
+                    f"{m.kind} has none (use single, dp, dp-naive, local-sgd, zero, ps, hogwild "
+                    "or easgd)"]
+        bad = [f"{flag} must be at least 1; got {value}" for flag, value in
+               (("--pp", t.pp), ("--tp", t.tp), ("--dp", t.dp), ("--microbatches", t.microbatches),
+                ("--virtual", t.virtual)) if value is not None and value < 1]
+        if bad:
+            return bad
+        problems = []
+        dp = t.replicas(world_size)
+        stage = f"--pp {t.pp}" + (f" × --tp {t.tp}" if t.strategy == "hybrid" else "")
+        if t.dp is None and world_size % (t.pp * t.tp):
+            problems.append(f"{stage} does not divide the world of {world_size} ranks into "
+                            f"replicas of the pipeline; launch a multiple of {t.pp * t.tp} ranks")
+        elif dp * t.pp * t.tp != world_size:
+            problems.append(f"--dp {dp} × {stage} = {dp * t.pp * t.tp} ranks, but the world has "
+                            f"{world_size}")
+        problems += schedule_problems(t.pp_schedule, t.pp, t.m, t.virtual)
+        layers = pipeline_layers(m)
+        if t.pp * t.virtual > layers:
+            problems.append(f"--pp {t.pp} × --virtual {t.virtual} = {t.pp * t.virtual} stages, "
+                            f"but model {m.kind} lists only {layers} layers to split")
+        if dp >= 1 and t.batch_size // dp < t.m:
+            problems.append(f"train.batch_size {t.batch_size} over {dp} replica(s) leaves "
+                            f"{t.batch_size // dp} rows for the smallest; it cannot split into "
+                            f"--microbatches {t.m} (give --batch-size at least {dp * t.m})")
+        if m.tie_embeddings and t.pp_schedule == "pipedream":
+            problems.append("--tie-embeddings with --pp-schedule pipedream: the two copies would "
+                            "be updated at different times and drift apart; untie them or use a "
+                            "flushing schedule")
+        if t.strategy == "hybrid":
+            problems += tensor_problems(c)
+        return problems
+
+    def workers(self, c, world_size: int) -> int | None:
+        return None  # the micro-batch rule above checks the batch
+
+    def stream(self, cfg, rank: int) -> int:
+        """A tp group draws one stream: its ranks draw whole masks alike and each keeps its
+        slice, as one device fed that stream would (Shoeybi et al. 2019, §3)."""
+        return rank // cfg.train.tp if cfg.train.strategy == "hybrid" else rank
+
+    def task_problems(self, cfg, task) -> list[str]:
+        vocab, tp = getattr(task.dataset, "vocab_size", 0), cfg.train.tp
+        if cfg.train.strategy == "hybrid" and task.unit == "tok" and vocab % tp:  # a text file's
+            return [f"--tp {tp} must divide the vocabulary of {vocab} symbols (from "
+                    f"{cfg.data.path}): each tensor-parallel rank holds an equal share"]
+        return []
+
+    def build(self, cfg, task, optimizer, comm):
+        """``--dp`` replicas of ``--pp`` stages, each stage the layers that ``--balance`` gives
+        it (rank 0 says which), split over ``--tp`` ranks."""
+        t = cfg.train
+        mesh = Mesh(comm, dp=t.replicas(comm.size), pp=t.pp, tp=t.tp)
+        schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
+        layers = task.model.pipeline_layers()
+        if t.balance == "time":  # rank 0 measures, so that every rank partitions alike
+            weights = layer_times(layers, _example(task, t, mesh.dp)) if comm.rank == 0 else None
+            weights, unit = comm.allgather_obj(weights, "layer times")[0], "s"
+        else:
+            weights, unit = parameter_counts(layers), "params"
+        ranges = partition(weights, t.pp * t.virtual)
+        if comm.rank == 0:
+            print(_layout(t, mesh, ranges, layer_names(task.model), weights, unit), flush=True)
+        make_optimizer = lambda params: build_optimizer(cfg, params)  # noqa: E731
+        knobs = {"grad_clip": cfg.optim.grad_clip, "bucket_bytes": t.bucket_bytes}
+        if t.strategy == "hybrid":
+            return Hybrid(task.model, make_optimizer, task, mesh, schedule, ranges,
+                          t.sequence_parallel, **knobs)
+        cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
+        return cls(task.model, make_optimizer, task, mesh, schedule, ranges, **knobs)
+
+
+def _layout(t, mesh, ranges, names, weights, unit) -> str:
+    """What rank 0 says: each stage's layers (and chunk), and the hybrid's grid of ranks."""
+    lines = describe(ranges, names, weights, unit).splitlines()
+    if t.virtual > 1:  # virtual stage k is chunk k // p of rank k % p
+        lines = [f"{line} → rank {k % t.pp}, chunk {k // t.pp}" for k, line in enumerate(lines)]
+    if t.strategy == "hybrid":
+        lines = [draw(mesh.shape), *lines,
+                 f"each stage's matrices split over its {t.tp} tp ranks, heads and vocabulary "
+                 "included" + (", its sequence too" if t.sequence_parallel else "")]
+    return "\n".join(lines)
+
+
+def _example(task, t, dp: int):
+    """The inputs of one micro-batch of a replica, to time each layer on."""
+    batch, _ = task.batch(0, max(1, t.batch_size // dp // t.m))
+    return task.split(batch)[0]
+
+
+FLAG_WORDS = {  # each unmet requirement of a schedule, in the command line's words
+    "schedule": "--pp-schedule {name!r} is not a schedule; choose one of {names}",
+    "stages": "--pp must be at least 1 (got {p})",
+    "micro-batches": "--microbatches must be at least 1 (got {m})",
+    "one micro-batch": "--pp-schedule naive runs one micro-batch: --microbatches must be 1 "
+                       "(got {m}); use gpipe or 1f1b for more",
+    "chunks": "--pp-schedule interleaved needs --virtual 2 or more model chunks per rank "
+              "(got {v})",
+    "groups": "--pp-schedule interleaved needs --microbatches a multiple of --pp (got {m} "
+              "micro-batches for --pp {p})",
+    "one chunk": "--virtual {v} applies only to --pp-schedule interleaved; {name} needs "
+                 "--virtual 1",
+}
+
+
+def schedule_problems(name: str, p: int, m: int, v: int = 1) -> list[str]:
+    """Every reason why schedule ``name`` cannot be built for (p, m, v), in the CLI's words."""
+    names = ", ".join(schedules.SCHEDULES)
+    return [FLAG_WORDS[u.rule].format(**u._asdict(), names=names)
+            for u in schedules.unmet(name, p, m, v)]
+
+
+def tensor_problems(c) -> list[str]:
+    """Every reason ``--tp`` cannot split the model (Megatron splits heads, hidden units and
+    the vocabulary evenly)."""
+    m, d, t = c.model, c.data, c.train
+    problems = []
+    if t.pp_schedule == "pipedream":
+        problems.append("--strategy hybrid runs the synchronous pipeline; --pp-schedule "
+                        "pipedream updates per micro-batch (use --strategy pipeline for it)")
+    if t.sequence_parallel and m.kind != "gpt":
+        problems.append(f"--sequence-parallel shards a transformer's sequence; model {m.kind} "
+                        "has none")
+    if t.tp == 1:
+        return problems
+    if m.kind not in TENSOR_MODELS:
+        problems.append(f"--tp {t.tp}: model {m.kind} has no tensor-parallel form (gpt and mlp "
+                        "do); use --tp 1")
+        return problems
+    splits = ([("model.n_heads", m.n_heads), ("model.d_model", m.d_model)]
+              + ([("data.vocab_size", d.vocab_size)] if d.source == "synthetic" else [])
+              if m.kind == "gpt" else [("model.hidden_sizes", h) for h in m.hidden_sizes])
+    for name, n in splits:
+        if n >= 1 and n % t.tp:
+            problems.append(f"--tp {t.tp} must divide {name} ({n}): each tensor-parallel rank "
+                            "holds an equal share")
+    return problems
