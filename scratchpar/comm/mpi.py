@@ -21,7 +21,6 @@ from scratchpar.comm.workspace import Workspace
 
 SPIN_S = 2e-2  # poll (yielding the core to any runnable rank) this long before napping
 MAX_NAP_S = 1e-3  # then sleep between polls, doubling up to this, to free an oversubscribed core
-TAG_SPACE = 32767  # the MPI standard's smallest allowed MPI_TAG_UB
 MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 
 
@@ -60,6 +59,7 @@ class Communicator:
         node = self._comm.Split_type(MPI.COMM_TYPE_SHARED)
         self.local_rank, self.local_size = node.Get_rank(), node.Get_size()  # on this node
         node.Free()
+        self.tag_ub = MPI.COMM_WORLD.Get_attr(MPI.TAG_UB)  # the largest tag (≥ 32767 by MPI)
         self.timeout = default_timeout() if timeout is None else timeout
         self.cuda_aware = detect_cuda_aware() if cuda_aware is None else cuda_aware
         self.debug = debug_enabled()  # compare every collective's signature across ranks first
@@ -109,6 +109,13 @@ class Communicator:
         return self._recent.describe()
 
     # -- point to point -------------------------------------------------------------------------
+    def tag(self, number: int) -> int:
+        """``number`` as a tag: folded into MPI's range 0..``tag_ub`` (MPI_TAG_UB). A tag tells
+        apart the messages of one channel only, so each subsystem that names its tags (the
+        pipeline's links, the parameter servers' protocol, EASGD's) posts on its own
+        :meth:`dup`, and collectives on a private duplicate: equal tags there never meet."""
+        return number % (self.tag_ub + 1)
+
     def isend(self, buf, dest: int, tag: int = 0) -> Request:
         """Start sending the contiguous array ``buf`` to ``dest``; it must not change until done."""
         comm, tag, wait = self._route(tag, "send", buf, dest)
@@ -281,7 +288,7 @@ class Communicator:
             wait = Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)
             return self._comm, tag, self._recent.note(self.name, wait)
         wait = Wait(op.op, op.seq, kind, buf.shape, buf.dtype, peer)
-        return self._coll, op.seq % TAG_SPACE, wait
+        return self._coll, self.tag(op.seq), wait
 
     def _stage(self, sendbuf, recvbuf):
         """What MPI reads and writes for ``sendbuf`` and ``recvbuf`` (``None`` passes), and the

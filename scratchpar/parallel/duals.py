@@ -12,6 +12,10 @@ result) gets a share of its gradient from each rank's part of the work, and the 
 the shares (all-reduce, reduce-scatter). A sum over ranks (g, reduce-scatter) hands each rank
 its result exactly, so the gradient goes back as it came (identity, all-gather); after g the
 loss is computed alike on every rank and counted once.
+
+Send and recv also come non-blocking, for pipelines: :func:`isend` and :func:`irecv` post their
+messages on a link (one per tensor crossing, both directions) whose requests the caller waits
+for when it needs them. A link between two chunks of one rank hands the tensor over instead.
 """
 
 from __future__ import annotations
@@ -59,15 +63,37 @@ def send(x, comm, dest: int, tag: int = 0) -> Tensor:
     The stand-in is a scalar 0 whose gradient with respect to ``x`` is the one ``dest`` sends
     back: ``token.backward()`` (or ``(local_loss + token).backward()``) receives it and carries
     on through this rank's graph. ``x`` must require grad whenever ``dest`` runs a backward.
+    ``tag`` is in ``0..comm.tag_ub`` (``comm.tag(n)`` folds any number into it).
     """
-    return Send.apply(x, comm=comm, dest=dest, tag=tag)
+    link = Outgoing(comm, dest, tag)
+    token = isend(x, link)
+    link.wait()
+    return token
 
 
 def recv(shape, dtype, comm, source: int, tag: int = 0) -> Tensor:
     """Receive a ``shape`` ``dtype`` tensor from rank ``source``; its backward sends the gradient
     back to ``source`` (so the received tensor must reach the loss)."""
+    link = Blocking(comm, source, tag)
+    x = irecv(shape, dtype, link)
+    link.wait()
+    return x
+
+
+def isend(x, link) -> Tensor:
+    """:func:`send` without waiting: ``x`` goes over ``link`` (an :class:`Outgoing`, or a
+    :class:`HandOff`) at once, and is on its way until ``link.wait()``. The stand-in's backward
+    waits for the gradient's receive: ``link.expect()`` posts it ahead, else backward does."""
+    return Send.apply(x, link=link)
+
+
+def irecv(shape, dtype, link) -> Tensor:
+    """:func:`recv` without waiting: the receive is posted on ``link`` (an :class:`Incoming`,
+    or the :class:`HandOff` its sender used), and the tensor's data is in once ``link.wait()``
+    returns. Its backward gives the gradient to ``link``, which sends it back to the sender
+    (:meth:`Incoming.send_grad` is the message's request)."""
     anchor = Tensor(xp_default().zeros(()), requires_grad=True)  # gives the result a backward
-    return Recv.apply(anchor, shape=tuple(shape), dtype=dtype, comm=comm, source=source, tag=tag)
+    return Recv.apply(anchor, shape=tuple(shape), dtype=dtype, link=link)
 
 
 class Identity(Function):
@@ -147,16 +173,14 @@ class Send(Function):
     """Forward sends the activation on; backward receives its gradient from the next stage."""
 
     @staticmethod
-    def forward(ctx, x, comm, dest, tag):
-        xp = get_array_module(x)
-        comm.send(xp.ascontiguousarray(x), dest, tag)
-        ctx.comm, ctx.dest, ctx.tag, ctx.shape, ctx.dtype = comm, dest, tag, x.shape, x.dtype
-        return xp.zeros((), x.dtype)  # the stand-in for the loss downstream
+    def forward(ctx, x, link):
+        link.send(x)
+        ctx.link = link
+        return get_array_module(x).zeros((), x.dtype)  # the stand-in for the loss downstream
 
     @staticmethod
     def backward(ctx, g):
-        grad = get_array_module(g).empty(ctx.shape, ctx.dtype)
-        ctx.comm.recv(grad, ctx.dest, ctx.tag)  # ∂L/∂x, computed on rank dest
+        grad = ctx.link.gradient()  # ∂L/∂x, computed on the receiving rank
         grad *= g  # the stand-in may have been scaled or added to before backward
         return grad
 
@@ -165,16 +189,121 @@ class Recv(Function):
     """Forward receives the activation; backward sends its gradient to the previous stage."""
 
     @staticmethod
-    def forward(ctx, anchor, shape, dtype, comm, source, tag):
-        out = xp_default().empty(shape, dtype)
-        comm.recv(out, source, tag)
-        ctx.comm, ctx.source, ctx.tag = comm, source, tag
-        return out
+    def forward(ctx, anchor, shape, dtype, link):
+        ctx.link = link
+        return link.receive(shape, dtype)
 
     @staticmethod
     def backward(ctx, g):
-        ctx.comm.send(get_array_module(g).ascontiguousarray(g), ctx.source, ctx.tag)
+        ctx.link.give(g)
         return None  # the anchor gets no gradient
+
+
+class Link:
+    """One tensor crossing between this rank and ``peer`` on ``comm``, and its gradient crossing
+    back, as non-blocking messages: ``request`` is the tensor's, ``grad_request`` the
+    gradient's once posted. Both use ``tag`` (in ``0..comm.tag_ub``, from ``comm.tag(n)``):
+    they travel in opposite directions."""
+
+    def __init__(self, comm, peer: int, tag: int = 0):
+        self.comm, self.peer, self.tag = comm, peer, tag
+        self.request = self.grad_request = self.grad = None
+
+    def wait(self) -> None:
+        """Until the tensor's message is complete: sent, or received into the tensor."""
+        self.comm.wait(self.request)
+
+
+class Outgoing(Link):
+    """The sender's end (GPipe's activation out, its gradient in: Huang et al. 2019, §2.2)."""
+
+    def send(self, x) -> None:
+        xp = get_array_module(x)
+        self.buf = xp.ascontiguousarray(x)  # read by MPI until the send completes
+        self.shape, self.dtype, self.xp = x.shape, x.dtype, xp
+        self.request = self.comm.isend(self.buf, self.peer, self.tag)
+
+    def expect(self):
+        """Post the gradient's receive now, if not yet; returns its request."""
+        if self.grad_request is None:
+            self.grad = self.xp.empty(self.shape, self.dtype)
+            self.grad_request = self.comm.irecv(self.grad, self.peer, self.tag)
+        return self.grad_request
+
+    def gradient(self):
+        """The gradient, once its message is in (posting its receive first if need be), handed
+        over: the link keeps no reference, so it goes with the backward that takes it."""
+        self.comm.wait(self.expect())
+        grad, self.grad = self.grad, None
+        return grad
+
+
+class Incoming(Link):
+    """The receiver's end: the tensor in, and its gradient out as soon as backward gives it."""
+
+    def receive(self, shape, dtype):
+        out = xp_default().empty(shape, dtype)  # written by MPI until the receive completes
+        self.request = self.comm.irecv(out, self.peer, self.tag)
+        return out
+
+    def give(self, g) -> None:
+        self.grad = get_array_module(g).ascontiguousarray(g)
+        self.send_grad()
+
+    def send_grad(self):
+        """Post the gradient's send, if not yet; returns its request."""
+        if self.grad_request is None:
+            if self.grad is None:
+                raise CommError(f"the gradient for rank {self.peer} (tag {self.tag}) is not "
+                                "computed: the received tensor's backward has not run")
+            self.grad_request = self.comm.isend(self.grad, self.peer, self.tag)
+        return self.grad_request
+
+
+class Blocking(Incoming):
+    """:func:`recv`'s end: backward waits until the gradient has gone."""
+
+    def give(self, g) -> None:
+        super().give(g)
+        self.comm.wait(self.grad_request)
+
+
+class Held(Incoming):
+    """An end whose gradient waits for :meth:`send_grad` (a runtime that sends every message
+    where its schedule places it)."""
+
+    def give(self, g) -> None:
+        self.grad = get_array_module(g).ascontiguousarray(g)
+
+
+class HandOff:
+    """Both ends on one rank (consecutive virtual stages of one rank): the tensor and its
+    gradient change hands, copied, without a message."""
+
+    request = grad_request = grad = None
+
+    def send(self, x) -> None:
+        self.tensor = x.copy()
+
+    def receive(self, shape, dtype):
+        return self.tensor
+
+    def give(self, g) -> None:
+        self.grad = g.copy()  # its own array: the sender's backward scales it in place
+
+    def gradient(self):
+        if self.grad is None:
+            raise CommError("a hand-off's gradient is wanted before its receiver's backward ran")
+        return self.grad
+
+    def wait(self) -> None:
+        """Nothing is in flight."""
+
+    def expect(self) -> None:
+        """Nothing to post."""
+
+    def send_grad(self) -> None:
+        """Nothing to post."""
 
 
 def _summed(comm, a):

@@ -253,3 +253,95 @@ def test_the_stand_in_for_the_remote_loss_scales_like_a_loss(comm, pipe):
         close(x.grad, 3 * c * (1 - np.tanh(x0) ** 2), **TIGHT)
     if comm.rank == 1:
         (duals.recv((2, 3), np.float64, pipe, 0) * on_device(c)).sum().backward()
+
+
+def gpipe_blocking(pipe, w0, data, b, d):
+    """Stage k = rank k of :func:`chain`, on the blocking duals: every micro-batch forward, then
+    every one backward in reverse (GPipe). Returns ∂L/∂W_k and, on stage 0, each ∂L/∂x."""
+    k, last = pipe.rank, pipe.size - 1
+    w, xs, ends = leaf(w0), [], []
+    for m, row in enumerate(data):
+        x = leaf(row[0]) if k == 0 else duals.recv((b, d), np.float64, pipe, k - 1, tag=m)
+        h = (x @ w).tanh()
+        xs.append(x)
+        ends.append((h * on_device(row[-1])).sum() if k == last else
+                    (h * on_device(row[k + 1])).sum() + duals.send(h, pipe, k + 1, tag=m))
+    for end in reversed(ends):
+        end.backward()
+    return host(w.grad), [host(x.grad) for x in xs if k == 0]
+
+
+def gpipe_non_blocking(pipe, w0, data, b, d, end):
+    """The same on the non-blocking duals, as a pipeline runtime posts them: every activation's
+    receive before any compute, each waited for only by its forward; every gradient's receive
+    before any backward; the sends waited for at the end. ``end`` is the receiving link's class."""
+    k, last = pipe.rank, pipe.size - 1
+    ups = [end(pipe, k - 1, pipe.tag(m)) for m in range(len(data))] if k > 0 else []
+    xs = [duals.irecv((b, d), np.float64, up) for up in ups] or [leaf(row[0]) for row in data]
+    w, downs, ends = leaf(w0), [], []
+    for m, row in enumerate(data):
+        if ups:
+            ups[m].wait()  # this micro-batch's activation only
+        h = (xs[m] @ w).tanh()
+        ends.append((h * on_device(row[-1 if k == last else k + 1])).sum())
+        if k < last:
+            downs.append(duals.Outgoing(pipe, k + 1, pipe.tag(m)))
+            ends[m] = ends[m] + duals.isend(h, downs[m])
+    for down in downs:
+        down.expect()
+    for m in reversed(range(len(data))):
+        ends[m].backward()
+    pipe.wait_all([up.send_grad() for up in ups] + [down.request for down in downs])
+    return host(w.grad), [host(x.grad) for x in xs if k == 0]
+
+
+@settings(max_examples=6)
+@given(b=st.integers(1, 3), d=st.integers(1, 4), micro=st.integers(1, 3), seed=seeds,
+       end=st.sampled_from(("Incoming", "Held")))
+@shared_verdict
+def test_non_blocking_send_recv_give_the_blocking_gradients(comm, pipe, b, d, micro, seed, end):
+    """Posted early and waited for late (or, with Held, the gradient sent after backward), the
+    non-blocking pair gives bitwise the gradients of the blocking one, which equal one device's."""
+    if comm.size == 1:
+        pytest.skip("a pipeline needs two ranks")
+    r = rng(seed)
+    weights = [r.standard_normal((d, d)) for _ in range(comm.size)]
+    data = [[r.standard_normal((b, d)) for _ in range(comm.size + 1)] for _ in range(micro)]
+    w_grad, x_grads = gpipe_non_blocking(pipe, weights[comm.rank], data, b, d,
+                                         getattr(duals, end))
+    want_w, want_x = gpipe_blocking(pipe, weights[comm.rank], data, b, d)
+    np.testing.assert_array_equal(w_grad, want_w)
+    for got, want in zip(x_grads, want_x, strict=True):
+        np.testing.assert_array_equal(got, want)
+    oracle = [chain(row[0], weights, row[1:-1], row[-1]) for row in data]
+    close(w_grad, sum(o[2][comm.rank] for o in oracle), **TIGHT)
+
+
+@given(seed=seeds, scale=st.sampled_from((1.0, 3.0)))
+@shared_verdict
+def test_a_hand_off_between_chunks_of_one_rank_equals_one_graph(comm, seed, scale):
+    """Two chunks of one rank joined by a hand-off (no message): each backward on its own, the
+    gradients are bitwise those of one graph through both chunks."""
+    r = rng(seed)
+    x0, w1, w2, c = (r.standard_normal((2, 3)), r.standard_normal((3, 3)),
+                     r.standard_normal((3, 3)), r.standard_normal((2, 3)))
+    x, a, b = leaf(x0), leaf(w1), leaf(w2)
+    link = duals.HandOff()
+    token = duals.isend((x @ a).tanh(), link)
+    y = duals.irecv((2, 3), np.float64, link)
+    (((y @ b).tanh() * on_device(c)).sum() * scale).backward()  # the second chunk's B
+    token.backward()  # then the first's
+    x1, a1, b1 = leaf(x0), leaf(w1), leaf(w2)
+    ((((x1 @ a1).tanh() @ b1).tanh() * on_device(c)).sum() * scale).backward()
+    for got, want in ((x.grad, x1.grad), (a.grad, a1.grad), (b.grad, b1.grad)):
+        np.testing.assert_array_equal(host(got), host(want))
+
+
+@shared_verdict
+def test_a_gradient_wanted_before_its_backward_is_refused(comm, pipe):
+    with pytest.raises(CommError, match="backward has not run"):
+        duals.Incoming(pipe, comm.rank, 0).send_grad()
+    link = duals.HandOff()
+    duals.isend(leaf(np.ones(2)), link)
+    with pytest.raises(CommError, match="before its receiver's backward"):
+        link.gradient()

@@ -4,13 +4,11 @@ communicator, one micro-batch activation or gradient per message."""
 from __future__ import annotations
 
 from ...autograd import Tensor, no_grad
-from ...backend import get_array_module, xp_default
 from ...trace.tracer import NULL
+from .. import duals
 from .actions import SENDS, Action, ScheduleError, virtual_stage
 from .lower import receive_for, send_for
 from .shapes import agree_shapes
-
-TAG_SPACE = 32767  # the MPI standard's smallest allowed MPI_TAG_UB
 
 
 class StageFailed(RuntimeError):
@@ -24,12 +22,17 @@ class Runtime:
     received for it, and on the last virtual stage scores the output against the targets with
     ``loss_fn(out, targets, "sum")``: summed losses, so that gradients accumulated over the
     micro-batches are those of the whole batch's summed loss. ``B`` backpropagates from the
-    loss, or from the received gradient of the chunk's output. Sends are non-blocking and go
-    as soon as their compute ends (the rank computes on while a message travels; :meth:`settle`
-    waits for them); each receive is posted where the schedule has it and waited for only by
-    the compute that needs its message (:meth:`_exchange`). Each activation's shape is agreed
-    once per batch shape (:func:`~.shapes.agree_shapes`), never per message. ``STEP`` calls
-    ``on_step(mb)``.
+    loss, or from the stand-in of the chunk's sent output, whose backward takes in the
+    gradient from downstream.
+
+    The messages are the send ↔ recv duals, non-blocking (``duals.isend``, ``duals.irecv``):
+    an activation's send and its gradient's receive are one link, as are an activation's
+    receive and its gradient's send. Sends go as soon as their compute ends (a gradient's from
+    inside B, once backward reaches the chunk's input): the rank computes on while a message
+    travels, and :meth:`settle` waits for them. Each receive is posted where the schedule has
+    it and waited for only by the compute that needs its message (:meth:`_exchange`). Each
+    activation's shape is agreed once per batch shape (:func:`~.shapes.agree_shapes`), never
+    per message. ``STEP`` calls ``on_step(mb)``.
 
     While a step runs, ``held`` tracks the micro-batches forwarded and not yet backwarded and
     the bytes of their boundary activations; ``peak`` and ``peak_bytes`` keep the maxima.
@@ -50,7 +53,8 @@ class Runtime:
         """Run ``actions`` on micro-batches ``micro`` [(inputs, targets), …]; returns the summed
         loss Tensor of each micro-batch that this rank's last virtual stage scored."""
         self.micro, self.on_step = micro, on_step
-        self.inputs, self.outputs, self.grads, self.sends, self.losses = {}, {}, {}, [], {}
+        self.inputs, self.outputs, self.sends, self.losses = {}, {}, [], {}
+        self.sent, self.received = {}, {}  # (mb, chunk) → the link of its output, its input
         self.held, self.handed, self.posted = {}, {}, {}  # posted: receive → its request
         self.planned = {a for a in actions if a.kind in SENDS}  # posted early, when computed
         self.row_shapes = self._agreed(micro[0][0])
@@ -103,7 +107,7 @@ class Runtime:
 
     def settle(self) -> None:
         """Wait for every send in flight (their buffers may then be reused)."""
-        self.comm.wait_all([request for request, _ in self.sends])
+        self.comm.wait_all([request for request, _ in self.sends])  # links keep the buffers
         self.sends = []
 
     def _run_one(self, action: Action) -> None:
@@ -118,7 +122,7 @@ class Runtime:
     # -- compute --------------------------------------------------------------------------------
     def _f(self, a: Action) -> None:
         k = self._k(a)
-        x = self.micro[a.mb][0] if k == 0 else self.inputs[a.mb, a.chunk]
+        x = self.micro[a.mb][0] if k == 0 else self.inputs.pop((a.mb, a.chunk))
         out = self.forward(a, x)
         if k == self.last:
             out = self.loss_fn(out, self.micro[a.mb][1], "sum")
@@ -133,13 +137,12 @@ class Runtime:
         return self.stage.chunks[a.chunk](x)
 
     def _b(self, a: Action) -> None:
-        out = self.outputs.pop((a.mb, a.chunk))
-        self.backward(a, out, None if self._k(a) == self.last else self.grads.pop((a.mb, a.chunk)))
+        self.backward(a, self.outputs.pop((a.mb, a.chunk)))
         del self.held[a.mb, a.chunk]
 
-    def backward(self, a: Action, out, grad) -> None:
-        """Backpropagate from ``out`` (the loss, or an activation with its received ``grad``)."""
-        out.backward(grad)
+    def backward(self, a: Action, root) -> None:
+        """Backpropagate from ``root``: the loss, or the stand-in of the sent activation."""
+        root.backward()
 
     def _w(self, a: Action) -> None:
         raise ScheduleError("this runtime computes weight gradients inside B; a schedule with W "
@@ -151,45 +154,53 @@ class Runtime:
 
     # -- messages -------------------------------------------------------------------------------
     def _send_act(self, a: Action) -> None:
-        self._send(self.outputs[a.mb, a.chunk].data, a, 0)
-
-    def _send_grad(self, a: Action) -> None:
-        x = self.inputs.pop((a.mb, a.chunk))
-        self._send(x.grad, a, 1)
+        key = a.mb, a.chunk
+        if a.peer == self.comm.rank:  # one rank, consecutive chunks: a hand-off, no message
+            link = self.handed[a.mb, self._boundary(a)] = duals.HandOff()
+        else:
+            link = duals.Outgoing(self.comm, a.peer, self._tag(a))
+        self.outputs[key] = duals.isend(self.outputs[key], link)  # the stand-in, for B
+        self.sent[key] = link
+        self._in_flight(link.request, link)
 
     def _recv_act(self, a: Action) -> None:
         rows = len(self.micro[a.mb][0])
         shape, dtype = self.row_shapes[self._k(a)]
-        buf = self._recv((rows, *shape), dtype, a, 0)
-        self.inputs[a.mb, a.chunk] = Tensor(buf, requires_grad=True)  # filled by the wait
+        if a.peer == self.comm.rank:
+            link = self.handed.pop((a.mb, self._boundary(a)))
+        else:  # with sync_sends the gradient goes where the schedule has SEND_GRAD, not in B
+            end = duals.Held if self.sync_sends else duals.Incoming
+            link = end(self.comm, a.peer, self._tag(a))
+        self.inputs[a.mb, a.chunk] = duals.irecv((rows, *shape), dtype, link)  # filled by the wait
+        self.received[a.mb, a.chunk] = link
+        if link.request is not None:
+            self.posted[a] = link.request
 
     def _recv_grad(self, a: Action) -> None:
-        out = self.outputs[a.mb, a.chunk].data
-        self.grads[a.mb, a.chunk] = self._recv(out.shape, out.dtype, a, 1)
+        request = self.sent.pop((a.mb, a.chunk)).expect()  # B's stand-in waits for it
+        if request is not None:
+            self.posted[a] = request
 
-    def _send(self, data, a: Action, grad: int) -> None:
-        buf = get_array_module(data).ascontiguousarray(data)
-        if a.peer == self.comm.rank:  # one rank, consecutive chunks: a hand-off, no message
-            self.handed[self._tag(a, grad)] = buf.copy()
+    def _send_grad(self, a: Action) -> None:
+        link = self.received.pop((a.mb, a.chunk))
+        self._in_flight(link.send_grad(), link)  # posted by B's backward, unless held
+
+    def _in_flight(self, request, link) -> None:
+        """Keep a send's ``request`` (and its ``link``, which holds the buffer) until settled."""
+        if request is None:
             return
-        request = self.comm.isend(buf, a.peer, self._tag(a, grad))
-        self.sends.append((request, buf))  # the buffer lives until the send completes
+        self.sends.append((request, link))
         if self.sync_sends:
             self.settle()
 
-    def _recv(self, shape, dtype, a: Action, grad: int):
-        if a.peer == self.comm.rank:
-            return self.handed.pop(self._tag(a, grad))
-        buf = xp_default().empty(shape, dtype)
-        self.posted[a] = self.comm.irecv(buf, a.peer, self._tag(a, grad))
-        return buf
+    def _tag(self, a: Action) -> int:
+        """The same on both ends and for both directions of one link: the micro-batch and the
+        boundary it crosses, folded into the communicator's tags."""
+        return self.comm.tag(a.mb * self.last + self._boundary(a))
 
-    def _tag(self, a: Action, grad: int) -> int:
-        """The same number on both ends: the micro-batch and the lower virtual stage of the
-        boundary the message crosses, and whether it is a gradient."""
-        k = self._k(a)
-        upstream = a.kind in ("SEND_GRAD", "RECV_ACT")  # the boundary is k − 1 → k
-        return ((a.mb * (self.last + 1) + k - upstream) * 2 + grad) % TAG_SPACE
+    def _boundary(self, a: Action) -> int:
+        """The lower virtual stage of the boundary that the message of ``a`` crosses."""
+        return self._k(a) - (a.kind in ("SEND_GRAD", "RECV_ACT"))  # those cross k − 1 → k
 
     def _k(self, a: Action) -> int:
         return virtual_stage(self.comm.rank, a.chunk, self.p)
