@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -10,25 +9,25 @@ if __name__ == "__main__":  # one thread per library, set before NumPy and PyTor
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
-from . import asynchronous, branches, collectives, dp, pipeline, ps, step, tensor, zero  # noqa: E402
+from . import harness  # noqa: E402
+from .asynchronous import driver as asynchronous  # noqa: E402
+from .branches import driver as branches  # noqa: E402
+from .collectives import driver as collectives  # noqa: E402
+from .dp import driver as dp  # noqa: E402
+from .pipeline import driver as pipeline  # noqa: E402
+from .ps import driver as ps  # noqa: E402
+from .step import driver as step  # noqa: E402
+from .tensor import driver as tensor  # noqa: E402
+from .zero import driver as zero  # noqa: E402
 
-# name → module with add_arguments(parser) and run(args) -> exit code ("async" is a keyword, so
-# its module is asynchronous.py)
-BENCHMARKS = {"step": step, "collectives": collectives, "dp": dp, "pipeline": pipeline,
-              "branches": branches, "tensor": tensor, "ps": ps, "async": asynchronous,
-              "zero": zero}
+BENCHMARKS = {"step": step.BENCHMARK, "collectives": collectives.BENCHMARK, "dp": dp.BENCHMARK,
+              "pipeline": pipeline.BENCHMARK, "branches": branches.BENCHMARK,
+              "tensor": tensor.BENCHMARK, "ps": ps.BENCHMARK, "async": asynchronous.BENCHMARK,
+              "zero": zero.BENCHMARK}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scratchpar.bench",
-                                     description="Run one of scratchpar's benchmarks.")
-    names = parser.add_subparsers(dest="name", metavar="<name>", required=True,
-                                  help=f"one of: {', '.join(BENCHMARKS)}")
-    for name, module in BENCHMARKS.items():
-        module.add_arguments(names.add_parser(name, help=module.__doc__.splitlines()[0],
-                                              description=module.__doc__))
-    args = parser.parse_args(argv)
-    return BENCHMARKS[args.name].run(args)
+    return harness.main(BENCHMARKS, argv)
 
 
 if __name__ == "__main__":

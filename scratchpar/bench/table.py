@@ -18,9 +18,10 @@ def format_table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def table(title: str, rows: list[dict], columns: dict[str, str]) -> str:
-    """A blank line, ``title``, then the table of ``columns`` (header → key of each row dict);
-    a yes/no cell shows as ✓/✗ and a missing one (None) as -."""
+def table(title: str, rows: list[dict], columns: dict[str, str] | list[str]) -> str:
+    """A blank line, ``title``, then the table of ``columns`` (header → key of each row dict, or
+    keys that are their own headers); a yes/no cell shows as ✓/✗ and a missing one (None) as -."""
+    columns = columns if isinstance(columns, dict) else {key: key for key in columns}
     cells = [[_mark(r[k]) for k in columns.values()] for r in rows]
     return f"\n{title}\n" + format_table(list(columns), cells)
 

@@ -1,8 +1,4 @@
-"""PyTorch twins of scratchpar's MLP and GPT, written with the same ops, loaded with its weights.
-
-A twin runs on the GPU when scratchpar does (``--device cuda``), on the CPU otherwise: the double
-is scratchpar's stand-in for a GPU, and PyTorch has none.
-"""
+"""PyTorch twins of scratchpar's MLP and GPT (step and dp benchmarks), loaded with its weights."""
 
 from __future__ import annotations
 
@@ -18,8 +14,9 @@ from .timing import on_host
 
 
 def device_for(device: str) -> torch.device:
-    """Where the twin of a model on scratchpar's ``device`` runs; a GPU run needs PyTorch's CUDA
-    build, since the comparison it exists for is against CUDA eager."""
+    """Where the twin of a model on scratchpar's ``device`` runs: the GPU with ``cuda``, else the
+    CPU (the double is scratchpar's stand-in for a GPU, and PyTorch has none). A GPU run needs
+    PyTorch's CUDA build, since the comparison it exists for is against CUDA eager."""
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"--device cuda: torch {torch.__version__} sees no GPU (a CPU-only "
                            "build?): install a CUDA build of torch, or uninstall it to skip "

@@ -1,26 +1,29 @@
-"""The start of a benchmark's MPI worker that reads one JSON config: its arguments, the world,
-and its device."""
+"""A benchmark's MPI worker: its JSON config in, rank 0's JSON result out (bench/mpijob.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
-from scratchpar import backend
-from scratchpar.allocator import keep_freed_memory
-from scratchpar.comm.mpi import Communicator
+from .. import backend
+from ..allocator import keep_freed_memory
+from ..comm.mpi import Communicator
 
 
-def start(description: str, config_help: str, argv=None):
+def serve(measure) -> int:
     """Parse ``--config JSON --device D --out PATH``, keep freed memory with the process (so
-    what a rank holds is measured, not the allocator's returns), join the world and select this
-    rank's device: ``(args, comm, config)``."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--config", required=True, help=f"JSON: {config_help}")
+    what a rank holds is measured, not the allocator's returns), join the world, select this
+    rank's device, and have rank 0 write ``measure(comm, config)``; exit status 0."""
+    parser = argparse.ArgumentParser(description="one rank of a scratchpar benchmark's job")
+    parser.add_argument("--config", required=True, help="JSON: the part and its settings")
     parser.add_argument("--device", choices=backend.DEVICES, default="cpu")
     parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
-    args = parser.parse_args(argv)
+    args = parser.parse_args()
     keep_freed_memory()
     comm = Communicator()
     backend.set_device(args.device, comm.local_rank)
-    return args, comm, json.loads(args.config)
+    result = measure(comm, json.loads(args.config))
+    if comm.rank == 0:
+        Path(args.out).write_text(json.dumps(result))
+    return 0

@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .collectives_plot import plot_collectives
+from ..bench.collectives.plot import plot_collectives
+from ..bench.dp.plot import plot_scaling
 from .exposure import report
 from .loss_plot import plot_loss
 from .pipeline_plot import plot_trace_stages
-from .scaling_plot import plot_scaling
 from .timeline_plot import plot_timeline
 
 PLOTS = [  # (command, drawing function, what it draws, its input, default PNG)

@@ -9,8 +9,8 @@ from bench_helpers import table_rows
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
 from scratchpar.autograd.held import graph_bytes
-from scratchpar.bench import branches
 from scratchpar.bench.__main__ import main
+from scratchpar.bench.branches import driver as branches
 from scratchpar.nn import Towers
 
 

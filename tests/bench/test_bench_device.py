@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 
 from scratchpar import backend
-from scratchpar.bench import dp_worker
-from scratchpar.bench.cases import gpt_case, mlp_case
-from scratchpar.bench.device import describe, judged, staging
+from scratchpar.bench.dp import worker as dp_worker
+from scratchpar.bench.harness import describe, judged, staging
+from scratchpar.bench.step.cases import gpt_case, mlp_case
 from scratchpar.bench.timing import Timed, interleaved
 from scratchpar.double import tally
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from bench_helpers import table_rows
 
-from scratchpar.bench import ps
 from scratchpar.bench.mpijob import ROOT
-from scratchpar.bench.ps_report import HEADER_BYTES, protocol_bytes, ring_formula
-from scratchpar.bench.ps_standin import StandIn, count_fn, loss_fn
+from scratchpar.bench.ps import driver as ps
+from scratchpar.bench.ps.report import HEADER_BYTES, protocol_bytes, ring_formula
+from scratchpar.bench.standin import StandIn, count_fn, loss_fn
 
 
 @pytest.fixture(scope="module")

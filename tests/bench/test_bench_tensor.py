@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from scratchpar.bench import tensor
 from scratchpar.bench.mpijob import ROOT
+from scratchpar.bench.tensor import driver, formulas
 from scratchpar.nn import Block
 
 
@@ -28,7 +28,7 @@ def quick(tmp_path_factory):
 
 def test_the_json_holds_every_table_for_the_quick_ranks(quick):
     out, result = quick
-    assert result["config"] == tensor.QUICK and result["ranks"] == [1, 2]
+    assert result["config"] == driver.QUICK and result["ranks"] == [1, 2]
     for heading in ("collectives per transformer layer", "speed-up of the transformer MLP",
                     "held per rank"):
         assert heading in out
@@ -65,7 +65,7 @@ def test_parameters_gradients_and_activations_match_their_formulas(quick):
     one = result["one_device"]
     halves = [r for r in result["memory"] if r["t"] == 2]
     assert sum(r["param_bytes"] for r in halves if r["layer"] == "tensor") == \
-        one["param_bytes"] + tensor.FLOAT32 * 6 * tensor.QUICK["block"]["d_model"]
+        one["param_bytes"] + formulas.FLOAT32 * 6 * driver.QUICK["block"]["d_model"]
     by = {(r["t"], r["layer"], r["rank"]): r["activation_bytes"] for r in result["memory"]}
     assert by[2, "sequence", 0] < by[2, "tensor", 0] < by[1, "tensor", 0]
 
@@ -79,8 +79,8 @@ def test_the_speedup_is_the_ratio_of_the_medians_at_t_2(quick):
 
 
 def test_the_parameter_formula_counts_a_whole_block_at_t_1():
-    cfg = tensor.QUICK["block"]
+    cfg = driver.QUICK["block"]
     block = Block(cfg["d_model"], cfg["heads"], np.random.default_rng(0))
-    assert tensor.param_formula(cfg, 1, 0) == 4 * block.num_parameters()
-    assert sum(tensor.param_formula(cfg, 3, r) for r in range(3)) == \
+    assert formulas.param_formula(cfg, 1, 0) == 4 * block.num_parameters()
+    assert sum(formulas.param_formula(cfg, 3, r) for r in range(3)) == \
         4 * block.num_parameters() + 2 * 4 * 6 * cfg["d_model"]  # replicated 6C on each rank

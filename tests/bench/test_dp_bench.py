@@ -5,18 +5,18 @@ import json
 import pytest
 from bench_helpers import table_rows
 
-from scratchpar.bench import dp
 from scratchpar.bench.__main__ import main
+from scratchpar.bench.dp import driver, report
 
 CONTENDERS = {"bucketed", "naive", "compute-only", "alone"}
 
 
 @pytest.mark.parametrize("with_torch", [True, False])
 def test_quick_run_prints_every_table_and_contender(capsys, tmp_path, monkeypatch, with_torch):
-    if with_torch and not dp.torch_available():
+    if with_torch and not driver.torch_available():
         pytest.skip("torch is not installed")
     if not with_torch:
-        monkeypatch.setattr(dp, "torch_available", lambda: False)
+        monkeypatch.setattr(driver, "torch_available", lambda: False)
     path = tmp_path / "dp.json"
     assert main(["dp", "--quick", "--json", str(path)]) == 0
     out = capsys.readouterr().out
@@ -64,7 +64,7 @@ def test_pooling_rounds_takes_the_median_of_every_sample():
         return {1: {"configs": {"deep": {"loss_check": None, "contenders": {
             "naive": {"median_s": 0.0, "samples_s": samples}}}}}}
 
-    pooled = dp.pool([result([1.0, 2.0, 9.0]), result([3.0, 4.0, 5.0])])
+    pooled = driver.pool([result([1.0, 2.0, 9.0]), result([3.0, 4.0, 5.0])])
     assert pooled[1]["configs"]["deep"]["contenders"]["naive"] == {
         "median_s": 3.5, "samples_s": [1.0, 2.0, 9.0, 3.0, 4.0, 5.0]}
 
@@ -72,11 +72,11 @@ def test_pooling_rounds_takes_the_median_of_every_sample():
 def test_jobs_name_each_per_rank_batch_of_a_swept_config():
     configs = {"compute": {"sizes": [2, 2], "per_rank": [4, 8], "target": 8},
                "wide": {"sizes": [2, 2], "per_rank": [2]}, "deep": {"sizes": [2], "per_rank": [3]}}
-    assert dp.jobs(configs) == {"compute@4": ("compute", 4), "compute@8": ("compute", 8),
+    assert report.jobs(configs) == {"compute@4": ("compute", 4), "compute@8": ("compute", 8),
                                 "wide": ("wide", 2), "deep": ("deep", 3)}
-    assert dp.focus(configs) == ["compute@8", "wide", "deep"]
-    assert dp.layers([64] * 33 + [10]) == "64×33-10"
-    assert dp.layers([784, 1024, 1024, 10]) == "784-1024-1024-10"
+    assert report.focus(configs) == ["compute@8", "wide", "deep"]
+    assert report.layers([64] * 33 + [10]) == "64×33-10"
+    assert report.layers([784, 1024, 1024, 10]) == "784-1024-1024-10"
 
 
 def test_efficiency_is_the_one_device_time_over_the_n_rank_time_of_the_same_job():
@@ -85,22 +85,22 @@ def test_efficiency_is_the_one_device_time_over_the_n_rank_time_of_the_same_job(
 
     results = {2: {"configs": {"c": timed(alone=0.010, bucketed=0.0125, torch_alone=0.02,
                                           torch_ddp=0.04)}}}
-    assert dp.efficiency_of(results, 2, "c", "bucketed") == pytest.approx(0.8)
-    assert dp.efficiency_of(results, 2, "c", "torch-ddp") == pytest.approx(0.5)  # torch's own
+    assert report.efficiency_of(results, 2, "c", "bucketed") == pytest.approx(0.8)
+    assert report.efficiency_of(results, 2, "c", "torch-ddp") == pytest.approx(0.5)  # torch's own
 
 
 def test_exposed_fraction_is_the_share_of_the_step_not_spent_computing():
-    assert dp.exposed_fraction(0.040, 0.030) == pytest.approx(0.25)
-    assert dp.exposed_fraction(0.030, 0.030) == 0.0
-    assert dp.exposed_fraction(0.028, 0.030) < 0  # noise can make DP look faster
+    assert report.exposed_fraction(0.040, 0.030) == pytest.approx(0.25)
+    assert report.exposed_fraction(0.030, 0.030) == 0.0
+    assert report.exposed_fraction(0.028, 0.030) < 0  # noise can make DP look faster
 
 
 def test_verdicts_respect_the_direction_of_each_target():
-    assert dp.verdict(0.91, 0.90, higher_is_better=True) == "PASS"
-    assert dp.verdict(0.89, 0.90, higher_is_better=True) == "MISS"
-    assert dp.verdict(0.70, 0.75, higher_is_better=False) == "PASS"
-    assert dp.verdict(0.80, 0.75, higher_is_better=False) == "MISS"
-    assert dp.verdict(None, 0.75, higher_is_better=False) == "n/a"
+    assert report.verdict(0.91, 0.90, higher_is_better=True) == "PASS"
+    assert report.verdict(0.89, 0.90, higher_is_better=True) == "MISS"
+    assert report.verdict(0.70, 0.75, higher_is_better=False) == "PASS"
+    assert report.verdict(0.80, 0.75, higher_is_better=False) == "MISS"
+    assert report.verdict(None, 0.75, higher_is_better=False) == "n/a"
 
 
 def test_world_sizes_and_rounds_must_be_positive():
@@ -121,7 +121,7 @@ def test_device_run_trains_every_contender_on_the_device(capsys, tmp_path):
     out = capsys.readouterr().out
     assert out.startswith("dp benchmark on double (")
     assert "buffers: MPI is not CUDA-aware: device buffers are staged" in out
-    with_torch = dp.torch_available()
+    with_torch = driver.torch_available()
     names = CONTENDERS | ({"torch-ddp", "torch-alone"} if with_torch else set())
     assert {(r[0], r[1]) for r in table_rows(out, "throughput")} == {
         (b, c) for b in ("4", "8") for c in names}

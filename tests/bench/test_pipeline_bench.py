@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from scratchpar.bench import pipeline
 from scratchpar.bench.mpijob import ROOT
-from scratchpar.bench.pipeline_worker import bubble, summary
+from scratchpar.bench.pipeline import driver as pipeline
+from scratchpar.bench.pipeline.worker import bubble, summary
 from scratchpar.trace.tracer import Event
 
 SCHEDULES = ["gpipe", "1f1b", "interleaved", "naive", "bprio", "pipedream"]

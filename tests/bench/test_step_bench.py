@@ -8,8 +8,8 @@ import pytest
 
 import scratchpar.bench
 from scratchpar.bench.__main__ import main
-from scratchpar.bench.cases import Case, Contender
-from scratchpar.bench.step import NotEquivalent, compare
+from scratchpar.bench.step.cases import Case, Contender
+from scratchpar.bench.step.driver import NotEquivalent, compare
 from scratchpar.bench.timing import Timed, on_host
 
 

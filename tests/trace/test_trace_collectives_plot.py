@@ -5,9 +5,9 @@ import struct
 
 import pytest
 
-from scratchpar.bench.collectives_report import human
+from scratchpar.bench.collectives.plot import read_bench
+from scratchpar.bench.collectives.report import human
 from scratchpar.trace.__main__ import main
-from scratchpar.trace.collectives_plot import read_bench
 
 SIZES = [4096, 65536, 1048576]
 ALGORITHMS = ["ring", "recursive_doubling", "tree", "auto", "mpi", "mpi-ring"]

@@ -5,8 +5,8 @@ import struct
 
 import pytest
 
+from scratchpar.bench.dp.plot import read_scaling
 from scratchpar.trace.__main__ import main
-from scratchpar.trace.scaling_plot import read_scaling
 
 BATCHES = [4, 8, 16]
 CONTENDERS = ["bucketed", "naive", "compute-only", "torch-ddp", "alone", "torch-alone"]

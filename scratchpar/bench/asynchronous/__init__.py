@@ -1,0 +1,1 @@
+"""The asynchronous benchmark (CLI name async): Hogwild, EASGD against Downpour, round-robin."""

@@ -1,0 +1,1 @@
+"""The collectives benchmark: the hand-written all-reduces against MPI's own."""

@@ -1,0 +1,172 @@
+"""The collectives benchmark's driver: two MPI jobs per world size, then the tables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from ..harness import Benchmark, describe, judged, staging
+from ..mpijob import job, per_world_size
+from ..table import format_table
+from .alphabeta import algbw, busbw
+from .report import crossovers, fits, human, targets
+
+KIB, MIB = 1024, 1024 * 1024
+HAND_WRITTEN = ["ring", "recursive_doubling", "tree", "auto"]
+MPI_DEFAULT, MPI_RING = "mpi", "mpi-ring"
+JOBS = [  # (contenders as the worker names them, environment, name of its "mpi" contender)
+    (HAND_WRITTEN + ["mpi"], {}, MPI_DEFAULT),
+    (["mpi"], {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}, MPI_RING),
+]
+QUICK_SIZES = [4 * KIB, 64 * KIB, MIB]
+MEMCPY_BYTES = 64 * MIB
+
+
+def byte_size(text: str) -> int:
+    """'4096', '4K', '64M' → bytes (K, M, G: powers of 1024); a whole number of float32s."""
+    scale = {"K": KIB, "M": MIB, "G": 1024 * MIB}.get(text[-1:].upper(), 1)
+    nbytes = int(text[:-1] if scale > 1 else text) * scale
+    if nbytes < 4 or nbytes % 4:
+        raise argparse.ArgumentTypeError(f"{text}: need a positive multiple of 4 bytes")
+    return nbytes
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
+                        help="comma-separated world sizes, each ≥ 2 (default 2,4; --quick: 2)")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--sizes", type=lambda s: [byte_size(b) for b in s.split(",")],
+                       help="comma-separated buffer sizes, e.g. 4K,1M,64M")
+    sizes.add_argument("--max-size", type=byte_size, default=64 * MIB,
+                       help="sizes 4 KiB, 16 KiB, … ×4 up to this (default 64M)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed blocks per contender")
+
+
+def plan(args) -> tuple[list[int], list[int], int, float]:
+    """World sizes, buffer sizes, repeats and seconds per timed block."""
+    ranks = args.ranks or ([2] if args.quick else [2, 4])
+    if min(ranks) < 2:
+        raise SystemExit("--ranks: every world size must be at least 2")
+    if args.sizes:
+        sizes = sorted(set(args.sizes))
+    elif args.quick:
+        sizes = QUICK_SIZES
+    else:
+        sizes = [4 * KIB * 4 ** k for k in range(12) if 4 * KIB * 4 ** k <= args.max_size]
+    if not sizes:
+        raise SystemExit("--max-size: the smallest size is 4K")
+    return (ranks, sizes, 2, 0.001) if args.quick else (ranks, sizes, args.repeats, 0.01)
+
+
+def memcpy_seconds(nbytes: int, repeats: int) -> float:
+    """Median seconds of one np.copyto of ``nbytes`` in this (single) process."""
+    src = np.ones(nbytes // 4, dtype=np.float32)  # (N/4,)
+    dst = np.zeros_like(src)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times[1:]))
+
+
+def measure_world(n: int, cfg: dict, device: str) -> dict:
+    """Both jobs at world size ``n``: ``{"times": {contender: {bytes: seconds}}, "raw": {…},
+    "pingpong": {…}, "copies": {…} (on a device), "cuda_aware": bool}``."""
+    merged = {"times": {}, "raw": {}, "pingpong": None, "copies": None}
+    for i, (contenders, env, mpi_name) in enumerate(JOBS):
+        result = job(n, "scratchpar.bench.collectives.worker",
+                     {**cfg, "contenders": contenders, "pingpong": i == 0}, device, env)
+        for size, per in result["sizes"].items():
+            for name, numbers in per.items():
+                label = mpi_name if name == "mpi" else name
+                merged["times"].setdefault(label, {})[int(size)] = numbers["median_s"]
+                merged["raw"].setdefault(label, {})[int(size)] = numbers
+        merged["pingpong"] = merged["pingpong"] or result["pingpong"]
+        merged["copies"] = merged["copies"] or result["copies"]
+        merged["cuda_aware"] = result["cuda_aware"]
+    return merged
+
+
+def timing_rows(results: dict, sizes: list[int]) -> list[list]:
+    rows = []
+    for n, res in results.items():
+        times = res["times"]
+        for size in sizes:
+            for name in HAND_WRITTEN + [MPI_DEFAULT, MPI_RING]:
+                t = times[name][size]
+                rows.append([n, human(size), name, 1e6 * t, algbw(size, t) / 1e9,
+                             busbw(size, t, n) / 1e9, t / times[MPI_DEFAULT][size]])
+    return rows
+
+
+def ceiling_rows(results: dict, memcpy_s: float) -> list[list]:
+    rows = [["memcpy (np.copyto, host, 1 process)", human(MEMCPY_BYTES), 1e6 * memcpy_s,
+             MEMCPY_BYTES / memcpy_s / 1e9]]
+    for n, res in results.items():
+        pp = res["pingpong"]
+        for kind in ("small", "large"):
+            nbytes, t = pp[f"{kind}_bytes"], pp[f"{kind}_s"]
+            rows.append([f"ping-pong rank 0 ↔ 1 (n={n}), one way", human(nbytes), 1e6 * t,
+                         nbytes / t / 1e9])
+        copies = res["copies"]
+        if copies:
+            for key, what in (("to_host_s", "device → pinned host"),
+                              ("to_device_s", "pinned host → device")):
+                rows.append([f"copy {what} (n={n}, rank 0)", human(copies["bytes"]),
+                             1e6 * copies[key], copies["bytes"] / copies[key] / 1e9])
+    return rows
+
+
+def measure(args) -> dict:
+    ranks, sizes, repeats, block_s = plan(args)
+    print(f"collectives benchmark on {describe(args.device)}: float32 sum all-reduce, world sizes "
+          f"{ranks}, sizes {human(sizes[0])} … {human(sizes[-1])}")
+    print(f"median of {repeats} timed blocks per contender, taken in turns; each block starts at a "
+          f"barrier and repeats the call to last ≥ {1e3 * block_s:g} ms"
+          + ("" if args.device == "cpu" else ", then waits for the device")
+          + "; time = slowest rank")
+    memcpy_s = memcpy_seconds(MEMCPY_BYTES, repeats)
+    cfg = {"sizes": sizes, "repeats": repeats, "block_s": block_s}
+    results, load = per_world_size(ranks, lambda n: measure_world(n, cfg, args.device))
+    cuda_aware = results[ranks[0]]["cuda_aware"]
+    print(f"buffers: {staging(args.device, cuda_aware)}")
+    print(f"load average (1 min) before: {load[0]:.2f}, after: {load[1]:.2f} "
+          f"on {os.cpu_count()} cores")
+    rows = timing_rows(results, sizes)
+    print("\n" + format_table(["n", "size", "algorithm", "µs", "algbw GB/s", "busbw GB/s",
+                               "x mpi"], rows))
+    print("\nceilings\n" + format_table(["what", "size", "µs", "GB/s"],
+                                        ceiling_rows(results, memcpy_s)))
+    fitted = fits(results, sizes)
+    print("\nα-β fit (least squares on relative error, this run's data; β includes the reductions)"
+          "\n" + format_table(["n", "model", "α µs", "β ns/B", "1/β GB/s", "rms rel residual"],
+                              [[f["n"], f["model"], 1e6 * f["alpha_s"], 1e9 * f["beta_s_per_byte"],
+                                1e-9 / f["beta_s_per_byte"], f["rms_rel_residual"]]
+                               for f in fitted]))
+    cross = crossovers(results, sizes)
+    print("\ncrossover for algorithm=\"auto\"\n" + format_table(
+        ["n", "recursive doubling beats ring up to", "MPI's own fastest at"],
+        [[c["n"], human(c["doubling_wins_up_to"]) if c["doubling_wins_up_to"] else "never",
+          ", ".join(map(human, c["mpi_fastest_at"])) or "never"] for c in cross]))
+    verdicts = [{**t, "verdict": judged(args.device, t["verdict"])}
+                for t in targets(results, sizes, MEMCPY_BYTES / memcpy_s)]
+    print("\n" + format_table(["target", "measured", "at", "verdict"],
+                              [[t["target"], t["measured"], t["at"], t["verdict"]]
+                               for t in verdicts]))
+    return {"cuda_aware": cuda_aware, "world_sizes": ranks, "sizes": sizes, "repeats": repeats,
+            "load": load, "block_seconds": block_s,
+            "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
+            "per_world_size": {str(n): {"raw": res["raw"], "pingpong": res["pingpong"],
+                                        "copies": res["copies"]} for n, res in results.items()},
+            "table": [dict(zip(["n", "size", "algorithm", "us", "algbw_gbs", "busbw_gbs",
+                                "x_mpi"], r)) for r in rows],
+            "fits": fitted, "crossovers": cross, "targets": verdicts}
+
+
+BENCHMARK = Benchmark("the hand-written all-reduces (ring, recursive doubling, tree, auto) "
+                      "against MPI's own", "sizes 4 KiB, 64 KiB, 1 MiB, 2 repeats", measure,
+                      add_arguments)

@@ -1,0 +1,72 @@
+"""What the collectives benchmark concludes from ``{n: {"times": {contender: {bytes: s}}}}``."""
+
+from __future__ import annotations
+
+from .alphabeta import busbw, doubling_terms, fit, ring_terms
+
+MIB = 1024 * 1024
+MODELS = [("ring", ring_terms), ("recursive_doubling", doubling_terms)]
+MPI_OWN = ("mpi", "mpi-ring")
+RATIO_TARGETS = [  # docs/collectives.md: (contender, limit on time / MPI's default, sizes)
+    ("ring", 0.9, lambda size: size >= MIB, ">= 1 MiB"),
+    ("auto", 1.3, lambda size: size <= 64 * 1024, "<= 64 KiB"),
+]
+BUSBW_OF_MEMCPY = 0.5
+
+
+def fits(results: dict, sizes: list[int]) -> list[dict]:
+    """α and β of each hand-written algorithm's cost model, per world size."""
+    rows = []
+    for n, res in results.items():
+        for name, terms in MODELS:
+            fitted = fit([terms(size, n) for size in sizes],
+                         [res["times"][name][size] for size in sizes])
+            rows.append({"n": n, "model": name, **fitted})
+    return rows
+
+
+def crossovers(results: dict, sizes: list[int]) -> list[dict]:
+    """Per world size: the largest size where recursive doubling is faster than the ring (None:
+    nowhere), and the sizes where one of MPI's own all-reduces beats every hand-written one."""
+    rows = []
+    for n, res in results.items():
+        t = res["times"]
+        wins = [s for s in sizes if t["recursive_doubling"][s] < t["ring"][s]]
+        mpi_fastest = [s for s in sizes if min(t[m][s] for m in MPI_OWN)
+                       < min(t[h][s] for h in t if h not in MPI_OWN)]
+        rows.append({"n": n, "doubling_wins_up_to": max(wins, default=None),
+                     "doubling_wins_at": wins, "mpi_fastest_at": mpi_fastest})
+    return rows
+
+
+def targets(results: dict, sizes: list[int], memcpy_bytes_per_s: float) -> list[dict]:
+    """PASS/MISS per world size: the worst ratio to MPI's default over the sizes each ratio target
+    covers, and the ring's bus bandwidth at the largest size against memcpy's bandwidth."""
+    rows = []
+    for n, res in results.items():
+        t = res["times"]
+        for name, limit, covers, where in RATIO_TARGETS:
+            ratios = {s: t[name][s] / t["mpi"][s] for s in sizes if covers(s)}
+            worst = max(ratios, key=ratios.get, default=None)
+            rows.append(_verdict(f"n={n}: {name} <= {limit:.2f}x MPI default at {where}",
+                                 ratios.get(worst), worst, lambda r, m=limit: r <= m))
+        largest = sizes[-1]
+        share = busbw(largest, t["ring"][largest], n) / memcpy_bytes_per_s
+        rows.append(_verdict(f"n={n}: ring bus bw >= {BUSBW_OF_MEMCPY:.2f}x memcpy bw", share,
+                             largest, lambda r: r >= BUSBW_OF_MEMCPY))
+    return rows
+
+
+def _verdict(target: str, measured: float | None, at: int | None, ok) -> dict:
+    verdict = "n/a (no size in range)" if measured is None else ("PASS" if ok(measured) else "MISS")
+    return {"target": target, "measured": measured, "at": human(at), "verdict": verdict}
+
+
+def human(nbytes: int | None) -> str:
+    """4096 → '4 KiB', 67108864 → '64 MiB'; None → '-'."""
+    if nbytes is None:
+        return "-"
+    for unit, scale in (("MiB", MIB), ("KiB", 1024)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"

@@ -1,0 +1,1 @@
+"""The data-parallel benchmark: scaling, bucketed against naive, exposed communication, DDP."""

@@ -1,0 +1,71 @@
+"""Draw the data-parallel benchmark JSON: weak-scaling efficiency against the per-rank batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...trace.figure import pyplot, save
+from .report import EFFICIENCY_TARGET
+
+LINES = [  # (contender in the benchmark, its one-device baseline, legend label, style)
+    ("compute-only", "alone", "compute only (no communication)",
+     dict(color="0.5", marker=".", ls=":")),
+    ("naive", "alone", "naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
+    ("bucketed", "alone", "bucketed, overlapped DP", dict(color="C0", marker="o")),
+    ("torch-ddp", "torch-alone", "torch DDP (gloo), against torch on one device",
+     dict(color="C3", marker="D", ls="--")),
+]
+
+
+def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
+    """({(n, contender): {per-rank batch: efficiency}}, world sizes, the MLP's layer sizes) from
+    the compute MLP's sweep; efficiency = t₁ / tₙ at the same per-rank batch, t₁ the one-device
+    baseline timed in the same job."""
+    try:
+        bench = json.loads(Path(path).read_text())
+        per_n = {int(n): r["configs"] for n, r in bench["per_world_size"].items()}
+        sweep = {job: b for job, (name, b) in bench["jobs"].items() if name == "compute"}
+        curves = {}
+        for n in sorted(per_n):
+            for job, b in sweep.items():
+                timed = per_n[n][job]["contenders"]
+                for name, baseline, _, _ in LINES:
+                    if name in timed:
+                        curves.setdefault((n, name), {})[b] = (timed[baseline]["median_s"]
+                                                               / timed[name]["median_s"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path} is not a dp benchmark JSON ({type(e).__name__}: {e})") from e
+    world_sizes = sorted(per_n)
+    if not world_sizes or not sweep:
+        raise ValueError(f"{path} has no world size or no compute MLP sweep")
+    return curves, world_sizes, bench["configs"]["compute"]["sizes"]
+
+
+def plot_scaling(path: str | Path, out: str | Path) -> Path:
+    """Write a PNG: one panel per world size, efficiency of each contender vs per-rank batch."""
+    plt = pyplot()
+
+    curves, world_sizes, sizes = read_scaling(path)
+    fig, axes = plt.subplots(1, len(world_sizes), figsize=(5.5 * len(world_sizes), 4.5),
+                             dpi=120, sharey=True, squeeze=False)
+    for ax, n in zip(axes[0], world_sizes):
+        for name, _, label, style in LINES:
+            curve = curves.get((n, name))
+            if curve:
+                batches = sorted(curve)
+                ax.plot(batches, [curve[b] for b in batches], label=label, **style)
+        ax.axhline(EFFICIENCY_TARGET, color="k", lw=1, ls="--",
+                   label=f"target {EFFICIENCY_TARGET:g} (at 2 ranks)")
+        ax.axhline(1.0, color="0.7", lw=1)
+        ax.set_xscale("log", base=2)
+        batches = sorted({b for (m, _), c in curves.items() if m == n for b in c})
+        ax.set_xticks(batches, [str(b) for b in batches])
+        ax.set_xlabel("samples per rank (compute per byte of gradient grows →)")
+        ax.set_title(f"n = {n} ranks" + (" (oversubscribed)" if n > 2 else ""))
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("weak-scaling efficiency t₁ / tₙ")
+    axes[0, 0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Data parallelism, weak scaling: MLP {'-'.join(map(str, sizes))}, float32 SGD")
+    fig.tight_layout()
+    return save(fig, out)

@@ -1,0 +1,97 @@
+"""The harness every benchmark runs under: its flags, its device's name, figures and JSON."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import backend
+from .mpijob import JobFailed
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark: ``measure(args)`` prints its tables and returns what ``--json`` writes."""
+
+    summary: str  # one line, the launcher's help
+    quick: str  # what --quick runs instead
+    measure: Callable[[argparse.Namespace], dict]
+    add_arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+    figures: str | None = None  # what --figures DIR writes; None: the benchmark draws nothing
+    indent: int | None = 2  # of the JSON; None: compact (records of every step)
+
+
+def main(benchmarks: dict[str, Benchmark], argv=None) -> int:
+    """Parse ``<name> [flags]``, run that benchmark, write its JSON; the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m scratchpar.bench",
+                                     description="Run one of scratchpar's benchmarks.")
+    names = parser.add_subparsers(dest="name", metavar="<name>", required=True,
+                                  help=f"one of: {', '.join(benchmarks)}")
+    for name, bench in benchmarks.items():
+        sub = names.add_parser(name, help=bench.summary, description=bench.summary)
+        bench.add_arguments(sub)
+        sub.add_argument("--quick", action="store_true", help=f"{bench.quick} (smoke test)")
+        sub.add_argument("--json", metavar="PATH", help="also write every number to this file")
+        if bench.figures:
+            sub.add_argument("--figures", metavar="DIR", help=f"write into DIR: {bench.figures}")
+        sub.add_argument("--device", choices=backend.DEVICES, default="cpu",
+                         help="where scratchpar's arrays live: cpu (NumPy), cuda (CuPy), or "
+                              "double (CuPy's rules on the CPU: checks the GPU path, times "
+                              "nothing real); default cpu")
+        sub.set_defaults(figures=None)
+    args = parser.parse_args(argv)
+    bench = benchmarks[args.name]
+    try:
+        record = bench.measure(args)
+    except JobFailed as failure:
+        print(f"{args.name}: {failure}", file=sys.stderr)
+        return 1
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": describe(args.device), "quick": args.quick, **record}, f,
+                      indent=bench.indent, separators=None if bench.indent else (",", ":"))
+    return 0
+
+
+def describe(device: str) -> str:
+    """The device as a table header names it: 'cuda (NVIDIA H100 80GB HBM3)', 'cpu (NumPy)'…"""
+    if device == "cuda":
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]  # bytes in CuPy ≤ 13
+        return f"cuda ({name.decode() if isinstance(name, bytes) else name}, CuPy)"
+    if device == "double":
+        return "double (CuPy's rules on the CPU: a check of the GPU path, not a GPU timing)"
+    return "cpu (NumPy)"
+
+
+def judged(device: str, verdict: str) -> str:
+    """A target's verdict, or none on the double, whose timings measure nothing real."""
+    return "n/a (double)" if device == "double" else verdict
+
+
+def staging(device: str, cuda_aware: bool) -> str:
+    """How device buffers reach MPI in this run (Communicator.cuda_aware), for the tables' notes."""
+    if device == "cpu":
+        return "host buffers: MPI reads them in place"
+    if cuda_aware:
+        return "MPI is CUDA-aware: it reads device buffers itself, after a stream sync"
+    return ("MPI is not CUDA-aware: device buffers are staged through pinned host memory, "
+            "by every contender alike")
+
+
+def draw_figures(directory, draw, *args, without: str = "") -> list[str]:
+    """The paths ``draw(directory, *args)`` wrote, printed; ``[]`` without a ``directory``,
+    or without matplotlib (``without``: what the benchmark still writes then, e.g. its traces)."""
+    if not directory:
+        return []
+    if importlib.util.find_spec("matplotlib") is None:
+        print(f"\nfigures: matplotlib missing (pip install 'scratchpar[plot]'){without}")
+        return []
+    figures = [str(path) for path in draw(directory, *args)]
+    print("\nfigures: " + ", ".join(figures))
+    return figures

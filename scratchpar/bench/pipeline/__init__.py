@@ -1,0 +1,1 @@
+"""The pipeline benchmark: bubbles, stashed activations and throughput against formulas."""

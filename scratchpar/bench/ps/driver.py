@@ -1,0 +1,208 @@
+"""The parameter-server benchmark's driver: three parts, each an MPI job, then the tables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..harness import Benchmark, describe, draw_figures
+from ..mpijob import job, per_world_size
+from ..standin import calibrate
+from ..table import table
+from . import report
+
+BOTTLENECK = {"sizes": [256, 1024, 1024, 10], "batch": 96, "calibrate_rows": 32, "lr": 1e-3,
+              "warmup": 3, "repeats": 20, "steps": 20}
+STALENESS = {"sizes": [128, 512, 512, 10], "batch": 1536, "calibrate_rows": 512, "workers": 3,
+             "servers": 1, "taus": [0, 1, 2, 4], "lr": 1e-3, "steps": 40, "timeline_steps": 6}
+LOSS = {"vocab": 16, "order": 2, "seq": 32, "d_model": 32, "heads": 2, "layers": 2, "batch": 16,
+        "workers": 2, "servers": 1, "lr": 1e-2, "steps": 300, "warmup": 50, "eval_every": 10,
+        "eval_batches": 2, "final_batches": 8, "eval_rows": 32, "rounds": 2}
+QUICK_BOTTLENECK = {**BOTTLENECK, "sizes": [16, 32, 8], "batch": 12, "calibrate_rows": 4,
+                    "warmup": 1, "repeats": 2, "steps": 3}
+QUICK_STALENESS = {**STALENESS, "sizes": [16, 32, 8], "batch": 24, "calibrate_rows": 8,
+                   "steps": 6, "timeline_steps": 3}
+QUICK_LOSS = {**LOSS, "vocab": 8, "order": 1, "seq": 8, "d_model": 8, "layers": 1, "batch": 4,
+              "steps": 8, "warmup": 3, "eval_every": 4, "eval_batches": 1, "final_batches": 1,
+              "eval_rows": 8}
+LOSS_COLUMNS = {"contender": "contender", "updates": "updates", "run s": "seconds",
+                "final held-out": "final", "L0 s": "level0", "L1 s": "level1", "L2 s": "level2",
+                "stale mean": "stale_mean", "stale max": "stale_max",
+                "slowed steps/s": "slowed_steps_per_s", "others steps/s": "other_steps_per_s"}
+TIMELINES = {"ssp0": "sync", "ssp1": "ssp1", "async": "async"}  # part 2's run → figure name
+WORKER = "scratchpar.bench.ps.worker"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--workers", type=lambda s: [int(n) for n in s.split(",")],
+                        help="comma-separated worker counts W of part 1, one job of W + 1 ranks "
+                             "each (default 1,2,3; --quick: 2,3)")
+
+
+def names(taus: list[int]) -> dict[str, str]:
+    """Each contender's key → the name the tables give it."""
+    return {**{f"ssp{t}": f"SSP τ={t}" + (" (sync)" if t == 0 else "") for t in taus},
+            "async": "async (τ=∞)", "sync": "sync", "sync-then-async": "sync-then-async"}
+
+
+def stand_in(cfg: dict) -> tuple[dict, dict]:
+    """The part's config with its stand-in's calibrated per-row time, and the calibration."""
+    calib = calibrate(cfg["sizes"], cfg["calibrate_rows"])
+    return {**cfg, "per_row_s": calib["per_row_s"], "forward_share": calib["forward_share"]}, \
+        calib
+
+
+def configs(sizes: dict, figures: str | None) -> tuple[dict, dict]:
+    """Each part's job config (the stand-ins calibrated, the contenders named) and the
+    calibrations."""
+    bottleneck, calib1 = stand_in(sizes["bottleneck"])
+    stale, calib2 = stand_in(sizes["staleness"])
+    stale.update(contenders=[{"name": f"ssp{t}", "mode": "ssp", "staleness": t}
+                             for t in stale["taus"]] + [{"name": "async", "mode": "async"}],
+                 timelines=TIMELINES, traces=figures)
+    loss = {**sizes["loss"], "contenders": [
+        {"name": "sync", "mode": "sync"}, {"name": "async", "mode": "async"},
+        {"name": "sync-then-async", "mode": "warmup", "warmup": sizes["loss"]["warmup"]}]}
+    parts = {"bottleneck": bottleneck, "staleness": stale, "loss": loss}
+    return {name: {"part": name, **cfg} for name, cfg in parts.items()}, \
+        {"bottleneck": calib1, "staleness": calib2}
+
+
+def run_jobs(cfgs: dict, workers: list[int], device: str) -> tuple[dict, tuple]:
+    """Part 1's job per worker count (S = 2 beside S = 1 at the largest world), then parts 2
+    and 3: the results of each, and the load average before the first and after the last."""
+    ranks = [w + 1 for w in workers]
+
+    def bottleneck(n: int) -> dict:
+        counts = [1, 2] if n == max(ranks) and n >= 3 else [1]
+        return job(n, WORKER, {**cfgs["bottleneck"], "server_counts": counts}, device,
+                   timeout=300)
+
+    out, (before, _) = per_world_size(ranks, bottleneck)
+    out = {"bottleneck": out, **{name: job(cfgs[name]["servers"] + cfgs[name]["workers"], WORKER,
+                                           cfgs[name], device, timeout=300)
+                                 for name in ("staleness", "loss")}}
+    return out, (before, os.getloadavg()[0])
+
+
+def draw(directory: str, rows: dict, runs: dict, floor: float, cfgs: dict,
+         levels: list[float]) -> list[str]:
+    """The three figures (part 3's chosen ``runs``) and part 2's three timelines."""
+    from ...trace.timeline_plot import plot_timeline
+    from .plot import plot_bottleneck, plot_loss_time, plot_staleness
+
+    out, steps = Path(directory), cfgs["loss"]["steps"]
+    paths = [plot_bottleneck(rows["bytes"], rows["speed"], str(out / "ps_bottleneck.png")),
+             plot_staleness(rows["staleness"], str(out / "ps_staleness.png")),
+             plot_loss_time({k: report.curve(r, steps) for k, r in runs.items()},
+                            {k: report.training_curve(r) for k, r in runs.items()},
+                            floor, levels, str(out / "ps_loss_time.png"))]
+    s, w = cfgs["staleness"]["servers"], cfgs["staleness"]["workers"]
+    serve = "rank 0 serves" if s == 1 else f"ranks 0–{s - 1} serve"
+    roles = f"{serve}, ranks {s}–{s + w - 1} work, rank {s} slowed 2× (its extra sleep: 'slowed')"
+    what = {"sync": "synchronous: SSP τ = 0, update for update the synchronous server",
+            "ssp1": "SSP τ = 1", "async": "asynchronous (Downpour, τ = ∞)"}
+    for name, caption in what.items():
+        trace = str(out / f"ps_timeline_{name}.trace.json")
+        paths.append(plot_timeline(trace, trace.replace(".trace.json", ".png"),
+                                   title=f"{caption}: {roles}"))
+    return paths
+
+
+def print_tables(rows: dict, cfgs: dict, levels: list[float]) -> None:
+    """Every part's tables, each titled with what it measured and how."""
+    one, stale, loss = cfgs["bottleneck"], cfgs["staleness"], cfgs["loss"]
+    print(table(f"1. bytes through the busiest server against one rank of the ring: server B = "
+                f"what it received and sent over {one['steps']} steps back to back, as the "
+                "family's server at τ = 0 counts it (protocol B: W·(2·K_s·b + 72) per step, "
+                "+ 72 per worker's leave); "
+                "ring B = one rank's sent + received in one hand-written ring all-reduce of "
+                "the K float32 gradients over all P ranks, counted message by message",
+                rows["bytes"],
+                {"ranks": "ranks", "S": "servers", "W": "workers", "K": "parameters",
+                 "server B": "server_bytes", "protocol B": "protocol_bytes",
+                 "server MB/step": "server_mb_step", "ring B/step": "ring_bytes",
+                 "2·2(P−1)/P·K·b": "ring_formula", "ring MB/step": "ring_mb_step",
+                 "server/ring": "ratio", "busy": "busy"}))
+    print(table(f"1. step time on the same stand-in model and global batch of {one['batch']} "
+                f"rows: sync = SyncParameterServer, dp = DataParallel over every rank (one "
+                f"bucket: {rows['dp_all_reduce']}), in turns from a barrier, median of "
+                f"{one['repeats']} after {one['warmup']}, slowest rank; ssp τ=0 = the family's "
+                f"server, {one['steps']} steps back to back; × dp = dp's time / the contender's",
+                rows["speed"],
+                {"ranks": "ranks", "contender": "contender", "S": "servers", "W": "workers",
+                 "ms/step": "ms", "steps/s": "steps_per_s", "× dp": "vs_dp"}))
+    print(table(f"2. staleness, {stale['servers']} server + {stale['workers']} workers, "
+                f"{stale['steps']} steps back to back, worker 0 (rank {stale['servers']}) "
+                "slowed 2×: after each step it sleeps its own stand-in compute time again; "
+                "staleness of a push = updates applied between its pull and it, from server "
+                "0's report (histogram staleness:pushes)", rows["staleness"],
+                {"contender": "contender", "updates": "updates", "pushes": "pushes",
+                 "sent": "sent", "mean": "mean", "max": "max", "histogram": "histogram",
+                 "server busy": "busy", "run s": "seconds", "updates/s": "updates_per_s"}))
+    print(table("2. idle time per worker: steps/s from the aligned start to its last step; "
+                "wait = mean seconds per step waiting for the pull (wait_s); wait share = "
+                "Σ wait / its run", rows["workers"],
+                {"contender": "contender", "worker": "worker", "rank": "rank",
+                 "slowed": "slowed", "steps/s": "steps_per_s", "wait ms": "wait_ms",
+                 "wait share": "wait_share"}))
+    print(table(f"3. loss against wall-clock: GPT (d_model {loss['d_model']}, layers "
+                f"{loss['layers']}, T {loss['seq']}) on the synthetic language (V "
+                f"{loss['vocab']}, order {loss['order']}), batch {loss['batch']}, Adam lr "
+                f"{loss['lr']}, {loss['steps']} steps per worker, {loss['servers']} server + "
+                f"{loss['workers']} workers, worker 0 slowed 2× (sleeps its measured compute "
+                f"again after each step); sync-then-async: {loss['warmup']} synchronous steps; "
+                f"held-out every {loss['eval_every']} clocks on server 0; levels "
+                + ", ".join(f"L{i} = {v:.3f}" for i, v in enumerate(levels))
+                + f" ({', '.join(f'{q:.0%}' for q in report.LEVELS)} of the best drop): seconds "
+                f"to reach each; each contender's shorter of {loss['rounds']} runs (rounds in "
+                "alternating order)", rows["loss"], LOSS_COLUMNS))
+    print(table("3. every round of part 3 (the runs the table above chose from)",
+                rows["loss_all"], {"round": "round", **LOSS_COLUMNS}))
+
+
+def measure(args) -> dict:
+    quick = args.quick
+    sizes = {"bottleneck": QUICK_BOTTLENECK if quick else BOTTLENECK,
+             "staleness": QUICK_STALENESS if quick else STALENESS,
+             "loss": QUICK_LOSS if quick else LOSS}
+    workers = args.workers or ([2, 3] if quick else [1, 2, 3])
+    if min(workers) < 1:
+        raise SystemExit(f"ps: every worker count must be ≥ 1, got {workers}")
+    cfgs, calib = configs(sizes, args.figures)
+    parts, (before, after) = run_jobs(cfgs, workers, args.device)
+    label, stale, steps = names(cfgs["staleness"]["taus"]), parts["staleness"], \
+        cfgs["loss"]["steps"]
+    runs = report.fastest(parts["loss"]["runs"])
+    levels = report.loss_levels(runs, parts["loss"]["initial"], steps)
+    rows = {"bytes": report.bottleneck_rows(parts["bottleneck"], cfgs["bottleneck"]["steps"]),
+            "speed": report.speed_rows(parts["bottleneck"], cfgs["bottleneck"]["steps"]),
+            "dp_all_reduce": ", ".join(sorted({r["dp_all_reduce"]["name"] for r in
+                                               parts["bottleneck"].values()})),
+            "staleness": report.staleness_rows(stale["runs"], label),
+            "workers": report.worker_rows(stale["runs"], label),
+            "loss": report.loss_rows(runs, levels, steps, label),
+            "loss_all": [{**row, "round": i} for key, rounds in parts["loss"]["runs"].items()
+                         for i, run in enumerate(rounds)
+                         for row in report.loss_rows({key: run}, levels, steps, label)]}
+    print(f"parameter-server benchmark on {describe(args.device)}, {os.cpu_count()} cores, one "
+          f"thread per rank; load average (1 min) before {before:.2f}, after {after:.2f}")
+    for part, c in calib.items():
+        print(f"stand-in compute ({part}): MLP {'→'.join(map(str, sizes[part]['sizes']))} "
+              f"(K = {c['parameters']:,}) calibrated on the CPU at {c['rows']} rows: forward "
+              f"{1e3 * c['forward_s']:.2f} ms, backward {1e3 * c['backward_s']:.2f} ms → "
+              f"{1e6 * c['per_row_s']:.2f} µs per row")
+    print_tables(rows, cfgs, levels)
+    figures = draw_figures(args.figures, draw, rows, runs, parts["loss"]["floor"], cfgs, levels,
+                           without="; traces only")
+    return {"workers": workers, "config": cfgs, "calibration": calib, "levels": levels,
+            "initial": parts["loss"]["initial"], "floor": parts["loss"]["floor"], **rows,
+            "results": parts, "figures": figures, "load": [before, after]}
+
+
+BENCHMARK = Benchmark("parameter servers: the server's bytes against the ring, staleness per "
+                      "τ, loss against wall-clock", "tiny models, a few steps", measure,
+                      add_arguments, indent=None,
+                      figures="ps_bottleneck.png, ps_staleness.png, ps_loss_time.png and "
+                              "ps_timeline_{sync,ssp1,async}.png, from the Chrome traces "
+                              "written beside them")

@@ -1,0 +1,160 @@
+"""The parameter-server benchmark's rows: bytes, step times, staleness, time to a loss."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ...comm.chunks import bounds
+from ...parallel.ps.protocol import Header
+
+HEADER_BYTES = Header.buffer().nbytes  # 9 float64s with every step and with the leave
+LEVELS = (0.5, 0.8, 0.95)  # loss levels: this share of the way to the best final held-out loss
+
+
+def protocol_bytes(k: int, itemsize: int, servers: int, workers: int, steps: int) -> list[int]:
+    """Bytes each server receives and sends when every worker pushes and pulls every step: per
+    step and worker a header, its gradient range and the parameters back (2·K_s·itemsize), then
+    each worker's leave header (server.py's count)."""
+    return [steps * workers * (2 * (stop - start) * itemsize + HEADER_BYTES)
+            + workers * HEADER_BYTES for start, stop in bounds(k, servers)]
+
+
+def ring_formula(k: int, itemsize: int, p: int) -> float:
+    """Bytes a rank sends and receives in a ring all-reduce of k elements: 2(p−1)/p·K·itemsize
+    each way (Patarasuk & Yuan 2009; comm/ring.py)."""
+    return 2 * 2 * (p - 1) / p * k * itemsize
+
+
+def bottleneck_rows(results: dict, steps: int) -> list[dict]:
+    """Per job and server count: the busiest server's measured bytes against the protocol's,
+    and a rank's bytes in the ring all-reduce of the same K gradients over the same ranks."""
+    rows = []
+    for n, r in results.items():
+        k, itemsize = r["parameters"], r["itemsize"]
+        ring = max(x["sent"] + x["received"] for x in r["ring"])
+        for s, family in r["family"].items():
+            s = int(s)
+            measured, report = family["report"]["bytes"], family["report"]
+            busiest = max(range(s), key=lambda i: measured[i])
+            formula = protocol_bytes(k, itemsize, s, n - s, steps)
+            rows.append({"ranks": n, "servers": s, "workers": n - s, "parameters": k,
+                         "server_bytes": measured[busiest], "protocol_bytes": formula[busiest],
+                         "server_mb_step": measured[busiest] / steps / 1e6,
+                         "protocol_mb_step": formula[busiest] / steps / 1e6,
+                         "ring_bytes": ring, "ring_formula": round(ring_formula(k, itemsize, n)),
+                         "ring_mb_step": ring / 1e6,
+                         "ratio": measured[busiest] / steps / ring,
+                         "busy": max(report["busy"]), "pushes": report["pushes"],
+                         "bytes": measured, "protocol": formula})
+    return rows
+
+
+def speed_rows(results: dict, steps: int) -> list[dict]:
+    """Per job: ms per step of each contender in turns (median, slowest rank), and the
+    family's server at τ = 0 back to back; × dp = DataParallel's time over the contender's."""
+    rows = []
+    for n, r in results.items():
+        times = {name: t["median_s"] for name, t in r["timed"].items()}
+        times.update({f"ssp τ=0 S={s}": f["seconds"] / steps for s, f in r["family"].items()})
+        for name, seconds in times.items():
+            s = int(name.rsplit("=", 1)[1]) if "S=" in name else 0
+            rows.append({"ranks": n, "contender": name, "servers": s or None,
+                         "workers": n - s, "ms": 1e3 * seconds, "steps_per_s": 1 / seconds,
+                         "vs_dp": times["dp"] / seconds})
+    return rows
+
+
+def _worker_stats(rank: dict) -> dict:
+    seconds = rank["ends_s"][-1]
+    waits = rank["metrics"].get("wait_s", [])
+    return {"steps_per_s": len(rank["ends_s"]) / seconds,
+            "wait_ms": 1e3 * statistics.mean(waits) if waits else None,
+            "wait_share": sum(waits) / seconds if waits else None}
+
+
+def staleness(report: dict) -> tuple[dict[int, int], float, int]:
+    """Server 0's histogram {staleness: pushes}, its mean and its max."""
+    hist = {int(s): n for s, n in report["staleness"].items()}
+    return hist, sum(s * n for s, n in hist.items()) / max(sum(hist.values()), 1), \
+        max(hist, default=0)
+
+
+def staleness_rows(runs: dict, names: dict) -> list[dict]:
+    """Per contender: its updates, the pushes applied and those the workers sent (one per
+    step), the staleness of the pushes (mean, max, histogram) from server 0's report, the
+    server's busy fraction and the run's length."""
+    rows = []
+    for key, ranks in runs.items():
+        report = ranks[0]["report"]
+        hist, mean, most = staleness(report)
+        seconds = max(r["ends_s"][-1] for r in ranks)
+        rows.append({"contender": names[key], "key": key, "updates": report["version"],
+                     "pushes": report["pushes"], "sent": sum(len(r["ends_s"]) for r in ranks
+                                                             if r["worker"] is not None),
+                     "mean": mean, "max": most,
+                     "histogram": " ".join(f"{s}:{n}" for s, n in sorted(hist.items())),
+                     "staleness": hist, "busy": max(report["busy"]), "seconds": seconds,
+                     "updates_per_s": report["version"] / seconds})
+    return rows
+
+
+def worker_rows(runs: dict, names: dict) -> list[dict]:
+    """Per contender and worker: steps per second from the aligned start to its last step,
+    the mean wait per step for the pull (wait_s), and the share of its run spent waiting."""
+    return [{"contender": names[key], "worker": r["worker"], "rank": r["rank"],
+             "slowed": r["slowed"], **_worker_stats(r)}
+            for key, ranks in runs.items() for r in ranks if r["worker"] is not None]
+
+
+def curve(run: dict, steps: int) -> list[tuple[float, float]]:
+    """(seconds from the aligned start, held-out loss) at each of server 0's evaluations."""
+    server = run["ranks"][0]
+    return [(server["ends_s"][k] if k < steps else server["done_s"], loss)
+            for k, loss in run["evals"]]
+
+
+def training_curve(run: dict) -> list[tuple[float, float]]:
+    """(seconds, server 0's loss of that clock over every worker's units) per step."""
+    server = run["ranks"][0]
+    return [(t, loss) for t, loss in zip(server["ends_s"], server["metrics"]["loss"])
+            if not math.isnan(loss)]
+
+
+def run_seconds(run: dict) -> float:
+    """From the aligned start to the last worker's last step."""
+    return max(r["ends_s"][-1] for r in run["ranks"] if r["worker"] is not None)
+
+
+def fastest(runs: dict) -> dict:
+    """Each contender's shortest run of its rounds: the one least disturbed by other load."""
+    return {key: min(rounds, key=run_seconds) for key, rounds in runs.items()}
+
+
+def loss_levels(runs: dict, initial: float, steps: int) -> list[float]:
+    """The initial held-out loss minus each share in LEVELS of the best final drop."""
+    best = min(curve(run, steps)[-1][1] for run in runs.values())
+    return [initial - q * (initial - best) for q in LEVELS]
+
+
+def loss_rows(runs: dict, levels: list[float], steps: int, names: dict) -> list[dict]:
+    """Per contender's run: updates applied, the run's length, the final held-out loss, the
+    first evaluation at or below each level (seconds), the staleness, each worker's steps/s."""
+    rows = []
+    for key, run in runs.items():
+        points, ranks = curve(run, steps), run["ranks"]
+        report = ranks[0]["report"]
+        workers = [r for r in ranks if r["worker"] is not None]
+        row = {"contender": names[key], "updates": report["version"] if report else steps,
+               "seconds": run_seconds(run), "final": points[-1][1],
+               "stale_mean": None, "stale_max": None,
+               "slowed_steps_per_s": next(_worker_stats(r)["steps_per_s"] for r in workers
+                                          if r["slowed"]),
+               "other_steps_per_s": statistics.mean(_worker_stats(r)["steps_per_s"]
+                                                    for r in workers if not r["slowed"])}
+        for i, level in enumerate(levels):
+            row[f"level{i}"] = next((t for t, loss in points if loss <= level), None)
+        if report:
+            _, row["stale_mean"], row["stale_max"] = staleness(report)
+        rows.append(row)
+    return rows

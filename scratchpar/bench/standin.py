@@ -1,0 +1,112 @@
+"""Stand-in compute: a sleep of the real compute's measured time, beyond the machine's cores."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from .. import nn
+from ..autograd import Function, Tensor
+from ..autograd import functional as F
+from ..backend import get_array_module, rng, sync, to_device
+from ..nn.module import Module
+
+SPIN_S = 1e-3  # the end of a pause is spun, not slept: the kernel wakes a sleeper late
+GRADIENT_SCALE = 1e-3  # dᵢ ~ N(0, 10⁻⁶): SGD moves the parameters a little, nothing diverges
+
+
+def pause(seconds: float) -> None:
+    """Hold for ``seconds``: asleep (no core) until the last ``SPIN_S``, then polling the clock,
+    since a plain ``time.sleep`` overshoots by 0.15–0.5 ms, more than the runtime costs that
+    the benchmarks measure."""
+    deadline = time.perf_counter() + seconds
+    if seconds > SPIN_S:
+        time.sleep(seconds - SPIN_S)
+    while time.perf_counter() < deadline:
+        pass
+
+
+class SleepLinear(Function):
+    """L = scale · Σᵢ ⟨dᵢ, pᵢ⟩ after sleeping ``forward_s``; the backward sleeps ``backward_s``
+    and gives parameter i the gradient g · scale · dᵢ (a new array, as a real backward's)."""
+
+    @staticmethod
+    def forward(ctx, *params, directions, scale: float, forward_s: float, backward_s: float):
+        pause(forward_s)
+        ctx.directions, ctx.scale, ctx.backward_s = directions, scale, backward_s
+        xp = get_array_module(*params)
+        total = sum(xp.vdot(d.ravel(), p.ravel()) for d, p in zip(directions, params))
+        return xp.asarray(scale * total, dtype=params[0].dtype)  # ()
+
+    @staticmethod
+    def backward(ctx, g):
+        pause(ctx.backward_s)
+        return tuple(g * ctx.scale * d for d in ctx.directions)
+
+
+class StandIn(Module):
+    """The MLP ``sizes``'s parameters (its shapes and initialization), moved and updated for
+    real, and a loss over a batch of row ids (B,) that sleeps ``per_row_s`` per row,
+    ``forward_share`` of it forward. The loss is linear in the parameters, L = s · Σᵢ ⟨dᵢ, pᵢ⟩
+    with fixed small dᵢ (s = 1 for the mean, the rows for the sum): every gradient is exact."""
+
+    def __init__(self, sizes: list[int], per_row_s: float, forward_share: float,
+                 dtype=np.float32):
+        self.net = nn.MLP(sizes, np.random.default_rng(0), dtype=dtype)
+        self.per_row_s, self.forward_share = per_row_s, forward_share
+        gen = rng(0, 7)
+        self._directions = tuple(
+            to_device((GRADIENT_SCALE * gen.standard_normal(p.shape)).astype(dtype))
+            for p in self.net.parameters())
+
+    def compute_s(self, rows: int) -> float:
+        """The real MLP's forward and backward seconds on ``rows`` rows, as calibrated."""
+        return rows * self.per_row_s
+
+    def loss(self, batch, reduction: str = "mean") -> Tensor:
+        seconds = self.compute_s(len(batch))
+        return SleepLinear.apply(*self.net.parameters(), directions=self._directions,
+                                 scale=float(len(batch)) if reduction == "sum" else 1.0,
+                                 forward_s=self.forward_share * seconds,
+                                 backward_s=(1 - self.forward_share) * seconds)
+
+
+def loss_fn(model: StandIn, batch, reduction: str = "mean") -> Tensor:
+    return model.loss(batch, reduction)
+
+
+def count_fn(batch) -> int:
+    return len(batch)
+
+
+def calibrate(sizes: list[int], rows: int, repeats: int = 7) -> dict:
+    """Median forward and backward seconds of the real float32 MLP ``sizes`` (cross-entropy) on
+    ``rows`` random rows, in this process, after one untimed run: the stand-in's per-row time
+    and forward share."""
+    model = nn.MLP(sizes, np.random.default_rng(0), dtype=np.float32)
+    gen = np.random.default_rng(1)
+    x = Tensor(to_device(gen.standard_normal((rows, sizes[0])).astype(np.float32)))  # (B, D)
+    y = to_device(gen.integers(0, sizes[-1], rows))  # (B,)
+    runs = []
+    for _ in range(repeats + 1):
+        for p in model.parameters():
+            p.grad = None
+        start = clock()
+        loss = F.cross_entropy(model(x), y)
+        middle = clock()
+        loss.backward()
+        runs.append((middle - start, clock() - middle))
+    forward = statistics.median(f for f, _ in runs[1:])
+    backward = statistics.median(b for _, b in runs[1:])
+    return {"rows": rows, "forward_s": forward, "backward_s": backward,
+            "per_row_s": (forward + backward) / rows,
+            "forward_share": forward / (forward + backward),
+            "parameters": sum(p.size for p in model.parameters())}
+
+
+def clock() -> float:
+    """The time after the device's queued work is done."""
+    sync()
+    return time.perf_counter()

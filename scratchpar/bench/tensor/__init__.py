@@ -1,0 +1,1 @@
+"""The tensor benchmark: Megatron layers' collectives, speed-up and bytes held per rank."""

@@ -1,0 +1,63 @@
+"""ZeRO's figures: bytes per rank by part against the paper's formula, and offload's step split."""
+
+from __future__ import annotations
+
+from ...trace.figure import pyplot, save
+
+PARTS = {"parameters": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868",
+         "host": "#8172b3", "buckets": "#c44e52", "gathered": "#e5ae38", "scratch": "#999999"}
+SPLIT = {"forward_ms": ("forward", "#4c72b0"), "rest_ms": ("backward + comm", "#dd8452"),
+         "copy_ms": ("copies to/from host", "#c44e52"), "update_ms": ("update", "#55a868")}
+FORMULA = ("parameters", "gradients", "optimizer", "host")
+
+
+def plot_memory(rows: list[dict], unit: tuple[str, int], model: str, out_path: str) -> str:
+    """One panel per world size: per contender, rank 0's peak bytes stacked by part, and a
+    dashed outline at the formula's parameters + gradients + optimizer + host."""
+    plt = pyplot()
+    name, scale = unit
+    ranks = sorted({r["ranks"] for r in rows})
+    fig, axes = plt.subplots(1, len(ranks), figsize=(1.5 + 6.5 * len(ranks), 5.6),
+                             squeeze=False, sharey=True)
+    for ax, n in zip(axes[0], ranks):
+        mine = [r for r in rows if r["ranks"] == n]
+        x = range(len(mine))
+        bottom = [0.0] * len(mine)
+        for part, color in PARTS.items():
+            heights = [r[part] / scale for r in mine]
+            ax.bar(x, heights, 0.6, bottom=bottom, color=color, label=part)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+        want = [sum(r[f"formula_{p}"] for p in FORMULA) / scale for r in mine]
+        ax.bar(x, want, 0.8, fill=False, edgecolor="black", linestyle="--", linewidth=1.2,
+               label="formula: params + grads + optim + host")
+        ax.set_xticks(list(x), [r["label"].replace(" ", "\n") for r in mine], fontsize=8)
+        ax.set_title(f"N = {n} ranks")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel(f"peak per rank, rank 0 ({name})")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False, fontsize=8)
+    fig.suptitle(f"ZeRO: bytes held per rank by part against the formula\n{model} "
+                 "(activations, the same for all, not drawn)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return str(save(fig, out_path, dpi=130))
+
+
+def plot_offload(rows: list[dict], ranks: int, out_path: str) -> str:
+    """Per stage, the step without and with offload side by side, stacked: forward, backward
+    with the collectives, the copies to and from the host, the update (rank 0's medians)."""
+    plt = pyplot()
+    mine = [r for r in rows if r["ranks"] == ranks]
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    x = [i + (i // 2) * 0.5 for i in range(len(mine))]  # a gap between the stages' pairs
+    bottom = [0.0] * len(mine)
+    for key, (label, color) in SPLIT.items():
+        heights = [r[key] for r in mine]
+        ax.bar(x, heights, 0.8, bottom=bottom, color=color, label=label)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.set_xticks(x, [r["label"].replace(" offload", "\noffload") for r in mine])
+    ax.set_ylabel("ms per step (rank 0, median)")
+    ax.set_title(f"ZeRO-Offload's step against the stage on the device, N = {ranks}")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    fig.tight_layout()
+    return str(save(fig, out_path, dpi=130))
