@@ -5,6 +5,8 @@
 arrays. Names it does not define are NumPy's, wrapped (namespace.py).
 """
 
+import sys
+
 import numpy as np
 
 from scratchpar.double import cuda, tally
@@ -13,7 +15,6 @@ from scratchpar.double.namespace import (
     Namespace,
     asnumpy,
     empty_pinned,
-    get_array_module,
     scatter_add,
 )
 from scratchpar.double.tally import watch
@@ -22,6 +23,13 @@ ndarray = DeviceArray
 linalg = Namespace("scratchpar.double.linalg", np.linalg)
 random = Namespace("scratchpar.double.random", np.random)
 _NUMPY = Namespace(__name__, np)
+
+
+def get_array_module(*arrays):
+    """This package, the double's array module, if any argument is a device array, else NumPy
+    (``cupy.get_array_module``)."""
+    return sys.modules[__name__] if any(type(a) is DeviceArray for a in arrays) else np
+
 
 __all__ = ["DeviceArray", "DoubleError", "MPIReads", "asnumpy", "cuda", "empty_pinned",
            "get_array_module", "linalg", "ndarray", "random", "scatter_add", "tally", "watch"]

@@ -97,10 +97,3 @@ def asnumpy(x, out=None) -> np.ndarray:
     if type(x) is DeviceArray:
         return x.get(out=out)
     return np.asarray(x)
-
-
-def get_array_module(*arrays):
-    """The double's namespace if any argument is a device array, else NumPy."""
-    from scratchpar import double
-
-    return double if any(type(a) is DeviceArray for a in arrays) else np
