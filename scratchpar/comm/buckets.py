@@ -9,6 +9,7 @@ import numpy as np
 from scratchpar.backend import get_array_module
 from scratchpar.comm import collectives
 from scratchpar.comm.errors import CommError
+from scratchpar.comm.flat import Layout
 from scratchpar.comm.progress import Handle
 
 
@@ -38,7 +39,6 @@ class Buckets:
         if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
             raise CommError(f"bucket_bytes must be a positive integer, got {bucket_bytes!r}")
         self.bucket_bytes = bucket_bytes
-        self.slots: list[Slot] = []  # per array
         self.members: list[list[int]] = []  # per bucket: indices of its arrays, in order
         sizes, dtypes, open_bucket = [], [], {}  # open_bucket: dtype → bucket still filling
         for i, a in enumerate(arrays):
@@ -50,10 +50,18 @@ class Buckets:
                 sizes.append(0)
                 dtypes.append(dtype)
                 self.members.append([])
-            self.slots.append(Slot(k, sizes[k], int(a.size), tuple(a.shape)))
             self.members[k].append(i)
             sizes[k] += int(a.size)
-        self.sizes, self.dtypes = sizes, dtypes  # per bucket: elements, dtype
+        self.dtypes = dtypes  # per bucket
+        self.layouts = [Layout([arrays[i].shape for i in members], dtype)  # per bucket
+                        for members, dtype in zip(self.members, dtypes)]
+        self.sizes = [layout.n for layout in self.layouts]  # per bucket: elements
+        self.slots: list[Slot] = [None] * len(arrays)  # per array
+        self._place = [0] * len(arrays)  # per array: its index among its bucket's members
+        for k, (members, layout) in enumerate(zip(self.members, self.layouts)):
+            for j, i in enumerate(members):
+                self.slots[i] = Slot(k, layout.offsets[j], layout.sizes[j], layout.shapes[j])
+                self._place[i] = j
         self._xp = get_array_module(*arrays)
         self._buffers = [None] * len(sizes)
 
@@ -72,23 +80,23 @@ class Buckets:
 
     def view(self, i: int):
         """Array ``i`` as it stands in its bucket (a view: the next pack overwrites it)."""
-        s = self.slots[i]
-        return self.buffer(s.bucket)[s.offset:s.offset + s.size].reshape(s.shape)
+        k = self.slots[i].bucket
+        return self.layouts[k].view(self.buffer(k), self._place[i])
 
     def pack(self, arrays, bucket: int | None = None) -> None:
-        """Copy ``arrays`` (the list the plan was made for) into every bucket, or one bucket."""
+        """Copy ``arrays`` (the list the plan was made for; None counts as zeros) into every
+        bucket, or one bucket."""
         self._check(arrays, "pack")
-        for i in range(len(self.slots)) if bucket is None else self.members[bucket]:
-            s = self.slots[i]
-            self.buffer(s.bucket)[s.offset:s.offset + s.size] = arrays[i].reshape(-1)
+        for k in range(len(self)) if bucket is None else [bucket]:
+            self.layouts[k].pack([arrays[i] for i in self.members[k]], self.buffer(k))
 
     def unpack(self, out=None) -> list:
         """The arrays back out of the buffers: as new arrays, or written into ``out``."""
         if out is None:
             return [self.view(i).copy() for i in range(len(self.slots))]
         self._check(out, "unpack")
-        for i, o in enumerate(out):
-            o[...] = self.view(i)
+        for k, members in enumerate(self.members):
+            self.layouts[k].unpack(self.buffer(k), [out[i] for i in members])
         return out
 
     def start(self, comm, bucket: int, op: str = "sum", algorithm: str = "auto") -> Handle:
@@ -110,6 +118,6 @@ class Buckets:
             raise CommError(f"{what}: the plan has {len(self.slots)} arrays, got {len(arrays)}")
         for i, (a, s) in enumerate(zip(arrays, self.slots)):
             dtype = self.dtypes[s.bucket]
-            if tuple(a.shape) != s.shape or a.dtype != dtype:
+            if a is not None and (tuple(a.shape) != s.shape or a.dtype != dtype):
                 raise CommError(f"{what}: array {i} is {tuple(a.shape)} {a.dtype}, the plan "
                                 f"has {s.shape} {dtype}")

@@ -7,6 +7,7 @@ import contextlib
 from ..backend import get_array_module
 from ..comm import collectives
 from ..comm.buckets import Buckets
+from ..comm.overlap import Overlap
 from ..data.shard import shard
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
@@ -87,7 +88,8 @@ class DataParallel(DataParallelNaive):
     backward roughly finishes their gradients. When the last gradient of bucket k is final, the
     buckets up to k that are complete are packed and started, always in bucket order, so every
     rank posts the same collectives in the same sequence; each later gradient also advances the
-    ones in flight. The sum and the 1/N scaling are those of :class:`DataParallelNaive`.
+    ones in flight (:class:`~scratchpar.comm.overlap.Overlap`, which ZeRO's stages share). The
+    sum and the 1/N scaling are those of :class:`DataParallelNaive`.
 
     No gradient is copied more than once: a bucket holding a single array (any array larger
     than ``bucket_bytes``) is reduced in place in the gradient itself, and after the reduction
@@ -100,6 +102,7 @@ class DataParallel(DataParallelNaive):
         self.order = self.params[::-1]
         self.plan = Buckets([p.data for p in self.order], bucket_bytes)
         self.index = {id(p): j for j, p in enumerate(self.order)}
+        self.overlap = Overlap([len(m) for m in self.plan.members], self._start_bucket)
         self.syncing = True
 
     @contextlib.contextmanager
@@ -116,13 +119,11 @@ class DataParallel(DataParallelNaive):
             return self._accumulate(global_batch)
         with self.tracer.region("forward", "compute"):
             totals, local = self._forward(global_batch)
-        self._missing = [len(m) for m in self.plan.members]  # per bucket: gradients not final
-        self._next, self._inflight, self._in_place = 0, [totals], set()
+        self._totals_handle, self._in_place = totals, set()
+        self.overlap.begin()
         with self.tracer.region("backward", "compute"):
             local.backward(on_grad_ready=self._ready)
-        self._start(final=True)
-        for handle in self._inflight:
-            handle.wait()
+        self.overlap.finish()
         for j, p in enumerate(self.order):
             if j not in self._in_place:
                 p.grad = self.plan.view(j)  # valid until the next step packs this bucket again
@@ -139,29 +140,20 @@ class DataParallel(DataParallelNaive):
         return {"loss": loss_sum / max(units, 1.0)}
 
     def _ready(self, leaf) -> None:
+        """A gradient is final: its bucket may start; the collectives in flight, and the loss
+        totals' all-reduce, advance."""
         j = self.index.get(id(leaf))
-        if j is not None:
-            k = self.plan.slots[j].bucket
-            self._missing[k] -= 1
-            if self._missing[k] == 0:
-                self._start(final=False)
-        self._inflight = [h for h in self._inflight if not h.test()]
+        self.overlap.ready(None if j is None else self.plan.slots[j].bucket)
+        self._totals_handle.test()
 
-    def _start(self, final: bool) -> None:
-        """Pack and start buckets in order while they are complete; after backward (``final``)
-        every bucket left, the gradients backward did not reach counting as zeros."""
-        while self._next < len(self.plan) and (final or self._missing[self._next] == 0):
-            k, members = self._next, self.plan.members[self._next]
-            alone = self.order[members[0]] if len(members) == 1 else None
-            if alone is not None and alone.grad is not None:  # its own bucket: reduce in place
-                alone.grad = self.xp.ascontiguousarray(alone.grad)
-                self._inflight.append(collectives.all_reduce_start(self.comm, alone.grad))
-                self._in_place.add(members[0])
-            else:
-                grads = [p.data for p in self.order]  # stand-ins: only bucket k is read
-                for j in members:
-                    grad = self.order[j].grad
-                    grads[j] = self.xp.zeros_like(self.order[j].data) if grad is None else grad
-                self.plan.pack(grads, bucket=k)
-                self._inflight.append(self.plan.start(self.comm, k))
-            self._next += 1
+    def _start_bucket(self, k: int):
+        """Start bucket k's all-reduce: in place in a gradient alone in its bucket, else packed
+        (a gradient backward did not reach packs as zeros)."""
+        members = self.plan.members[k]
+        alone = self.order[members[0]] if len(members) == 1 else None
+        if alone is not None and alone.grad is not None:  # its own bucket: reduce in place
+            alone.grad = self.xp.ascontiguousarray(alone.grad)
+            self._in_place.add(members[0])
+            return collectives.all_reduce_start(self.comm, alone.grad)
+        self.plan.pack([p.grad for p in self.order], bucket=k)
+        return self.plan.start(self.comm, k)

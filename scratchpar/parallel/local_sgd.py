@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
-from ..comm import collectives
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
-from ..optim import guarded_step, skipped
-from ..optim.clip import grad_norm_array
-from ..optim.guard import read_scalars
+from . import local_step
 from .dp import DataParallel
 from .strategy import Strategy
 
@@ -44,18 +39,8 @@ class LocalSGD(Strategy):
         if self.steps <= self.warmup:
             return self.sync.step(global_batch)
         loss, n = self.sync.local_loss(global_batch)  # Lᵣ summed over this rank's nᵣ units
-        (loss * (1.0 / self.sync.xp.maximum(n, 1))).backward()  # this rank's mean gradient
-        norm = grad_norm_array(self.sync.params)  # ‖gᵣ‖, 0-d
-        totals = self.sync.xp.zeros(3, "float64")  # [Lᵣ, nᵣ, ‖gᵣ‖], summed: Σ‖gᵣ‖ finite iff all
-        totals[0], totals[1], totals[2] = loss.data, n, norm
-        reduced = collectives.all_reduce_(self.comm, totals)
-        loss_sum, total, norms, norm = read_scalars(*reduced, norm)  # the step's one wait
-        mean_loss = loss_sum / max(total, 1.0)
-        if math.isfinite(norms):  # iff every replica's gradient is
-            metrics = guarded_step(self.optimizer, self.sync.params, mean_loss, self.grad_clip,
-                                   norm)
-        else:
-            metrics = skipped(mean_loss, norm)
+        verdict = local_step.from_summed(self.comm, self.sync.params, loss, n)
+        metrics = verdict.step(self.optimizer, self.sync.params, self.grad_clip)
         if not metrics["skipped"]:
             self.diverged = True
         if self.every and (self.steps - self.warmup) % self.every == 0:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ...backend import get_array_module
+from ...comm.flat import Layout
 from ...data.shard import shard
 from ...optim import guarded_step, skipped
 from ...optim.guard import backward_verdict
@@ -36,6 +37,7 @@ class AsyncEASGD(MasterAndWorkers):
                              f"ρ ≥ 0 and τ ≥ 1; got {comm.size} rank(s), ρ = {rho}, τ = {tau}")
         super().__init__(model, optimizer, loss_fn, count_fn, comm, rho, grad_clip, "easgd")
         self.tau, self.exchanges = tau, 0
+        self.layout = Layout([c.shape for c in self.centre], self.centre[0].dtype)  # x end to end
         if self.comm.rank == 0:
             self.clock = dict.fromkeys(range(1, comm.size), 0)
             self.served = dict.fromkeys(self.clock, 0)  # exchanges per worker
@@ -64,17 +66,16 @@ class AsyncEASGD(MasterAndWorkers):
                         norm, grad=exchange, pushes=self.exchanges)
         requests = [self.comm.isend(header.pack(), 0, HEADER)]
         if exchange:
-            flat = xp.concatenate([p.data.reshape(-1) for p in self.params])  # xⁱ (K,)
+            flat = self.layout.flatten(xp, [p.data for p in self.params])  # xⁱ (K,)
             diff = xp.empty_like(flat)
             requests += [self.comm.isend(flat, 0, WEIGHTS), self.comm.irecv(diff, 0, DIFFERENCE)]
         self.comm.wait_all(requests)
         if not finite:
             return skipped(mean, norm)
         if exchange:
-            alpha, start = self.optimizer.lr * self.rho, 0
-            for p in self.params:
-                p.data -= alpha * diff[start:start + p.size].reshape(p.shape)  # eq. 3, elastic
-                start += p.size
+            alpha = self.optimizer.lr * self.rho
+            for p, d in zip(self.params, self.layout.views(diff)):
+                p.data -= alpha * d  # eq. 3's elastic term
         return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
 
     def _leave(self) -> None:
@@ -109,14 +110,12 @@ class AsyncEASGD(MasterAndWorkers):
 
     def _exchange(self, w: int, alpha: float) -> None:
         """Worker w's xⁱ in; d = xⁱ − x̃ out; x̃ ← x̃ + α d (eq. 4 with one worker)."""
-        theirs = np.empty(sum(c.size for c in self.centre), self.centre[0].dtype)  # (K,)
+        theirs = np.empty(self.layout.n, self.layout.dtype)  # (K,)
         self.comm.recv(theirs, w, WEIGHTS)
-        diff, start = np.empty_like(theirs), 0
-        for c in self.centre:
-            d = theirs[start:start + c.size].reshape(c.shape) - c  # xⁱ − x̃
-            diff[start:start + c.size] = d.reshape(-1)
+        diff = np.empty_like(theirs)  # (K,)
+        for c, x, d in zip(self.centre, self.layout.views(theirs), self.layout.views(diff)):
+            np.subtract(x, c, out=d)  # xⁱ − x̃
             c += alpha * d
-            start += c.size
         self.comm.send(diff, w, DIFFERENCE)
         self.exchanges += 1
         self.served[w] += 1

@@ -1,17 +1,13 @@
 """Synchronous EASGD: every τ steps the ranks all-reduce their elastic differences (Zhang et al.
-2015, §3, eqs. 3–4, which seed 001 numbers (1) and (2); τ is §3's communication period)."""
+2015, §3, eqs. 3–4; τ is §3's communication period)."""
 
 from __future__ import annotations
-
-import math
 
 from ...backend import get_array_module
 from ...comm import collectives
 from ...comm.buckets import Buckets
 from ...data.shard import shard
-from ...optim import guarded_step, skipped
-from ...optim.clip import grad_norm_array
-from ...optim.guard import read_scalars
+from .. import local_step
 from ..strategy import Strategy
 from .state import ElasticState
 
@@ -51,20 +47,11 @@ class SyncEASGD(ElasticState, Strategy):
         batch = shard(global_batch, self.comm.rank, self.comm.size)
         self.optimizer.zero_grad()
         loss = self.loss_fn(self.model, batch)  # the mean over this worker's units
-        loss.backward()
-        xp = get_array_module(loss.data)
-        norm = grad_norm_array(self.params)
-        n = xp.asarray(self.count_fn(batch), dtype="float64")
-        totals = xp.stack([loss.data.astype("float64") * n, n, xp.asarray(norm, "float64")])
-        reduced = collectives.all_reduce_(self.comm, totals)  # [Σ Lᵢnᵢ, N, Σ‖gᵢ‖]
-        loss_sum, units, norms, norm = read_scalars(*reduced, norm)
-        mean = loss_sum / max(units, 1.0)
+        verdict = local_step.from_mean(self.comm, self.params, loss, self.count_fn(batch))
         t, self.steps = self.steps, self.steps + 1
-        if not math.isfinite(norms + mean):
-            return skipped(mean, norm)
-        if t % self.tau == 0:
+        if verdict.finite and t % self.tau == 0:
             self.exchange(self.optimizer.lr * self.rho)
-        return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
+        return verdict.step(self.optimizer, self.params, self.grad_clip)
 
     def exchange(self, alpha: float) -> None:
         """The elastic moves of eqs. 3–4, from this step's xⁱ and x̃, on every rank alike."""

@@ -11,12 +11,8 @@ import math
 
 import numpy as np
 
+from ...comm.flat import Layout
 from ...comm.window import RemoteArray, SharedArray
-
-
-def _offsets(shapes) -> list[int]:
-    sizes = [math.prod(s) for s in shapes]
-    return [sum(sizes[:k]) for k in range(len(sizes) + 1)]
 
 
 class SharedStore:
@@ -25,9 +21,9 @@ class SharedStore:
     ranks writing one coordinate at once may lose one of the two updates."""
 
     def __init__(self, comm, shapes, dtype):
-        self.comm, at = comm, _offsets(shapes)
-        self.shared = SharedArray(comm, at[-1], dtype)  # θ, (K,)
-        self.views = [self.shared.array[a:b].reshape(s) for a, b, s in zip(at, at[1:], shapes)]
+        self.comm, layout = comm, Layout(shapes, dtype)
+        self.shared = SharedArray(comm, layout.n, dtype)  # θ, (K,)
+        self.views = layout.views(self.shared.array)
 
     def read(self, k: int, rows) -> np.ndarray:
         return self.views[k][rows].copy()
@@ -63,21 +59,21 @@ class RemoteStore:
     see some of another worker's write and not the rest."""
 
     def __init__(self, comm, shapes, dtype):
-        self.comm, self.shapes, self.at = comm, [tuple(s) for s in shapes], _offsets(shapes)
-        self.remote = RemoteArray(comm, self.at[-1], dtype, owner=0)  # θ, (K,), on rank 0
+        self.comm, self.layout = comm, Layout(shapes, dtype)
+        self.remote = RemoteArray(comm, self.layout.n, dtype, owner=0)  # θ, (K,), on rank 0
 
     def _indices(self, k: int, rows):
         """The flat positions of parameter k's ``rows`` in θ: a slice, or an int array (n·C,)."""
-        start, shape = self.at[k], self.shapes[k]
+        start, shape = self.layout.offsets[k], self.layout.shapes[k]
         if isinstance(rows, slice):
-            return slice(start, self.at[k + 1])
+            return slice(start, start + self.layout.sizes[k])
         width = math.prod(shape[1:])  # C, the elements of one row
         return (start + rows[:, None] * width + np.arange(width)).reshape(-1)
 
     def read(self, k: int, rows) -> np.ndarray:
         flat = self.remote.read(self._indices(k, rows))
-        return flat.reshape(self.shapes[k] if isinstance(rows, slice) else
-                            (len(rows), *self.shapes[k][1:]))
+        shape = self.layout.shapes[k]
+        return flat.reshape(shape if isinstance(rows, slice) else (len(rows), *shape[1:]))
 
     def subtract(self, k: int, rows, values: np.ndarray) -> None:
         self.remote.add(self._indices(k, rows), -values)  # θ_v ← θ_v − γ g_v, atomically
@@ -86,12 +82,11 @@ class RemoteStore:
         self.remote.settle()
 
     def values(self) -> list[np.ndarray]:
-        return [self.read(k, slice(None)) for k in range(len(self.shapes))]
+        return [self.read(k, slice(None)) for k in range(len(self.layout.shapes))]
 
     def assign(self, arrays) -> None:
         """θ ← ``arrays``: a store into rank 0's own memory (rank 0 calls it; settle after)."""
-        for a, b, value in zip(self.at, self.at[1:], arrays):
-            self.remote.local[a:b] = value.reshape(-1)
+        self.layout.pack(arrays, self.remote.local)
 
     def free(self) -> None:
         self.remote.free()

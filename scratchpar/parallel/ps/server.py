@@ -13,7 +13,6 @@ range is at version u is u − v updates stale (Ho et al. 2013, §2; Dean et al.
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter, defaultdict, deque
 
 import numpy as np
@@ -27,11 +26,11 @@ from .protocol import (
     LEAVE,
     PULL,
     PUSH,
-    STATS,
     Header,
     ProtocolError,
     weighted_mean,
 )
+from .stats import ServerStats
 
 
 class Server:
@@ -56,20 +55,14 @@ class Server:
         self.waiting, self.holder = deque(), None  # the lock (locked mode)
         self.version, self.served, self.last_norm = 0, 0, 0.0
         self.staleness, self.recent = Counter(), []  # the run's histogram, this step's values
-        self.serving, self.idle = 0.0, 0.0  # seconds in _serve_until, and waiting there
         self.sends: list = []  # (request, buffer) until the send completes
-        self.moved = 0  # bytes received and sent by this server, headers included
-        self.inbox = {w: self._post(w, HEADER) for w in workers}
-        self.busy = {s: 0.0 for s in range(ps.servers)}  # server 0: each server's busy fraction
-        self.bytes = {s: 0 for s in range(ps.servers)}  # server 0: each server's bytes moved
-        self.finals: set[int] = set()
-        if self.s == 0:
-            self.inbox.update({("stats", s): self._post(s, STATS, 4) for s in
-                               range(1, ps.servers)})
+        self.inbox = {w: self._post(w) for w in workers}
+        self.stats = ServerStats(self.comm, self.s, ps.servers)  # busy fractions and bytes
+        self.stats.post(self.inbox)
 
-    def _post(self, source: int, tag: int, n: int = 9):
-        buf = np.empty(n)
-        return buf, self.comm.irecv(buf, source, tag)
+    def _post(self, w: int):
+        buf = Header.buffer()
+        return buf, self.comm.irecv(buf, w, HEADER)
 
     # -- the loop's protocol ----------------------------------------------------------------------
     def step(self, _batch=None) -> dict:
@@ -81,54 +74,50 @@ class Server:
         self.recent = []
         self._serve_until(lambda: all(self.clock[w] > k for w in self.active))
         self.served += 1
-        self._report(final=False)
+        self.stats.report(final=False, sends=self.sends)
         total, units = self.losses.pop(k, (0.0, 0.0))
         stale = self.recent or [0]
         return {"loss": total / units if units else math.nan, "grad_norm": self.last_norm,
                 "skipped": not units, "staleness_mean": float(np.mean(stale)),
                 "staleness_max": int(max(stale)), "version": self.version,
-                "busy": [round(self.busy[s], 4) for s in sorted(self.busy)]}
+                "busy": self.stats.fractions()}
 
     def shutdown(self) -> dict | None:
         """Serve until every worker has left (and, on server 0, every server has reported);
         server 0 returns the run's report: pushes, staleness histogram, busy fractions."""
         self._serve_until(lambda: not self.active)
-        self._report(final=True)
+        self.stats.report(final=True, sends=self.sends)
         if self.s == 0:
-            self._serve_until(lambda: len(self.finals) == self.ps.servers - 1)
+            self._serve_until(self.stats.all_reported)
         self.comm.wait_all([request for request, _ in self.sends])
         self.sends = []
         if self.s != 0:
             return None
         pushes, counts = sum(self.pushes.values()), self.staleness
         mean = sum(k * n for k, n in counts.items()) / max(sum(counts.values()), 1)
-        busy = [round(self.busy[s], 4) for s in sorted(self.busy)]
         most = max(counts, default=0)
         line = (f"parameter servers: {pushes:,} pushes applied, as many as the workers sent, in "
-                f"{self.version:,} updates · staleness mean {mean:.2f}, max {most} · busy "
-                f"{', '.join(f'{100 * b:.0f}%' for b in busy)} (server"
-                f"{' 0' if len(busy) == 1 else f's 0–{len(busy) - 1}'})")
-        return {"pushes": pushes, "version": self.version, "busy": busy, "summary": line,
-                "staleness": dict(sorted(counts.items())),
-                "bytes": [self.bytes[s] for s in sorted(self.bytes)]}
+                f"{self.version:,} updates · staleness mean {mean:.2f}, max {most} · "
+                f"{self.stats.busy_line()}")
+        return {"pushes": pushes, "version": self.version, "busy": self.stats.fractions(),
+                "summary": line, "staleness": dict(sorted(counts.items())),
+                "bytes": [self.stats.bytes[s] for s in sorted(self.stats.bytes)]}
 
     # -- serving ----------------------------------------------------------------------------------
     def _serve_until(self, done) -> None:
-        begin = time.perf_counter()
-        while not done():
-            keys = list(self.inbox)
-            start = time.perf_counter()
-            i = self.comm.wait_any([self.inbox[key][1] for key in keys])
-            self.idle += time.perf_counter() - start
-            key = keys[i]
-            buf, _ = self.inbox.pop(key)
-            if isinstance(key, tuple):  # bookkeeping between servers, not the protocol's bytes
-                self._stats(key[1], buf)
-            else:
-                self.moved += buf.nbytes
-                self._handle(key, Header.unpack(buf))
-        self._purge()
-        self.serving += time.perf_counter() - begin
+        with self.stats.serving_time():
+            while not done():
+                keys = list(self.inbox)
+                with self.stats.waiting_time():
+                    i = self.comm.wait_any([self.inbox[key][1] for key in keys])
+                key = keys[i]
+                buf, _ = self.inbox.pop(key)
+                if isinstance(key, tuple):  # a server's figures (stats.py), not the protocol
+                    self.stats.take(key, buf, self.inbox)
+                else:
+                    self.stats.count(buf.nbytes)
+                    self._handle(key, Header.unpack(buf))
+            self._purge()
 
     def _handle(self, w: int, h: Header) -> None:
         if h.kind != ACQUIRE and h.clock != self.clock[w]:
@@ -156,14 +145,14 @@ class Server:
             if self.holder == w:  # its step under the lock is done: the next one may go
                 self.holder = None
         if h.kind != LEAVE:
-            self.inbox[w] = self._post(w, HEADER)
+            self.inbox[w] = self._post(w)
         self._settle()
 
     def _take(self, w: int, h: Header, aggregate: bool) -> None:
         """Receive worker w's gradient range; apply it now or hold it for its clock."""
         grad = np.empty(self.ps.ranges.lengths[self.s], self.flat.dtype)  # (K_s,)
         self.comm.recv(grad, w, PUSH)
-        self.moved += grad.nbytes
+        self.stats.count(grad.nbytes)
         read = self.read.pop(w)
         self.pushes[w] += 1
         if aggregate:
@@ -213,27 +202,8 @@ class Server:
     def _send_params(self, w: int) -> None:
         copy = self.flat.data.copy()  # later updates must not change a message in flight
         self.sends.append((self.comm.isend(copy, w, PULL), copy))
-        self.moved += copy.nbytes
+        self.stats.count(copy.nbytes)
         self.held[w] = self.version
-
-    # -- busy fractions and bytes: every server's, reported to server 0 ----------------------------
-    def _fraction(self) -> float:
-        """The share of its serving time this server spent handling messages, not waiting
-        (time outside ``step`` and ``shutdown``, the loop's own, does not count)."""
-        return 1.0 - self.idle / self.serving if self.serving > 0 else 0.0
-
-    def _report(self, final: bool) -> None:
-        self.busy[self.s], self.bytes[self.s] = self._fraction(), self.moved
-        if self.s != 0:
-            report = np.array([self.s, self.busy[self.s], self.moved, float(final)])
-            self.sends.append((self.comm.isend(report, 0, STATS), report))
-
-    def _stats(self, s: int, buf: np.ndarray) -> None:
-        self.busy[s], self.bytes[s] = float(buf[1]), int(buf[2])
-        if buf[3]:
-            self.finals.add(s)
-        else:
-            self.inbox[("stats", s)] = self._post(s, STATS, 4)
 
     def _purge(self) -> None:
         self.sends = [(r, b) for r, b in self.sends if not self.comm.test_all([r])]

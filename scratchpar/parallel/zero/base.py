@@ -1,4 +1,4 @@
-"""What every ZeRO stage shares: the sharded update, the memory samples, the layout-free state."""
+"""What every ZeRO stage shares: the sharded update, its buckets, the ledger, layout-free state."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import abc
 
 import numpy as np
 
-from ...autograd.held import graph_bytes
 from ...backend import get_array_module, to_host
 from ...comm import collectives
 from ...comm.chunks import counts
+from ...comm.overlap import Overlap
 from ...optim.clip import norm_of
 from ...optim.guard import read_scalars
 from ..dp import DataParallelNaive
 from .flat import Shard
-from .ledger import Ledger
+from .ledger import Meter
 from .offload import HostUpdate
 from .update import DeviceUpdate
 
@@ -29,13 +29,22 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
     the guard are :class:`~scratchpar.parallel.dp.DataParallelNaive`'s; the gradient norm is
     the square root of the squared norms of every rank's chunks, summed by an all-reduce.
 
+    Each group's gradient is a bucket (:class:`~scratchpar.comm.overlap.Overlap` starts them
+    in order): a stage says how it starts bucket k (:meth:`_start_bucket`) and what it does
+    with the reduced chunk (:meth:`_finished`).
+
     ``offload``: the update runs on the host (:class:`~.offload.HostUpdate`). ``measure``: a
-    :class:`~.ledger.Ledger` samples the buffers held at every stage of the step.
+    :class:`~.ledger.Meter` samples what the stage holds (:meth:`_held`) into a ledger at the
+    step's boundaries and after the hooks it wraps.
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
                  grad_clip: float = 0.0, offload: bool = False, measure: bool = False):
         super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+        self.meter = Meter(self._holdings, measure)
+        self.ledger = self.meter.ledger  # None unless measuring
+        # a collective's start, where what a stage holds changes: sampled with a ledger
+        self._reduce_scatter_start = self.meter.after(collectives.reduce_scatter_start)
         self.index = {id(p): i for i, p in enumerate(self.params)}
         self.shapes = [tuple(p.shape) for p in self.params]  # before stage 3 frees them
         self.groups = self._plan(bucket_bytes)
@@ -44,8 +53,14 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         shards = [Shard(self._chunk(k)) for k in range(len(self.groups))]
         self.update = (HostUpdate if offload else DeviceUpdate)(shards, optimizer)
         self.optimizer = self.update.optimizer  # the loop sets its learning rate
-        self.ledger = Ledger() if measure else None
-        self.activations = 0  # bytes the autograd graph held at the end of the last forward
+        self.overlap = Overlap([len(g.params) for g in self.groups], self._start_bucket,
+                               self._finished, self._complete)
+        self._buckets = {}  # group → its gradient bucket, while this step holds it
+
+    @property
+    def activations(self) -> int:
+        """Bytes the autograd graph held at the end of the largest forward (with a ledger)."""
+        return self.meter.activations
 
     # -- what a stage defines -----------------------------------------------------------------
     @abc.abstractmethod
@@ -68,20 +83,32 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         """The arrays the strategy holds now, by part, for the ledger."""
 
     @abc.abstractmethod
+    def _start_bucket(self, k: int):
+        """Group k's gradients packed into its bucket and their reduction started: the handle."""
+
+    @abc.abstractmethod
+    def _finished(self, k: int, chunk) -> None:
+        """Group k's reduced chunk, once its bucket's reduction is done."""
+
+    def _complete(self, k: int) -> None:
+        """Group k's gradients are all final, before its bucket may start."""
+
+    @abc.abstractmethod
     def _backward(self, local) -> None:
         """Backward, and every group's gradient reduced to this rank's chunk."""
 
     # -- the step -------------------------------------------------------------------------------
     def step(self, global_batch) -> dict:
         """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
-        self._buckets = []  # the gradient buckets alive in this step, for the ledger
+        self._buckets = {}
         with self.tracer.region("forward", "compute"):
             totals, local = self._forward(global_batch)
-        if self.ledger is not None:
-            self.activations = max(self.activations, graph_bytes(local, self.params))
-        self._sample()
+        self.meter.forward(local, self.params)
         self._backward(local)
-        return self._update(totals)
+        self.meter.sample()
+        metrics = self._update(totals)
+        self.meter.sample()
+        return metrics
 
     def _update(self, totals) -> dict:
         """Scale the gradient chunks by 1/N, take the global norm, step, refresh."""
@@ -97,16 +124,14 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
             square = xp.reshape(norm_of(grads).astype("float64") ** 2, (1,))  # Σ over my chunks
             norm = xp.sqrt(collectives.all_reduce_(self.comm, square)[0])
             metrics = self.update.step(loss_sum * scale, norm, self.grad_clip)
-            self._sample()
         if not metrics["skipped"]:
             with self.tracer.region("gather parameters", "compute"):
                 self._refresh()
         return metrics
 
-    def _sample(self) -> None:
-        """Count what is held now (with a ledger)."""
-        if self.ledger is not None:
-            self.ledger.sample({**self._held(), **self.update.held()})
+    def _holdings(self) -> dict[str, list]:
+        """What the stage and its update hold now, by part: what the ledger counts."""
+        return {**self._held(), **self.update.held()}
 
     def gradients(self) -> list:
         """The whole reduced gradient of every parameter, gathered (a collective; tests use it)."""

@@ -1,8 +1,8 @@
-"""Peak bytes per part, counted from the buffers a strategy holds whenever it samples them."""
+"""Peak bytes per part, counted from the buffers a strategy holds, sampled at its hooks."""
 
 from __future__ import annotations
 
-from ...autograd.held import buffer
+from ...autograd.held import buffer, graph_bytes
 from ...backend import get_array_module
 
 
@@ -41,6 +41,42 @@ class Ledger:
     def total(self) -> int:
         """The largest total of one sample."""
         return sum(self.at_peak.values())
+
+
+class Meter:
+    """When a strategy's holdings are counted: ``held()`` (arrays by part) is sampled into a
+    :class:`Ledger` after each hook that :meth:`after` wraps (a collective's start or finish, a
+    module's forward hook) and at the step's boundaries (:meth:`sample`, :meth:`forward`). The
+    strategy's algorithm never names the ledger. Without ``measure``, there is no ledger: a
+    wrapped hook is the bare function, and nothing is sampled or costs anything."""
+
+    def __init__(self, held, measure: bool):
+        self.held = held
+        self.ledger = Ledger() if measure else None
+        self.activations = 0  # bytes the autograd graph held at the end of the largest forward
+
+    def sample(self) -> None:
+        """Count what is held now (with a ledger)."""
+        if self.ledger is not None:
+            self.ledger.sample(self.held())
+
+    def forward(self, out, params) -> None:
+        """After forward: the graph's bytes beside the parameters, and a sample."""
+        if self.ledger is not None:
+            self.activations = max(self.activations, graph_bytes(out, params))
+            self.sample()
+
+    def after(self, hook):
+        """``hook``, followed by a sample (with a ledger), or ``hook`` itself (without)."""
+        if self.ledger is None:
+            return hook
+
+        def sampled(*args):
+            out = hook(*args)
+            self.sample()
+            return out
+
+        return sampled
 
 
 def _counted(owner, held) -> bool:

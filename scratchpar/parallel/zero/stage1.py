@@ -31,24 +31,28 @@ class ZeRO1(ZeRO):
         return flat
 
     def _backward(self, local) -> None:
-        """Backward; then each bucket packed (its parameters' gradients dropped as it is) and
-        reduce-scattered; the rank's chunk stays a view of its bucket until the update."""
+        """Backward; then each bucket packed and reduce-scattered, in order (stage 2: while
+        backward runs, as it completes them), and the rank's chunk of each taken."""
+        self.overlap.begin()
         with self.tracer.region("backward", "compute"):
-            local.backward()
-        handles = [self._pack_and_start(k) for k in range(len(self.groups))]
-        for k, handle in enumerate(handles):
-            self.update.receive(k, handle.wait(), copy=False)
-        self._sample()
+            local.backward(on_grad_ready=self._grad_ready)
+        self.overlap.finish()
 
-    def _pack_and_start(self, k: int):
-        """Group k's gradients into a new flat bucket (n,); its reduce-scatter started."""
+    _grad_ready = None  # no gradient-ready hook: every bucket starts after backward
+
+    def _start_bucket(self, k: int):
+        """Group k's gradients into a new flat bucket (n,) (a gradient backward did not reach
+        as zeros), its reduce-scatter started, and the gradients it holds dropped."""
         group = self.groups[k]
-        bucket = group.flatten(self.xp, [p.grad for p in group.params])
-        self._buckets.append(bucket)
-        self._sample()  # the bucket beside the gradients it holds: the peak of packing
+        bucket = self._buckets[k] = group.flatten(self.xp, [p.grad for p in group.params])
+        handle = self._reduce_scatter_start(self.comm, bucket)  # the bucket beside its gradients
         for p in group.params:
             p.grad = None
-        return collectives.reduce_scatter_start(self.comm, bucket)
+        return handle
+
+    def _finished(self, k: int, chunk) -> None:
+        """The rank's chunk stays a view of its bucket until the update."""
+        self.update.receive(k, chunk, copy=False)
 
     def _refresh(self) -> None:
         """Every bucket's chunks all-gathered, in place in the parameters; with offload each
@@ -62,4 +66,4 @@ class ZeRO1(ZeRO):
 
     def _held(self) -> dict[str, list]:
         grads = [p.grad for p in self.params]
-        return {"parameters": self.flats, "gradients": self._buckets + grads}
+        return {"parameters": self.flats, "gradients": [*self._buckets.values(), *grads]}

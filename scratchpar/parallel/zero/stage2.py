@@ -13,52 +13,22 @@ class ZeRO2(ZeRO1):
     in flight and the gradients waiting for theirs.
 
     Buckets start in order (every rank posts the same collectives in the same sequence), as
-    in :class:`~scratchpar.parallel.dp.DataParallel`; a gradient that backward did not reach
-    counts as zeros once backward is over.
+    in :class:`~scratchpar.parallel.dp.DataParallel`: both are scheduled by
+    :class:`~scratchpar.comm.overlap.Overlap`; a gradient that backward did not reach counts
+    as zeros once backward is over.
     """
 
-    def _backward(self, local) -> None:
-        self._missing = [len(g.params) for g in self.groups]  # per group: gradients not final
-        self._next, self._inflight = 0, []  # the next group to start; (group, handle, bucket)
-        with self.tracer.region("backward", "compute"):
-            local.backward(on_grad_ready=self._ready)
-        self._start(final=True)
-        self._drain(wait=True)
-        self._sample()
+    def _grad_ready(self, leaf) -> None:
+        """A gradient is final: its bucket may start, and the reductions in flight advance."""
+        self.overlap.ready(self.group_of.get(id(leaf)))
 
-    def _ready(self, leaf) -> None:
-        k = self.group_of.get(id(leaf))
-        if k is not None:
-            self._missing[k] -= 1
-            if self._missing[k] == 0:
-                self._complete(k)
-                self._start(final=False)
-        self._drain(wait=False)
-
-    def _complete(self, k: int) -> None:
-        """Group k's gradients are all final (stage 3 frees its parameters here)."""
-
-    def _start(self, final: bool) -> None:
-        """Start groups in order while they are complete; after backward (``final``), all."""
-        while self._next < len(self.groups) and (final or self._missing[self._next] == 0):
-            handle = self._pack_and_start(self._next)
-            self._inflight.append((self._next, handle, self._buckets[-1]))
-            self._next += 1
-            self._sample()
-
-    def _drain(self, wait: bool) -> None:
-        """Advance every reduction in flight; hand each finished one's chunk (a copy) to the
-        update and drop its bucket (``wait``: finish them all)."""
-        running = []
-        for k, handle, bucket in self._inflight:
-            if wait or handle.test():
-                self.update.receive(k, handle.wait(), copy=True)
-                self._buckets = [b for b in self._buckets if b is not bucket]
-            else:
-                running.append((k, handle, bucket))
-        self._inflight = running
+    def _finished(self, k: int, chunk) -> None:
+        """The rank's chunk copied out to the update, and the bucket dropped."""
+        self.update.receive(k, chunk, copy=True)
+        del self._buckets[k]
 
     def _held(self) -> dict[str, list]:
         grads = [s.grad for s in self.update.shards] if not self.update.offloaded else []
         pending = [p.grad for p in self.params]
-        return {"parameters": self.flats, "gradients": grads, "buckets": self._buckets + pending}
+        return {"parameters": self.flats, "gradients": grads,
+                "buckets": [*self._buckets.values(), *pending]}

@@ -8,6 +8,7 @@ from typing import NamedTuple
 from ...autograd import Function, Tensor, is_grad_enabled
 from ...autograd.tensor import saved_arrays_hooks
 from ...comm import collectives
+from ...comm.progress import Handle
 from .flat import FlatGroup
 from .stage2 import ZeRO2
 
@@ -57,8 +58,11 @@ class ZeRO3(ZeRO2):
         if root:
             groups.append(FlatGroup(root, size, rank))
             self.labels.append("root")
+        after = self.meter.after(self._after)  # a layer freed: sampled with a ledger
         for layer in self.hooked:
-            layer.set_forward_hooks(self._before, self._after)
+            layer.set_forward_hooks(self._before, after)
+        # a gather's finish, where what the stage holds changes: sampled with a ledger
+        self._finish_gather = self.meter.after(Handle.wait)
         self._gathered, self._gathering = {}, {}  # group → (buffer, since) / started handle
         self._bound = {}  # id(a parameter's gathered array) → Saved(group, index)
         self._freed = []  # weak references to buffers freed, where the array module allows
@@ -97,14 +101,14 @@ class ZeRO3(ZeRO2):
         if k in self._gathered:
             return
         self._start_gather(k)
-        whole = self._gathering.pop(k).wait()
+        whole = self._finish_gather(self._gathering[k])  # (n,)
+        del self._gathering[k]
         group = self.groups[k]
         group.bind(whole)
         for j, p in enumerate(group.params):
             self._bound[id(p.data)] = Saved(k, j)
         self._gathered[k] = (whole, self.tracer.now() if self.tracer.enabled else 0)
         self.gathers += 1
-        self._sample()
 
     def _free(self, k: int) -> None:
         whole, since = self._gathered.pop(k)
@@ -134,7 +138,6 @@ class ZeRO3(ZeRO2):
     def _after(self, layer, out):
         k = self.unit_group[id(layer)]
         self._free(k)
-        self._sample()
         self._poll()
         if is_grad_enabled() and isinstance(out, Tensor) and out.requires_grad:
             return BeforeBackward.apply(out, self, k)
@@ -150,8 +153,8 @@ class ZeRO3(ZeRO2):
         for handle in self._gathering.values():
             handle.test()
 
-    def _drain(self, wait: bool) -> None:
-        super()._drain(wait)
+    def _grad_ready(self, leaf) -> None:
+        super()._grad_ready(leaf)
         self._poll()
 
     def _complete(self, k: int) -> None:
