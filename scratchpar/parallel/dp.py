@@ -11,6 +11,7 @@ from ..comm.overlap import Overlap
 from ..data.shard import shard
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
+from .description import TOTALS, Description, Message, bucketed, replicated
 from .strategy import Strategy
 
 
@@ -29,6 +30,16 @@ class DataParallelNaive(Strategy):
         for p in self.params:  # every replica starts from rank 0's parameters
             collectives.broadcast_(comm, p.data)
         self._pending = None  # (2,) [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
+
+    @classmethod
+    def describe(cls, shape, world: int) -> Description:
+        """Every replica holds one device's model, gradient and optimizer state, and the
+        collectives' scratch (at most one copy of the gradient); after backward, one
+        all-reduce per parameter over the dp ranks, exposed, and one of [Σ L, Σ n]."""
+        per = -(-shape.bytes // shape.count)  # the mean parameter's
+        return Description(replicated(shape, buffers=shape.bytes),
+                           (Message("all-reduce", "dp", per, shape.count),
+                            Message("all-reduce", "dp", TOTALS, 1)), chunk=shape.largest)
 
     def step(self, global_batch) -> dict:
         """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
@@ -104,6 +115,15 @@ class DataParallel(DataParallelNaive):
         self.index = {id(p): j for j, p in enumerate(self.order)}
         self.overlap = Overlap([len(m) for m in self.plan.members], self._start_bucket)
         self.syncing = True
+
+    @classmethod
+    def describe(cls, shape, world: int, bucket_bytes: int = 1 << 20) -> Description:
+        """As :class:`DataParallelNaive`, with a bucket copy of the gradient beside it; the
+        buckets' all-reduces run behind backward (Li et al. 2020, §3.2)."""
+        return Description(replicated(shape, buffers=2 * shape.bytes),
+                           (bucketed(shape, bucket_bytes, "all-reduce", "dp", "backward"),
+                            Message("all-reduce", "dp", TOTALS, 1, "backward")),
+                           chunk=shape.largest)
 
     @contextlib.contextmanager
     def no_sync(self):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..backend import get_array_module, to_device
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
+from .description import Description, Message
 from .pipeline.actions import ScheduleError
 from .pipeline.strategy import Pipeline
 from .tensor import shard as tensor_shard
@@ -46,6 +49,28 @@ class Hybrid(Pipeline):
         self.partial = [i for i, lay in enumerate(self.layouts) if lay == PARTIAL]
         self.partial_plan = (Buckets([self.params[i].data for i in self.partial], bucket_bytes)
                              if self.partial and mesh.tp > 1 else None)
+
+    @classmethod
+    def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
+                 schedule: str = "1f1b", rows: int = 0, bucket_bytes: int = 1 << 20,
+                 tp: int = 1, sequence_parallel: bool = False):
+        """The pipeline's figures with each stage's model states split t ways (Megatron splits
+        every matrix; the LayerNorms and the row-parallel biases, replicated, are a few C per
+        layer and left out), and, per layer of the stage and micro-batch, Megatron's two
+        all-reduces of the activation forward and two backward over tp (Shoeybi et al. 2019,
+        §3), or with sequence parallelism an all-gather and a reduce-scatter for each
+        (Korthikanti et al. 2022, §4.2), whose pipeline messages carry 1/t of the sequence."""
+        base = Pipeline.describe(shape, world, pp, m, v, schedule, rows, bucket_bytes, tp)
+        holds = {part: -(-size // tp) for part, size in base.holds.items()}
+        dp = max(world // (pp * tp), 1)
+        micro = -(-rows // (dp * m)) * shape.boundary
+        layers = -(-shape.depth // pp) * m
+        ops = ("all-gather", "reduce-scatter") if sequence_parallel else ("all-reduce",)
+        tensor = tuple(Message(op, "tp", micro, 2 * layers, phase)
+                       for phase in ("forward", "backward") for op in ops)
+        piped = tuple(replace(msg, nbytes=-(-msg.nbytes // tp))
+                      if msg.axis == "pp" and sequence_parallel else msg for msg in base.sends)
+        return Description(holds, piped + tensor, chunk=base.chunk)
 
     def _output_loss(self):
         """A GPT's shard scores its vocabulary-split logits itself (the vocabulary-parallel

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
 from . import local_step
+from .description import Description, Message, bucketed, replicated
 from .dp import DataParallel
 from .strategy import Strategy
 
@@ -30,6 +31,18 @@ class LocalSGD(Strategy):
         self.every, self.warmup = every, warmup
         self.steps = 0  # steps taken, synchronous ones included
         self.diverged = False  # True while local steps have not been averaged yet
+
+    @classmethod
+    def describe(cls, shape, world: int, every: int = 8,
+                 bucket_bytes: int = 1 << 20) -> Description:
+        """A replica and its buckets for averaging beside data parallelism's (the warm-up's
+        steps); each local step one all-reduce of [L, n, ‖g‖], and every ``every`` steps the
+        model averaged in buckets, exposed (once, at the end, when ``every`` is 0)."""
+        sends = [Message("all-reduce", "dp", 24, 1)]
+        if every:
+            sends.append(bucketed(shape, bucket_bytes, "all-reduce", "dp", every=every))
+        return Description(replicated(shape, parameters=shape.bytes, buffers=2 * shape.bytes),
+                           tuple(sends), chunk=shape.largest)
 
     def step(self, global_batch) -> dict:
         """One step: ``{"loss": mean over the global batch, "grad_norm": this replica's,

@@ -21,6 +21,11 @@ class ModelDistribution(Pipeline):
         super().__init__(model, make_optimizer, task, self.own_mesh, schedules.naive(comm.size),
                          ranges, grad_clip)
 
+    @classmethod
+    def describe(cls, shape, world: int, rows: int = 0):
+        """The naive schedule's figures on a pipeline of ``world`` stages, one micro-batch."""
+        return Pipeline.describe(shape, world, pp=world, m=1, schedule="naive", rows=rows)
+
     def close(self) -> None:
         """Collective: free the strategy's communicators and its mesh."""
         super().close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..optim import guarded_step
+from .description import Description, replicated
 from .strategy import Strategy
 
 
@@ -12,6 +13,11 @@ class SingleDevice(Strategy):
 
     def __init__(self, model, optimizer, loss_fn, grad_clip: float = 0.0):
         super().__init__(model, optimizer, loss_fn, grad_clip=grad_clip)
+
+    @classmethod
+    def describe(cls, shape, world: int = 1) -> Description:
+        """The model, its gradient and its optimizer state; no message."""
+        return Description(replicated(shape), chunk=shape.largest)
 
     def step(self, batch) -> dict:
         """One optimizer step on ``batch``: ``{"loss", "grad_norm" (unclipped), "skipped"}``."""

@@ -19,7 +19,9 @@ class Strategy(abc.ABC):
       :meth:`gather_model` before the held-out evaluation of ``model`` on rank 0, and
       :meth:`close` to free what the strategy took from MPI: collectives, in that order;
     - ``lockstep``: whether every rank judges each step alike (the strategies that reduce the
-      loss and the gradient); where not, a rank whose steps diverge ends the job itself.
+      loss and the gradient); where not, a rank whose steps diverge ends the job itself;
+    - :meth:`describe`, a class method: what a rank holds and sends each step, for a model's
+      :class:`~scratchpar.parallel.description.Shape`, without building anything.
 
     ``loss_fn(model, batch, reduction)`` scores a batch, ``count_fn(batch)`` counts its units
     (tokens or samples), ``grad_clip`` is the global gradient norm to clip to (0: off).
@@ -38,6 +40,12 @@ class Strategy(abc.ABC):
     def tracer(self):
         """The communicator's tracer (its collectives are recorded too), or a no-op one."""
         return getattr(self.comm, "tracer", None) or NULL
+
+    @classmethod
+    @abc.abstractmethod
+    def describe(cls, shape, world: int, **knobs):
+        """The :class:`~scratchpar.parallel.description.Description` of this strategy on
+        ``world`` ranks for a model of ``shape``; ``knobs`` are the constructor's own."""
 
     @abc.abstractmethod
     def step(self, batch) -> dict:

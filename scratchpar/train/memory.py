@@ -7,9 +7,9 @@ import os
 import resource
 
 from .defaults import OWN_MODEL, SPARSE
-from .memory_models import GiB, MiB, dense_source, file_size, gpt, mlp, recurrent
+from .memory_models import GiB, MiB, Model, dense_source, file_size, gpt, mlp, recurrent
 from .memory_sparse import sparse_model, sparse_source
-from .memory_zero import shard_bytes, zero_states
+from .strategies import REGISTRY
 
 # Activations are counted array by array; the temporaries NumPy makes inside an op add at most
 # an eighth more (tests/train/test_train_memory.py bounds the estimate against real peaks).
@@ -41,52 +41,52 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     checkpoint   a resumed checkpoint's arrays (its .npz files), held for the whole run
     runtime      modules and objects beyond the arrays, and the allocator's slack
 
-    Under ZeRO, the weights, gradients and moments are what a rank keeps of them
-    (memory_zero.py); in stage 3, the whole model gathered for the evaluation is a third peak.
+    The weights, gradients and optimizer state are what the strategy's own description says
+    a rank holds (its buffers count with the gradients); where rank 0 gathers the whole model
+    to evaluate it (pipelines, ZeRO-3), that is a third peak.
     """
-    m, o, t = cfg.model, cfg.optim, cfg.train
+    o, t = cfg.optim, cfg.train
     s = 8 if t.dtype == "float64" else 4
     source = sparse_source(cfg) if cfg.data.source in SPARSE else dense_source(cfg)
     rows = -(-t.batch_size // max(world_size, 1))  # rank 0's shard is the largest
-    if m.kind in {OWN_MODEL[source] for source in SPARSE}:  # the sparse problems' models
-        model = sparse_model(cfg, s, rows)
-    elif m.kind == "mlp":
-        model = mlp(cfg, s, rows)
-    elif m.kind == "gpt":
-        model = gpt(cfg, s, source.vocab, rows)
-    else:
-        model = recurrent(cfg, s, source.vocab, rows)
-    p = model.params * s
-    moments = 2 if o.optimizer in ("adam", "adamw") else int(o.momentum > 0)
+    model = network(cfg, s, source.vocab, rows)
+    shape, p = model.shape, model.shape.bytes
+    family = REGISTRY[t.strategy]
+    held = family.describe(cfg, shape, world_size)  # the strategy's own figures
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0)  # L2 decay needs a second one
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
     resumed = _checkpoint_bytes(t.resume)
     activations = max(model.step, model.evaluation)
-    if t.strategy == "zero":  # each rank holds its shards of the model states
-        weights, grads, state, work = zero_states(cfg, world_size, model.params, model.largest,
-                                                  s, moments, source.vocab)
-    else:
-        weights, grads, state, work = (
-            p + (t.strategy == "local-sgd") * p,
-            p + (t.strategy != "single") * p + (t.strategy in ("dp", "local-sgd")) * p,
-            moments * p, model.largest * s)
     setup = {"parameters": p + model.init, "data": source.built, "checkpoint": resumed}
     training = {
-        "parameters": weights,
-        "gradients": grads,
-        "optimizer": state + scratch * work
-                     + (t.save is not None) * replicas * (moments + 1) * p,
+        "parameters": held.holds["parameters"],
+        "gradients": held.holds["gradients"] + held.holds["buffers"],
+        "optimizer": held.holds["optimizer"] + scratch * held.chunk * s
+                     + (t.save is not None) * replicas * (shape.moments + 1) * p,
         "activations": activations + activations // MARGIN,
         "data": source.kept + source.batches,
         "checkpoint": resumed,
     }
     peaks = [setup, training]
-    if t.strategy == "zero" and t.zero_stage == 3:  # gather_model() makes the model whole again
-        evaluating = model.evaluation + model.evaluation // MARGIN  # for rank 0's evaluation
-        peaks.append({**training, "parameters": p + shard_bytes(model.params, world_size, s),
-                      "activations": evaluating})
+    gathered = family.gathered(cfg, shape, world_size, held)
+    if gathered is not None:  # gather_model() makes rank 0's model whole for its evaluation
+        evaluating = model.evaluation + model.evaluation // MARGIN
+        peaks.append({**training, "parameters": gathered, "activations": evaluating})
     peak = max(peaks, key=lambda part: sum(part.values()))
     return {**peak, "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}
+
+
+def network(cfg, s: int, vocab: int, rows: int) -> Model:
+    """The estimate of the network ``cfg.model`` names, with elements of ``s`` bytes, over a
+    ``vocab``-symbol language, training on ``rows`` rows."""
+    kind = cfg.model.kind
+    if kind in {OWN_MODEL[source] for source in SPARSE}:  # the sparse problems' models
+        return sparse_model(cfg, s, rows)
+    if kind == "mlp":
+        return mlp(cfg, s, rows)
+    if kind == "gpt":
+        return gpt(cfg, s, vocab, rows)
+    return recurrent(cfg, s, vocab, rows)
 
 
 def _checkpoint_bytes(directory) -> int:

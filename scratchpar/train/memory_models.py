@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from ..parallel.description import Shape
+
 GiB, MiB = 1 << 30, 1 << 20
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
 # The Python objects the autograd keeps per recorded op until backward ends (its context, the
@@ -20,11 +22,11 @@ TEACHER, CALIBRATION = 64, 4096  # SyntheticClassification's hidden width and ca
 
 
 class Model(NamedTuple):
-    """A model's parameter count and largest parameter (elements), and bytes: the float64 draw
-    that initializes one parameter, a training step on rank 0's rows, an evaluation."""
+    """A model's :class:`~scratchpar.parallel.description.Shape` (what the strategies'
+    descriptions read), and bytes: the float64 draw that initializes one parameter, a training
+    step on rank 0's rows, an evaluation."""
 
-    params: int
-    largest: int
+    shape: Shape
     init: int
     step: int
     evaluation: int
@@ -40,11 +42,21 @@ class Source(NamedTuple):
     batches: int
 
 
+def moments(cfg) -> int:
+    """The optimizer's arrays per parameter: Adam's two moments, SGD's momentum, or none."""
+    o = cfg.optim
+    return 2 if o.optimizer in ("adam", "adamw") else int(o.momentum > 0)
+
+
 def gpt(cfg, s: int, v: int, rows: int) -> Model:
     m, t = cfg.model, cfg.data.seq_len
     c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
-    n = 2 * v * c + t * c + layers * (12 * c * c + 13 * c) + 2 * c
+    tied, block = v * c if m.tie_embeddings else 0, 12 * c * c + 13 * c  # W: 3c², c², 8c²
+    n = 2 * v * c + t * c + layers * block + 2 * c - tied
     largest = max(v * c, t * c, 4 * c * c)
+    own = sorted([v * c + t * c - tied, v * c + 2 * c - tied, *[block] * min(layers, 3)])
+    shape = Shape(n, s, moments(cfg), largest, 2 + 12 * layers + 2 + (not m.tie_embeddings),
+                  layers + 2, own[-1], sum(own[-3:]), tied, t * c * s)
     masks = layers * t * t + 2 * t * t  # each block's cached causal mask, and building one
 
     def step(b: int) -> int:
@@ -66,7 +78,7 @@ def gpt(cfg, s: int, v: int, rows: int) -> Model:
         return 3 * nc * s + max(2 * a * s + 5 * nc * s, 12 * nc * s, 2 * nv * s + 25 * b * t)
 
     batch = cfg.train.batch_size
-    return Model(n, largest, draw(s, largest), masks + step(rows), masks + evaluation(batch))
+    return Model(shape, draw(s, largest), masks + step(rows), masks + evaluation(batch))
 
 
 def recurrent(cfg, s: int, v: int, rows: int) -> Model:
@@ -76,8 +88,13 @@ def recurrent(cfg, s: int, v: int, rows: int) -> Model:
     per_step = 17 if lstm else 3  # (B, H) arrays a time step keeps: 8 of gates, 9 of the cell
     ops = 16 if lstm else 5  # ops a time step records
     extra = m.n_layers - 1  # stacked layers after the first: h inputs, and their own states
-    n = v * e + (e + 1) * g * h + h * g * h + (h + 1) * v + extra * ((h + 1) * g * h + h * g * h)
+    first, stacked = (e + 1) * g * h + h * g * h, (h + 1) * g * h + h * g * h
+    n = v * e + first + (h + 1) * v + extra * stacked
     largest = max(v * e, e * g * h, h * g * h, h * v)
+    layer = max(v * e, first, stacked if extra else 0, (h + 1) * v)
+    # backward runs through every layer's time steps together: ZeRO-3 holds them all gathered
+    shape = Shape(n, s, moments(cfg), largest, 3 + 3 * m.n_layers, m.n_layers + 2, layer, n,
+                  boundary=t * h * s)
     init = max(draw(s, largest), F64 * (2 * g + 4) * h * h)  # orthogonal blocks: QR, concat
 
     def step(b: int) -> int:
@@ -98,21 +115,23 @@ def recurrent(cfg, s: int, v: int, rows: int) -> Model:
         states = (nt * (g * h + 2 * h) * m.n_layers + 10 * b * g * h) * s
         return states + max(nt * e * s, 2 * nt * v * s + 25 * nt)
 
-    return Model(n, largest, init, step(rows), evaluation(cfg.train.batch_size))
+    return Model(shape, init, step(rows), evaluation(cfg.train.batch_size))
 
 
 def mlp(cfg, s: int, rows: int) -> Model:
     d, hidden = cfg.data, cfg.model.hidden_sizes
     sizes = [d.n_features, *hidden, d.n_classes]
     pairs = list(zip(sizes[:-1], sizes[1:]))
-    n = sum(i * o + o for i, o in pairs)
+    layers = sorted(i * o + o for i, o in pairs)
     largest = max(i * o for i, o in pairs)
     widest, k = max(sizes[1:]), d.n_classes
     cast = F64 * d.n_features * (s == 8)  # float32 inputs meet float64 weights: NumPy casts them
     per_row = 2 * k * s + 25 + cast + 3 * widest * s  # logits, softmax, labels; the widest three
     step = rows * (per_row + sum(hidden) * (2 * s + 1)) + (2 * len(pairs) + 4) * NODE_BYTES
     evaluation = cfg.train.batch_size * (per_row + widest)  # a ReLU's mask beside three arrays
-    return Model(n, largest, draw(s, largest), step, evaluation)
+    shape = Shape(sum(layers), s, moments(cfg), largest, 2 * len(pairs), len(pairs), layers[-1],
+                  sum(layers[-3:]), boundary=max(sizes[1:]) * s)
+    return Model(shape, draw(s, largest), step, evaluation)
 
 
 def draw(s: int, largest: int) -> int:

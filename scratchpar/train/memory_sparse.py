@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..data.sparse_logreg import CHUNK_ENTRIES
-from .memory_models import F64, I64, NODE_BYTES, Model, Source, draw
+from ..parallel.description import Shape
+from .memory_models import F64, I64, NODE_BYTES, Model, Source, draw, moments
 
 # Features a sample draws, per non-zero, to find nnz distinct ones: measured 2-6 for most
 # shapes, up to 10 for the densest (2 of 4 features, over 32,768 samples)
@@ -25,14 +26,18 @@ def sparse_model(cfg, s: int, rows: int) -> Model:
         # the bias and the loss; seven recorded ops
         step = rows * (k * (4 * s + cast) + 10 * s) + 8 * NODE_BYTES
         evaluation = b * (k * (2 * s + cast) + 8 * s)
-        return Model(d.n_features + 1, d.n_features, draw(s, d.n_features), step, evaluation)
+        n = d.n_features + 1  # the weights and the bias: one lookup and a sum, no layers
+        shape = Shape(n, s, moments(cfg), d.n_features, 2, shared=n)
+        return Model(shape, draw(s, d.n_features), step, evaluation)
     r = d.rank
     largest = max(d.n_users, d.n_items) * r
     # kept: the two gathered (B, rank) rows and their product; backward: the product's and each
     # table's (B, rank) gradients and each gather's int64 flat indices; the (B,) residuals
     step = rows * (r * (6 * s + 2 * I64) + 8 * s) + 8 * NODE_BYTES
     evaluation = b * (3 * r * s + 4 * s)
-    return Model((d.n_users + d.n_items) * r, largest, draw(s, largest), step, evaluation)
+    n = (d.n_users + d.n_items) * r  # the two factor tables: lookups, no layers
+    return Model(Shape(n, s, moments(cfg), largest, 2, shared=n), draw(s, largest), step,
+                 evaluation)
 
 
 def sparse_source(cfg) -> Source:

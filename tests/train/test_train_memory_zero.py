@@ -9,10 +9,10 @@ import pytest
 
 from scratchpar.comm.mpi import Communicator
 from scratchpar.device_rng import DeviceRandom
+from scratchpar.parallel.description import Shape
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train import make_config
 from scratchpar.train.memory import estimate
-from scratchpar.train.memory_zero import zero_states
 from scratchpar.train.optimizer import build_optimizer
 from scratchpar.train.task import build_task
 
@@ -35,14 +35,15 @@ def zero(stage: int, offload: str = "none", model=None, data=None, **train):
 
 
 def states(cfg, world: int, task) -> tuple[int, int, int]:
-    """The estimate's model states for ``task``'s model: parameters, gradients, optimizer
-    state and its work arrays."""
-    sizes = [p.data.size for p in task.model.parameters()]
+    """The estimate's model states for ``task``'s model, from the stage's description:
+    parameters, gradients (with the buffers of their reduction), optimizer state and its work
+    arrays."""
     moments = 2 if cfg.optim.optimizer != "sgd" else int(cfg.optim.momentum > 0)
-    vocab = getattr(task.dataset, "vocab_size", 0)
-    parameters, gradients, optimizer, work = zero_states(cfg, world, sum(sizes), max(sizes), S,
-                                                         moments, vocab)
-    return parameters, gradients, optimizer + work
+    t = cfg.train
+    held = STAGES[t.zero_stage].describe(Shape.of(task.model, S, moments), world,
+                                         t.bucket_bytes, t.offload == "cpu")
+    h = held.holds
+    return h["parameters"], h["gradients"] + h["buffers"], h["optimizer"] + S * held.chunk
 
 
 @pytest.mark.parametrize("world", [1, 4, 5])

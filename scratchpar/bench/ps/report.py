@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from ...comm.chunks import bounds
+from ...parallel import SyncParameterServer
+from ...parallel.description import Message, Shape
 from ...parallel.ps.protocol import Header
 
 HEADER_BYTES = Header.buffer().nbytes  # 9 float64s with every step and with the leave
@@ -13,17 +14,19 @@ LEVELS = (0.5, 0.8, 0.95)  # loss levels: this share of the way to the best fina
 
 
 def protocol_bytes(k: int, itemsize: int, servers: int, workers: int, steps: int) -> list[int]:
-    """Bytes each server receives and sends when every worker pushes and pulls every step: per
-    step and worker a header, its gradient range and the parameters back (2·K_s·itemsize), then
-    each worker's leave header (server.py's count)."""
-    return [steps * workers * (2 * (stop - start) * itemsize + HEADER_BYTES)
-            + workers * HEADER_BYTES for start, stop in bounds(k, servers)]
+    """Bytes each server receives and sends when every worker pushes and pulls every step:
+    ``steps`` times its description's messages to the workers (a header, its gradient range
+    and the parameters back, 2·K_s·itemsize), then each worker's leave header."""
+    shape = Shape(k, itemsize, 0, k, 1)
+    return [round(steps * sum(m.nbytes * m.count for m in SyncParameterServer.describe(
+                shape, servers + workers, servers, server=s).sends if m.axis == "workers"))
+            + workers * HEADER_BYTES for s in range(servers)]
 
 
 def ring_formula(k: int, itemsize: int, p: int) -> float:
-    """Bytes a rank sends and receives in a ring all-reduce of k elements: 2(p−1)/p·K·itemsize
-    each way (Patarasuk & Yuan 2009; comm/ring.py)."""
-    return 2 * 2 * (p - 1) / p * k * itemsize
+    """Bytes a rank sends and receives in a ring all-reduce of k elements, each way the
+    all-reduce's wire bytes (:meth:`~scratchpar.parallel.description.Message.wire`)."""
+    return 2 * Message("all-reduce", "dp", k * itemsize, 1).wire(p)
 
 
 def bottleneck_rows(results: dict, steps: int) -> list[dict]:

@@ -12,6 +12,7 @@ from ...comm.flat import Layout
 from ...data.shard import shard
 from ...optim import guarded_step, skipped
 from ...optim.guard import backward_verdict
+from ..description import Description, Message, replicated
 from ..ps.protocol import HEADER, LEAVE, STEP, Header, ProtocolError
 from .master import MasterAndWorkers
 
@@ -43,6 +44,18 @@ class AsyncEASGD(MasterAndWorkers):
             self.served = dict.fromkeys(self.clock, 0)  # exchanges per worker
             self.losses: dict[int, list[float]] = {}
             self.inbox = {w: self._post(w) for w in self.clock}
+
+    @classmethod
+    def describe(cls, shape, world: int, tau: int = 4) -> Description:
+        """A worker's model, gradient and optimizer state, and the flat copy of xⁱ it sends
+        with the difference it gets back (the master's centre, its received copy and the
+        difference weigh no more, on the host); per step a header to the master, and every
+        τ of its steps xⁱ out and xⁱ − x̃ back (Algorithm 1)."""
+        p = shape.bytes
+        return Description(replicated(shape, buffers=2 * p),
+                           (Message("header", "world", Header.buffer().nbytes, 1),
+                            Message("send", "world", p, 1 / tau),
+                            Message("recv", "world", p, 1 / tau)), chunk=shape.largest)
 
     def _post(self, w: int):
         buf = Header.buffer()

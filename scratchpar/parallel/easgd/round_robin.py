@@ -10,6 +10,7 @@ import numpy as np
 from ...backend import get_array_module, to_host
 from ...optim import guarded_step, skipped
 from ...optim.guard import backward_verdict
+from ..description import Description, Message, replicated
 from .master import MasterAndWorkers
 
 CENTRE, SAMPLES, WEIGHTS, REPORT = 1, 2, 3, 4  # tags; SAMPLES + k carries the batch's k-th array
@@ -34,6 +35,17 @@ class RoundRobinEASGD(MasterAndWorkers):
         super().__init__(model, optimizer, loss_fn, count_fn, comm, rho, grad_clip,
                          "easgd round-robin")
         self.last = {"loss": math.nan, "grad_norm": math.nan, "skipped": False}
+
+    @classmethod
+    def describe(cls, shape, world: int) -> Description:
+        """A worker's model, gradient and optimizer state, with the centre W̄ₜ it receives and
+        its weights Wᵗʲ kept to send (the master's centre and the weights it receives weigh
+        no more, on the host); each step the master sends one worker W̄ₜ (with the step's
+        samples) and takes its weights back: one worker's exchange per step."""
+        p = shape.bytes
+        return Description(replicated(shape, buffers=2 * p),
+                           (Message("send", "world", p, 1), Message("recv", "world", p, 1),
+                            Message("report", "world", 32, 1)), chunk=shape.largest)
 
     def step(self, batch) -> dict:
         t, self.steps = self.steps, self.steps + 1

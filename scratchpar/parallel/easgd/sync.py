@@ -8,6 +8,7 @@ from ...comm import collectives
 from ...comm.buckets import Buckets
 from ...data.shard import shard
 from .. import local_step
+from ..description import Description, Message, bucketed, replicated
 from ..strategy import Strategy
 from .state import ElasticState
 
@@ -39,6 +40,18 @@ class SyncEASGD(ElasticState, Strategy):
         self.centre = [p.data.copy() for p in self.params]  # x̃
         self.plan = Buckets([p.data for p in self.params], bucket_bytes)
         self.steps = 0  # t
+
+    @classmethod
+    def describe(cls, shape, world: int, tau: int = 4,
+                 bucket_bytes: int = 1 << 20) -> Description:
+        """A worker's model, gradient and optimizer state with the centre x̃ beside them, and
+        the differences xⁱ − x̃ and their bucket copy; each step one all-reduce of [L·n, n,
+        ‖g‖], and every τ steps the differences summed in buckets (eq. 4), exposed."""
+        p = shape.bytes
+        return Description(replicated(shape, parameters=p, buffers=2 * p),
+                           (Message("all-reduce", "dp", 24, 1),
+                            bucketed(shape, bucket_bytes, "all-reduce", "dp", every=tau)),
+                           chunk=shape.largest)
 
     def step(self, global_batch) -> dict:
         """One step of every worker: ``{"loss": mean over the global batch, "grad_norm": this

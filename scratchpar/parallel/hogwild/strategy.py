@@ -8,6 +8,7 @@ from ...data.shard import shard
 from ...optim import SGD, skipped
 from ...optim.clip import clip_grad_norm
 from ...optim.guard import backward_verdict
+from ..description import Description, Message
 from ..strategy import Strategy
 from .stores import STORES
 
@@ -49,6 +50,19 @@ class Hogwild(Strategy):
         if comm.rank == 0:
             self.store.assign([to_host(p.data) for p in self.params])
         self.store.settle()
+
+    @classmethod
+    def describe(cls, shape, world: int, window: str = "shared") -> Description:
+        """Rank 0, which holds θ in host memory (the shared window every rank of the node
+        maps, or the one-sided window) beside its own copy of the model, its gradient and the
+        step γg; plain SGD keeps no state. Through a shared window a step's reads and writes
+        are loads and stores; through the one-sided one, a Get of the rows a batch touches
+        and an Accumulate of −γg to them (every row, for a dense model: the bound here)."""
+        p = shape.bytes
+        sends = () if window == "shared" else (Message("get", "world", p, 1, "forward"),
+                                               Message("accumulate", "world", p, 1))
+        return Description({"parameters": 2 * p, "gradients": p, "optimizer": 0,
+                            "buffers": p}, sends, on_host=p, chunk=shape.largest)
 
     def _rows(self, batch) -> list[tuple]:
         """Per parameter, the rows this batch touches, on the batch's device and on the host

@@ -3,6 +3,8 @@ each micro-batch's backward sees the weights its forward saw."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...comm import collectives
 from ...data.shard import shard
 from ...optim import guarded_step
@@ -55,6 +57,20 @@ class PipeDream(Pipeline):
     """
 
     runtime_class = StashingRuntime
+
+    @classmethod
+    def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
+                 schedule: str = "pipedream", rows: int = 0, bucket_bytes: int = 1 << 20,
+                 tp: int = 1):
+        """The flushing pipeline's figures, with the weights stashed for the micro-batches in
+        flight (up to p versions on the first stage: Narayanan et al. 2019, §3.3) and the
+        replicas' sum after every micro-batch's backward instead of once."""
+        base = Pipeline.describe(shape, world, pp, m, v, schedule, rows, bucket_bytes, tp)
+        stage = base.holds["parameters"]
+        sends = tuple(replace(msg, count=msg.count * m) if msg.axis == "dp" else msg
+                      for msg in base.sends)
+        return replace(base, holds={**base.holds, "parameters": stage * (1 + pp)},
+                       sends=sends)
 
     def step(self, global_batch) -> dict:
         m, dp = self.m, self.mesh.dp

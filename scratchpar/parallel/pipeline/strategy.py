@@ -8,9 +8,11 @@ from ...comm.buckets import Buckets
 from ...comm.states import gather_states
 from ...data.shard import shard
 from ...optim import guarded_step
+from ..description import TOTALS, Description, Message, Shape, bucketed, replicated, stage_share
 from ..strategy import Strategy
 from .actions import ScheduleError
 from .runtime import Runtime
+from .schedules import build
 from .simulator import check
 from .stage import StageModel
 
@@ -57,6 +59,31 @@ class Pipeline(Strategy):
             comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
             self.tied.append((self.stage.shared(group), comm))
         self.owned = self.stage.owned()  # the parameters this rank counts in the norm
+
+    @classmethod
+    def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
+                 schedule: str = "1f1b", rows: int = 0, bucket_bytes: int = 1 << 20,
+                 tp: int = 1) -> Description:
+        """The rank with the largest share of the layers (:func:`stage_share`, v chunks of
+        them) holds its stage's parameters, gradient and optimizer state, and DP's buckets
+        when replicated. Each step it sends and receives the boundary activation of each of
+        the m micro-batches of its replica's ``rows`` and its gradient, as ``schedule`` has
+        them (Huang et al. 2019, GPipe §2.2), then the replicas sum the stage's gradient in
+        buckets (exposed, after the flush), and one all-reduce carries the loss and norm."""
+        dp = max(world // (pp * tp), 1)
+        stage = Shape(min(shape.psi, stage_share(shape, pp * v) * v), shape.itemsize,
+                      shape.moments, shape.largest, -(-shape.count // pp), shape.depth)
+        micro = -(-rows // (dp * m)) * shape.boundary  # one micro-batch's activation
+        acts = build(schedule, pp, m, v)
+        sends, grads = (max(sum(a.kind == kind for a in actions) for actions in acts.values())
+                        for kind in ("SEND_ACT", "SEND_GRAD"))
+        messages = [Message("send", "pp", micro, sends, "forward"),
+                    Message("send", "pp", micro, grads, "backward"),
+                    Message("all-reduce", "world", TOTALS, 1)]
+        if dp > 1:
+            messages.append(bucketed(stage, bucket_bytes, "all-reduce", "dp"))
+        return Description(replicated(stage, buffers=stage.bytes if dp > 1 else 0),
+                           tuple(messages), chunk=shape.largest)
 
     def _output_loss(self):
         """The loss of the last stage's output: ``loss_fn(out, targets, reduction)``."""

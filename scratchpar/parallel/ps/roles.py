@@ -4,8 +4,11 @@ work; the part every variant, the synchronous spec included, starts from."""
 from __future__ import annotations
 
 from ...backend import to_host
+from ...comm.chunks import bounds
 from ...nn.module import Parameter
+from ..description import Description, Message
 from ..strategy import Strategy
+from .protocol import Header
 from .ranges import KeyRanges
 from .state import ServerState
 
@@ -35,6 +38,34 @@ class Roles(ServerState, Strategy):
             self.optimizer = make_optimizer([self.flat])
         else:
             self.optimizer = make_optimizer(self.params)  # the loop sets its lr; never steps
+
+    @classmethod
+    def describe(cls, shape, world: int, servers: int = 1, n_push: int = 1,
+                 n_fetch: int = 1, server: int = 0) -> Description:
+        """The busier of a worker and a server. A worker holds the model and its gradient,
+        the ranges it pushes and pulls, and the gradient not yet pushed; a server holds the
+        model too (every rank builds it) and, on the host, its range of K_s = ⌈Ψ/S⌉ keys,
+        their optimizer state, the combined gradient and up to one push per worker (a clock's,
+        held to be applied as one). The busiest server receives each worker's push every
+        ``n_push`` steps and answers a pull every ``n_fetch`` (Li et al. 2014, §3; Dean et al.
+        2012, §4.1), with a header per step: 2·W·s·K_s bytes a step against a ring
+        all-reduce's 2(p − 1)/p·sΨ per rank. The messages are ``server``'s (server 0's range,
+        the first, is one of the longest)."""
+        p, w = shape.bytes, world - servers
+        start, stop = bounds(shape.psi, servers)[server]
+        ks = shape.itemsize * (stop - start)  # the server's range, in bytes
+        worker = {"parameters": p, "gradients": p, "optimizer": 0, "buffers": 3 * p}
+        host = {"parameters": ks, "gradients": ks, "optimizer": shape.moments * ks,
+                "buffers": w * ks}
+        server = {**host, "parameters": p + ks}
+        header = Header.buffer().nbytes
+        sends = (Message("push", "workers", ks, w / n_push),
+                 Message("pull", "workers", ks, w / n_fetch),
+                 Message("header", "workers", header, w),
+                 Message("all-reduce", "servers", 8, 1))  # the squared norm of every range
+        if sum(server.values()) > sum(worker.values()):
+            return Description(server, sends, on_host=sum(host.values()), chunk=ks)
+        return Description(worker, sends, chunk=shape.largest)
 
     def close(self) -> None:
         """Collective: free the communicators this strategy made."""

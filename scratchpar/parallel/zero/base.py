@@ -14,6 +14,7 @@ from ...optim.clip import norm_of
 from ...optim.guard import read_scalars
 from ..dp import DataParallelNaive
 from .flat import Shard
+from .formula import describe
 from .ledger import Meter
 from .offload import HostUpdate
 from .update import DeviceUpdate
@@ -56,6 +57,13 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         self.overlap = Overlap([len(g.params) for g in self.groups], self._start_bucket,
                                self._finished, self._complete)
         self._buckets = {}  # group → its gradient bucket, while this step holds it
+
+    @classmethod
+    def describe(cls, shape, world: int, bucket_bytes: int = 1 << 20,
+                 offload: bool = False):
+        """ZeRO's per-rank figures for this stage and what the engine holds and sends beside
+        them (:func:`~.formula.describe`)."""
+        return describe(cls.stage, shape, world, bucket_bytes, offload)
 
     @property
     def activations(self) -> int:

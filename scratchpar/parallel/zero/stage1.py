@@ -19,6 +19,8 @@ class ZeRO1(ZeRO):
     in float32 a rank holds 4Ψ + 4Ψ + 8Ψ/N bytes (parameters, gradient, optimizer state).
     """
 
+    stage = 1
+
     def _plan(self, bucket_bytes: int) -> list[FlatGroup]:
         order = self.params[::-1]  # the order backward finishes the gradients in, roughly
         plan = Buckets([p.data for p in order], bucket_bytes)

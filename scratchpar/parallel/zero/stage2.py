@@ -18,6 +18,8 @@ class ZeRO2(ZeRO1):
     as zeros once backward is over.
     """
 
+    stage = 2
+
     def _grad_ready(self, leaf) -> None:
         """A gradient is final: its bucket may start, and the reductions in flight advance."""
         self.overlap.ready(self.group_of.get(id(leaf)))

@@ -36,6 +36,8 @@ class ZeRO3(ZeRO2):
     saved_arrays_hooks`), and backward reads the array gathered again.
     """
 
+    stage = 3
+
     def _plan(self, bucket_bytes: int) -> list[FlatGroup]:
         layers = getattr(self.model, "pipeline_layers", lambda: [])()
         owners: dict[int, list[int]] = {}

@@ -57,6 +57,16 @@ class DataParallelFamily(Family):
                 problems.append(f"--strategy single runs on one rank; launched on {world_size}")
         return problems
 
+    def describe(self, cfg, shape, world_size: int):
+        t = cfg.train
+        if t.strategy == "single":
+            return SingleDevice.describe(shape)
+        if t.strategy == "dp-naive":
+            return DataParallelNaive.describe(shape, world_size)
+        if t.strategy == "local-sgd":
+            return LocalSGD.describe(shape, world_size, t.local_sgd_every, t.bucket_bytes)
+        return DataParallel.describe(shape, world_size, t.bucket_bytes)
+
     def build(self, cfg, task, optimizer, comm):
         t, clip = cfg.train, cfg.optim.grad_clip
         if t.strategy == "single":

@@ -54,6 +54,14 @@ class ElasticFamily(Family):
         mode = c.train.easgd_mode
         return 1 if mode == "round-robin" else world_size - (mode in MASTERED)
 
+    def describe(self, cfg, shape, world_size: int):
+        t = cfg.train
+        if t.easgd_mode == "sync":
+            return SyncEASGD.describe(shape, world_size, t.tau, t.bucket_bytes)
+        if t.easgd_mode == "async":
+            return AsyncEASGD.describe(shape, world_size, t.tau)
+        return RoundRobinEASGD.describe(shape, world_size)
+
     def build(self, cfg, task, optimizer, comm):
         t, o = cfg.train, cfg.optim
         p = comm.size - (t.easgd_mode in MASTERED)  # the workers: all ranks but a master

@@ -14,11 +14,14 @@ class Family(abc.ABC):
       say which of its names it goes with; the loop in ``validate.py`` refuses it elsewhere);
     - :meth:`problems`: every reason its flags cannot run on a world of ranks (asked of every
       family, whichever strategy runs: a family checks its own flags' values);
-    - :meth:`build`: its strategy for this rank, from the config, task, optimizer and world.
+    - :meth:`build`: its strategy for this rank, from the config, task, optimizer and world;
+    - :meth:`describe`: that strategy's description (what a rank holds and sends) for a
+      model's shape, which the memory estimate reads;
 
     and may refine where the base's defaults do not fit: the ranks that share each global
     batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), and the checks that
-    need the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`).
+    need the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`),
+    and what rank 0 holds when it evaluates a model it gathered whole (:meth:`gathered`).
     """
 
     names: dict[str, str] = {}
@@ -32,6 +35,16 @@ class Family(abc.ABC):
     def build(self, cfg, task, optimizer, comm):
         """The strategy ``cfg.train.strategy`` names, for this rank of ``comm`` (``optimizer``:
         this rank's optimizer over the task's model, for the strategies that step it)."""
+
+    @abc.abstractmethod
+    def describe(self, cfg, shape, world_size: int):
+        """The :class:`~scratchpar.parallel.description.Description` of the strategy
+        ``cfg.train.strategy`` names on ``world_size`` ranks, for a model of ``shape``."""
+
+    def gathered(self, cfg, shape, world_size: int, description) -> int | None:
+        """Parameter bytes rank 0 holds while it evaluates the model it gathered whole, or
+        ``None`` where it trains on the whole model already."""
+        return None
 
     def workers(self, c, world_size: int) -> int | None:
         """The ranks that share each global batch, or ``None`` where the family checks its

@@ -52,6 +52,9 @@ class HogwildFamily(Family):
                     f"{world_size} ranks share this one's (use --window one-sided)"]
         return []
 
+    def describe(self, cfg, shape, world_size: int):
+        return Hogwild.describe(shape, world_size, cfg.train.window)
+
     def build(self, cfg, task, optimizer, comm):
         """The window ``--window`` names (auto: shared when every rank is on one node); rank 0
         says where θ lives."""

@@ -123,6 +123,20 @@ class MeshFamily(Family):
                     f"{cfg.data.path}): each tensor-parallel rank holds an equal share"]
         return []
 
+    def describe(self, cfg, shape, world_size: int):
+        t = cfg.train
+        knobs = {"pp": t.pp, "m": t.m, "v": t.virtual, "schedule": t.pp_schedule,
+                 "rows": t.batch_size, "bucket_bytes": t.bucket_bytes, "tp": t.tp}
+        if t.strategy == "hybrid":
+            return Hybrid.describe(shape, world_size, **knobs,
+                                   sequence_parallel=t.sequence_parallel)
+        cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
+        return cls.describe(shape, world_size, **knobs)
+
+    def gathered(self, cfg, shape, world_size: int, description) -> int:
+        """Rank 0's whole model, filled from every stage, beside its own stage."""
+        return shape.bytes + description.holds["parameters"]
+
     def build(self, cfg, task, optimizer, comm):
         """``--dp`` replicas of ``--pp`` stages, each stage the layers that ``--balance`` gives
         it (rank 0 says which), split over ``--tp`` ranks."""

@@ -65,6 +65,12 @@ class ServerFamily(Family):
     def workers(self, c, world_size: int) -> int:
         return world_size - c.train.servers
 
+    def describe(self, cfg, shape, world_size: int):
+        t = cfg.train
+        variant = {"sync": ps.SyncParameterServer, "locked": ps.LockedParameterServer,
+                   "ssp": ps.SSPParameterServer, "async": ps.AsyncParameterServer}[t.ps_mode]
+        return variant.describe(shape, world_size, t.servers, t.n_push, t.n_fetch)
+
     def build(self, cfg, task, optimizer, comm):
         """The variant ``--ps-mode`` names; rank 0 says the roles."""
         t = cfg.train

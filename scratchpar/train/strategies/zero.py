@@ -32,6 +32,17 @@ class ZeroFamily(Family):
                      "--zero-stage)"}
     flags = ZeroFlags
 
+    def describe(self, cfg, shape, world_size: int):
+        t = cfg.train
+        return STAGES[t.zero_stage].describe(shape, world_size, t.bucket_bytes,
+                                             t.offload == "cpu")
+
+    def gathered(self, cfg, shape, world_size: int, description) -> int | None:
+        """Stage 3's ``gather_model`` makes rank 0's model whole beside its chunk."""
+        if cfg.train.zero_stage < 3:
+            return None
+        return shape.bytes + shape.itemsize * -(-shape.psi // world_size)
+
     def build(self, cfg, task, optimizer, comm):
         t = cfg.train
         return STAGES[t.zero_stage](task.model, optimizer, task.loss, task.count, comm,

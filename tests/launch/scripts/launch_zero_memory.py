@@ -1,12 +1,12 @@
 """Every ZeRO stage, with and without offload, takes two steps of a small GPT with its ledger on;
-rank 0 prints, per run, the bytes the ledger counted at its peak and the estimate's model states
-(memory_zero.zero_states) for this world: ``stage S offload O: held H, estimated E``."""
+rank 0 prints, per run, the bytes the ledger counted at its peak and the stage's description of
+its model states for this world: ``stage S offload O: held H, estimated E``."""
 
 from scratchpar.comm.mpi import Communicator
 from scratchpar.device_rng import DeviceRandom
+from scratchpar.parallel.description import Shape
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train import make_config
-from scratchpar.train.memory_zero import zero_states
 from scratchpar.train.optimizer import build_optimizer
 from scratchpar.train.task import build_task
 
@@ -17,9 +17,8 @@ for stage in (1, 2, 3):
                            "train": {"strategy": "zero", "zero_stage": stage, "offload": offload,
                                      "batch_size": 8, "bucket_mb": 0.02}}, comm.size)
         task = build_task(cfg, DeviceRandom(0, 1, comm.rank))
-        sizes = [p.data.size for p in task.model.parameters()]
-        *states, work = zero_states(cfg, comm.size, sum(sizes), max(sizes), 4, 2,
-                                    task.dataset.vocab_size)  # float32, AdamW
+        held = STAGES[stage].describe(Shape.of(task.model, 4, 2), comm.size,  # float32, AdamW
+                                      cfg.train.bucket_bytes, offload == "cpu")
         strategy = STAGES[stage](task.model, build_optimizer(cfg, task.model.parameters()),
                                  task.loss, task.count, comm, bucket_bytes=cfg.train.bucket_bytes,
                                  grad_clip=1.0, offload=offload == "cpu", measure=True)
@@ -27,4 +26,4 @@ for stage in (1, 2, 3):
             strategy.step(task.batch(step, 8)[0])
         if comm.rank == 0:
             print(f"stage {stage} offload {offload}: held {strategy.ledger.total()}, "
-                  f"estimated {sum(states) + work}", flush=True)
+                  f"estimated {held.held() + 4 * held.chunk}", flush=True)

@@ -1,0 +1,102 @@
+"""The strategies' descriptions: the estimate's shapes are the built models', the paper's bytes
+per rank, ZeRO-3's 1.5× volume, DP's buckets and a pipeline's messages."""
+
+import numpy as np
+import pytest
+
+from scratchpar.comm.buckets import Buckets
+from scratchpar.device_rng import DeviceRandom
+from scratchpar.parallel import (
+    DataParallel,
+    DataParallelNaive,
+    Pipeline,
+    SingleDevice,
+    ZeRO1,
+    ZeRO2,
+    ZeRO3,
+)
+from scratchpar.parallel.description import Shape
+from scratchpar.train import make_config
+from scratchpar.train.memory import network
+from scratchpar.train.task import build_task
+
+CONFIGS = {
+    "gpt": ({"kind": "gpt", "d_model": 16, "n_heads": 2, "n_layers": 3}, {}),
+    "gpt tied": ({"kind": "gpt", "d_model": 16, "n_heads": 2, "n_layers": 4,
+                  "tie_embeddings": True}, {}),
+    "lstm": ({"kind": "lstm", "d_model": 8, "d_hidden": 12, "n_layers": 2}, {}),
+    "rnn": ({"kind": "rnn", "d_model": 8, "d_hidden": 12}, {}),
+    "mlp": ({"kind": "mlp", "hidden_sizes": (32, 48, 24, 8)},
+            {"source": "classification", "n_features": 16}),
+    "logreg": ({}, {"source": "sparse-logreg", "n_features": 64, "nnz": 4}),
+    "factors": ({}, {"source": "matrix-factorization", "n_users": 30, "n_items": 20}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("dtype, optimizer", [("float32", "adamw"), ("float64", "sgd")])
+def test_the_estimates_shape_is_the_built_models(name, dtype, optimizer):
+    model, data = CONFIGS[name]
+    cfg = make_config({"model": model, "data": {"seq_len": 8, **data},
+                       "optim": {"optimizer": optimizer},
+                       "train": {"dtype": dtype, "batch_size": 4}})
+    task = build_task(cfg, DeviceRandom(0, 1))
+    s = np.dtype(dtype).itemsize
+    estimated = network(cfg, s, getattr(task.dataset, "vocab_size", 0), 4).shape
+    built = Shape.of(task.model, s, estimated.moments, estimated.boundary)
+    assert estimated == built
+    assert estimated.moments == (2 if optimizer == "adamw" else int(cfg.optim.momentum > 0))
+
+
+PSI, N = 3 * 4 * 5 * 7 * 64, 4  # every chunk, bucket and layer divides it
+SHAPE = Shape(PSI, 4, 2, PSI // 16, 32, depth=4, layer=PSI // 4, stack=3 * PSI // 4)
+
+
+def test_each_rank_holds_the_papers_bytes_with_adam_in_float32():
+    """Rajbhandari et al. 2020, Figure 1: 16Ψ replicated; 4Ψ + 4Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N."""
+    assert SingleDevice.describe(SHAPE).held() == 16 * PSI
+    dp = DataParallel.describe(SHAPE, N).holds
+    assert (dp["parameters"], dp["gradients"], dp["optimizer"]) == (4 * PSI, 4 * PSI, 8 * PSI)
+    stage = {k: ZeRO.describe(SHAPE, N, bucket_bytes=PSI).holds for k, ZeRO in
+             ((1, ZeRO1), (2, ZeRO2), (3, ZeRO3))}
+    assert [(h["parameters"], h["gradients"], h["optimizer"]) for h in stage.values()] == [
+        (4 * PSI, 4 * PSI, 8 * PSI // N), (4 * PSI, 4 * PSI // N, 8 * PSI // N),
+        (4 * PSI // N + 4 * SHAPE.stack, 4 * PSI // N, 8 * PSI // N)]  # + the layers gathered
+    offloaded = ZeRO2.describe(SHAPE, N, bucket_bytes=PSI, offload=True)
+    assert offloaded.on_host == (8 + 4 + 4) * PSI // N  # Ren et al. 2021: state, grads, master
+
+
+def test_zero3_moves_one_and_a_half_times_data_parallels_bytes():
+    """Rajbhandari et al. 2020, §7: stage 3 reduce-scatters the gradient and all-gathers the
+    parameters twice, 3Ψ against the all-reduce's 2Ψ."""
+    def wire(description, op):
+        return sum(m.wire(N) * m.count for m in description.sends if m.op == op)
+
+    dp = wire(DataParallel.describe(SHAPE, N, bucket_bytes=PSI), "all-reduce")
+    zero3 = ZeRO3.describe(SHAPE, N)
+    moved = wire(zero3, "reduce-scatter") + wire(zero3, "all-gather")
+    assert moved == pytest.approx(1.5 * (dp - 2 * (N - 1) / N * 16))  # DP's loss pair aside
+
+
+def test_data_parallel_describes_at_least_the_buckets_it_plans():
+    cfg = make_config({"model": CONFIGS["gpt"][0], "data": {"seq_len": 8}})
+    model = build_task(cfg, DeviceRandom(0, 1)).model
+    shape = Shape.of(model, 4, 2)
+    for bucket_bytes in (256, 4096, 1 << 20):
+        planned = len(Buckets([p.data for p in model.parameters()[::-1]], bucket_bytes))
+        (buckets, _) = DataParallel.describe(shape, 2, bucket_bytes).sends
+        assert buckets.count >= planned and buckets.count * buckets.nbytes >= shape.bytes
+        assert buckets.behind == "backward"
+    (each, _) = DataParallelNaive.describe(shape, 2).sends
+    assert each.count == len(model.parameters()) and each.behind == ""
+
+
+@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2)])
+def test_a_pipeline_sends_each_micro_batchs_activation_and_its_gradient(schedule, v):
+    shape = Shape(PSI, 4, 2, PSI // 16, 32, depth=8, layer=PSI // 8, boundary=64 * 16 * 4)
+    pipe = Pipeline.describe(shape, 4, pp=2, m=4, v=v, schedule=schedule, rows=16)
+    acts, grads = (m for m in pipe.sends if m.axis == "pp")
+    assert (acts.count, grads.count) == (4 * v, 4 * v)  # each crossing of a stage boundary
+    assert acts.nbytes == grads.nbytes == 16 // (2 * 4) * 64 * 16 * 4  # a replica's micro-batch
+    assert any(m.axis == "dp" for m in pipe.sends)  # two replicas sum their stages' gradients
+    assert pipe.holds["parameters"] < 4 * PSI  # a stage, not the model
