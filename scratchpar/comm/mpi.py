@@ -1,12 +1,11 @@
 """Communicator: one MPI communicator, messages on NumPy/CuPy arrays, and the one place that waits.
 
-This is the only module that imports mpi4py. Arrays always travel through the upper-case buffer
-API (never pickled); lower-case pickling carries small metadata only (shapes, signatures).
+Only comm/ imports mpi4py. Arrays always travel through the upper-case buffer API (never
+pickled; buffers.py); lower-case pickling carries small metadata only (shapes, signatures).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 
@@ -14,33 +13,18 @@ import numpy as np
 from mpi4py import MPI
 
 from scratchpar.comm import debug, staging
+from scratchpar.comm.buffers import Request, check_contiguous, spec
 from scratchpar.comm.cuda_aware import detect_cuda_aware, refused
 from scratchpar.comm.errors import CommError, MessageError, WaitTimeout
+from scratchpar.comm.native import NativeCollectives
 from scratchpar.comm.watchdog import Recent, Wait, debug_enabled, default_timeout, failed, report
 from scratchpar.comm.workspace import Workspace
 
 SPIN_S = 2e-2  # poll (yielding the core to any runnable rank) this long before napping
 MAX_NAP_S = 1e-3  # then sleep between polls, doubling up to this, to free an oversubscribed core
-MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 
 
-class Request:
-    """A pending message: the MPI request, what it is for, and what to do once it completes
-    (copy a staged receive to the device, give staging buffers back)."""
-
-    __slots__ = ("mpi", "wait", "finish")
-
-    def __init__(self, mpi_request, wait: Wait, finish=None):
-        self.mpi, self.wait, self.finish = mpi_request, wait, finish
-
-    def complete(self) -> None:
-        """Run the finish step, once however often the request is waited on."""
-        finish, self.finish = self.finish, None
-        if finish is not None:
-            finish()
-
-
-class Communicator:
+class Communicator(NativeCollectives):
     """One mpi4py intracommunicator with ``rank``, ``size``, ``local_rank`` and ``local_size``.
 
     Point-to-point calls post on the user channel. Inside an operation (see :meth:`enter`;
@@ -120,13 +104,13 @@ class Communicator:
         """Start sending the contiguous array ``buf`` to ``dest``; it must not change until done."""
         comm, tag, wait = self._route(tag, "send", buf, dest)
         (send, _), finish = self._stage(buf, None)
-        return Request(self._post(comm.Isend, buf, _spec(send), dest, tag), wait, finish)
+        return Request(self._post(comm.Isend, buf, spec(send), dest, tag), wait, finish)
 
     def irecv(self, buf, source: int, tag: int = 0) -> Request:
         """Start receiving into the contiguous array ``buf`` from ``source``."""
         comm, tag, wait = self._route(tag, "recv", buf, source)
         (_, recv), finish = self._stage(None, buf)
-        return Request(self._post(comm.Irecv, buf, _spec(recv), source, tag), wait, finish)
+        return Request(self._post(comm.Irecv, buf, spec(recv), source, tag), wait, finish)
 
     def send(self, buf, dest: int, tag: int = 0) -> None:
         self.wait(self.isend(buf, dest, tag))
@@ -240,36 +224,6 @@ class Communicator:
         debug.compare(self.name, [w for w, _ in seen])
         return [o for _, o in seen]
 
-    # -- MPI's own collectives on flat arrays: the baseline and the oracle ----------------------
-    def mpi_allreduce(self, sendbuf, recvbuf, op: str, blocking: bool = False) -> None:
-        """``recvbuf ← ⊕ sendbuf`` by the MPI library (``blocking`` calls MPI_Allreduce itself)."""
-        if blocking:
-            (send, recv), finish = self._stage(sendbuf, recvbuf)
-            self._post(self._coll.Allreduce, sendbuf, _spec(send), _spec(recv), MPI_OPS[op])
-            if finish is not None:
-                finish()
-            return
-        self._mpi("Iallreduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op]))
-
-    def mpi_reduce_scatter(self, sendbuf, recvbuf, counts: list[int], op: str) -> None:
-        self._mpi("Ireduce_scatter", sendbuf, recvbuf, lambda s, r: (s, r, counts, MPI_OPS[op]))
-
-    def mpi_allgather(self, sendbuf, recvbuf, counts: list[int]) -> None:
-        self._mpi("Iallgatherv", sendbuf, recvbuf, lambda s, r: (s, _vspec(r, counts)))
-
-    def mpi_bcast(self, buf, root: int) -> None:
-        send, recv = (buf, None) if self.rank == root else (None, buf)
-        self._mpi("Ibcast", send, recv, lambda s, r: (s if self.rank == root else r, root))
-
-    def mpi_reduce(self, sendbuf, recvbuf, op: str, root: int) -> None:
-        self._mpi("Ireduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op], root))
-
-    def mpi_gather(self, sendbuf, recvbuf, counts: list[int], root: int) -> None:
-        self._mpi("Igatherv", sendbuf, recvbuf, lambda s, r: (s, _vspec(r, counts), root))
-
-    def mpi_scatter(self, sendbuf, recvbuf, counts: list[int], root: int) -> None:
-        self._mpi("Iscatterv", sendbuf, recvbuf, lambda s, r: (_vspec(s, counts), r, root))
-
     # -- internals ------------------------------------------------------------------------------
     def _family(self, child: Communicator) -> Communicator:
         child._recent, child.tracer, child.workspace = self._recent, self.tracer, self.workspace
@@ -295,7 +249,7 @@ class Communicator:
         step that ends the message: staged buffers back to the device and the pool (staging.py)."""
         for buf in (sendbuf, recvbuf):
             if buf is not None:
-                _check_contiguous(buf)
+                check_contiguous(buf)
         send, sent = (None, None) if sendbuf is None else \
             staging.outgoing(sendbuf, self.cuda_aware, self.workspace)
         recv, received = (None, None) if recvbuf is None else \
@@ -318,40 +272,3 @@ class Communicator:
             if not self.cuda_aware or isinstance(buf, np.ndarray):
                 raise
             raise CommError(f"{self}: {refused(error)}") from error
-
-    def _mpi(self, call: str, sendbuf, recvbuf, args) -> None:
-        (send, recv), finish = self._stage(sendbuf, recvbuf)
-        seq = self._op.seq if self._op else self.next_seq()
-        buf = sendbuf if sendbuf is not None else recvbuf
-        wait = Wait(f"MPI {call}", seq, "", buf.shape, buf.dtype)
-        start = getattr(self._coll, call)
-        self.wait(Request(self._post(start, buf, *args(_spec(send), _spec(recv))), wait, finish))
-
-
-def _check_contiguous(buf) -> None:
-    if not buf.flags.c_contiguous:
-        raise CommError(f"message buffers must be C-contiguous; got shape {buf.shape} with "
-                        f"strides {buf.strides} (use xp.ascontiguousarray)")
-
-
-def _spec(buf):
-    """mpi4py's buffer spec: the array, its element count and its MPI datatype."""
-    return None if buf is None else [buf, buf.size, _mpi_type(buf.dtype)]
-
-
-@functools.cache
-def _mpi_type(dtype):
-    """The predefined MPI datatype of a NumPy dtype (float32 → MPI_FLOAT, …)."""
-    try:
-        return MPI.Datatype.fromcode(dtype.char)
-    except (KeyError, ValueError):
-        raise CommError(f"no MPI datatype for dtype {dtype}") from None
-
-
-def _vspec(spec, counts: list[int]):
-    """A vector spec: per-rank element counts laid end to end (``None`` off the root)."""
-    if spec is None:
-        return None
-    buf, _, dtype = spec
-    displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
-    return [buf, (list(counts), displs), dtype]

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from scratchpar.comm.watchdog import Wait
 
 if TYPE_CHECKING:  # only for annotations: importing collectives must not start MPI
-    from scratchpar.comm.mpi import Communicator, Request
+    from scratchpar.comm.buffers import Request
+    from scratchpar.comm.mpi import Communicator
 
 
 class Handle:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from .mpi import _mpi_type
+from .buffers import mpi_type
 
 
 def _size(shape, dtype) -> tuple[tuple[int, ...], np.dtype, int]:
@@ -112,7 +112,7 @@ class RemoteArray:
         self.size, self.owner, self._comm = size, owner, comm
         mine = size * self.dtype.itemsize if comm.rank == owner else 0
         self._win = MPI.Win.Allocate(mine, self.dtype.itemsize, comm=comm._comm)
-        self._type = _mpi_type(self.dtype)
+        self._type = mpi_type(self.dtype)
         self.local = np.ndarray((size if comm.rank == owner else 0,), self.dtype,
                                 buffer=self._win.tomemory())  # the owner's own view
         self.local[...] = 0

@@ -18,7 +18,7 @@ from scratchpar.autograd import Tensor, grad_check, no_grad
 from scratchpar.comm import collectives
 from scratchpar.comm.chunks import bounds, counts
 from scratchpar.comm.errors import CommError
-from scratchpar.parallel import duals
+from scratchpar.parallel import duals, links
 
 seeds = st.integers(0, 2**31)
 TIGHT = {"rtol": 1e-10, "atol": 1e-12}
@@ -285,7 +285,7 @@ def gpipe_non_blocking(pipe, w0, data, b, d, end):
         h = (xs[m] @ w).tanh()
         ends.append((h * on_device(row[-1 if k == last else k + 1])).sum())
         if k < last:
-            downs.append(duals.Outgoing(pipe, k + 1, pipe.tag(m)))
+            downs.append(links.Outgoing(pipe, k + 1, pipe.tag(m)))
             ends[m] = ends[m] + duals.isend(h, downs[m])
     for down in downs:
         down.expect()
@@ -308,7 +308,7 @@ def test_non_blocking_send_recv_give_the_blocking_gradients(comm, pipe, b, d, mi
     weights = [r.standard_normal((d, d)) for _ in range(comm.size)]
     data = [[r.standard_normal((b, d)) for _ in range(comm.size + 1)] for _ in range(micro)]
     w_grad, x_grads = gpipe_non_blocking(pipe, weights[comm.rank], data, b, d,
-                                         getattr(duals, end))
+                                         getattr(links, end))
     want_w, want_x = gpipe_blocking(pipe, weights[comm.rank], data, b, d)
     np.testing.assert_array_equal(w_grad, want_w)
     for got, want in zip(x_grads, want_x, strict=True):
@@ -326,7 +326,7 @@ def test_a_hand_off_between_chunks_of_one_rank_equals_one_graph(comm, seed, scal
     x0, w1, w2, c = (r.standard_normal((2, 3)), r.standard_normal((3, 3)),
                      r.standard_normal((3, 3)), r.standard_normal((2, 3)))
     x, a, b = leaf(x0), leaf(w1), leaf(w2)
-    link = duals.HandOff()
+    link = links.HandOff()
     token = duals.isend((x @ a).tanh(), link)
     y = duals.irecv((2, 3), np.float64, link)
     (((y @ b).tanh() * on_device(c)).sum() * scale).backward()  # the second chunk's B
@@ -340,8 +340,8 @@ def test_a_hand_off_between_chunks_of_one_rank_equals_one_graph(comm, seed, scal
 @shared_verdict
 def test_a_gradient_wanted_before_its_backward_is_refused(comm, pipe):
     with pytest.raises(CommError, match="backward has not run"):
-        duals.Incoming(pipe, comm.rank, 0).send_grad()
-    link = duals.HandOff()
+        links.Incoming(pipe, comm.rank, 0).send_grad()
+    link = links.HandOff()
     duals.isend(leaf(np.ones(2)), link)
     with pytest.raises(CommError, match="before its receiver's backward"):
         link.gradient()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ...autograd import Tensor, no_grad
 from ...trace.tracer import NULL
 from .. import duals
+from ..links import HandOff, Held, Incoming, Outgoing
 from .actions import SENDS, Action, ScheduleError, virtual_stage
 from .lower import receive_for, send_for
 from .shapes import agree_shapes
@@ -156,9 +157,9 @@ class Runtime:
     def _send_act(self, a: Action) -> None:
         key = a.mb, a.chunk
         if a.peer == self.comm.rank:  # one rank, consecutive chunks: a hand-off, no message
-            link = self.handed[a.mb, self._boundary(a)] = duals.HandOff()
+            link = self.handed[a.mb, self._boundary(a)] = HandOff()
         else:
-            link = duals.Outgoing(self.comm, a.peer, self._tag(a))
+            link = Outgoing(self.comm, a.peer, self._tag(a))
         self.outputs[key] = duals.isend(self.outputs[key], link)  # the stand-in, for B
         self.sent[key] = link
         self._in_flight(link.request, link)
@@ -169,7 +170,7 @@ class Runtime:
         if a.peer == self.comm.rank:
             link = self.handed.pop((a.mb, self._boundary(a)))
         else:  # with sync_sends the gradient goes where the schedule has SEND_GRAD, not in B
-            end = duals.Held if self.sync_sends else duals.Incoming
+            end = Held if self.sync_sends else Incoming
             link = end(self.comm, a.peer, self._tag(a))
         self.inputs[a.mb, a.chunk] = duals.irecv((rows, *shape), dtype, link)  # filled by the wait
         self.received[a.mb, a.chunk] = link

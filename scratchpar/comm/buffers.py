@@ -1,0 +1,47 @@
+"""An array as mpi4py sees a message: its buffer spec and MPI datatype, and a pending request
+with the step that ends it."""
+
+from __future__ import annotations
+
+import functools
+
+from mpi4py import MPI
+
+from scratchpar.comm.errors import CommError
+from scratchpar.comm.watchdog import Wait
+
+
+class Request:
+    """A pending message: the MPI request, what it is for, and what to do once it completes
+    (copy a staged receive to the device, give staging buffers back)."""
+
+    __slots__ = ("mpi", "wait", "finish")
+
+    def __init__(self, mpi_request, wait: Wait, finish=None):
+        self.mpi, self.wait, self.finish = mpi_request, wait, finish
+
+    def complete(self) -> None:
+        """Run the finish step, once however often the request is waited on."""
+        finish, self.finish = self.finish, None
+        if finish is not None:
+            finish()
+
+
+def check_contiguous(buf) -> None:
+    if not buf.flags.c_contiguous:
+        raise CommError(f"message buffers must be C-contiguous; got shape {buf.shape} with "
+                        f"strides {buf.strides} (use xp.ascontiguousarray)")
+
+
+def spec(buf):
+    """mpi4py's buffer spec: the array, its element count and its MPI datatype."""
+    return None if buf is None else [buf, buf.size, mpi_type(buf.dtype)]
+
+
+@functools.cache
+def mpi_type(dtype):
+    """The predefined MPI datatype of a NumPy dtype (float32 → MPI_FLOAT, …)."""
+    try:
+        return MPI.Datatype.fromcode(dtype.char)
+    except (KeyError, ValueError):
+        raise CommError(f"no MPI datatype for dtype {dtype}") from None

@@ -1,0 +1,64 @@
+"""MPI's own collectives on flat arrays, as every Communicator offers them: the baseline in the
+benchmarks and the oracle in the tests (``algorithm="mpi"``)."""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from scratchpar.comm.buffers import Request, spec
+from scratchpar.comm.watchdog import Wait
+
+MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+
+
+class NativeCollectives:
+    """Mixed into :class:`~scratchpar.comm.mpi.Communicator`: each collective staged like any
+    message (``_stage``), posted non-blocking on the collectives' channel and waited for in the
+    one place that waits (``wait``)."""
+
+    def mpi_allreduce(self, sendbuf, recvbuf, op: str, blocking: bool = False) -> None:
+        """``recvbuf ← ⊕ sendbuf`` by the MPI library (``blocking`` calls MPI_Allreduce itself)."""
+        if blocking:
+            (send, recv), finish = self._stage(sendbuf, recvbuf)
+            self._post(self._coll.Allreduce, sendbuf, spec(send), spec(recv), MPI_OPS[op])
+            if finish is not None:
+                finish()
+            return
+        self._mpi("Iallreduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op]))
+
+    def mpi_reduce_scatter(self, sendbuf, recvbuf, counts: list[int], op: str) -> None:
+        self._mpi("Ireduce_scatter", sendbuf, recvbuf, lambda s, r: (s, r, counts, MPI_OPS[op]))
+
+    def mpi_allgather(self, sendbuf, recvbuf, counts: list[int]) -> None:
+        self._mpi("Iallgatherv", sendbuf, recvbuf, lambda s, r: (s, vspec(r, counts)))
+
+    def mpi_bcast(self, buf, root: int) -> None:
+        send, recv = (buf, None) if self.rank == root else (None, buf)
+        self._mpi("Ibcast", send, recv, lambda s, r: (s if self.rank == root else r, root))
+
+    def mpi_reduce(self, sendbuf, recvbuf, op: str, root: int) -> None:
+        self._mpi("Ireduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op], root))
+
+    def mpi_gather(self, sendbuf, recvbuf, counts: list[int], root: int) -> None:
+        self._mpi("Igatherv", sendbuf, recvbuf, lambda s, r: (s, vspec(r, counts), root))
+
+    def mpi_scatter(self, sendbuf, recvbuf, counts: list[int], root: int) -> None:
+        self._mpi("Iscatterv", sendbuf, recvbuf, lambda s, r: (vspec(s, counts), r, root))
+
+    def _mpi(self, call: str, sendbuf, recvbuf, args) -> None:
+        (send, recv), finish = self._stage(sendbuf, recvbuf)
+        seq = self._op.seq if self._op else self.next_seq()
+        buf = sendbuf if sendbuf is not None else recvbuf
+        wait = Wait(f"MPI {call}", seq, "", buf.shape, buf.dtype)
+        start = getattr(self._coll, call)
+        self.wait(Request(self._post(start, buf, *args(spec(send), spec(recv))), wait, finish))
+
+
+def vspec(spec, counts: list[int]):
+    """A vector spec: per-rank element counts laid end to end (``None`` off the root)."""
+    if spec is None:
+        return None
+    buf, _, dtype = spec
+    displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
+    return [buf, (list(counts), displs), dtype]
