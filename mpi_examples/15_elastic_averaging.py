@@ -10,8 +10,8 @@ is evaluated.
   ρ = 0 the copies are independent SGDs and drift apart; with ρ > 0 the force holds them near x̃.
 - Asynchronous (``AsyncEASGD``): rank 0 is the master, holding x̃ on the host; each of 3 workers
   exchanges with it every τ of its own steps while the others go on. Rank 3 is slowed.
-- Round-robin (seed 001's Algorithm 1, ``RoundRobinEASGD``): the master hands step t's samples
-  and x̃ to worker j = t mod 3 alone, which moves by eq. 3 while the master moves by eq. 4.
+- Round-robin (``RoundRobinEASGD``; the scheme of Zhang et al.'s §4): the master hands step t's
+  samples and x̃ to worker j = t mod 3 alone, which moves by eq. 3 while the master moves by eq. 4.
 """
 
 import sys

@@ -21,7 +21,7 @@ class BackendError(RuntimeError):
 
 
 def set_device(device: str, local_rank: int = 0) -> None:
-    """Select ``"cpu"`` (NumPy), ``"cuda"`` (CuPy) or ``"double"``; a rank uses GPU
+    """Select ``"cpu"`` (NumPy), ``"cuda"`` (CuPy) or ``"double"``. A rank uses GPU
     ``local_rank % count``, on a stream of its own: ranks that share one GPU then queue their
     kernels apart instead of serializing on the legacy default stream."""
     global _device, _xp

@@ -1,6 +1,6 @@
 """Fused neural-network ops: softmax, log-softmax, dropout, linear, layer norm, cross-entropies.
 
-Each could be written from primitives; fusing gives one graph node and a hand-derived backward,
+Each could be written from primitives. Fusing gives one graph node and a hand-derived backward,
 which keeps the per-op overhead of the autograd small on the hot path.
 """
 

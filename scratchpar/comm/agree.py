@@ -45,7 +45,7 @@ def agreeing(comm, expected: tuple[type[BaseException], ...]):
     """Run a block of this rank's own checks, then :func:`agree` on its outcome.
 
     An exception of an ``expected`` type (a bad input) becomes this rank's problem, its message
-    shared; any other exception is a bug and propagates (under MPI, to the abort path)."""
+    shared. Any other exception is a bug and propagates (under MPI, to the abort path)."""
     problems = []
     try:
         yield

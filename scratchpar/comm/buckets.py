@@ -25,12 +25,12 @@ class Slot(NamedTuple):
 class Buckets:
     """The arrays (in the given order) packed into flat buffers of at most ``bucket_bytes`` each.
 
-    Few large messages cost less than many small ones, since each message pays a latency; so data
+    Few large messages cost less than many small ones, since each message pays a latency. So data
     parallelism all-reduces buckets of gradients, and starts bucket k as soon as every array in
     ``members[k]`` is ready, while backward goes on (Li et al. 2020, PyTorch DDP, §3.2).
 
     A bucket holds one dtype. An array joins the open bucket of its dtype unless it would overflow
-    it, then opens the next one; an array larger than the limit fills a bucket alone. A bucket's
+    it, then opens the next one. An array larger than the limit fills a bucket alone. A bucket's
     buffer is allocated on the arrays' device when first used, and then reused by every
     :meth:`pack`: a caller that reduces a lone array in place never pays for its buffer.
     """

@@ -3,7 +3,7 @@
 Arrays of any shape; where blocks are split or joined (reduce-scatter, all-gather, gather,
 scatter) it is along axis 0, with rank i holding rows ``chunks.bounds(n, p)[i]``. Any row count
 works, zero included. ``algorithm="mpi"`` calls the MPI library's own collective (the benchmark
-baseline and a test oracle); ``"auto"`` picks by message size (the crossover is measured by
+baseline and a test oracle). ``"auto"`` picks by message size (the crossover is measured by
 ``python -m scratchpar.bench collectives``).
 Names ending in ``_`` work in place. ``comm/reference.py`` states what each one computes.
 """
@@ -126,7 +126,7 @@ def all_gather(comm, x, algorithm: str = "auto", rows: list[int] | None = None):
 def reduce_scatter_start(comm, flat, op: str = "sum", algorithm: str = "auto") -> Handle:
     """Start a reduce-scatter in place on a 1-d buffer: when done, ``flat[a:b]``, with
     ``(a, b) = bounds(flat.size, p)[rank]``, holds ⊕ over ranks of that chunk (the handle's
-    result, a view); the rest of ``flat`` is left partly reduced. No copy of ``flat`` is made."""
+    result, a view). The rest of ``flat`` is left partly reduced. No copy of ``flat`` is made."""
     algorithm = _begin(comm, "reduce_scatter_start", algorithm, flat, op=op)
     flat = _flat(flat)
     spans = bounds(flat.size, comm.size)

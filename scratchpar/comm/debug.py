@@ -7,7 +7,7 @@ root), and any disagreement raises :class:`CollectiveMismatch` on every rank, na
 
 The check is itself an exchange of metadata (``Communicator.allgather_obj``), labelled by the
 call. All exchanges share one channel, so a rank checking one call always meets the other ranks'
-next check, barrier or metadata exchange, never a hang; differing labels raise on every rank.
+next check, barrier or metadata exchange, never a hang. Differing labels raise on every rank.
 """
 
 from __future__ import annotations

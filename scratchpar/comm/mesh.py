@@ -23,7 +23,7 @@ class Mesh:
     Megatron's order (Shoeybi et al. 2019; Narayanan et al. 2021, §3): tensor-parallel ranks are
     adjacent (the fastest-varying axis, so on one node), then pipeline stages, then data-parallel
     replicas. ``dp_comm``, ``pp_comm`` and ``tp_comm`` hold the ranks that differ from this one
-    only along that axis; a rank's rank in each is its coordinate on that axis.
+    only along that axis. A rank's rank in each is its coordinate on that axis.
     """
 
     def __init__(self, comm, dp: int = 1, pp: int = 1, tp: int = 1):

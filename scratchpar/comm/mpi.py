@@ -264,7 +264,7 @@ class Communicator(NativeCollectives):
         return (send, recv), finish
 
     def _post(self, call, buf, *args):
-        """``call(*args)``, an MPI call on ``buf``; a device buffer that MPI cannot read, handed
+        """``call(*args)``, an MPI call on ``buf``. A device buffer that MPI cannot read, handed
         to it under a claim of CUDA-awareness, raises :class:`CommError` naming the claim."""
         try:
             return call(*args)

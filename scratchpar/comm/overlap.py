@@ -9,13 +9,13 @@ class Overlap:
     Bucket k starts once backward has produced all its arrays and every bucket before it has
     started: in order, so every rank posts the same collectives in the same sequence whatever
     order its backward finished them in (Li et al. 2020, PyTorch DDP, §3.2.3). Each array that
-    backward produces afterwards advances the collectives in flight (:meth:`ready`); after
+    backward produces afterwards advances the collectives in flight (:meth:`ready`). After
     backward, :meth:`finish` starts the buckets left, an array backward never reached counting
-    as zeros, and waits for them all.
+    as zeros, and waits for them all. The caller's hooks:
 
-    ``start(k)`` packs bucket k and starts its collective, returning the handle;
-    ``finished(k, result)`` takes the result of bucket k's finished collective; ``complete(k)``
-    hears first that bucket k's arrays are all final, before it may start.
+    - ``start(k)`` packs bucket k and starts its collective, returning the handle;
+    - ``finished(k, result)`` takes the result of bucket k's finished collective;
+    - ``complete(k)`` hears first that bucket k's arrays are all final, before it may start.
     """
 
     def __init__(self, counts: list[int], start, finished=None, complete=None):

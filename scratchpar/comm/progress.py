@@ -1,5 +1,5 @@
 """A collective in flight. An algorithm is a generator that yields each batch of messages it has
-posted and resumes once they have all arrived; a :class:`Handle` drives it, blocking or not."""
+posted and resumes once they have all arrived. A :class:`Handle` drives it, blocking or not."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ A host array goes to MPI as it is. A device array goes one of two ways (DESIGN.m
   or reads one MPI is to overwrite.
 - Otherwise the message is **staged** through a pinned host buffer borrowed from the
   communicator's workspace. A send copies device → pinned (a blocking copy, which waits for the
-  stream) and MPI reads the pinned copy; a receive lets MPI write pinned memory, then copies
+  stream) and MPI reads the pinned copy. A receive lets MPI write pinned memory, then copies
   pinned → device. Pinned (page-locked) memory is what the GPU's copy engines read and write
   directly: a pageable array would be copied once more through the driver's own buffer.
 

@@ -2,7 +2,7 @@
 
 Number ranks relative to the root, v = (rank − root) mod p. In a binomial tree the parent of v is
 v with its lowest set bit cleared, and its children are v + 2ᵏ for every 2ᵏ below that bit. A
-broadcast flows from the root down those edges; a reduce flows up them, each node combining its
+broadcast flows from the root down those edges. A reduce flows up them, each node combining its
 children's partial results before passing its own on.
 """
 

@@ -36,7 +36,7 @@ class SharedArray:
 
     Loads and stores need no call at all, and race freely. Under the window's passive-target
     epoch (open from creation to :meth:`free`), :meth:`sync` is the memory barrier that makes a
-    rank's stores visible and others' visible to it; :meth:`exclusive` is a lock only one rank
+    rank's stores visible and others' visible to it. :meth:`exclusive` is a lock only one rank
     holds at a time, for writers that must not race."""
 
     def __init__(self, comm, shape, dtype=np.float64):

@@ -2,7 +2,7 @@
 
 A fresh scratch array per call costs more than it looks: a large one comes straight from the
 kernel (mmap) and page-faults on first touch, every call. MPICH's large all-reduce pays this
-(it allocates temporaries on each call); reusing buffers is part of why the ring here beats it
+(it allocates temporaries on each call). Reusing buffers is part of why the ring here beats it
 (docs/collectives.md, "Measured"). Pinned host memory, which staging copies device buffers
 through (staging.py), costs far more to allocate (the pages are locked, and on a GPU mapped for
 the copy engines), so every pinned buffer is pooled, whatever its size.
@@ -27,7 +27,7 @@ class Workspace:
     a send may stage through it (its device-to-host copy is queued behind, on the same stream),
     but a receive, which MPI writes outside the stream's order, may not until the stream has been
     synchronized (:meth:`settle`; every staged send does it). A receive that finds no settled
-    buffer gets a new one, so the pool grows to the pattern of messages and then stops; only
+    buffer gets a new one, so the pool grows to the pattern of messages and then stops. Only
     when many buffers are settling does it synchronize instead (a rank that only receives).
     """
 

@@ -96,7 +96,7 @@ class SyntheticLanguage:
         """The exact expected cross-entropy (nats per non-pad target) of the true source.
 
         With ``X = B[:, :T]``, ``Y = B[:, 1:]`` the loss at position ``t`` counts iff the row is
-        alive there (no ``EOS`` among tokens ``1 … t``); its context ``c_t`` is the last ``order``
+        alive there (no ``EOS`` among tokens ``1 … t``). Its context ``c_t`` is the last ``order``
         tokens of ``B[:, :t+1]``. By the tower rule ``E[-log p(Y_t | c_t) | c_t, alive] = H(c_t)``,
         the entropy of the table row of ``c_t``. Let ``m_t(c) = P(alive at t, c_t = c)``; then
 

@@ -16,7 +16,7 @@ _BATCH_STREAM = 2
 class CharText:
     """Random windows of ``seq_len + 1`` characters from one text file, as int64 ids.
 
-    The vocabulary is the sorted set of characters in the file; character ``chars[i]`` has id
+    The vocabulary is the sorted set of characters in the file. Character ``chars[i]`` has id
     ``i + 1``, and id ``0`` is ``PAD``, which this dataset never produces (every window is full).
     ``vocab_size = len(chars) + 1``. ``batch(step, b)`` is a pure function of ``(seed, step)``.
     """

@@ -7,8 +7,8 @@ show up on a CPU-only machine:
 - it does not mix with NumPy arrays in one operation (host and device memory);
 - reading a value on the host (``float``, ``int``, ``bool``, ``.item()``, ``.get()``) is a sync,
   recorded with the engine line that caused it;
-- MPI may read it only where the simulated library is CUDA-aware and the stream is synchronized;
-  elsewhere a buffer must be staged through host memory first.
+- MPI may read it only where the simulated library is CUDA-aware and the stream is synchronized.
+  Elsewhere a buffer must be staged through host memory first.
 
 The wall guards the engine: code outside ``scratchpar`` (the tests, comparing against NumPy)
 may look through it, and each look is still counted.

@@ -12,7 +12,7 @@ from .module import Module, Parameter
 class SparseLogisticRegression(Module):
     """(idx (B, nnz) int, val (B, nnz)) → logits (B,): z = Σ_k w[idx_k]·val_k + b.
 
-    A sample is its ``nnz`` non-zero features (ids and values); the forward gathers those
+    A sample is its ``nnz`` non-zero features (ids and values). The forward gathers those
     weights (``w[idx]``, whose backward scatter-adds into the touched entries alone) instead
     of multiplying a dense (B, n_features) matrix. ``weight`` (n_features,) starts Xavier-normal
     with fan-in n_features, ``bias`` (1,) at 0. Its loss is the binary cross-entropy of the

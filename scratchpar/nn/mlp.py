@@ -9,7 +9,7 @@ from .module import Module, Sequential
 
 
 class LinearStack(Sequential):
-    """Linear layers, each but the last followed by its ReLU, run in order; a pipeline sees
+    """Linear layers, each but the last followed by its ReLU, run in order. A pipeline sees
     each Linear with its ReLU as one layer, and the last Linear alone."""
 
     def __init__(self, *layers):

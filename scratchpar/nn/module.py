@@ -35,7 +35,7 @@ class Module:
     def set_forward_hooks(self, before, after) -> None:
         """Call ``before(module)`` ahead of every forward of this module, and return
         ``after(module, output)`` in place of its output (ZeRO-3 gathers a layer's parameters
-        before its forward and frees them after); ``None, None`` removes them."""
+        before its forward and frees them after). ``None, None`` removes them."""
         if before is None:
             self.__dict__.pop("_forward_hooks", None)
         else:

@@ -29,7 +29,7 @@ def clip_grad_norm(params, max_norm: float, norm: float | None = None) -> float:
     """Scale all gradients in place by max_norm/(‖g‖ + 1e-6) if that is below 1; return ‖g‖.
 
     ‖g‖ is the global norm before clipping (:func:`global_grad_norm`, unless the caller passes
-    ``norm``, already computed); None gradients are skipped.
+    ``norm``, already computed). None gradients are skipped.
     """
     if not max_norm > 0.0:
         raise ValueError(f"max_norm must be > 0, got {max_norm}")

@@ -25,8 +25,8 @@ class Constant:
 class _WarmupDecay:
     """Linear warmup to ``base_lr`` over ``warmup_steps``, a decay to ``min_lr`` at ``total_steps``.
 
-    Steps ``0 … warmup_steps − 1`` rise linearly, ``base_lr·(s + 1)/(warmup_steps + 1)``; step
-    ``warmup_steps`` is ``base_lr``; the decay ends at ``min_lr`` on step ``total_steps``, which
+    Steps ``0 … warmup_steps − 1`` rise linearly, ``base_lr·(s + 1)/(warmup_steps + 1)``. Step
+    ``warmup_steps`` is ``base_lr``. The decay ends at ``min_lr`` on step ``total_steps``, which
     holds from then on. A subclass gives the decay's shape on progress ∈ [0, 1).
     """
 

@@ -9,8 +9,8 @@ from scratchpar.optim.optimizer import Optimizer
 class SGD(Optimizer):
     """θ ← θ − lr·d, with the same semantics as ``torch.optim.SGD`` (no dampening).
 
-    g = ∇ + λθ (L2 weight decay λ); with momentum μ: b ← μb + g (b = g on the first step) and
-    d = g + μb (Nesterov) or d = b; without momentum d = g. ``p.grad`` is never modified.
+    g = ∇ + λθ (L2 weight decay λ). With momentum μ: b ← μb + g (b = g on the first step) and
+    d = g + μb (Nesterov) or d = b. Without momentum d = g. ``p.grad`` is never modified.
     """
 
     def __init__(

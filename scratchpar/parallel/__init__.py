@@ -1,4 +1,4 @@
-"""The parallel strategies, by family; each wraps a single-device model and optimizer and offers
+"""The parallel strategies, by family. Each wraps a single-device model and optimizer and offers
 the training-step protocol of :class:`~scratchpar.parallel.strategy.Strategy`.
 
     one device, the spec          single.py             SingleDevice

@@ -22,7 +22,7 @@ class ParallelBranches(Module):
 
     Built from a single-device :class:`~scratchpar.nn.Towers`: rank r keeps that model's own
     tower modules ``towers.<i>`` (names, and so checkpoints, stay the whole model's) and its
-    head; once the caller drops ``model``, the other towers are freed. The head's parameters
+    head. Once the caller drops ``model``, the other towers are freed. The head's parameters
     are replicated and get the same gradient on every rank, since every rank computes the loss
     alike from the same joined outputs.
     """
@@ -48,7 +48,7 @@ class ParallelBranches(Module):
             local = F.reshape(F.getitem(x, (..., slice(0, 0))), (*lead, 0, self.width))
         # gather, not all_gather: the head and the loss after it run alike on every rank and
         # count once, so each rank's ∂L/∂Y is already the whole gradient and rank r keeps its
-        # towers' slice; all_gather's reduce-scatter would sum p equal copies (p × too large).
+        # towers' slice. An all_gather's reduce-scatter would sum p equal copies (p × too large).
         # Along the tower axis, so the join below is a view and the graph keeps one copy
         joined = duals.gather(local, self.comm, axis=-2)  # (B, k, H), towers in global order
         return self.head(F.reshape(joined, (*lead, self.k * self.width)))  # (B, n_classes)

@@ -13,12 +13,12 @@ TOTALS = 16  # bytes of the float64 pair [Σ loss, Σ units] that a synchronous 
 
 @dataclass(frozen=True)
 class Shape:
-    """A model and its optimizer, as far as a strategy's costs go; plain integers, so that a
+    """A model and its optimizer, as far as a strategy's costs go. Plain integers, so that a
     shape no machine could build still describes in no time.
 
     Ψ = ``psi`` parameters in ``count`` arrays, the largest of ``largest`` elements, each
     element ``itemsize`` bytes (s), and ``moments`` optimizer arrays per element (Adam 2,
-    momentum 1, plain SGD 0). The model lists ``depth`` layers for pipelining; ``layer`` is
+    momentum 1, plain SGD 0). The model lists ``depth`` layers for pipelining. ``layer`` is
     the largest one's own parameters, ``stack`` what ZeRO-3 holds gathered at once (the three
     largest layers of a stack, every layer of a recurrent model, whose backward runs through
     them all together), and ``shared`` the parameters several layers hold, or none (a tied
@@ -78,7 +78,7 @@ class Message:
     def wire(self, p: int) -> float:
         """Bytes one of ``p`` ranks sends for one of these messages with the ring algorithms
         (Patarasuk & Yuan 2009): a reduce-scatter or an all-gather passes p − 1 of the p
-        chunks on, an all-reduce is both, 2(p − 1)/p·n; a point-to-point message, its
+        chunks on, and an all-reduce is both, 2(p − 1)/p·n. A point-to-point message sends its
         payload."""
         share = {"all-reduce": 2 * (p - 1) / p, "reduce-scatter": (p - 1) / p,
                  "all-gather": (p - 1) / p}
@@ -89,9 +89,10 @@ class Message:
 class Description:
     """What the rank that holds the most holds, in bytes by what it is for: ``parameters``
     (with copies being averaged or gathered), ``gradients``, ``optimizer`` state and
-    ``buffers`` (the buckets and scratch of the gradient's reduction); ``on_host``, how many of
-    those bytes lie in host memory beside a device; ``chunk``, the elements the optimizer
-    updates at once (its work arrays' size); and the messages it takes part in each step."""
+    ``buffers`` (the buckets and scratch of the gradient's reduction). ``on_host`` is how many
+    of those bytes lie in host memory beside a device, and ``chunk`` the elements the optimizer
+    updates at once (its work arrays' size). ``sends`` are the messages it takes part in each
+    step."""
 
     holds: dict[str, int]
     sends: tuple[Message, ...] = ()

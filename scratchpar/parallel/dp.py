@@ -34,7 +34,7 @@ class DataParallelNaive(Strategy):
     @classmethod
     def describe(cls, shape, world: int) -> Description:
         """Every replica holds one device's model, gradient and optimizer state, and the
-        collectives' scratch (at most one copy of the gradient); after backward, one
+        collectives' scratch (at most one copy of the gradient). After backward: one
         all-reduce per parameter over the dp ranks, exposed, and one of [Σ L, Σ n]."""
         per = -(-shape.bytes // shape.count)  # the mean parameter's
         return Description(replicated(shape, buffers=shape.bytes),
@@ -98,7 +98,7 @@ class DataParallel(DataParallelNaive):
     Buckets are planned over the parameters in reverse definition order, the order in which
     backward roughly finishes their gradients. When the last gradient of bucket k is final, the
     buckets up to k that are complete are packed and started, always in bucket order, so every
-    rank posts the same collectives in the same sequence; each later gradient also advances the
+    rank posts the same collectives in the same sequence. Each later gradient also advances the
     ones in flight (:class:`~scratchpar.comm.overlap.Overlap`, which ZeRO's stages share). The
     sum and the 1/N scaling are those of :class:`DataParallelNaive`.
 
@@ -118,7 +118,7 @@ class DataParallel(DataParallelNaive):
 
     @classmethod
     def describe(cls, shape, world: int, bucket_bytes: int = 1 << 20) -> Description:
-        """As :class:`DataParallelNaive`, with a bucket copy of the gradient beside it; the
+        """As :class:`DataParallelNaive`, with a bucket copy of the gradient beside it. The
         buckets' all-reduces run behind backward (Li et al. 2020, §3.2)."""
         return Description(replicated(shape, buffers=2 * shape.bytes),
                            (bucketed(shape, bucket_bytes, "all-reduce", "dp", "backward"),

@@ -5,12 +5,12 @@
     gather     ↔ split            an output gathered for a loss every rank computes alike
     send       ↔ recv             between pipeline stages (Huang et al. 2019, GPipe, §2.2)
 
-Each function takes a Tensor and the communicator and returns a Tensor; every rank of the
+Each function takes a Tensor and the communicator and returns a Tensor. Every rank of the
 communicator calls it in the same order, and later runs the matching backward in the same order.
 The convention is Megatron's. A tensor that every rank uses whole (f's input, all-gather's
 result) gets a share of its gradient from each rank's part of the work, and the backward sums
 the shares (all-reduce, reduce-scatter). A sum over ranks (g, reduce-scatter) hands each rank
-its result exactly, so the gradient goes back as it came (identity, all-gather); after g the
+its result exactly, so the gradient goes back as it came (identity, all-gather). After g the
 loss is computed alike on every rank and counted once.
 
 Send and recv also come non-blocking, for pipelines: :func:`isend` and :func:`irecv` post their
@@ -48,7 +48,7 @@ def all_gather(x, comm, axis: int = 0) -> Tensor:
 
 def gather(x, comm, axis: int = -1) -> Tensor:
     """Every rank's ``x`` joined along ``axis``, for a loss every rank computes alike (counted
-    once); backward keeps this rank's slice of the gradient (Megatron's gather ↔ split)."""
+    once). Backward keeps this rank's slice of the gradient (Megatron's gather ↔ split)."""
     return Gather.apply(x, comm=comm, axis=axis)
 
 
@@ -73,7 +73,7 @@ def send(x, comm, dest: int, tag: int = 0) -> Tensor:
 
 
 def recv(shape, dtype, comm, source: int, tag: int = 0) -> Tensor:
-    """Receive a ``shape`` ``dtype`` tensor from rank ``source``; its backward sends the gradient
+    """Receive a ``shape`` ``dtype`` tensor from rank ``source``. Its backward sends the gradient
     back to ``source`` (so the received tensor must reach the loss)."""
     link = Blocking(comm, source, tag)
     x = irecv(shape, dtype, link)

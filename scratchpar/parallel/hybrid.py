@@ -20,13 +20,13 @@ class Hybrid(Pipeline):
     over dp, stages over pp, and each stage's matrices split over tp (Shoeybi et al. 2019),
     its sequence too with ``sequence_parallel`` (Korthikanti et al. 2022): equal to one device.
 
-    ``model`` is the whole single-device model; this rank keeps its tp shard of it
+    ``model`` is the whole single-device model. This rank keeps its tp shard of it
     (:func:`~scratchpar.parallel.tensor.tensor_parallel`), and the whole model's weights are
     freed until :meth:`gather_model`. The shard's layouts say which parameters are split. A
     split parameter's gradient is exact on its rank, a replicated one's is whole and equal on
     every rank of the tp group, and a ``PARTIAL`` one's (sequence-parallel LayerNorms) is
     summed over tp. So tp rank 0 counts the replicated parameters in the norm, and the loss
-    that every tp rank computed alike, once; every rank counts its split ones. The rest is
+    that every tp rank computed alike, once. Every rank counts its split ones. The rest is
     :class:`~scratchpar.parallel.pipeline.Pipeline`'s.
     """
 
@@ -56,10 +56,10 @@ class Hybrid(Pipeline):
                  tp: int = 1, sequence_parallel: bool = False):
         """The pipeline's figures with each stage's model states split t ways (Megatron splits
         every matrix; the LayerNorms and the row-parallel biases, replicated, are a few C per
-        layer and left out), and, per layer of the stage and micro-batch, Megatron's two
-        all-reduces of the activation forward and two backward over tp (Shoeybi et al. 2019,
-        §3), or with sequence parallelism an all-gather and a reduce-scatter for each
-        (Korthikanti et al. 2022, §4.2), whose pipeline messages carry 1/t of the sequence."""
+        layer and left out). Per layer of the stage and micro-batch, tp adds Megatron's two
+        all-reduces of the activation forward and two backward (Shoeybi et al. 2019, §3). With
+        sequence parallelism it adds an all-gather and a reduce-scatter for each instead
+        (Korthikanti et al. 2022, §4.2), and the pipeline messages carry 1/t of the sequence."""
         base = Pipeline.describe(shape, world, pp, m, v, schedule, rows, bucket_bytes, tp)
         holds = {part: -(-size // tp) for part, size in base.holds.items()}
         dp = max(world // (pp * tp), 1)
@@ -74,7 +74,7 @@ class Hybrid(Pipeline):
 
     def _output_loss(self):
         """A GPT's shard scores its vocabulary-split logits itself (the vocabulary-parallel
-        loss); an MLP's shard gathers its logits whole, for the task's own loss."""
+        loss). An MLP's shard gathers its logits whole, for the task's own loss."""
         return getattr(self.model, "output_loss", self.task.output_loss)
 
     def _sum_partials(self) -> None:

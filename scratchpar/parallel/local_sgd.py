@@ -36,7 +36,7 @@ class LocalSGD(Strategy):
     def describe(cls, shape, world: int, every: int = 8,
                  bucket_bytes: int = 1 << 20) -> Description:
         """A replica and its buckets for averaging beside data parallelism's (the warm-up's
-        steps); each local step one all-reduce of [L, n, ‖g‖], and every ``every`` steps the
+        steps). Each local step: one all-reduce of [L, n, ‖g‖], and every ``every`` steps the
         model averaged in buckets, exposed (once, at the end, when ``every`` is 0)."""
         sends = [Message("all-reduce", "dp", 24, 1)]
         if every:

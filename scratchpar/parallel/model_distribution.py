@@ -9,7 +9,7 @@ from .pipeline.partition import parameter_counts
 
 class ModelDistribution(Pipeline):
     """Rank r of ``comm`` holds the r-th of ``comm.size`` contiguous ranges of the model's
-    ``pipeline_layers()``, balanced by parameter count, and nothing else; the batch goes down
+    ``pipeline_layers()``, balanced by parameter count, and nothing else. The batch goes down
     the ranks forward and back up them backward, so one rank computes at a time (Huang et al.
     2019, GPipe, Fig. 2b: the model-parallel baseline that micro-batches then fill). It is the
     naive schedule of :class:`~scratchpar.parallel.pipeline.Pipeline` on a mesh of one

@@ -8,7 +8,7 @@ from .strategy import Strategy
 
 
 class SingleDevice(Strategy):
-    """Forward, backward, clip, update: θ ← θ − η·∇L(θ; batch), on one device; a step whose
+    """Forward, backward, clip, update: θ ← θ − η·∇L(θ; batch), on one device. A step whose
     loss or gradient is not finite is skipped (:func:`~scratchpar.optim.guarded_step`)."""
 
     def __init__(self, model, optimizer, loss_fn, grad_clip: float = 0.0):

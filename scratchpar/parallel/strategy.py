@@ -12,14 +12,14 @@ class Strategy(abc.ABC):
     ``comm``. The training loop, checkpoints and metrics use only this protocol:
 
     - :meth:`step` (``batch -> {"loss", "grad_norm", "skipped", …}``): one training step on
-      the global batch, which every rank holds; ``optimizer.lr`` is set before it;
+      the global batch, which every rank holds. ``optimizer.lr`` is set before it.
     - :meth:`state_dict` / :meth:`load_state_dict`: the run's state in the single-device
-      model's names (layout-free, so any strategy resumes it); collectives;
+      model's names (layout-free, so any strategy resumes it). Collectives.
     - :meth:`finish` after the last step of the run, :meth:`shutdown` when the loop ends,
       :meth:`gather_model` before the held-out evaluation of ``model`` on rank 0, and
-      :meth:`close` to free what the strategy took from MPI: collectives, in that order;
+      :meth:`close` to free what the strategy took from MPI: collectives, in that order.
     - ``lockstep``: whether every rank judges each step alike (the strategies that reduce the
-      loss and the gradient); where not, a rank whose steps diverge ends the job itself;
+      loss and the gradient). Where not, a rank whose steps diverge ends the job itself.
     - :meth:`describe`, a class method: what a rank holds and sends each step, for a model's
       :class:`~scratchpar.parallel.description.Shape`, without building anything.
 

@@ -30,7 +30,7 @@ def shade(label: str) -> float:
 
 def gantt(ax, rows: Rows, title: str) -> None:
     """A row per rank (rank 0 on top), a bar per (label, start, end), colored by kind and
-    lighter for later chunks; a bar wide enough for it carries its micro-batch (and chunk)."""
+    lighter for later chunks. A bar wide enough for it carries its micro-batch (and chunk)."""
     end = max((e for spans in rows.values() for _, _, e in spans), default=1.0) or 1.0
     for rank, spans in rows.items():
         for label, start, stop in spans:

@@ -21,10 +21,10 @@ EXIT_BAD_INPUT, EXIT_DIVERGED = 2, 3
 
 
 def main(argv: list[str] | None = None, comm=None) -> int:
-    """Exit status 0; 2 for a bad input (flags, config, paths, data, checkpoint, device or
-    memory), which every rank checks before any message and all agree on; 3 if training
-    diverged. Any other exception propagates (under MPI, to the abort path). ``comm`` is the
-    world when launched by MPI; rank 0 alone prints, each message once per job."""
+    """Exit status 0 on success, 3 if training diverged, and 2 for a bad input (flags, config,
+    paths, data, checkpoint, device or memory), which every rank checks before any message and
+    all agree on. Any other exception propagates (under MPI, to the abort path). ``comm`` is the
+    world when launched by MPI. Rank 0 alone prints, each message once per job."""
     rank, size = (0, 1) if comm is None else (comm.rank, comm.size)
     with np.errstate(all="ignore"), warnings.catch_warnings():  # non-finite: caught, reported
         if rank != 0:

@@ -7,7 +7,7 @@ Layout of ``DIR``::
     optim.npz     optimizer state name → array
 
 The directory is written beside its destination as ``.DIR.tmp-HOST-PID`` and renamed into
-place, so a reader never sees a mixture of two checkpoints; a crash between the two renames
+place, so a reader never sees a mixture of two checkpoints. A crash between the two renames
 leaves the old checkpoint intact as ``.DIR.old-HOST-PID``. Each save removes the temporaries
 that writers on this host left behind when they died. Loading verifies every checksum and
 refuses object arrays (``allow_pickle=False``): a checkpoint can never run code.

@@ -21,7 +21,7 @@ def fill_defaults(values: dict[str, dict], steps: int) -> None:
     """Fill, in place, the per-section ``values`` that depend on others and were not given
     (``steps``: the run's length when ``values`` does not say it).
 
-    Hogwild and the sparse sources bring plain SGD (Hogwild's write is its step); EASGD keeps
+    Hogwild and the sparse sources bring plain SGD (Hogwild's write is its step). EASGD keeps
     the run's optimizer unless ``--momentum`` is given, which makes it EAMSGD: SGD with that
     Nesterov momentum. SGD's rate is plain SGD's for the model times (1 − μ), the same
     effective step η/(1 − μ) with momentum μ (gpt, μ = 0.9: 2.06 nats at 0.3)."""

@@ -8,8 +8,8 @@ import math
 
 class Diverged(RuntimeError):
     """Training diverged. Every rank raises it at the same step: the strategies judge the
-    reduced loss and gradient, which every rank holds alike; except where ``alone``, when the
-    strategy's ranks do not step together (a parameter server's worker judges its own loss)."""
+    reduced loss and gradient, which every rank holds alike. Not so where ``alone`` is set: there
+    the strategy's ranks do not step together (a parameter server's worker judges its own loss)."""
 
     alone = False
 

@@ -21,7 +21,7 @@ class Trainer:
     Everything a resumed run needs is a function of the step number (the batch, the learning
     rate) or is saved in the checkpoint (parameters, optimizer state, the dropout generator), so
     stopping and resuming continues bit-identically. A step that the strategy skipped (its loss or
-    gradient was not finite) is recorded; ``--max-bad-steps`` of them in a row raise
+    gradient was not finite) is recorded, and ``--max-bad-steps`` of them in a row raise
     :class:`Diverged` on every rank.
     """
 
@@ -34,7 +34,7 @@ class Trainer:
         self.bad = BadSteps(cfg.train.max_bad_steps)
 
     def save(self, directory: str) -> None:
-        """Rank 0 writes the strategy's state and each rank's dropout stream; every rank calls
+        """Rank 0 writes the strategy's state and each rank's dropout stream. Every rank calls
         this at the same step, and every rank asks the strategy for its state, which may be a
         collective (local SGD gathers every rank's replica on rank 0)."""
         stream = self.dropout_gen.state
@@ -107,7 +107,7 @@ class Trainer:
     def _train_step(self, window: Window, run_start: float, stop: int) -> int:
         """One step at the scheduled rate, its verdict counted (too many bad steps in a row
         raise :class:`Diverged`), its window recorded every ``log_every`` steps, and a
-        checkpoint every ``save_every``; returns its units."""
+        checkpoint every ``save_every``. Returns its units."""
         t = self.cfg.train
         lr = self.schedule(self.step)
         self.strategy.optimizer.lr = lr

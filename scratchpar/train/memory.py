@@ -11,16 +11,16 @@ from .memory_models import GiB, MiB, Model, dense_source, file_size, gpt, mlp, r
 from .memory_sparse import sparse_model, sparse_source
 from .strategies import REGISTRY
 
-# Activations are counted array by array; the temporaries NumPy makes inside an op add at most
+# Activations are counted array by array. The temporaries NumPy makes inside an op add at most
 # an eighth more (tests/train/test_train_memory.py bounds the estimate against real peaks).
 MARGIN = 8
 RUNTIME_BYTES = MiB  # modules a run imports on first use, and its small Python objects
 # What malloc keeps mapped beyond the live arrays: freed blocks stay mapped for reuse
-# (allocator.keep_freed_memory); a rank's RSS less tracemalloc's live bytes measured 90-150 MiB
+# (allocator.keep_freed_memory). A rank's RSS less tracemalloc's live bytes measured 90-150 MiB
 # over the default runs.
 ALLOCATOR_BYTES = 160 * MiB
 # What a rank maps before its first array: the interpreter, NumPy, mpi4py and MPICH's
-# shared-memory segments; a rank's VmSize at start-up measured 415-420 MiB. A constant, not a
+# shared-memory segments. A rank's VmSize at start-up measured 415-420 MiB. A constant, not a
 # reading, so that every rank refuses a run alike and the refusal is printed once.
 PROCESS_BYTES = 512 * MiB
 
@@ -42,7 +42,7 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     runtime      modules and objects beyond the arrays, and the allocator's slack
 
     The weights, gradients and optimizer state are what the strategy's own description says
-    a rank holds (its buffers count with the gradients); where rank 0 gathers the whole model
+    a rank holds (its buffers count with the gradients). Where rank 0 gathers the whole model
     to evaluate it (pipelines, ZeRO-3), that is a third peak.
     """
     o, t = cfg.optim, cfg.train

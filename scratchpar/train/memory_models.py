@@ -13,7 +13,7 @@ I64 = F64 = 8  # token ids and gather indices; the data sources' tables and rand
 # The Python objects the autograd keeps per recorded op until backward ends (its context, the
 # output Tensor, the small arrays it saves), beside the arrays counted one by one: tracemalloc
 # over chains of recorded ops measures about 400 bytes for an elementwise op on tiny arrays and
-# 600-750 for the models' ops; 1 KiB bounds them all.
+# 600-750 for the models' ops. 1 KiB bounds them all.
 NODE_BYTES = 1024
 CODE_POINTS = 0x110000  # distinct characters a text can hold at most
 SCAN_LIMIT = GiB  # a text file up to this size is read (in chunks) to count its characters

@@ -1,5 +1,6 @@
-"""Round-robin EASGD (seed 001's Algorithm 1) on real ranks equals its sequential emulation on
-one process, bit for bit in float64: the master's centre and every worker's weights."""
+"""Round-robin EASGD (a master serving worker t mod G at step t) on real ranks equals its
+sequential emulation on one process, bit for bit in float64: the master's centre and every
+worker's weights."""
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ LR, STEPS = 0.1, 7
 
 
 def emulate(kind: str, seed: int, workers: int, rho: float, momentum: float):
-    """Algorithm 1 on one process: G workers' models and optimizers, the centre beside them."""
+    """Round-robin on one process: G workers' models and optimizers, the centre beside them."""
     tasks = [make_task(kind, seed) for _ in range(workers)]
     optims = [SGD(t.model.parameters(), LR, momentum=momentum) for t in tasks]
     centre = [host(p.data).copy() for p in tasks[0].model.parameters()]

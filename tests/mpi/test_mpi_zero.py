@@ -29,7 +29,7 @@ def optimizer(task, adam: bool):
 def test_three_steps_equal_one_device_in_gradients_and_parameters(
         comm, stage, offload, kind, rows, adam, bucket_bytes, tied, seed):
     mine, one = make_task(kind, seed + comm.rank, tied=tied), make_task(kind, seed, tied=tied)
-    clip = 0.5 if adam else 0.0  # Adam with clipping, momentum without (the two)
+    clip = 0.5 if adam else 0.0  # two set-ups: Adam with clipping, momentum without
     zero = STAGES[stage](mine.model, optimizer(mine, adam), mine.loss, mine.count, comm,
                          bucket_bytes=bucket_bytes, grad_clip=clip, offload=offload)
     single = SingleDevice(one.model, optimizer(one, adam), lambda m, b: one.loss(m, b, "mean"),

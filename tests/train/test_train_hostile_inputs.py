@@ -1,5 +1,5 @@
-"""Every value, path and file that the issue found ending in a traceback (or lost the run) is now
-refused up front, with the reason, before anything is built."""
+"""Hostile values, paths and files, each of which would otherwise end in a traceback (or lose the
+run), are refused up front, with the reason, before anything is built."""
 
 import json
 import os

@@ -20,13 +20,13 @@ WEIGHTS, DIFFERENCE = 2, 3  # tags beside the header's
 
 
 class AsyncEASGD(MasterAndWorkers):
-    """Rank 0 is the master and holds the centre x̃ on the host; ranks 1 … W are workers, each
+    """Rank 0 is the master and holds the centre x̃ on the host. Ranks 1 … W are workers, each
     on its rows of the global batch. A worker at its step t computes ∇fⁱ(xⁱ) and, when
-    t mod τ = 0, sends xⁱ; the master answers in arrival order with d = xⁱ − x̃ and moves
-    x̃ ← x̃ + α d (eq. 4, one worker at a time), and the worker moves xⁱ ← xⁱ − α d (eq. 3's
+    t mod τ = 0, sends xⁱ. The master answers in arrival order with d = xⁱ − x̃ and moves
+    x̃ ← x̃ + α d (eq. 4, one worker at a time). The worker moves xⁱ ← xⁱ − α d (eq. 3's
     elastic term, from the same x̃), then takes its optimizer's step. Every step the worker
     sends the master a header (its loss, and whether an exchange follows), so the master's step
-    t ends once every worker still present has finished its step t; ``shutdown()`` ends the
+    t ends once every worker still present has finished its step t. ``shutdown()`` ends the
     protocol (each worker leaves, the master serves until all have)."""
 
     mode = "async"
@@ -49,7 +49,7 @@ class AsyncEASGD(MasterAndWorkers):
     def describe(cls, shape, world: int, tau: int = 4) -> Description:
         """A worker's model, gradient and optimizer state, and the flat copy of xⁱ it sends
         with the difference it gets back (the master's centre, its received copy and the
-        difference weigh no more, on the host); per step a header to the master, and every
+        difference weigh no more, on the host). Per step: a header to the master, and every
         τ of its steps xⁱ out and xⁱ − x̃ back (Algorithm 1)."""
         p = shape.bytes
         return Description(replicated(shape, buffers=2 * p),

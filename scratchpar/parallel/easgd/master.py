@@ -1,5 +1,5 @@
 """EASGD with a master: rank 0 holds the centre on the host, ranks 1 … W are workers (the
-asynchronous mode and seed 001's round-robin Algorithm 1)."""
+asynchronous mode and the round-robin one)."""
 
 from __future__ import annotations
 

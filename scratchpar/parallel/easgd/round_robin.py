@@ -1,5 +1,5 @@
-"""Round-robin EASGD: a CPU master serves G workers in turn (seed 001's Algorithm 1, on Zhang et
-al. 2015's eqs. 3–4)."""
+"""Round-robin EASGD: a CPU master serves G workers in turn (the round-robin scheme of Zhang et
+al. 2015, §4, on their eqs. 3–4)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class RoundRobinEASGD(MasterAndWorkers):
     def describe(cls, shape, world: int) -> Description:
         """A worker's model, gradient and optimizer state, with the centre W̄ₜ it receives and
         its weights Wᵗʲ kept to send (the master's centre and the weights it receives weigh
-        no more, on the host); each step the master sends one worker W̄ₜ (with the step's
+        no more, on the host). Each step the master sends one worker W̄ₜ (with the step's
         samples) and takes its weights back: one worker's exchange per step."""
         p = shape.bytes
         return Description(replicated(shape, buffers=2 * p),

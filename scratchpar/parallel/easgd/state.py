@@ -31,8 +31,8 @@ class ElasticState:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """At the world size and mode that saved it, worker r and the centre continue exactly;
-        from any other checkpoint (another world, mode or strategy) every worker starts at the
+        """At the world size and mode that saved it, worker r and the centre continue exactly.
+        From any other checkpoint (another world, mode or strategy) every worker starts at the
         saved model, which becomes the centre, with the first worker's optimizer state (or the
         saved one)."""
         meta = state.get("easgd", {})

@@ -15,7 +15,7 @@ from .state import ElasticState
 
 class SyncEASGD(ElasticState, Strategy):
     """Each rank is a worker with its own parameters xⁱ, stepping on its shard of the global
-    batch; every rank also holds the centre x̃, the same on all. With α = ηρ (η the step's rate),
+    batch. Every rank also holds the centre x̃, the same on all. With α = ηρ (η the step's rate),
     at every step t with t mod τ = 0, before the gradient step and from the same xⁱₜ:
 
         xⁱ ← xⁱ − α (xⁱ − x̃)           (eq. 3, the elastic term)
@@ -45,7 +45,7 @@ class SyncEASGD(ElasticState, Strategy):
     def describe(cls, shape, world: int, tau: int = 4,
                  bucket_bytes: int = 1 << 20) -> Description:
         """A worker's model, gradient and optimizer state with the centre x̃ beside them, and
-        the differences xⁱ − x̃ and their bucket copy; each step one all-reduce of [L·n, n,
+        the differences xⁱ − x̃ and their bucket copy. Each step: one all-reduce of [L·n, n,
         ‖g‖], and every τ steps the differences summed in buckets (eq. 4), exposed."""
         p = shape.bytes
         return Description(replicated(shape, parameters=p, buffers=2 * p),
@@ -55,7 +55,7 @@ class SyncEASGD(ElasticState, Strategy):
 
     def step(self, global_batch) -> dict:
         """One step of every worker: ``{"loss": mean over the global batch, "grad_norm": this
-        worker's, "skipped"}``; a step is skipped on every rank if any rank's loss or gradient is
+        worker's, "skipped"}``. A step is skipped on every rank if any rank's loss or gradient is
         not finite (one small all-reduce gives the loss and that verdict)."""
         batch = shard(global_batch, self.comm.rank, self.comm.size)
         self.optimizer.zero_grad()

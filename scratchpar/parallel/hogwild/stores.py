@@ -55,7 +55,7 @@ class SharedStore:
 class RemoteStore:
     """θ in one :class:`~scratchpar.comm.window.RemoteArray` on rank 0, which works on
     nodes that share no memory: a read is an ``MPI_Get`` of the rows' elements, a write an
-    ``MPI_Accumulate`` of −γ g, elementwise atomic, so no update is ever lost; a read may still
+    ``MPI_Accumulate`` of −γ g, elementwise atomic, so no update is ever lost. A read may still
     see some of another worker's write and not the rest."""
 
     def __init__(self, comm, shapes, dtype):

@@ -1,5 +1,5 @@
 """Hogwild: lock-free SGD on one parameter vector that every worker reads and writes (Niu et al.
-2011, Algorithm 1), and the locked spec beside it (seed 001's "master uses lock")."""
+2011, Algorithm 1), and the locked spec beside it, where one worker at a time writes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .stores import STORES
 
 
 class Hogwild(Strategy):
-    """Every rank is a worker on its rows of each global batch; the parameters live once, as
+    """Every rank is a worker on its rows of each global batch. The parameters live once, as
     θ in a store every worker reads and writes: a node's shared memory (``window="shared"``) or
     rank 0's one-sided window (``"one-sided"``, across nodes). A step reads the rows its batch
     touches (``model.touched(batch)``; every row for a model without it) into the worker's own
@@ -30,7 +30,7 @@ class Hogwild(Strategy):
     window's exclusive lock, one writer at a time: no update is ever lost, at the price of
     serialized writes. The read for the gradient stays outside it, so a gradient may still be
     taken at rows another worker has since moved: the lock removes lost updates, not
-    staleness."""
+    staleness. Niu et al. 2011's AIG locks finer: only a term's variables, around line 4."""
 
     lockstep = False  # a worker judges its own loss; the ranks never wait for each other
 
@@ -55,9 +55,9 @@ class Hogwild(Strategy):
     def describe(cls, shape, world: int, window: str = "shared") -> Description:
         """Rank 0, which holds θ in host memory (the shared window every rank of the node
         maps, or the one-sided window) beside its own copy of the model, its gradient and the
-        step γg; plain SGD keeps no state. Through a shared window a step's reads and writes
-        are loads and stores; through the one-sided one, a Get of the rows a batch touches
-        and an Accumulate of −γg to them (every row, for a dense model: the bound here)."""
+        step γg. Plain SGD keeps no state. Through a shared window a step's reads and writes
+        are loads and stores. Through the one-sided one they are a Get of the rows a batch
+        touches and an Accumulate of −γg to them (every row, for a dense model: the bound here)."""
         p = shape.bytes
         sends = () if window == "shared" else (Message("get", "world", p, 1, "forward"),
                                                Message("accumulate", "world", p, 1))

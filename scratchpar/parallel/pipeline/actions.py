@@ -2,7 +2,7 @@
 
 A schedule is ``dict[rank, list[Action]]`` (DESIGN.md, "Pipeline schedules are data"): what each
 rank does, in order. With ``v`` model chunks per rank (interleaved schedules), chunk ``c`` of rank
-``r`` is virtual stage ``k = c·p + r`` of ``P = p·v``; its input comes from virtual stage ``k − 1``
+``r`` is virtual stage ``k = c·p + r`` of ``P = p·v``. Its input comes from virtual stage ``k − 1``
 and its output goes to ``k + 1`` (Narayanan et al. 2021, §2.2: chunks assigned round-robin).
 Without interleaving ``v = 1`` and the virtual stage is the rank.
 """
@@ -27,9 +27,10 @@ class Action:
 
     ``F``/``B``/``W``: forward, backward, weight gradient of micro-batch ``mb`` through chunk
     ``chunk``. ``SEND_ACT``/``RECV_ACT``: the activation of ``mb`` leaving chunk ``chunk`` for rank
-    ``peer`` / arriving from ``peer`` for chunk ``chunk``; ``SEND_GRAD``/``RECV_GRAD`` the same for
-    the gradient going back. ``STEP``: the optimizer update; ``mb`` is None for the one update after
-    a flush, or the micro-batch whose backward it applies (PipeDream's per-micro-batch updates).
+    ``peer`` / arriving from ``peer`` for chunk ``chunk``. ``SEND_GRAD``/``RECV_GRAD``: the same for
+    the gradient going back. ``STEP``: the optimizer update, where ``mb`` is None for the one
+    update after a flush, or the micro-batch whose backward it applies (PipeDream's per-micro-batch
+    updates).
     """
 
     kind: str
@@ -82,7 +83,7 @@ def chunks(schedule: Schedule) -> int:
 def matching(rank: int, action: Action, p: int) -> tuple[int, Action]:
     """The rank and the action that meet ``action`` (a send or a receive) of ``rank``.
 
-    An activation goes from virtual stage k to k + 1, a gradient from k to k − 1; the receive
+    An activation goes from virtual stage k to k + 1, a gradient from k to k − 1. The receive
     names the chunk that consumes the message, the send the chunk that produced it.
     """
     k = virtual_stage(rank, action.chunk, p)

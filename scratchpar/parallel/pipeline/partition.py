@@ -43,7 +43,7 @@ def parameter_counts(layers) -> list[int]:
 def layer_times(layers, x, repeats: int = 3) -> list[float]:
     """Seconds of forward plus backward of each layer on example input ``x``: the median of
     ``repeats`` runs. Each layer takes its predecessor's output, cut from the graph so that a
-    backward stays in its own layer; the last one's backward starts from the sum of its output.
+    backward stays in its own layer. The last one's backward starts from the sum of its output.
     The layers' gradients are cleared before each run."""
     runs = []
     for _ in range(repeats):

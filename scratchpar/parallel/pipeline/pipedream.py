@@ -44,7 +44,7 @@ class StashingRuntime(Runtime):
 
 
 class PipeDream(Pipeline):
-    """PipeDream asynchronous 1F1B: no flush inside a batch; stage s updates after each
+    """PipeDream asynchronous 1F1B: no flush inside a batch. Stage s updates after each
     backward, w ← w − η·∇f(w₁^{(t−n+1)}, …, w_n^{(t)}) (Narayanan et al. 2019, §3.3), where
     stage s's forward of micro-batch i saw max(0, i − (p − s − 1)) of this batch's updates.
 

@@ -36,7 +36,7 @@ class Runtime:
     per message. ``STEP`` calls ``on_step(mb)``.
 
     While a step runs, ``held`` tracks the micro-batches forwarded and not yet backwarded and
-    the bytes of their boundary activations; ``peak`` and ``peak_bytes`` keep the maxima.
+    the bytes of their boundary activations. ``peak`` and ``peak_bytes`` keep the maxima.
     """
 
     def __init__(self, stage, comm, loss_fn, tracer=NULL, sync_sends: bool = False):
@@ -51,7 +51,7 @@ class Runtime:
                          "RECV_ACT": self._recv_act, "RECV_GRAD": self._recv_grad}
 
     def run(self, actions: list[Action], micro: list[tuple], on_step) -> list:
-        """Run ``actions`` on micro-batches ``micro`` [(inputs, targets), …]; returns the summed
+        """Run ``actions`` on micro-batches ``micro`` [(inputs, targets), …]. Returns the summed
         loss Tensor of each micro-batch that this rank's last virtual stage scored."""
         self.micro, self.on_step = micro, on_step
         self.inputs, self.outputs, self.sends, self.losses = {}, {}, [], {}
@@ -81,10 +81,10 @@ class Runtime:
 
     def _exchange(self, block: list[Action]) -> None:
         """The messages between two computes. The sends already went, each as soon as the
-        compute that produced it ended; the receives are posted here, and each is waited for
+        compute that produced it ended. The receives are posted here, and each is waited for
         only by the compute that needs it (:meth:`_wait_for`). Non-blocking messages never
         block, so starting them earlier than the schedule wrote them (where the order is safe
-        for synchronous sends, see lower.py) only brings them sooner; the simulator times
+        for synchronous sends, see lower.py) only brings them sooner. The simulator times
         schedules this way (``simulator.execute_eager``). With ``sync_sends`` the block runs in
         the schedule's order, each message complete before the next: the rendezvous semantics
         that ``simulator.check`` holds every schedule to."""

@@ -41,7 +41,7 @@ def gpipe(p: int, m: int) -> Schedule:
 def one_f_one_b_order(p: int, m: int, s: int) -> list[Action]:
     """Rank ``s``'s compute order in PipeDream's 1F1B (Narayanan et al. 2021, §2.1, Fig. 4):
     p − s − 1 warm-up forwards, then one forward and one backward in turn, then the cool-down
-    backwards; at most p − s micro-batches are in flight on rank s."""
+    backwards. At most p − s micro-batches are in flight on rank s."""
     warm = min(p - s - 1, m)
     order = [F(i) for i in range(warm)]
     for i in range(m - warm):
@@ -57,7 +57,7 @@ def one_f_one_b(p: int, m: int) -> Schedule:
 
 def pipedream(p: int, m: int) -> Schedule:
     """PipeDream (Narayanan et al. 2019, §3.3): 1F1B with no flush, each rank updating right
-    after each micro-batch's backward; weight stashing keeps a forward's version for its
+    after each micro-batch's backward. Weight stashing keeps a forward's version for its
     backward, which is the runtime's job."""
     ensure("pipedream", p, m, 1)
     orders = {}
@@ -71,9 +71,9 @@ def pipedream(p: int, m: int) -> Schedule:
 def interleaved(p: int, m: int, v: int, forward: float = 1.0, backward: float = 2.0) -> Schedule:
     """Megatron's interleaved 1F1B (Narayanan et al. 2021, §2.2): v chunks per rank, chunk c of
     rank r is virtual stage c·p + r. Micro-batches go in groups of p, each group through chunk
-    0, then chunk 1, …; backwards through the chunks in reverse. Rank r warms up with
+    0, then chunk 1, …, and backwards through the chunks in reverse. Rank r warms up with
     2(p − r − 1) + (v − 1)·p forwards (Megatron-LM, schedules.py), then alternates. The
-    messages are placed for these costs; timed as the runtime sends them, the bubble is then
+    messages are placed for these costs. Timed as the runtime sends them, the bubble is then
     exactly (p − 1)/(v·m + p − 1)."""
     ensure("interleaved", p, m, v)
     total = m * v
@@ -96,7 +96,7 @@ def interleaved(p: int, m: int, v: int, forward: float = 1.0, backward: float = 
 def list_schedule(p: int, cost: dict[str, float], pick) -> dict[int, list[Action]]:
     """Compute orders by list scheduling in time, messages free: whenever rank s is idle at
     time t it starts ``pick(s, order, finished)``, given its order so far and
-    ``finished(kind, mb, rank)``, whether that compute has ended by t; None leaves it idle."""
+    ``finished(kind, mb, rank)``, whether that compute has ended by t. None leaves it idle."""
     end: dict[tuple[str, int, int], float] = {}  # (kind, micro-batch, rank) → finish time
     orders: dict[int, list[Action]] = {s: [] for s in range(p)}
     free, t = [0] * p, 0
@@ -147,7 +147,7 @@ def bprio(p: int, m: int, forward: float = 1.0, backward: float = 2.0) -> Schedu
 def zb_h1(p: int, m: int, forward: float = 1.0, backward: float = 2.0,
           weight: float = 1.0) -> Schedule:
     """Zero-bubble ZB-H1 (Qi et al. 2023, §3.1): B is the input gradient alone and W, the weight
-    gradient, waits. Forwards and B keep 1F1B's order; a rank with nothing else ready runs its
+    gradient, waits. Forwards and B keep 1F1B's order. A rank with nothing else ready runs its
     oldest pending W, filling what would be a bubble, and must run one once p micro-batches are
     held (1F1B's peak on rank 0). Bubble about (p − 1)(T_F + T_B − T_W), T_B = backward − weight."""
     ensure("1f1b", p, m, 1)
@@ -177,7 +177,7 @@ SCHEDULES: dict[str, Callable[..., Schedule]] = {
 
 
 class Unmet(NamedTuple):
-    """A requirement of schedule ``name`` that (p, m, v) does not meet; ``rule`` names it
+    """A requirement of schedule ``name`` that (p, m, v) does not meet. ``rule`` names it
     (a key of :data:`WORDS`), and ``str()`` says it in the schedule's own terms: p stages,
     m micro-batches, v model chunks per rank."""
 

@@ -16,7 +16,7 @@ def agree_shapes(chunks, comm, empty_inputs) -> dict[int, tuple[tuple, str]]:
     """For each virtual stage k > 0 that this rank runs: (row shape, dtype) of its input.
 
     Virtual stage 0 runs its layers on ``empty_inputs``, the micro-batch inputs cut to 0 rows,
-    which costs nothing; its output's shape goes to stage 1 in one small message, and so on
+    which costs nothing. Its output's shape goes to stage 1 in one small message, and so on
     down the pipeline: p·v − 1 messages, once for each shape of batch (every layer keeps rows
     first, so a micro-batch of r rows sends (r, *row shape)).
     """

@@ -70,7 +70,7 @@ def replay(schedule: Schedule, step) -> dict[int, int]:
 
 def execute(schedule: Schedule, cost) -> tuple[dict[int, list[Span]], dict[int, int]]:
     """Run ``schedule`` with ``cost(action)`` per compute or STEP and rendezvous messages: a send
-    and its receive both complete when the later of the two arrives; a message to oneself (one
+    and its receive both complete when the later of the two arrives. A message to oneself (one
     rank holding neighbouring chunks) is a hand-off whose receive must follow its send. Returns
     the spans and, for each rank that cannot go on (deadlock), the action it blocks at."""
     p = len(schedule)
@@ -100,7 +100,7 @@ def execute(schedule: Schedule, cost) -> tuple[dict[int, list[Span]], dict[int, 
 def execute_eager(schedule: Schedule, cost) -> dict[int, list[Span]]:
     """Time an already checked ``schedule`` as the runtime runs it, with non-blocking messages:
     a send goes the moment the compute that produced its message ends, and a receive is only
-    posted where the list has it; the compute that needs the message waits for it. So messages
+    posted where the list has it. The compute that needs the message waits for it. So messages
     take no time at their place in the list, and only computes wait. Never slower than
     :func:`execute`'s rendezvous, and deadlock-free if that is."""
     p, v = len(schedule), chunks(schedule)
@@ -240,8 +240,8 @@ def order(r: int, acts: list[Action], p: int, v: int) -> list[str]:
 def simulate(schedule: Schedule, forward: float = 1.0, backward: float = 2.0,
              weight: float = 0, step: float = 0) -> Timeline:
     """Time ``schedule`` (checked first). ``forward``/``backward`` cost one micro-batch through a
-    rank's whole share of the model, so a chunk costs a v-th of it; with W actions, B costs
-    ``backward − weight`` and W ``weight``. Messages are free; they are timed as the runtime
+    rank's whole share of the model, so a chunk costs a v-th of it. With W actions, B costs
+    ``backward − weight`` and W ``weight``. Messages are free: they are timed as the runtime
     sends them (:func:`execute_eager`), while :func:`check` holds the schedule to rendezvous
     sends. A STEP costs ``step``."""
     if min(forward, backward, weight, step) < 0 or weight > backward:
@@ -276,7 +276,7 @@ def peak_stash(schedule: Schedule, release: str) -> dict[int, int]:
 
 def bubble_formula(p: int, m: int, v: int = 1) -> float:
     """The idle fraction of a flushed pipeline with uniform stages. v = 1 (GPipe, Huang et al.
-    2019, §2.3; 1F1B alike): p − 1 idle slots beside m busy ones, (p−1)/(m+p−1), i.e. the seed's
-    utilization m/(m+p−1). v > 1 (interleaved, Narayanan et al. 2021, §2.2): the bubble time
+    2019, §2.3; 1F1B alike): p − 1 idle slots beside m busy ones, (p−1)/(m+p−1), i.e. a
+    utilization of m/(m+p−1). v > 1 (interleaved, Narayanan et al. 2021, §2.2): the bubble time
     shrinks to (p−1)/v of a micro-batch's time against m busy ones, (p−1)/(v·m + p − 1)."""
     return (p - 1) / (v * m + p - 1)

@@ -13,14 +13,14 @@ class StageModel:
 
     ``ranges`` (from :func:`~.partition.partition`) covers the layers with ``p·v`` contiguous
     ranges, one per virtual stage. Every rank builds the whole model alike (same seed), so the
-    parts agree without a message; a rank then keeps only its own layers' weights
+    parts agree without a message. A rank then keeps only its own layers' weights
     (:meth:`release_others`).
 
     ``params`` are this rank's distinct parameters in the whole model's order, ``index[i]`` the
     place of ``params[i]`` in ``model.parameters()`` (checkpoints and optimizer states are keyed
     by it), ``names[i]`` its name. ``holders[i]`` lists the ranks holding ``params[i]``: more
-    than one for a parameter that layers on several ranks use, such as a tied embedding whose two
-    ends sit on the first and last stage (seed 000's rule for ∩θᵢ ≠ ∅).
+    than one for a parameter that layers on several ranks use (∩θᵢ ≠ ∅), such as a tied embedding
+    whose two ends sit on the first and last stage (tied as in Shoeybi et al. 2019, §3).
     """
 
     def __init__(self, model, ranges: list[range], rank: int, p: int):

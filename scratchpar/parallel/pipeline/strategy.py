@@ -23,13 +23,17 @@ class Pipeline(Strategy):
     each stage over a tp axis too is :class:`~scratchpar.parallel.hybrid.Hybrid`.
 
     The replica's rows of the global batch (``shard`` over dp) split into m micro-batches.
-    Every stage accumulates the gradients of the micro-batches' summed losses over the schedule;
-    at ``STEP`` the gradient is what one device would have before dividing by the batch's units
-    N. Then, in order: replicas sum it over dp with DP's buckets; the ranks holding a shared
-    parameter (a tied embedding) sum its gradient, so its copies stay bitwise equal (seed 000's
-    ∩θᵢ ≠ ∅ rule); one all-reduce over the world sums the loss (held by the last stage) and the
-    squared gradient norm (each parameter counted once); and every rank scales by 1/N, clips
-    to the global norm and steps, or skips a non-finite step, alike.
+    Every stage accumulates the gradients of the micro-batches' summed losses over the schedule.
+    At ``STEP`` the gradient is what one device would have before dividing by the batch's units
+    N. Then, in order:
+
+    - replicas sum it over dp with DP's buckets;
+    - the ranks holding a shared parameter (∩θᵢ ≠ ∅, a tied embedding) sum its gradient, so its
+      copies stay bitwise equal (as Megatron-LM's embedding group does);
+    - one all-reduce over the world sums the loss (held by the last stage) and the squared
+      gradient norm (each parameter counted once);
+    - every rank scales by 1/N, clips to the global norm and steps, or skips a non-finite step,
+      alike.
 
     ``schedule`` is ``dict[stage, list[Action]]`` for this mesh's p; ``ranges`` the layers of
     each of its p·v virtual stages. ``make_optimizer(params)`` builds this stage's optimizer.
@@ -127,7 +131,7 @@ class Pipeline(Strategy):
         with self.tracer.region("optimizer", "compute"):
             self._sum_over_replicas()
             self._sum_partials()
-            for indices, comm in self.tied:  # seed 000: shared parameters' gradients summed
+            for indices, comm in self.tied:  # a shared parameter's copies sum their gradients
                 for i in indices:
                     collectives.all_reduce_(comm, self.params[i].grad)
             totals = self.xp.zeros(2, "float64")  # [Σ loss, Σ ‖g‖²] of this rank's part
@@ -208,7 +212,7 @@ class Pipeline(Strategy):
 
     def gather_model(self) -> None:
         """Collective: rank 0's whole single-device model (``task.model``) takes every
-        stage's and shard's parameters back (for the held-out evaluation); the other ranks
+        stage's and shard's parameters back (for the held-out evaluation). The other ranks
         keep only their own."""
         state = self.state_dict()
         if state is not None:

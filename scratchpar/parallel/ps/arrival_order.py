@@ -17,12 +17,12 @@ from .worker import Worker
 
 
 class ArrivalOrderParameterServer(Roles):
-    """Ranks 0 … S−1 serve, the rest work; ``step(global_batch) -> metrics`` on every rank:
+    """Ranks 0 … S−1 serve, the rest work. ``step(global_batch) -> metrics`` on every rank:
     serve one clock on a server, one step on a worker. ``shutdown()`` ends the protocol on
     every rank (workers leave, servers serve until all have) and returns server 0's report of
     the run. ``make_optimizer(params)`` builds a server's optimizer over its flat range."""
 
-    locked = False  # workers hold every server's lock around their step (seed 001)
+    locked = False  # workers hold every server's lock around their step (locked.py)
     lockstep = False  # ranks do not agree on each step's verdict: one rank's error is alone
 
     def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,

@@ -7,7 +7,7 @@ from .arrival_order import ArrivalOrderParameterServer
 
 class AsyncParameterServer(ArrivalOrderParameterServer):
     """Asynchronous: no worker ever waits for another. Each push is one optimizer step on the
-    pushing worker's mean gradient, computed on whatever version it last pulled; a worker
+    pushing worker's mean gradient, computed on whatever version it last pulled. A worker
     pushes the sum of its mean gradients every ``n_push`` steps and pulls every ``n_fetch``
     (DistBelief's n_push and n_fetch; 1 and 1 make every step push and pull)."""
 

@@ -16,8 +16,8 @@ class Header:
     """What a worker tells each server, as 9 float64s (one small buffer message, tag HEADER):
 
     - ``STEP``: worker step ``clock`` is done, its loss ``mean`` over ``units`` units at rate
-      ``lr``; a gradient range follows (tag PUSH) if ``grad``, of norm ``norm`` over the whole
-      model; it wants the parameters back (tag PULL) before its next step if ``pull``.
+      ``lr``. A gradient range follows (tag PUSH) if ``grad``, of norm ``norm`` over the whole
+      model. It wants the parameters back (tag PULL) before its next step if ``pull``.
     - ``ACQUIRE``: it asks for the lock (locked mode); the grant is the parameters (tag PULL).
     - ``LEAVE``: it is done after ``clock`` steps and ``pushes`` pushes, a residual push of
       the steps since its last one (Downpour's n_push) following if ``grad``.

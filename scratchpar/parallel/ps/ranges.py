@@ -3,7 +3,7 @@
 Server s owns keys ``bounds(K, S)[s]`` of the K = Σ sizes keys, as ps-lite's servers own key
 ranges (Li et al. 2014, §3.1): a range may start or end inside a parameter, and a small model
 may leave a server with no key at all. A worker's push to server s is its gradient's keys in
-that range, one contiguous buffer; a pull brings the parameters' keys back the same way.
+that range, one contiguous buffer. A pull brings the parameters' keys back the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ class KeyRanges:
     """Which keys each of ``servers`` servers owns, over parameters of ``sizes`` elements: the
     chunks of their :class:`~scratchpar.comm.flat.Layout` over the servers.
 
-    ``ranges[s]`` is server s's (first key, past the last); ``pieces[s]`` lists ``(i, start,
+    ``ranges[s]`` is server s's (first key, past the last). ``pieces[s]`` lists ``(i, start,
     stop, offset)``: elements [start, stop) of parameter i's flattened array sit at ``offset``
     in server s's buffer of ``lengths[s]`` keys."""
 

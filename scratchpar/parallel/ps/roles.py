@@ -1,5 +1,5 @@
 """A parameter server's ranks and roles: servers 0 … S−1 own key ranges on the host, the rest
-work; the part every variant, the synchronous spec included, starts from."""
+work. Every variant, the synchronous spec included, starts from this part."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from .state import ServerState
 
 class Roles(ServerState, Strategy):
     """Splits ``comm`` into S servers and W workers. A server holds its range of the flat
-    parameters on the host (``flat``, as seed 001's CPU master does, whatever device the
-    workers compute on) and ``make_optimizer([flat])``; a worker's optimizer only carries the
-    learning rate the training loop sets. The protocol runs on its own dup of ``comm``, and the
+    parameters on the host (``flat``, a CPU master whatever device the workers compute on) and
+    ``make_optimizer([flat])``. A worker's optimizer only carries the learning rate the training
+    loop sets. The protocol runs on its own dup of ``comm``, and the
     servers (or workers) have a communicator of their own (``group``)."""
 
     def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,
@@ -43,7 +43,7 @@ class Roles(ServerState, Strategy):
     def describe(cls, shape, world: int, servers: int = 1, n_push: int = 1,
                  n_fetch: int = 1, server: int = 0) -> Description:
         """The busier of a worker and a server. A worker holds the model and its gradient,
-        the ranges it pushes and pulls, and the gradient not yet pushed; a server holds the
+        the ranges it pushes and pulls, and the gradient not yet pushed. A server holds the
         model too (every rank builds it) and, on the host, its range of K_s = ⌈Ψ/S⌉ keys,
         their optimizer state, the combined gradient and up to one push per worker (a clock's,
         held to be applied as one). The busiest server receives each worker's push every

@@ -83,8 +83,8 @@ class Server:
                 "busy": self.stats.fractions()}
 
     def shutdown(self) -> dict | None:
-        """Serve until every worker has left (and, on server 0, every server has reported);
-        server 0 returns the run's report: pushes, staleness histogram, busy fractions."""
+        """Serve until every worker has left (and, on server 0, every server has reported).
+        Server 0 returns the run's report: pushes, staleness histogram, busy fractions."""
         self._serve_until(lambda: not self.active)
         self.stats.report(final=True, sends=self.sends)
         if self.s == 0:

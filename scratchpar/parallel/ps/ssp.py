@@ -1,5 +1,5 @@
 """Stale synchronous parallel: a worker runs at most τ clocks ahead of the slowest (Ho et al.
-2013; seed 004's "delay no more than τ")."""
+2013; the bounded delay τ of Li et al. 2014, §3.5)."""
 
 from __future__ import annotations
 

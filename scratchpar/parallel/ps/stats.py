@@ -2,8 +2,8 @@
 
 Every server times its serving (``step`` and ``shutdown``) and its waiting inside it, and counts
 the bytes it receives and sends, headers included. The others report theirs to server 0 after
-each clock (tag STATS, four float64s), so server 0's metrics and report hold every server's;
-these messages are bookkeeping, not the protocol's bytes.
+each clock (tag STATS, four float64s), so server 0's metrics and report hold every server's.
+These messages are bookkeeping, not the protocol's bytes.
 """
 
 from __future__ import annotations

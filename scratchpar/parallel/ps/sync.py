@@ -4,11 +4,10 @@ Ranks 0 … S−1 are servers, the rest W workers. Each step, worker w backpropa
 loss L_w over the n_w units of its rows of the global batch (``shard``) and pushes, to each
 server s, its gradient's keys in s's range and the pair [L_w, n_w]. Server s waits for every
 worker, weighs each push by n_w/N with N = Σ n_w, sums in worker order (``weighted_mean``),
-and steps its range's optimizer; the servers agree on the global gradient norm for clipping in
-one all-reduce among themselves. Then every worker pulls
-every range back, and server 0 sends the step's metrics. (Dean et al. 2012, §4.1; Li et al.
-2014, §3: push and pull of key ranges.) A server keeps its range on the host, as seed 001's CPU
-master does, whatever device the workers compute on.
+and steps its range's optimizer. The servers agree on the global gradient norm for clipping in
+one all-reduce among themselves. Then every worker pulls every range back, and server 0 sends
+the step's metrics (Dean et al. 2012, §4.1; Li et al. 2014, §3.2: push and pull of key ranges).
+A server keeps its range on the host, a CPU master whatever device the workers compute on.
 """
 
 from __future__ import annotations

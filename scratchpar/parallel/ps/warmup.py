@@ -1,4 +1,4 @@
-"""Synchronous, then asynchronous: DistBelief's warm start (Dean et al. 2012, §4.1; seed 004)."""
+"""Synchronous, then asynchronous: DistBelief's warm start (Dean et al. 2012, §4.1)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ class SyncThenAsync(AsyncParameterServer):
     """The first ``warmup`` steps as the synchronous server takes them (every worker's push of a
     clock, one update, every worker waits for it), the rest as Downpour (each push applied as it
     arrives, no waiting; pushes every n_push steps and pulls every n_fetch). The last
-    synchronous update is in every worker's parameters before any asynchronous step begins."""
+    synchronous update is in every worker's parameters before any asynchronous step begins.
+    Dean et al. warm-start with a single replica. The synchronous steps are one device's."""
 
     def __init__(self, *args, warmup: int, **kwargs):
         if warmup < 0:

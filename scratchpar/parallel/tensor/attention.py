@@ -20,7 +20,7 @@ from .linear import (
 class HeadParallelQKV(ColumnParallelLinear):
     """X[B,T,C] · W[C,3·H/t·d] + b[3·H/t·d] → [q | k | v] of this rank's heads, (B, T, 3·h_r·d).
 
-    The fused weight's columns are [q heads | k heads | v heads]; rank r takes its heads
+    The fused weight's columns are [q heads | k heads | v heads]. Rank r takes its heads
     ``chunks.bounds(H, t)[r]`` of each of the three."""
 
     def __init__(self, linear, comm, heads: int):
@@ -83,6 +83,6 @@ class ParallelAttention(Module):
 class SequenceParallelAttention(ParallelAttention):
     """X[B,T/t,C] → Y[B,T/t,C], sequence shards (``chunks.bounds(T, t)``): the all-gather along
     T before QKV replaces f, the reduce-scatter after the projection replaces g (Korthikanti
-    et al. 2022, §4.2.2); between them, ParallelAttention's heads over the whole sequence."""
+    et al. 2022, §4.2.2). Between them run ParallelAttention's heads over the whole sequence."""
 
     qkv_class, proj_class = SequenceParallelQKV, SequenceParallelProj

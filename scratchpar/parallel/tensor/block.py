@@ -27,7 +27,7 @@ class ParallelBlock(Module):
     """X[B,T,C] → X + attn(LN(X)), then + MLP(LN(·)) → Y[B,T,C], input and output replicated.
 
     Megatron §3, Fig. 3: the LayerNorms and residuals run alike on every rank (replicated γ, β
-    with whole gradients); the attention splits by heads and the MLP by its hidden units. Two
+    with whole gradients). The attention splits by heads and the MLP by its hidden units. Two
     all-reduces forward (g after the attention's projection and after the MLP's W₂) and two
     backward (f before QKV and before W₁). Built from ``nn.Block``, whose names it keeps."""
 
@@ -48,7 +48,7 @@ class SequenceParallelBlock(ParallelBlock):
     """X[B,T/t,C] → Y[B,T/t,C], sequence shards ``chunks.bounds(T, t)`` in and out.
 
     Korthikanti et al. 2022, §4.2.2: the LayerNorms, the residuals and the MLP's dropout act on
-    this rank's tokens; an all-gather along T (g) replaces f before QKV and before W₁, and a
+    this rank's tokens. An all-gather along T (g) replaces f before QKV and before W₁, and a
     reduce-scatter along T (ḡ) replaces g after the projection and after W₂. The same bytes as
     two all-reduces, but the activations outside attention and MLP are kept 1/t each. Two
     all-gathers and two reduce-scatters forward, and two of each backward. γ, β and the biases

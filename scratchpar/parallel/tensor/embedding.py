@@ -7,7 +7,7 @@ Rank r of a tp group of size t holds the rows ``bounds(V, t)[r]`` of the table E
 
 (Shoeybi et al. 2019, §3: "the input embedding weight matrix E is parallelized along the
 vocabulary dimension"; the logits stay split for ``vocab_parallel_cross_entropy``.) t need not
-divide V; when V < t, the last ranks hold no row and add zeros.
+divide V: when V < t, the last ranks hold no row and add zeros.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class VocabParallelTiedHead(Module):
 class SequenceParallelTiedHead(VocabParallelTiedHead):
     """X[B,T/t,D] → all-gather along the sequence → X[B,T,D] · E[V/t,D]ᵀ → logits[B,T,V/t].
 
-    The input comes from the sequence-parallel region; the all-gather takes f's place, and its
+    The input comes from the sequence-parallel region. The all-gather takes f's place, and its
     backward reduce-scatters ∂L/∂X back to each rank's positions (Korthikanti et al. 2022, §4.2)."""
 
     def forward(self, x):
@@ -84,7 +84,7 @@ class SequenceParallelTiedHead(VocabParallelTiedHead):
 
 class ShardLookup(Function):
     """Rows ``ids − start`` of a shard E_t (V_t, D) where ``start ≤ id < start + V_t``, zero
-    rows elsewhere; masked ids get no gradient (Megatron's masked embedding lookup)."""
+    rows elsewhere. Masked ids get no gradient (Megatron's masked embedding lookup)."""
 
     @staticmethod
     def forward(ctx, weight, ids, start):

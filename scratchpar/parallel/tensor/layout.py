@@ -2,7 +2,7 @@
 with a partial gradient. Checkpoints gather shards back and reshard them through these.
 
 A tensor-parallel module lists its parameters' layouts in ``tp_layouts`` (attribute name →
-layout); a parameter it does not list is replicated, and every rank of the tp group computes
+layout). A parameter it does not list is replicated, and every rank of the tp group computes
 its whole gradient alike.
 """
 

@@ -60,7 +60,7 @@ class RowParallelLinear(Module):
     """X[B,D/t] · W[D/t,F] → Σ_r → Y[B,F], then + b[F].
 
     The input arrives split along its last axis (a column-parallel layer's output). Megatron's
-    g sums the partial products; its backward passes ∂L/∂Y unchanged, so each rank's weight
+    g sums the partial products. Its backward passes ∂L/∂Y unchanged, so each rank's weight
     slice gets its exact gradient. The bias is added after the sum, once: it is replicated, and
     every rank computes the same gradient for it."""
 
@@ -83,7 +83,7 @@ class RowParallelLinear(Module):
 class SequenceParallelColumnLinear(ColumnParallelLinear):
     """X[B,T/t,D] → all-gather along T → X[B,T,D] · W[D,F/t] + b[F/t] → Y[B,T,F/t].
 
-    Korthikanti et al. 2022, §4.2.2: the all-gather g replaces f; its backward, a
+    Korthikanti et al. 2022, §4.2.2: the all-gather g replaces f. Its backward, a
     reduce-scatter ḡ, sums ∂L/∂X over the group and hands each rank its own tokens' rows."""
 
     def enter(self, x):

@@ -23,11 +23,11 @@ from .update import DeviceUpdate
 class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
     """Data parallelism in which each rank owns 1/N of the update (Rajbhandari et al. 2020).
 
-    The parameters are laid out in flat groups (:class:`~.flat.FlatGroup`); rank r owns chunk
+    The parameters are laid out in flat groups (:class:`~.flat.FlatGroup`). Rank r owns chunk
     r of every group, keeps the optimizer state of its chunks only, and steps only them. A
     stage says what else it stops replicating (the gradient, then the parameters) by how it
     stores a group (:meth:`_store`) and reduces its gradient. The loss, the 1/N scaling and
-    the guard are :class:`~scratchpar.parallel.dp.DataParallelNaive`'s; the gradient norm is
+    the guard are :class:`~scratchpar.parallel.dp.DataParallelNaive`'s. The gradient norm is
     the square root of the squared norms of every rank's chunks, summed by an all-reduce.
 
     Each group's gradient is a bucket (:class:`~scratchpar.comm.overlap.Overlap` starts them

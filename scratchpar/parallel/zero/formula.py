@@ -12,7 +12,7 @@ def formula(stage: int, psi: int, ranks: int, itemsize: int, moments: int,
     and ``moments`` optimizer arrays per parameter (Adam 2, momentum 1, plain SGD 0), by part.
 
     Rajbhandari et al. 2020, §5 and Figure 1, with K = moments·itemsize: data parallelism
-    (stage 0) holds sΨ + sΨ + KΨ; stage 1 divides the optimizer state by N, stage 2 the
+    (stage 0) holds sΨ + sΨ + KΨ. Stage 1 divides the optimizer state by N, stage 2 the
     gradient too, stage 3 the parameters too. For Adam in float32 (s = 4, K = 8): 16Ψ,
     8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N and 16Ψ/N. With offload the optimizer state, the gradient chunks
     and a master copy of the parameter chunks are host memory, (2s + K)Ψ/N, and the device

@@ -9,7 +9,7 @@ from ...backend import get_array_module
 class Ledger:
     """What one rank holds, by part (parameters, gradients, optimizer, …), at its peak.
 
-    :meth:`sample` is handed the arrays each part holds right now; every buffer is counted
+    :meth:`sample` is handed the arrays each part holds right now. Every buffer is counted
     once, views included, under the first part that names it, so a figure is the memory those
     arrays occupy, not a sum of shapes. ``peak[part]`` is each part's largest sample, and
     ``at_peak`` the parts at the sample whose total was the largest."""

@@ -14,14 +14,14 @@ from .update import state_arrays
 
 class HostUpdate:
     """The update on the host (Ren et al. 2021, §4): the device runs forward and backward and
-    sends each group's reduced gradient chunk down as its bucket finishes; the host steps its
+    sends each group's reduced gradient chunk down as its bucket finishes. The host steps its
     master shards (NumPy) with the optimizer and its state, and sends the new shards back up.
 
     A chunk goes back up when the device next needs it (:meth:`upload`): stage 1 and 2 upload
     group k and start its all-gather before uploading group k + 1, stage 3 uploads a layer's
     chunk as its gather starts, behind the layer before it. On a GPU those copies overlap the
-    collectives and the compute in flight; with ``offload`` the next step's start overlaps the
-    previous update's copies. On a machine without a GPU the device is NumPy too; every copy
+    collectives and the compute in flight, and with ``offload`` the next step's start overlaps
+    the previous update's copies. On a machine without a GPU the device is NumPy too. Every copy
     still happens, so the path is the one a GPU takes. ``copy_s`` sums the seconds spent
     copying, both ways."""
 

@@ -10,7 +10,7 @@ from .flat import FlatGroup
 
 class ZeRO1(ZeRO):
     """P_os (Rajbhandari et al. 2020, §5.1): every rank keeps the whole parameters and, until
-    the update, the whole gradient; the optimizer state is each rank's 1/N. Per bucket:
+    the update, the whole gradient. The optimizer state is each rank's 1/N. Per bucket:
 
         g[n] on every rank ─reduce-scatter→ gᵣ[n/N] ─update→ θᵣ[n/N] ─all-gather→ θ[n]
 
@@ -57,7 +57,7 @@ class ZeRO1(ZeRO):
         self.update.receive(k, chunk, copy=False)
 
     def _refresh(self) -> None:
-        """Every bucket's chunks all-gathered, in place in the parameters; with offload each
+        """Every bucket's chunks all-gathered, in place in the parameters. With offload each
         chunk is copied up just before its bucket's all-gather starts."""
         handles = []
         for k, flat in enumerate(self.flats):

@@ -7,14 +7,14 @@ from .stage1 import ZeRO1
 
 class ZeRO2(ZeRO1):
     """P_os+g (Rajbhandari et al. 2020, §5.2): as soon as the last gradient of a bucket is
-    final, the bucket is packed and its reduce-scatter starts while backward goes on; when it
+    final, the bucket is packed and its reduce-scatter starts while backward goes on. When it
     is done the rank copies its chunk out and the bucket is dropped. A whole gradient never
     outlives its bucket: a rank holds 4Ψ + 12Ψ/N bytes with Adam in float32, plus the buckets
     in flight and the gradients waiting for theirs.
 
     Buckets start in order (every rank posts the same collectives in the same sequence), as
     in :class:`~scratchpar.parallel.dp.DataParallel`: both are scheduled by
-    :class:`~scratchpar.comm.overlap.Overlap`; a gradient that backward did not reach counts
+    :class:`~scratchpar.comm.overlap.Overlap`. A gradient that backward did not reach counts
     as zeros once backward is over.
     """
 

@@ -24,7 +24,7 @@ class ZeRO3(ZeRO2):
     """P_os+g+p (Rajbhandari et al. 2020, §5.3): a rank keeps only its 1/N chunk of every
     parameter, 16Ψ/N bytes with Adam in float32, plus the layers gathered at the time.
 
-    The units are the model's ``pipeline_layers()``, one flat group each; a parameter that
+    The units are the model's ``pipeline_layers()``, one flat group each. A parameter that
     several layers share, or none holds, joins a root group that stays gathered for the step
     (the tied embedding). For unit k, in forward: gather θ_k[n] from the chunks θ_k,ᵣ[n/N]
     (the next unit's gather is started behind it), compute, free. In backward, before the
@@ -190,8 +190,8 @@ class ZeRO3(ZeRO2):
             self._free(self.root)  # backward reached none of its parameters
 
     def gather_model(self) -> None:
-        """Every parameter whole in the model, for the held-out evaluation (a collective);
-        the layers' hooks are removed, and the strategy trains no more."""
+        """Every parameter whole in the model, for the held-out evaluation (a collective).
+        The layers' hooks are removed, and the strategy trains no more."""
         for k in range(len(self.groups)):
             self._gather(k)
         for layer in self.hooked:

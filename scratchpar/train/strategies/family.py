@@ -9,19 +9,19 @@ class Family(abc.ABC):
     """A family of strategies (for example the parameter servers' four modes), as
     ``--strategy`` names it. A family declares:
 
-    - ``names``: each ``--strategy`` name it answers to, with a line of help;
-    - ``flags``: the frozen dataclass of the config fields it owns (each field's ``owners``
-      say which of its names it goes with; the loop in ``validate.py`` refuses it elsewhere);
+    - ``names``: each ``--strategy`` name it answers to, with a line of help.
+    - ``flags``: the frozen dataclass of the config fields it owns. Each field's ``owners``
+      say which of its names it goes with, and the loop in ``validate.py`` refuses it elsewhere.
     - :meth:`problems`: every reason its flags cannot run on a world of ranks (asked of every
-      family, whichever strategy runs: a family checks its own flags' values);
-    - :meth:`build`: its strategy for this rank, from the config, task, optimizer and world;
+      family, whichever strategy runs: a family checks its own flags' values).
+    - :meth:`build`: its strategy for this rank, from the config, task, optimizer and world.
     - :meth:`describe`: that strategy's description (what a rank holds and sends) for a
-      model's shape, which the memory estimate reads;
+      model's shape, which the memory estimate reads.
 
-    and may refine where the base's defaults do not fit: the ranks that share each global
-    batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), and the checks that
-    need the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`),
-    and what rank 0 holds when it evaluates a model it gathered whole (:meth:`gathered`).
+    It may refine where the base's defaults do not fit: the ranks that share each global
+    batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), the checks that need
+    the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`), and
+    what rank 0 holds when it evaluates a model it gathered whole (:meth:`gathered`).
     """
 
     names: dict[str, str] = {}
