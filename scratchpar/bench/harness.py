@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import backend
+from ..trace.figure import save
 from .mpijob import JobFailed
 
 
@@ -57,6 +59,11 @@ def main(benchmarks: dict[str, Benchmark], argv=None) -> int:
     return 0
 
 
+def ints(text: str) -> list[int]:
+    """A flag's comma-separated integers: '1,2,4' → [1, 2, 4]."""
+    return [int(n) for n in text.split(",")]
+
+
 def describe(device: str) -> str:
     """The device as a table header names it: 'cuda (NVIDIA H100 80GB HBM3)', 'cpu (NumPy)'…"""
     if device == "cuda":
@@ -67,6 +74,12 @@ def describe(device: str) -> str:
     if device == "double":
         return "double (CuPy's rules on the CPU: a check of the GPU path, not a GPU timing)"
     return "cpu (NumPy)"
+
+
+def machine(load: tuple[float, float]) -> str:
+    """The cores and the 1-minute load average before and after the jobs, for a header."""
+    return (f"{os.cpu_count()} cores, one thread per rank; load average (1 min) before "
+            f"{load[0]:.2f}, after {load[1]:.2f}")
 
 
 def judged(device: str, verdict: str) -> str:
@@ -82,6 +95,17 @@ def staging(device: str, cuda_aware: bool) -> str:
         return "MPI is CUDA-aware: it reads device buffers itself, after a stream sync"
     return ("MPI is not CUDA-aware: device buffers are staged through pinned host memory, "
             "by every contender alike")
+
+
+def finish(fig, out: str, axes=(), dpi: int = 120, legend: bool = True, **grid) -> str:
+    """A figure's last steps: each of ``axes`` gridded (``grid``: its options) and, with
+    ``legend``, labelled; the layout tightened, the PNG written: its path."""
+    for ax in axes:
+        ax.grid(alpha=0.3, **grid)
+        if legend:
+            ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return str(save(fig, out, dpi=dpi))
 
 
 def draw_figures(directory, draw, *args, without: str = "") -> list[str]:

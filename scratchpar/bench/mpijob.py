@@ -28,19 +28,20 @@ def mpiexec() -> str:
     return found
 
 
-def job(n: int, module: str, cfg: dict, device: str = "cpu", env: dict | None = None,
+def job(n: int, target: str, cfg: dict, device: str = "cpu", env: dict | None = None,
         timeout: float = 600) -> dict:
-    """``mpiexec -n n python -m module --config JSON --device D --out F`` and the result its rank
-    0 wrote (bench/worker.py); ranks' stderr passes through, stdout is kept for the error
-    message. The job runs in its own session, so a timeout kills every rank."""
+    """``mpiexec -n n python -m scratchpar.bench.worker target --config JSON --device D --out F``
+    and the result its rank 0 wrote (``target``: "scratchpar.bench.dp.worker:measure"); ranks'
+    stderr passes through, stdout is kept for the error message. The job runs in its own
+    session, so a timeout kills every rank."""
     env = {**THREADS, **(env or {})}
-    print(f"{module.split('.')[2]}: {cfg.get('part', 'job')}, {n} ranks", file=sys.stderr,
-          flush=True)
+    module, _, name = target.partition(":")
+    print(f"{module.split('.')[2]}: {name}, {n} ranks", file=sys.stderr, flush=True)
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="scratchpar-bench-") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", module, "--config",
-               json.dumps(cfg), "--device", device, "--out", str(out)]
+        cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "scratchpar.bench.worker", target,
+               "--config", json.dumps(cfg), "--device", device, "--out", str(out)]
         running = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": path, **env},
                                    stdout=subprocess.PIPE, text=True, start_new_session=True)
         try:

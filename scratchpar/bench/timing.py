@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import backend
+
 IDLE_POLL_S = 2e-4  # how often a rank sleeping through a one-device baseline looks for its cue
 
 
@@ -19,9 +21,8 @@ def on_host() -> None:
 
 @dataclass
 class Timed:
-    """One contender's work, and the wait that ends it (``on_host`` on the CPU). The clock is
-    read only after the wait: a GPU runs kernels asynchronously, and without it what is timed
-    is the launch, not the work (CuPy's stream sync, ``torch.cuda.synchronize``)."""
+    """One contender's work, and the wait that ends it: a GPU runs kernels asynchronously, so
+    the clock is read after the wait (CuPy's stream sync, ``torch.cuda.synchronize``)."""
 
     run: Callable[[], object]
     sync: Callable[[], None]
@@ -30,6 +31,19 @@ class Timed:
         out = self.run()
         self.sync()
         return out
+
+
+def fresh(model, x, backward) -> Timed:
+    """``backward()`` from cleared gradients of ``model`` and of its input ``x``: the input
+    needs its gradient, as inside a network, so a split model's backward collectives run."""
+    leaves = [*model.parameters(), x]
+
+    def run():
+        for leaf in leaves:
+            leaf.grad = None
+        backward()
+
+    return Timed(run, backend.sync)
 
 
 class Alone(Timed):
@@ -106,8 +120,8 @@ def alone(step: Timed, comm) -> Alone:
 
 
 def turns(comm, contenders: dict[str, Timed], repeats: int, warmup: int) -> dict:
-    """Median and samples of the slowest rank's seconds per step of each contender, the
-    contenders taking turns from a barrier; an :class:`Alone` baseline counts rank 0's time."""
+    """Median and samples of the slowest rank's seconds per step of each contender, taking turns
+    from a barrier; an :class:`Alone` baseline counts rank 0's time."""
     samples = interleaved(contenders, repeats, warmup, start=lambda: sync(comm))
     mine = [[0.0] * repeats if isinstance(contenders[name], Alone) and comm.rank else s.seconds
             for name, s in samples.items()]

@@ -1,9 +1,12 @@
-"""A benchmark's MPI worker: its JSON config in, rank 0's JSON result out (bench/mpijob.py)."""
+"""One rank of a benchmark's MPI job: ``python -m scratchpar.bench.worker MODULE:FUNCTION
+--config JSON --device D --out PATH``; rank 0 writes the function's JSON (bench/mpijob.py)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import sys
 from pathlib import Path
 
 from .. import backend
@@ -11,15 +14,18 @@ from ..allocator import keep_freed_memory
 from ..comm.mpi import Communicator
 
 
-def serve(measure) -> int:
-    """Parse ``--config JSON --device D --out PATH``, keep freed memory with the process (so
-    what a rank holds is measured, not the allocator's returns), join the world, select this
-    rank's device, and have rank 0 write ``measure(comm, config)``; exit status 0."""
+def serve() -> int:
+    """Keep freed memory with the process (so what a rank holds is measured, not the
+    allocator's returns), join the world, select this rank's device, and have rank 0 write
+    ``FUNCTION(comm, config)``; exit status 0."""
     parser = argparse.ArgumentParser(description="one rank of a scratchpar benchmark's job")
+    parser.add_argument("target", help="MODULE:FUNCTION, the measurement to run")
     parser.add_argument("--config", required=True, help="JSON: the part and its settings")
     parser.add_argument("--device", choices=backend.DEVICES, default="cpu")
     parser.add_argument("--out", required=True, help="rank 0 writes its JSON here")
     args = parser.parse_args()
+    module, _, name = args.target.partition(":")
+    measure = getattr(importlib.import_module(module), name)
     keep_freed_memory()
     comm = Communicator()
     backend.set_device(args.device, comm.local_rank)
@@ -27,3 +33,7 @@ def serve(measure) -> int:
     if comm.rank == 0:
         Path(args.out).write_text(json.dumps(result))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

@@ -14,8 +14,8 @@ from bench_helpers import table_rows
 from scratchpar import nn
 from scratchpar.bench.mpijob import ROOT
 from scratchpar.bench.zero import driver as zero
-from scratchpar.bench.zero.fits import gpt_parameters, largest
 from scratchpar.bench.zero.report import CONTENDERS, LABELS
+from scratchpar.bench.zero.worker import gpt_parameters, largest
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("zero_memory.png", "zero3_timeline.png", "zero_offload.png")

@@ -7,9 +7,17 @@ import numpy as np
 import pytest
 
 from scratchpar.bench.__main__ import main
-from scratchpar.bench.collectives.alphabeta import algbw, busbw, doubling_terms, fit, ring_terms
 from scratchpar.bench.collectives.driver import byte_size
-from scratchpar.bench.collectives.report import crossovers, human, targets
+from scratchpar.bench.collectives.report import (
+    algbw,
+    busbw,
+    crossovers,
+    doubling_terms,
+    fit,
+    human,
+    ring_terms,
+    targets,
+)
 
 KIB, MIB = 1024, 1024 * 1024
 CONTENDERS = ["ring", "recursive_doubling", "tree", "auto", "mpi", "mpi-ring"]

@@ -1,15 +1,15 @@
-"""The asynchronous benchmark's driver: three parts, each an MPI job, then the tables."""
+"""The asynchronous benchmark: three parts, each an MPI job, then the tables."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ..harness import Benchmark, describe, draw_figures
+from ..harness import Benchmark, describe, draw_figures, judged, machine
 from ..mpijob import job
 from ..standin import calibrate
+from ..table import table
 from . import report
-from .tables import print_tables
 
 MLP = {"n_features": 32, "hidden": [64], "n_classes": 10}
 PROBLEMS = {"sparse-logreg": {"n_features": 512, "nnz": 8, "lr": 1.0},
@@ -28,7 +28,8 @@ QUICK_HOGWILD = {**HOGWILD, "updates": 200, "snapshots": 4, "rounds": 1, "eval_r
 QUICK_TAU = {**TAU, "steps": 16, "taus": [1, 4], "snapshots": 4, "eval_rows": 128,
              "eval_batches": 1}
 QUICK_ROUND_ROBIN = {**ROUND_ROBIN, "steps": 12}
-WORKER = "scratchpar.bench.asynchronous.worker"
+PARTS = {"hogwild": "hogwild:hogwild_part", "tau": "easgd:tau_part",
+         "round_robin": "easgd:round_robin_part"}  # the functions of the jobs
 
 
 def add_arguments(parser) -> None:
@@ -68,7 +69,8 @@ def run_jobs(cfgs: dict, ranks: int, device: str) -> tuple[dict, tuple]:
     sizes = {"hogwild": ranks, "tau": 1 + cfgs["tau"]["workers"],
              "round_robin": 1 + max(g for g, _ in cfgs["round_robin"]["runs"])}
     before = os.getloadavg()[0]
-    out = {part: job(n, WORKER, {"part": part, **cfgs[part]}, device) for part, n in sizes.items()}
+    out = {part: job(n, f"scratchpar.bench.asynchronous.{PARTS[part]}", cfgs[part], device)
+           for part, n in sizes.items()}
     return out, (before, os.getloadavg()[0])
 
 
@@ -99,14 +101,56 @@ def draw(directory: str, parts: dict, rows: dict, cfgs: dict) -> list[str]:
             plot.plot_round_robin(rows["round_robin"], str(out / "async_round_robin_busy.png"))]
 
 
+def print_tables(rows: dict, cfgs: dict, parts: dict, device: str) -> None:
+    """Every part's tables (docs/hogwild.md and docs/easgd.md, Measurements)."""
+    cfg, v = cfgs["hogwild"], rows["verdict"]
+    rates = ", ".join(f"{p} η = {c['lr']}" for p, c in cfg["problems"].items())
+    print(table(f"1. Hogwild against serial SGD: {cfg['updates']} updates of b = {cfg['batch']}, "
+                f"{rates}; each contender's median round of {cfg['rounds']}", rows["hogwild"],
+                {"problem": "problem", "contender": "contender", "P": "processes",
+                 "updates": "updates", "run s": "seconds", "spread": "spread",
+                 "ranks s": "per_rank", "updates/s": "updates_per_s", "samples/s": "samples_per_s",
+                 "× 1 proc": "vs_one", "× serial loop": "vs_loop", "final held-out": "{final:.4f}",
+                 "target": "{level:.4f}", "s to target": "to_level",
+                 "× 1 proc to target": "level_vs_one"}))
+    speedups, loop = (", ".join(f"{p} {s:.2f}×" for p, s in v[k].items())
+                      for k in ("speedups", "over_loop"))
+    met = f"{'met' if v['met'] else 'not met'} ({speedups}; over the plain serial loop {loop})"
+    print(f"\ntarget (docs/hogwild.md): Hogwild ×2 ≥ {v['target']}× Hogwild ×1 (serial SGD) on "
+          f"a sparse problem: {judged(device, met)}")
+    print(table("2. colliding writes of lock-free Hogwild (instrumented, untimed)",
+                rows["collisions"],
+                {"problem": "problem", "P": "processes", "writes": "writes",
+                 "colliding writes": "{colliding:.3f}", "coordinates/write": "coordinates",
+                 "colliding coordinates": "{colliding_coordinates:.3f}",
+                 "per parameter": "parameters"}))
+    cfg = cfgs["tau"]
+    print(table(f"3. asynchronous EASGD against Downpour as the communication period τ grows: "
+                f"1 master + {cfg['workers']} workers, {cfg['steps']} steps each", rows["tau"],
+                {"τ": "tau", "EASGD final": "{easgd_final:.3f}", "EASGD peak": "{easgd_peak:.3f}",
+                 "EASGD stable": "easgd_stable", "exchanges": "easgd_exchanges",
+                 "Downpour final": "{downpour_final:.3f}",
+                 "Downpour peak": "{downpour_peak:.3f}", "Downpour stable": "downpour_stable",
+                 "pushes": "downpour_exchanges", "Downpour / EASGD": "ratio"}))
+    initial = parts["tau"]["runs"][f"easgd {cfg['taus'][0]}"]["curve"][0][1]
+    print(f"\nstability: initial held-out loss {initial:.3f}; from τ = {cfg['taus'][0]} to τ = "
+          f"{cfg['taus'][-1]} EASGD's final loss changes ×{report.drift(rows['tau'], 'easgd'):.2f}"
+          f", Downpour's ×{report.drift(rows['tau'], 'downpour'):.2f}")
+    cfg = cfgs["round_robin"]
+    print(table(f"4. round-robin EASGD's master as the workers G grow: {cfg['steps']} steps of "
+                f"b = {cfg['batch']}; shares of its wall time", rows["round_robin"],
+                {"G": "workers", "compute": "compute", "ranks": "ranks", "steps": "steps",
+                 "steps/s": "steps_per_s", "ms/step": "ms", "busy": "busy", "pack": "pack",
+                 "update": "update", "wait": "wait", "other": "other"}))
+
+
 def measure(args) -> dict:
     if args.ranks < 2:
         raise SystemExit(f"async: --ranks must be ≥ 2, got {args.ranks}")
     cfgs, calib = configs(args.quick, args.ranks)
-    parts, (before, after) = run_jobs(cfgs, args.ranks, args.device)
+    parts, load = run_jobs(cfgs, args.ranks, args.device)
     rows = rows_of(parts, cfgs)
-    print(f"asynchronous benchmark on {describe(args.device)}, {os.cpu_count()} cores, one "
-          f"thread per rank; load average (1 min) before {before:.2f}, after {after:.2f}")
+    print(f"asynchronous benchmark on {describe(args.device)}, {machine(load)}")
     print(f"stand-in compute (round-robin): MLP "
           f"{'→'.join(map(str, [MLP['n_features'], *MLP['hidden'], MLP['n_classes']]))} "
           f"(K = {calib['parameters']:,}) calibrated on the CPU at {calib['rows']} rows: "
@@ -114,7 +158,7 @@ def measure(args) -> dict:
     print_tables(rows, cfgs, parts, args.device)
     figures = draw_figures(args.figures, draw, parts, rows, cfgs)
     return {"cores": os.cpu_count(), "ranks": args.ranks, "config": cfgs, "calibration": calib,
-            "load": [before, after], **rows, "results": parts, "figures": figures}
+            "load": list(load), **rows, "results": parts, "figures": figures}
 
 
 BENCHMARK = Benchmark("the asynchronous strategies: Hogwild's speed-up and colliding writes, "

@@ -7,24 +7,77 @@ import time
 import numpy as np
 
 from ... import optim
+from ...comm.window import SharedArray
 from ...parallel import Hogwild, SingleDevice
-from .collisions import CountingHogwild
-from .problems import dataset, evaluate, flat, held_out, rows, task
+from .problems import dataset, evaluate, flat, held_out, rows, task, timed_run
 
 
-def serial(t, lr: float, pool: tuple, cfg: dict) -> dict:
-    """Plain serial SGD on one process: update u on samples [u·b, (u+1)·b) of ``pool``, every
-    update a dense SGD step of the whole model (``SingleDevice``)."""
+class CountingHogwild(Hogwild):
+    """Lock-free Hogwild (Niu et al. 2011, Algorithm 1) with a shared window ``written[w, r]``
+    beside θ: the writes worker w has finished to row r (an index of a parameter's first axis),
+    added by w alone after its write, so exact without a lock. A row collides when the others'
+    count grew between this worker's read of it and its write (docs/hogwild.md, Measurements).
+    ``counts``: per parameter, the coordinates written and those in colliding rows;
+    ``colliding``: the writes with a colliding row."""
+
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm):
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, lock=False)
+        self.row_counts = [p.shape[0] if p.ndim else 1 for p in self.params]
+        self.row_sizes = [p.size // n for p, n in zip(self.params, self.row_counts)]
+        self.starts = np.cumsum([0, *self.row_counts[:-1]])  # each parameter's first row
+        self.written = SharedArray(comm, (comm.size, sum(self.row_counts)), np.int64)  # (P, R)
+        self.others = np.arange(comm.size) != comm.rank  # (P,) the other workers' lines
+        self.lines: list[np.ndarray] = []  # this step's rows of ``written``, per parameter
+        self.seen: list[np.ndarray] = []  # the others' writes to them at the read
+        self.counts = {name: {"coordinates": 0, "colliding": 0} for name in self.names}
+        self.writes = self.colliding = 0
+
+    def _line(self, i: int, host_rows) -> np.ndarray:
+        """Parameter i's rows ``host_rows`` (indices or ``slice(None)``) as rows of ``written``."""
+        start = self.starts[i]
+        if isinstance(host_rows, slice):
+            return np.arange(start, start + self.row_counts[i])  # (n,)
+        return start + np.asarray(host_rows).reshape(-1)  # (n,)
+
+    def _others(self, lines: list[np.ndarray]) -> list[np.ndarray]:
+        return [self.written.array[self.others][:, line].sum(axis=0) for line in lines]  # (n,)
+
+    def _rows(self, batch) -> list[tuple]:
+        rows = super()._rows(batch)  # called just before the read of θ's rows
+        self.lines = [self._line(i, theirs) for i, (_, theirs) in enumerate(rows)]
+        self.seen = self._others(self.lines)
+        return rows
+
+    def _write(self, rows: list, steps: list) -> None:
+        now = self._others(self.lines)
+        hit = False
+        for i, (name, before, after, s) in enumerate(zip(self.names, self.seen, now, steps)):
+            if s is None:
+                continue
+            collided = after > before  # (n,) another worker wrote the row in between
+            self.counts[name]["coordinates"] += len(collided) * self.row_sizes[i]
+            self.counts[name]["colliding"] += int(collided.sum()) * self.row_sizes[i]
+            hit |= bool(collided.any())
+        self.writes += 1
+        self.colliding += hit
+        super()._write(rows, steps)
+        for line, s in zip(self.lines, steps):
+            if s is not None:
+                self.written.array[self.comm.rank, line] += 1  # after the write: it has landed
+
+    def close(self) -> None:
+        self.written.free()
+        super().close()
+
+
+def serial(comm, t, lr: float, pool: tuple, cfg: dict) -> dict:
+    """Plain serial SGD on one process (``SingleDevice``): update u on samples [u·b, (u+1)·b)
+    of ``pool``, every update a dense SGD step of the whole model."""
     b, updates = cfg["batch"], cfg["updates"]
     batches = [rows(pool, u * b, (u + 1) * b) for u in range(updates)]
     single = SingleDevice(t.model, optim.SGD(t.model.parameters(), lr), t.loss)
-    every = max(1, updates // cfg["snapshots"])
-    start = time.perf_counter()
-    snapshots = [(0.0, 0, flat(single.params))]
-    for u, batch in enumerate(batches):
-        single.step(batch)
-        if (u + 1) % every == 0:
-            snapshots.append((time.perf_counter() - start, u + 1, flat(single.params)))
+    start, snapshots = timed_run(comm, single.step, batches, max(1, updates // cfg["snapshots"]),
+                                 lambda u, s: (s, u, flat(single.params)))
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "per_rank_s": [seconds], "updates": updates,
             "snapshots": snapshots + [(seconds, updates, flat(single.params))]}
@@ -38,8 +91,8 @@ def global_batches(pool: tuple, processes: int, cfg: dict) -> list[tuple]:
 
 
 def sgd(t, lr: float, processes: int):
-    """Hogwild's optimizer for a write of γ = ``lr`` on a worker's b samples, the serial run's
-    step: Hogwild writes γ = η·n_w/N, and a worker's share n_w/N of the global batch is 1/P."""
+    """Hogwild's optimizer for the serial run's step γ = ``lr`` on a worker's b samples:
+    Hogwild writes γ = η·n_w/N, and a worker's share n_w/N of the global batch is 1/P."""
     return optim.SGD(t.model.parameters(), lr * processes)
 
 
@@ -49,31 +102,21 @@ def theta(strategy) -> np.ndarray:
 
 
 def hogwild(comm, t, lr: float, lock: bool, pool: tuple, cfg: dict) -> dict | None:
-    """Hogwild on every rank of ``comm`` from a barrier, each worker on its rows of the same
-    global batches; rank 0 copies θ every few steps (racing the writers, as any reader of θ
-    does). Rank 0 returns the run, the others None."""
+    """Hogwild on every rank of ``comm``, each worker on its rows of the same global batches;
+    rank 0 copies θ every few steps, racing the writers as any reader of θ does."""
     strategy = Hogwild(t.model, sgd(t, lr, comm.size), t.loss, t.count, comm, lock=lock)
-    batches = global_batches(pool, comm.size, cfg)
-    every = max(1, cfg["updates"] // cfg["snapshots"] // comm.size)
-    snapshots = []
-    comm.barrier()
-    start = time.perf_counter()
-    if comm.rank == 0:
-        snapshots.append((0.0, 0, theta(strategy)))
-    for k, batch in enumerate(batches):
-        strategy.step(batch)
-        if comm.rank == 0 and (k + 1) % every == 0:
-            snapshots.append((time.perf_counter() - start, (k + 1) * comm.size, theta(strategy)))
+    start, snapshots = timed_run(comm, strategy.step, global_batches(pool, comm.size, cfg),
+                                 max(1, cfg["updates"] // cfg["snapshots"] // comm.size),
+                                 lambda k, s: (s, k * comm.size, theta(strategy)))
     mine = time.perf_counter() - start
     strategy.shutdown()
     per_rank = comm.allgather_obj(mine, "hogwild run")
     final = theta(strategy)
     strategy.close()
-    if comm.rank != 0:
-        return None
-    updates = len(batches) * comm.size
-    return {"seconds": max(per_rank), "per_rank_s": per_rank, "updates": updates,
-            "snapshots": snapshots + [(max(per_rank), updates, final)]}
+    updates = cfg["updates"] // comm.size * comm.size
+    return None if comm.rank else {"seconds": max(per_rank), "per_rank_s": per_rank,
+                                   "updates": updates,
+                                   "snapshots": snapshots + [(max(per_rank), updates, final)]}
 
 
 def collisions(comm, t, lr: float, pool: tuple, cfg: dict) -> list[dict]:
@@ -116,7 +159,7 @@ def hogwild_part(comm, cfg: dict) -> dict:
                 run, t = None, task(name, pcfg, data)
                 if comm.rank < c["processes"]:
                     sub = subs[c["processes"]]
-                    run = serial(t, pcfg["lr"], pool, cfg) if c["mode"] == "serial" else \
+                    run = serial(sub, t, pcfg["lr"], pool, cfg) if c["mode"] == "serial" else \
                         hogwild(sub, t, pcfg["lr"], c["mode"] == "locked", pool, cfg)
                 if comm.rank == 0:
                     runs[c["key"]].append(curve(t, run, held))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ...trace.figure import pyplot, save
+from ...trace.figure import pyplot
+from ..harness import finish
 
 
 def plot_speedup(rows: list[dict], collisions: list[dict], target: float, out_path: str) -> str:
@@ -48,10 +49,7 @@ def plot_speedup(rows: list[dict], collisions: list[dict], target: float, out_pa
                     fontsize=10)
     left.legend(frameon=False, fontsize=7, loc="upper left")
     right.legend(frameon=False, fontsize=8)
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return str(save(fig, out_path, dpi=120))
+    return finish(fig, out_path, (left, right), legend=False)
 
 
 def plot_hogwild_loss(curves: dict, floors: dict, levels: dict, out_path: str) -> str:
@@ -69,13 +67,10 @@ def plot_hogwild_loss(curves: dict, floors: dict, levels: dict, out_path: str) -
                        label=f"floor {floors[problem]:.3f}")
         ax.set_title(problem)
         ax.set_xlabel("wall-clock seconds")
-        ax.grid(alpha=0.3)
-        ax.legend(frameon=False, fontsize=8)
     axes[0, 0].set_ylabel("held-out loss per sample")
     fig.suptitle("held-out loss of θ against wall-clock: serial SGD, Hogwild, locked "
                  "(the same updates)", fontsize=10)
-    fig.tight_layout()
-    return str(save(fig, out_path, dpi=120))
+    return finish(fig, out_path, axes[0])
 
 
 def plot_easgd_tau(runs: dict, taus: list[int], floor: float, out_path: str) -> str:
@@ -94,13 +89,11 @@ def plot_easgd_tau(runs: dict, taus: list[int], floor: float, out_path: str) -> 
         ax.set_yscale("log")
         ax.set_title(f"τ = {tau}")
         ax.set_xlabel("steps per worker")
-        ax.grid(alpha=0.3, which="both")
     axes[0, 0].set_ylabel("held-out loss (master's parameters)")
     axes[0, 0].legend(frameon=False, fontsize=8)
     fig.suptitle("asynchronous EASGD against Downpour as the communication period τ grows "
                  "(same data, rate and start)", fontsize=10)
-    fig.tight_layout()
-    return str(save(fig, out_path, dpi=120))
+    return finish(fig, out_path, axes[0], legend=False, which="both")
 
 
 def plot_round_robin(rows: list[dict], out_path: str) -> str:
@@ -128,8 +121,4 @@ def plot_round_robin(rows: list[dict], out_path: str) -> str:
     right.set_ylabel("steps per second")
     right.set_ylim(bottom=0)
     right.set_title("throughput: one worker computes at a time")
-    for ax in (left, right):
-        ax.grid(alpha=0.3, axis="y")
-        ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return str(save(fig, out_path, dpi=120))
+    return finish(fig, out_path, (left, right), axis="y")

@@ -1,6 +1,8 @@
-"""The asynchronous benchmark's problems: data, fresh models, snapshots and held-out loss."""
+"""The asynchronous benchmark's problems: data, fresh models, timed runs and held-out loss."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -27,8 +29,8 @@ def dataset(name: str, cfg: dict):
 
 
 def task(name: str, cfg: dict, data) -> Task:
-    """A fresh float32 model of problem ``name`` (seed 0) on ``data``, wired as the training
-    CLI wires it (scratchpar/train/task.py)."""
+    """A fresh float32 model of problem ``name`` (seed 0) on ``data``, as the training CLI has
+    it (scratchpar/train/task.py)."""
     gen = np.random.default_rng(0)
     if name == "sparse-logreg":
         return Task(data, nn.SparseLogisticRegression(cfg["n_features"], gen), "sample",
@@ -55,6 +57,19 @@ def held_out(data, cfg: dict) -> list[tuple]:
 def flat(params) -> np.ndarray:
     """The parameters as one host vector (K,), in ``model.parameters()`` order (Hogwild's θ)."""
     return np.concatenate([to_host(p.data).reshape(-1) for p in params])
+
+
+def timed_run(comm, step, batches: list, every: int, copy) -> tuple[float, list]:
+    """``step(batch)`` over ``batches`` from a barrier; rank 0 takes ``copy(k, seconds)`` at the
+    start and after every ``every`` steps: the clock at the start, and rank 0's copies."""
+    comm.barrier()
+    start = time.perf_counter()
+    copies = [copy(0, 0.0)] if comm.rank == 0 else []
+    for k, batch in enumerate(batches):
+        step(batch)
+        if comm.rank == 0 and (k + 1) % every == 0:
+            copies.append(copy(k + 1, time.perf_counter() - start))
+    return start, copies
 
 
 def evaluate(t: Task, snapshot: np.ndarray, batches: list[tuple]) -> float:

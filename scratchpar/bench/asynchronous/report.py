@@ -16,9 +16,7 @@ def contender_name(c: dict) -> str:
 
 
 def typical(runs: dict) -> dict:
-    """Each contender's median round by seconds (the lower of the middle two for an even
-    count): a burst of load from elsewhere moves it less than it moves the fastest or the
-    slowest round."""
+    """Each contender's median round by seconds (the lower middle one of an even count)."""
     return {key: sorted(rounds, key=lambda r: r["seconds"])[(len(rounds) - 1) // 2]
             for key, rounds in runs.items()}
 
@@ -36,18 +34,14 @@ def reached(curve: list, level: float) -> float | None:
 
 def paired(base: list[dict], runs: list[dict], measure) -> float | None:
     """The median over rounds of ``measure(base's run) / measure(the contender's run)`` in the
-    same round: run side by side, both met the same load from elsewhere. None if a measure is
-    missing in every round."""
+    same round (None if a measure is missing in every round)."""
     ratios = [measure(a) / measure(b) for a, b in zip(base, runs) if measure(a) and measure(b)]
     return statistics.median(ratios) if ratios else None
 
 
 def hogwild_rows(results: dict, contenders: list[dict], batch: int) -> list[dict]:
-    """Per problem and contender (its median round, and the spread of its rounds' seconds):
-    updates and samples per second, the speed-up over Hogwild at 1 process (serial SGD, bit
-    for bit) and over the plain serial loop (each the median of the rounds' paired ratios),
-    the final held-out loss, and the seconds to the target loss, also as a speed-up over
-    Hogwild at 1 process."""
+    """Per problem and contender, its median round: throughput, speed-ups over Hogwild ×1 and
+    the serial loop (paired by round), final loss and the seconds to the target loss."""
     rows = []
     for problem, r in results.items():
         runs, level = typical(r["runs"]), target(r)
@@ -74,8 +68,7 @@ def hogwild_rows(results: dict, contenders: list[dict], batch: int) -> list[dict
 
 
 def verdict(rows: list[dict]) -> dict:
-    """Whether Hogwild at 2 processes reached TARGET× Hogwild at 1 (serial SGD) on a sparse
-    problem; the same against the plain serial loop beside it."""
+    """Whether Hogwild ×2 reached TARGET× Hogwild ×1 on a sparse problem; the plain loop beside."""
     two = [r for r in rows if r["key"] == "hogwild2" and r["problem"] in SPARSE]
     speedups = {r["problem"]: r["vs_one"] for r in two}
     return {"target": TARGET, "speedups": speedups,
@@ -84,9 +77,8 @@ def verdict(rows: list[dict]) -> dict:
 
 
 def collision_rows(results: dict) -> list[dict]:
-    """Per problem and process count, summed over the workers: writes, the share with a
-    colliding row, coordinates per write and the share of them in colliding rows, and that
-    share per parameter."""
+    """Per problem and process count, over the workers: writes, the share colliding,
+    coordinates per write and the share of them in colliding rows, overall and per parameter."""
     rows = []
     for problem, r in results.items():
         for p, ranks in r["collisions"].items():
@@ -109,10 +101,8 @@ def collision_rows(results: dict) -> list[dict]:
 
 
 def tau_rows(runs: dict, taus: list[int]) -> list[dict]:
-    """Per τ, for EASGD and Downpour: the final held-out loss of the master's parameters, the
-    peak after the start, whether it stayed stable (finite, and never above the initial
-    model's loss), the exchanges (EASGD) or pushes (Downpour) served, the run's seconds; and
-    Downpour's final over EASGD's."""
+    """Per τ, for EASGD and Downpour: the master's final and peak held-out loss, whether it
+    stayed finite and never above the start, the exchanges served; Downpour's final over EASGD's."""
     rows = []
     for tau in taus:
         row = {"tau": tau}
@@ -135,9 +125,8 @@ def drift(rows: list[dict], method: str) -> float:
 
 
 def round_robin_rows(runs: list[dict]) -> list[dict]:
-    """Per run: steps per second, and the master's wall time split into packing and sending
-    (pack), waiting for the worker (wait), the eq.-4 update (update) and the rest of its loop
-    (other); busy = pack + update."""
+    """Per run: steps per second and the master's wall time as shares: pack, wait, update
+    (eq. 4), other; busy = pack + update."""
     rows = []
     for r in runs:
         seconds = r["seconds"]

@@ -1,11 +1,9 @@
-"""The branches benchmark's driver: one MPI job per world size, then the tables."""
+"""The branches benchmark: one MPI job per world size, then the tables."""
 
 from __future__ import annotations
 
-import os
-
 from ...comm.chunks import counts
-from ..harness import Benchmark, describe
+from ..harness import Benchmark, describe, ints, machine
 from ..mpijob import job, per_world_size
 from ..table import table
 
@@ -17,9 +15,9 @@ FLOAT32 = 4
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
-                        default=[1, 2], help="comma-separated world sizes (default 1,2); each "
-                                             "job also times one device, rank 0 alone")
+    parser.add_argument("--ranks", type=ints, default=[1, 2],
+                        help="comma-separated world sizes (default 1,2); each job also times "
+                             "one device, rank 0 alone")
 
 
 def param_formula(cfg: dict, towers: int) -> int:
@@ -60,33 +58,26 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
 
 def measure(args) -> dict:
     cfg = QUICK if args.quick else CONFIG
-    results, (before, after) = per_world_size(
-        args.ranks, lambda n: job(n, "scratchpar.bench.branches.worker", cfg, args.device))
+    results, load = per_world_size(
+        args.ranks, lambda n: job(n, "scratchpar.bench.branches.worker:measure", cfg, args.device))
     one = next(iter(results.values()))["one_device"]
     timing, memory = timing_rows(results, cfg), memory_rows(results, cfg)
     widths = "→".join(map(str, [cfg["features"], *cfg["sizes"]]))
-    print(f"branches benchmark on {describe(args.device)}, {os.cpu_count()} cores, one thread "
-          f"per rank: Towers ({cfg['k']} towers {widths}, joined {cfg['k'] * cfg['sizes'][-1]} "
-          f"→ head {cfg['classes']}), batch "
-          f"{cfg['batch']}, float32; forward + backward (the input's gradient too), median of "
-          f"{cfg['repeats']} after {cfg['warmup']} warm-up, contenders in turns; load average "
-          f"(1 min) before {before:.2f}, after {after:.2f}")
-    print(table("step time: alone = the single-device Towers on rank 0 (the others asleep) in "
-                "the same job; speed-up = alone / branches; ideal = k / most towers on a rank",
-                timing, {"ranks": "ranks", "towers/rank": "towers_per_rank",
-                         "alone ms": "alone_ms", "branches ms": "branches_ms",
-                         "speed-up": "speedup", "ideal": "ideal"}))
+    print(f"branches benchmark on {describe(args.device)}, {machine(load)}: Towers ({cfg['k']} "
+          f"towers {widths}, joined {cfg['k'] * cfg['sizes'][-1]} → head {cfg['classes']}), "
+          f"batch {cfg['batch']}, float32; forward + backward, median of {cfg['repeats']} after "
+          f"{cfg['warmup']} warm-up")
+    print(table("step time against one device (docs/tensor_parallel.md, Measurements)", timing,
+                {"ranks": "ranks", "towers/rank": "towers_per_rank", "alone ms": "alone_ms",
+                 "branches ms": "branches_ms", "speed-up": "speedup", "ideal": "ideal"}))
     print(table(f"held per rank, against one device ({one['param_bytes']} parameter B, "
-                f"{one['activation_bytes']} activation B): parameters = its arrays (formula: "
-                "k_r · tower + head); activations = the distinct buffers one forward's graph "
-                "keeps for backward (tensors on it, arrays saved by its ops; input included, "
-                "parameters not)", memory,
+                f"{one['activation_bytes']} activation B)", memory,
                 {"ranks": "ranks", "rank": "rank", "towers": "towers", "param B": "param_bytes",
                  "formula B": "param_formula", "× one": "param_share",
                  "activation B": "activation_bytes", "× one ": "activation_share",
                  "|loss − one device's|": "loss_diff"}))
     return {"config": cfg, "ranks": args.ranks, "timing": timing, "memory": memory,
-            "one_device": one, "load": [before, after]}
+            "one_device": one, "load": list(load)}
 
 
 BENCHMARK = Benchmark("model parallelism over branches: a Towers step split over the ranks "

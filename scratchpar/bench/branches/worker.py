@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from ... import backend
@@ -12,8 +10,7 @@ from ...autograd import functional as F
 from ...autograd.held import graph_bytes
 from ...nn import Towers
 from ...parallel import ParallelBranches
-from ..timing import Timed, alone, turns
-from ..worker import serve
+from ..timing import Timed, alone, fresh, turns
 
 
 def towers(cfg: dict) -> Towers:
@@ -27,17 +24,8 @@ def loss_of(model, x: Tensor, y):
 
 
 def step(model, x: Tensor, y) -> Timed:
-    """Forward and backward from cleared gradients: the work the split divides. The input
-    requires its gradient, as if the towers followed earlier layers, so the split's backward
-    all-reduce runs."""
-    params = model.parameters()
-
-    def run():
-        for p in [*params, x]:
-            p.grad = None
-        loss_of(model, x, y).backward()
-
-    return Timed(run, backend.sync)
+    """Forward and backward: the work the split divides."""
+    return fresh(model, x, lambda: loss_of(model, x, y).backward())
 
 
 def holdings(model, x: Tensor, y) -> dict:
@@ -63,7 +51,3 @@ def measure(comm, cfg: dict) -> dict:
     mine = {"towers": len(split.towers), **holdings(split, x_split, y)}
     return {"world_size": comm.size, "timed": timed, "one_device": holdings(one, x_one, y),
             "per_rank": comm.allgather_obj(mine, "branches holdings")}
-
-
-if __name__ == "__main__":
-    sys.exit(serve(measure))

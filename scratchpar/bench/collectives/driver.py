@@ -1,18 +1,16 @@
-"""The collectives benchmark's driver: two MPI jobs per world size, then the tables."""
+"""The collectives benchmark: two MPI jobs per world size, then the tables."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
 
-from ..harness import Benchmark, describe, judged, staging
+from ..harness import Benchmark, describe, ints, judged, machine, staging
 from ..mpijob import job, per_world_size
-from ..table import format_table
-from .alphabeta import algbw, busbw
-from .report import crossovers, fits, human, targets
+from ..table import table
+from .report import algbw, busbw, crossovers, fits, human, targets
 
 KIB, MIB = 1024, 1024 * 1024
 HAND_WRITTEN = ["ring", "recursive_doubling", "tree", "auto"]
@@ -35,7 +33,7 @@ def byte_size(text: str) -> int:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
+    parser.add_argument("--ranks", type=ints,
                         help="comma-separated world sizes, each ≥ 2 (default 2,4; --quick: 2)")
     sizes = parser.add_mutually_exclusive_group()
     sizes.add_argument("--sizes", type=lambda s: [byte_size(b) for b in s.split(",")],
@@ -78,7 +76,7 @@ def measure_world(n: int, cfg: dict, device: str) -> dict:
     "pingpong": {…}, "copies": {…} (on a device), "cuda_aware": bool}``."""
     merged = {"times": {}, "raw": {}, "pingpong": None, "copies": None}
     for i, (contenders, env, mpi_name) in enumerate(JOBS):
-        result = job(n, "scratchpar.bench.collectives.worker",
+        result = job(n, "scratchpar.bench.collectives.worker:measure",
                      {**cfg, "contenders": contenders, "pingpong": i == 0}, device, env)
         for size, per in result["sizes"].items():
             for name, numbers in per.items():
@@ -91,34 +89,27 @@ def measure_world(n: int, cfg: dict, device: str) -> dict:
     return merged
 
 
-def timing_rows(results: dict, sizes: list[int]) -> list[list]:
-    rows = []
-    for n, res in results.items():
-        times = res["times"]
-        for size in sizes:
-            for name in HAND_WRITTEN + [MPI_DEFAULT, MPI_RING]:
-                t = times[name][size]
-                rows.append([n, human(size), name, 1e6 * t, algbw(size, t) / 1e9,
-                             busbw(size, t, n) / 1e9, t / times[MPI_DEFAULT][size]])
-    return rows
+def timing_rows(results: dict, sizes: list[int]) -> list[dict]:
+    return [{"n": n, "size": human(size), "algorithm": name, "us": 1e6 * t,
+             "algbw_gbs": algbw(size, t) / 1e9, "busbw_gbs": busbw(size, t, n) / 1e9,
+             "x_mpi": t / res["times"][MPI_DEFAULT][size]}
+            for n, res in results.items() for size in sizes
+            for name in HAND_WRITTEN + [MPI_DEFAULT, MPI_RING]
+            for t in [res["times"][name][size]]]
 
 
-def ceiling_rows(results: dict, memcpy_s: float) -> list[list]:
-    rows = [["memcpy (np.copyto, host, 1 process)", human(MEMCPY_BYTES), 1e6 * memcpy_s,
-             MEMCPY_BYTES / memcpy_s / 1e9]]
+def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
+    """(what, bytes, seconds) of memcpy, the ping-pongs and, on a device, the staging copies."""
+    rows = [("memcpy (np.copyto, host, 1 process)", MEMCPY_BYTES, memcpy_s)]
     for n, res in results.items():
-        pp = res["pingpong"]
-        for kind in ("small", "large"):
-            nbytes, t = pp[f"{kind}_bytes"], pp[f"{kind}_s"]
-            rows.append([f"ping-pong rank 0 ↔ 1 (n={n}), one way", human(nbytes), 1e6 * t,
-                         nbytes / t / 1e9])
-        copies = res["copies"]
-        if copies:
-            for key, what in (("to_host_s", "device → pinned host"),
-                              ("to_device_s", "pinned host → device")):
-                rows.append([f"copy {what} (n={n}, rank 0)", human(copies["bytes"]),
-                             1e6 * copies[key], copies["bytes"] / copies[key] / 1e9])
-    return rows
+        pp, copies = res["pingpong"], res["copies"] or {}
+        rows += [(f"ping-pong rank 0 ↔ 1 (n={n}), one way", pp[f"{kind}_bytes"], pp[f"{kind}_s"])
+                 for kind in ("small", "large")]
+        rows += [(f"copy {what} (n={n}, rank 0)", copies["bytes"], copies[key])
+                 for key, what in (("to_host_s", "device → pinned host"),
+                                   ("to_device_s", "pinned host → device")) if copies]
+    return [{"what": what, "size": human(nbytes), "us": 1e6 * t, "gbs": nbytes / t / 1e9}
+            for what, nbytes, t in rows]
 
 
 def measure(args) -> dict:
@@ -133,38 +124,35 @@ def measure(args) -> dict:
     cfg = {"sizes": sizes, "repeats": repeats, "block_s": block_s}
     results, load = per_world_size(ranks, lambda n: measure_world(n, cfg, args.device))
     cuda_aware = results[ranks[0]]["cuda_aware"]
-    print(f"buffers: {staging(args.device, cuda_aware)}")
-    print(f"load average (1 min) before: {load[0]:.2f}, after: {load[1]:.2f} "
-          f"on {os.cpu_count()} cores")
+    print(f"buffers: {staging(args.device, cuda_aware)}\n{machine(load)}")
     rows = timing_rows(results, sizes)
-    print("\n" + format_table(["n", "size", "algorithm", "µs", "algbw GB/s", "busbw GB/s",
-                               "x mpi"], rows))
-    print("\nceilings\n" + format_table(["what", "size", "µs", "GB/s"],
-                                        ceiling_rows(results, memcpy_s)))
+    print(table("all-reduce per size (docs/collectives.md, Algorithm bandwidth and bus "
+                "bandwidth)", rows, {"n": "n", "size": "size", "algorithm": "algorithm",
+                                     "µs": "us", "algbw GB/s": "algbw_gbs",
+                                     "busbw GB/s": "busbw_gbs", "x mpi": "x_mpi"}))
+    print(table("ceilings", ceiling_rows(results, memcpy_s),
+                {"what": "what", "size": "size", "µs": "us", "GB/s": "gbs"}))
     fitted = fits(results, sizes)
-    print("\nα-β fit (least squares on relative error, this run's data; β includes the reductions)"
-          "\n" + format_table(["n", "model", "α µs", "β ns/B", "1/β GB/s", "rms rel residual"],
-                              [[f["n"], f["model"], 1e6 * f["alpha_s"], 1e9 * f["beta_s_per_byte"],
-                                1e-9 / f["beta_s_per_byte"], f["rms_rel_residual"]]
-                               for f in fitted]))
+    print(table("α-β fit (docs/collectives.md, The cost model; β includes the reductions)",
+                fitted, {"n": "n", "model": "model", "α µs": lambda f: 1e6 * f["alpha_s"],
+                         "β ns/B": lambda f: 1e9 * f["beta_s_per_byte"],
+                         "1/β GB/s": lambda f: 1e-9 / f["beta_s_per_byte"],
+                         "rms rel residual": "rms_rel_residual"}))
     cross = crossovers(results, sizes)
-    print("\ncrossover for algorithm=\"auto\"\n" + format_table(
-        ["n", "recursive doubling beats ring up to", "MPI's own fastest at"],
-        [[c["n"], human(c["doubling_wins_up_to"]) if c["doubling_wins_up_to"] else "never",
-          ", ".join(map(human, c["mpi_fastest_at"])) or "never"] for c in cross]))
+    print(table('crossover for algorithm="auto"', cross, {
+        "n": "n", "recursive doubling beats ring up to":
+            lambda c: human(c["doubling_wins_up_to"]) if c["doubling_wins_up_to"] else "never",
+        "MPI's own fastest at": lambda c: ", ".join(map(human, c["mpi_fastest_at"])) or "never"}))
     verdicts = [{**t, "verdict": judged(args.device, t["verdict"])}
                 for t in targets(results, sizes, MEMCPY_BYTES / memcpy_s)]
-    print("\n" + format_table(["target", "measured", "at", "verdict"],
-                              [[t["target"], t["measured"], t["at"], t["verdict"]]
-                               for t in verdicts]))
+    print(table("targets (docs/collectives.md, Measured)", verdicts, {
+        "target": "target", "measured": "measured", "at": "at", "verdict": "verdict"}))
     return {"cuda_aware": cuda_aware, "world_sizes": ranks, "sizes": sizes, "repeats": repeats,
             "load": load, "block_seconds": block_s,
             "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
             "per_world_size": {str(n): {"raw": res["raw"], "pingpong": res["pingpong"],
                                         "copies": res["copies"]} for n, res in results.items()},
-            "table": [dict(zip(["n", "size", "algorithm", "us", "algbw_gbs", "busbw_gbs",
-                                "x_mpi"], r)) for r in rows],
-            "fits": fitted, "crossovers": cross, "targets": verdicts}
+            "table": rows, "fits": fitted, "crossovers": cross, "targets": verdicts}
 
 
 BENCHMARK = Benchmark("the hand-written all-reduces (ring, recursive doubling, tree, auto) "

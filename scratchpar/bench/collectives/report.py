@@ -1,11 +1,13 @@
-"""What the collectives benchmark concludes from ``{n: {"times": {contender: {bytes: s}}}}``."""
+"""What the collectives benchmark concludes from ``{n: {"times": {contender: {bytes: s}}}}``:
+bandwidths, the α-β cost model fitted, the crossover and the targets."""
 
 from __future__ import annotations
 
-from .alphabeta import busbw, doubling_terms, fit, ring_terms
+import numpy as np
+
+from ...parallel.description import Message
 
 MIB = 1024 * 1024
-MODELS = [("ring", ring_terms), ("recursive_doubling", doubling_terms)]
 MPI_OWN = ("mpi", "mpi-ring")
 RATIO_TARGETS = [  # docs/collectives.md: (contender, limit on time / MPI's default, sizes)
     ("ring", 0.9, lambda size: size >= MIB, ">= 1 MiB"),
@@ -14,15 +16,51 @@ RATIO_TARGETS = [  # docs/collectives.md: (contender, limit on time / MPI's defa
 BUSBW_OF_MEMCPY = 0.5
 
 
+def algbw(nbytes: float, seconds: float) -> float:
+    """Algorithmic bandwidth in bytes/s: the buffer's size over the time the all-reduce took."""
+    return nbytes / seconds
+
+
+def busbw(nbytes: float, seconds: float, p: int) -> float:
+    """Bus bandwidth: what each link carries in an optimal all-reduce, algbw·2(p−1)/p (NCCL's
+    convention, nccl-tests doc/PERFORMANCE.md), comparable across world sizes."""
+    return Message("all-reduce", "world", nbytes, 1).wire(p) / seconds
+
+
+def ring_terms(nbytes: float, p: int) -> tuple[float, float]:
+    """(messages, bytes) of a ring all-reduce: t = 2(p−1)·α + 2(p−1)/p·N·β
+    (Patarasuk & Yuan 2009, reduce-scatter then all-gather)."""
+    return 2 * (p - 1), Message("all-reduce", "world", nbytes, 1).wire(p)
+
+
+def doubling_terms(nbytes: float, p: int) -> tuple[float, float]:
+    """(messages, bytes) of recursive doubling: t = ⌈log₂p⌉(α + N·β) for p a power of two; other p
+    add a fold and an unfold of the whole buffer (Thakur, Rabenseifner & Gropp 2005, §4.1)."""
+    steps = (p.bit_length() - 1) + (0 if p & (p - 1) == 0 else 2)
+    return steps, steps * nbytes
+
+
+MODELS = [("ring", ring_terms), ("recursive_doubling", doubling_terms)]
+
+
+def fit(terms: list[tuple[float, float]], seconds: list[float]) -> dict:
+    """α and β minimising the *relative* residuals of t = m·α + b·β (Hockney 1994: a message of
+    n bytes costs α + n·β; m messages in a row, b bytes on a rank's critical path, the local
+    reductions folded into β). Relative, so that a 4 KiB message weighs as much as a 64 MiB
+    one. Returns α, β and the rms relative residual."""
+    a = np.array(terms, dtype=np.float64)  # (S, 2): messages, bytes
+    t = np.array(seconds, dtype=np.float64)  # (S,)
+    (alpha, beta), *_ = np.linalg.lstsq(a / t[:, None], np.ones_like(t), rcond=None)
+    residual = (a @ [alpha, beta] - t) / t  # (S,)
+    return {"alpha_s": float(alpha), "beta_s_per_byte": float(beta),
+            "rms_rel_residual": float(np.sqrt(np.mean(residual ** 2)))}
+
+
 def fits(results: dict, sizes: list[int]) -> list[dict]:
     """α and β of each hand-written algorithm's cost model, per world size."""
-    rows = []
-    for n, res in results.items():
-        for name, terms in MODELS:
-            fitted = fit([terms(size, n) for size in sizes],
-                         [res["times"][name][size] for size in sizes])
-            rows.append({"n": n, "model": name, **fitted})
-    return rows
+    return [{"n": n, "model": name, **fit([terms(size, n) for size in sizes],
+                                         [res["times"][name][size] for size in sizes])}
+            for n, res in results.items() for name, terms in MODELS]
 
 
 def crossovers(results: dict, sizes: list[int]) -> list[dict]:

@@ -11,7 +11,6 @@ import numpy as np
 from ... import backend
 from ...comm.collectives import all_reduce_
 from ..timing import slowest, sync
-from ..worker import serve
 from .report import human
 
 
@@ -125,7 +124,3 @@ def measure(comm, cfg: dict) -> dict:
         if backend.device() != "cpu" and comm.rank == 0:
             result["copies"] = copies(sizes[-1], cfg["repeats"])
     return result
-
-
-if __name__ == "__main__":
-    sys.exit(serve(measure))

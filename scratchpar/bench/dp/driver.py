@@ -1,4 +1,4 @@
-"""The data-parallel benchmark's driver: one MPI job per world size and round, then the tables."""
+"""The data-parallel benchmark: one MPI job per world size and round, then the tables."""
 
 from __future__ import annotations
 
@@ -7,19 +7,10 @@ import os
 import statistics
 import tempfile
 
-from ..harness import Benchmark, describe, staging
+from ..harness import Benchmark, describe, ints, staging
 from ..mpijob import job, per_world_size
-from ..table import format_table
-from .report import (
-    ddp_rows,
-    fraction_rows,
-    jobs,
-    layers,
-    ratio_rows,
-    targets,
-    throughput_headers,
-    throughput_rows,
-)
+from ..table import table
+from .report import focus_rows, jobs, layers, targets, throughput_rows
 
 CONFIGS = {"compute": {"sizes": [256, 512, 512, 10], "per_rank": [32, 64, 128, 256, 512],
                        "target": 128},
@@ -32,7 +23,7 @@ JOB_ENV = {"GLOO_SOCKET_IFNAME": "lo"}  # gloo's connections between ranks stay 
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
+    parser.add_argument("--ranks", type=ints,
                         help="comma-separated world sizes (default 2,4; --quick: 2); each job "
                              "also times one device, rank 0 alone")
     parser.add_argument("--repeats", type=int, default=20, help="timed steps per contender")
@@ -80,7 +71,7 @@ def measure(args) -> dict:
         def world(n: int, r: int) -> dict:
             specs = {name: {"sizes": configs[config]["sizes"], "batch": n * b, "ddp": ddp}
                      for name, (config, b) in jobs(configs).items()}
-            return job(n, "scratchpar.bench.dp.worker", {
+            return job(n, "scratchpar.bench.dp.worker:measure", {
                 "configs": specs, "repeats": repeats, "warmup": warmup,
                 "ddp_file": f"{rendezvous}/n{n}-round{r}" if ddp else None}, args.device, JOB_ENV)
 
@@ -93,27 +84,34 @@ def measure(args) -> dict:
           f"{load[0]:.2f}, after: {load[1]:.2f} on {os.cpu_count()} cores"
           + ("" if max(results) <= (os.cpu_count() or 1) else
              f"; n={max(results)} is oversubscribed, two ranks share a core"))
-    print("\nthroughput, compute MLP, weak scaling: efficiency = n·b/t_n / (n · b/t₁) = t₁/t_n, "
-          "t₁ = one device (rank 0 alone, the others asleep) in the same job\n"
-          + format_table(throughput_headers(results), throughput_rows(results, configs)))
-    print("\nbucketed against naive\n"
-          + format_table(["MLP", "n", "naive ms", "bucketed ms", "bucketed/naive"],
-                         ratio_rows(results, configs)))
-    print("\nexposed communication = (DP step − compute-only step) / DP step\n"
-          + format_table(["MLP", "n", "contender", "ms/step", "compute-only ms", "exposed"],
-                         fraction_rows(results, configs)))
-    ddp_table = ddp_rows(results, configs)
-    if ddp_table:
-        print(f"\nscratchpar (bucketed) against torch DDP ({first['ddp_backend']} backend); loss "
-              "of the first steps checked first\n"
-              + format_table(["MLP", "n", "scratchpar samples/s", "ddp samples/s",
-                              "scratchpar/ddp", "loss abs err"], ddp_table))
-    verdicts = targets(results, configs, ddp_table, args.device)
-    print("\n" + format_table(["target", "measured", "n", "verdict"], verdicts))
+    print(table("throughput, compute MLP, weak scaling: efficiency t₁/t_n (docs/data_parallel.md, "
+                "Measured)", throughput_rows(results, configs),
+                {"per-rank batch": "batch", "contender": "contender",
+                 **{h: f"{k}_{n}" for n in results
+                    for h, k in ((f"ms n={n}", "ms"), (f"efficiency n={n}", "efficiency"))}}))
+    rows = focus_rows(results, configs)
+    print(table("bucketed against naive", rows, {
+        "MLP": "job", "n": "n", "naive ms": lambda r: r["ms"]["naive"],
+        "bucketed ms": lambda r: r["ms"]["bucketed"], "bucketed/naive": "ratio"}))
+    print(table("exposed communication = (DP step − compute-only step) / DP step",
+                [{**r, "contender": c, "exposed": r[f"exposed_{c}"], "step": r["ms"][c]}
+                 for r in rows for c in ("bucketed", "naive")],
+                {"MLP": "job", "n": "n", "contender": "contender", "ms/step": "step",
+                 "compute-only ms": lambda r: r["ms"]["compute-only"], "exposed": "exposed"}))
+    ddp = [{**r, **r["ddp"]} for r in rows if r["ddp"]]
+    if ddp:
+        print(table(f"scratchpar (bucketed) against torch DDP ({first['ddp_backend']} backend), "
+                    "the first steps' losses checked first", ddp,
+                    {"MLP": "job", "n": "n", "scratchpar samples/s": "ours",
+                     "ddp samples/s": "theirs", "scratchpar/ddp": "speedup",
+                     "loss abs err": "loss_err"}))
+    verdicts = targets(results, configs, rows, args.device)
+    print(table("targets (docs/data_parallel.md, Measured)", verdicts,
+                {"target": "target", "measured": "measured", "n": "n", "verdict": "verdict"}))
     return {"configs": configs, "jobs": jobs(configs), "ranks": ranks, "repeats": repeats,
             "warmup": warmup, "rounds": rounds, "load": load,
             "per_world_size": {str(n): r for n, r in results.items()},
-            "targets": [dict(zip(["target", "measured", "n", "verdict"], t)) for t in verdicts]}
+            "targets": verdicts}
 
 
 BENCHMARK = Benchmark("data parallelism: scaling against one rank, bucketed against naive, "

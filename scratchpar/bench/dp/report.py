@@ -46,80 +46,56 @@ def efficiency_of(results: dict, n: int, job: str, contender: str) -> float:
     return median(results, n, job, BASELINE[contender]) / median(results, n, job, contender)
 
 
-def throughput_rows(results: dict, configs: dict) -> list[list]:
-    """Compute-bound MLP, weak scaling, one row per per-rank batch and contender: its ms per
-    step and efficiency at each world size (one device's rows: its ms, no efficiency)."""
-    rows = []
-    for job, (name, b) in jobs(configs).items():
-        if name != "compute":
-            continue
-        for contender in ("alone", "bucketed", "naive", "compute-only", "torch-alone",
-                          "torch-ddp"):
-            if median(results, min(results), job, contender) is None:
-                continue
-            row = [b, contender]
-            for n in results:
-                row += [1e3 * median(results, n, job, contender),
-                        efficiency_of(results, n, job, contender) if contender in BASELINE
-                        else None]
-            rows.append(row)
-    return rows
+def throughput_rows(results: dict, configs: dict) -> list[dict]:
+    """The compute MLP per per-rank batch and contender: ms per step and efficiency at each
+    world size (none for a one-device row)."""
+    return [{"batch": b, "contender": c, **{k: v for n in results for k, v in (
+        (f"ms_{n}", 1e3 * median(results, n, job, c)),
+        (f"efficiency_{n}", efficiency_of(results, n, job, c) if c in BASELINE else None))}}
+        for job, (name, b) in jobs(configs).items() if name == "compute"
+        for c in ("alone", "bucketed", "naive", "compute-only", "torch-alone", "torch-ddp")
+        if median(results, min(results), job, c) is not None]
 
 
-def throughput_headers(results: dict) -> list[str]:
-    return ["per-rank batch", "contender"] + [
-        h for n in results for h in (f"ms n={n}", f"efficiency n={n}")]
-
-
-def ratio_rows(results: dict, configs: dict) -> list[list]:
-    return [[job, n, 1e3 * median(results, n, job, "naive"),
-             1e3 * median(results, n, job, "bucketed"),
-             median(results, n, job, "bucketed") / median(results, n, job, "naive")]
-            for job in focus(configs) for n in results]
-
-
-def fraction_rows(results: dict, configs: dict) -> list[list]:
+def focus_rows(results: dict, configs: dict) -> list[dict]:
+    """Per focus job and world size: naive, bucketed and compute-only ms per step, the exposed
+    fractions and, with DDP, both throughputs and the first steps' largest loss difference."""
     rows = []
     for job in focus(configs):
+        b = jobs(configs)[job][1]
         for n in results:
-            compute = median(results, n, job, "compute-only")
-            for name in ("bucketed", "naive"):
-                t = median(results, n, job, name)
-                rows.append([job, n, name, 1e3 * t, 1e3 * compute, exposed_fraction(t, compute)])
-    return rows
-
-
-def ddp_rows(results: dict, configs: dict) -> list[list]:
-    rows, per_rank = [], {job: b for job, (_, b) in jobs(configs).items()}
-    for job in focus(configs):
-        for n in results:
+            ms = {c: 1e3 * t for c in ("naive", "bucketed", "compute-only", "torch-ddp")
+                  if (t := median(results, n, job, c)) is not None}
             check = results[n]["configs"][job]["loss_check"]
-            if check is None:
-                continue
-            ours, theirs = median(results, n, job, "bucketed"), median(results, n, job,
-                                                                       "torch-ddp")
-            rows.append([job, n, n * per_rank[job] / ours, n * per_rank[job] / theirs,
-                         theirs / ours, f"{max(e['abs_err'] for e in check):.1e}"])
+            rows.append({"job": job, "n": n, "ms": ms, "ratio": ms["bucketed"] / ms["naive"],
+                         **{f"exposed_{c}": exposed_fraction(ms[c], ms["compute-only"])
+                            for c in ("bucketed", "naive")},
+                         "ddp": None if check is None else {
+                             "ours": 1e3 * n * b / ms["bucketed"],
+                             "theirs": 1e3 * n * b / ms["torch-ddp"],
+                             "speedup": ms["torch-ddp"] / ms["bucketed"],
+                             "loss_err": f"{max(e['abs_err'] for e in check):.1e}"}})
     return rows
 
 
-def targets(results: dict, configs: dict, ddp: list, device: str) -> list[list]:
+def targets(results: dict, configs: dict, rows: list[dict], device: str) -> list[dict]:
     """The three targets at ``TARGET_RANKS`` ranks: one row per MLP they apply to."""
     at, target = TARGET_RANKS, f"compute@{configs['compute']['target']}"
+    mine, ddp = {r["job"]: r for r in rows if r["n"] == at}, any(r["ddp"] for r in rows)
+
+    def row(what: str, measured, goal: float, higher: bool, torch: bool = True) -> dict:
+        return {"target": what, "measured": measured, "n": at, "verdict": judged(
+            device, verdict(measured, goal, higher)) if torch else "n/a (torch missing)"}
+
     eff = efficiency_of(results, at, target, "bucketed") if at in results else None
-    rows = [[f"scaling efficiency, bucketed, {target} ≥ {EFFICIENCY_TARGET}", eff, at,
-             judged(device, verdict(eff, EFFICIENCY_TARGET, True))]]
-    for job in COMM_CONFIGS:
-        ratio = None if at not in results else \
-            median(results, at, job, "bucketed") / median(results, at, job, "naive")
-        rows.append([f"bucketed / naive step time, {job} ≤ {RATIO_TARGET}", ratio, at,
-                     judged(device, verdict(ratio, RATIO_TARGET, False))])
-    for job in focus(configs):
-        speedup = next((r[4] for r in ddp if r[0] == job and r[1] == at), None)
-        rows.append([f"scratchpar / torch DDP throughput, {job} ≥ {DDP_TARGET}", speedup, at,
-                     judged(device, verdict(speedup, DDP_TARGET, True)) if ddp
-                     else "n/a (torch missing)"])
-    return rows
+    return ([row(f"scaling efficiency, bucketed, {target} ≥ {EFFICIENCY_TARGET}", eff,
+                 EFFICIENCY_TARGET, True)]
+            + [row(f"bucketed / naive step time, {job} ≤ {RATIO_TARGET}",
+                   mine[job]["ratio"] if job in mine else None, RATIO_TARGET, False)
+               for job in COMM_CONFIGS]
+            + [row(f"scratchpar / torch DDP throughput, {job} ≥ {DDP_TARGET}",
+                   (mine.get(job, {}).get("ddp") or {}).get("speedup"), DDP_TARGET, True, ddp)
+               for job in focus(configs)])
 
 
 def layers(sizes: list[int]) -> str:

@@ -13,7 +13,6 @@ from ...autograd import functional as F
 from ...data.shard import shard
 from ...parallel import DataParallel, DataParallelNaive
 from ..timing import Timed, alone, turns
-from ..worker import serve
 
 LR = 0.01
 LOSS_RTOL, LOSS_ATOL = 1e-5, 1e-6  # float32: a loss near 0 is checked to an absolute error
@@ -162,7 +161,3 @@ def measure(comm, cfg: dict) -> dict:
                   file=sys.stderr, flush=True)
         result["configs"][name] = bench_config(comm, spec, cfg, device)
     return result
-
-
-if __name__ == "__main__":
-    sys.exit(serve(measure))

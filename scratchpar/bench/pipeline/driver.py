@@ -1,4 +1,4 @@
-"""The pipeline benchmark's driver: sleep-stage schedules at each p, a real GPT at 2, the tables."""
+"""The pipeline benchmark: sleep-stage schedules at each p, a real GPT at 2 ranks, the tables."""
 
 from __future__ import annotations
 
@@ -9,16 +9,7 @@ from ...parallel.pipeline import simulate
 from ..harness import Benchmark, describe, draw_figures
 from ..mpijob import job, per_world_size
 from ..table import table
-from .report import (
-    RATIO_TARGET,
-    bubble_rows,
-    interleaved_rows,
-    memory_real_rows,
-    memory_rows,
-    real_rows,
-    schedule_for,
-    summarize,
-)
+from . import report
 from .stages import calibrate
 
 GPT = {"vocab": 64, "seq": 64, "d_model": 128, "heads": 4, "layers": 4, "batch": 64, "m": 8,
@@ -52,10 +43,10 @@ def runs_for(p: int, sizes: dict, figures: bool) -> list[dict]:
 def sleep_jobs(sizes: dict, calib: dict, figures: str | None) -> tuple[list[dict], tuple]:
     """Every run at each p, one job per p; and the load average before and after."""
     def measure(p: int) -> list[dict]:
-        return job(p, WORKER, {"forward_s": calib["forward_s"], "backward_s": calib["backward_s"],
-                               "rows": ROWS, "warmup": sizes["warmup"], "steps": sizes["steps"],
-                               "runs": runs_for(p, sizes, figures is not None),
-                               "traces": figures})
+        return job(p, f"{WORKER}:sleep_runs", {
+            "forward_s": calib["forward_s"], "backward_s": calib["backward_s"], "rows": ROWS,
+            "warmup": sizes["warmup"], "steps": sizes["steps"],
+            "runs": runs_for(p, sizes, figures is not None), "traces": figures})
 
     results, load = per_world_size(sizes["ps"], measure)
     return [run for p in sizes["ps"] for run in results[p]], load
@@ -69,7 +60,8 @@ def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> 
     f, b = 1e3 * calib["forward_s"], 1e3 * calib["backward_s"]  # ms, as the measured spans
     for r in runs:
         if r["trace"]:
-            ideal = simulate(schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b), f, b)
+            schedule = report.schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b)
+            ideal = simulate(schedule, f, b)
             paths.append(plot_pipeline_timeline(
                 ideal, r["trace"].replace(".trace.json", ".png"), measured_spans(r["trace"]),
                 title=f"{r['schedule']}: p={r['p']}, m={r['m']}, v={r['v']}, sleep stages "
@@ -81,8 +73,7 @@ def measure(args) -> dict:
     sizes, cfg = (QUICK, QUICK_GPT) if args.quick else (FULL, GPT)
     calib = calibrate(GPT)
     print(f"pipeline benchmark: sleep stages on the host, the GPT on {describe(args.device)}; "
-          f"{os.cpu_count()} cores; ranks waiting on a message poll (yield, then nap ≤ 1 ms), "
-          "so sleeping ranks beyond the cores cost nothing")
+          f"{os.cpu_count()} cores")
     print(f"calibration: GPT (d_model {GPT['d_model']}, {GPT['heads']} heads, {GPT['layers']} "
           f"blocks, T {GPT['seq']}, float32, CPU) cut in 2 stages by parameters, micro-batch "
           f"{calib['rows']} sequences: " + "; ".join(
@@ -92,53 +83,48 @@ def measure(args) -> dict:
           + f" → each sleep stage sleeps {1e3 * calib['forward_s']:.2f} ms forward, "
           f"{1e3 * calib['backward_s']:.2f} ms backward per micro-batch ({ROWS} rows)")
     runs, load = sleep_jobs(sizes, calib, args.figures)
-    timed, (_, after) = per_world_size([2], lambda p: job(p, WORKER, cfg, args.device))
+    timed, (_, after) = per_world_size([2], lambda p: job(p, f"{WORKER}:real_runs", cfg,
+                                                              args.device))
     timed = timed[2]
-    runs = summarize(runs, calib)
-    bubbles, inter = bubble_rows(runs), interleaved_rows(runs)
-    memory, real = memory_rows(runs, max(sizes["ms"])), real_rows(timed, cfg)
+    runs = report.summarize(runs, calib)
+    bubbles, inter = report.bubble_rows(runs), report.interleaved_rows(runs)
+    memory, real = report.memory_rows(runs, max(sizes["ms"])), report.real_rows(timed, cfg)
     compared = [r for r in runs if r["compared"]]
     print(f"load average (1 min) before: {load[0]:.2f}, after: {after:.2f}; median of "
-          f"{sizes['steps']} steps after {sizes['warmup']} warm-up; bubble = 1 − Σ busy / "
-          "(p · window), window = first F's start to last B's end, busy = F and B regions")
-    print(table("bubble, sleep stages: measured against the simulator and (p−1)/(m+p−1); "
-                f"target measured/formula ≤ {RATIO_TARGET} at m ≥ 4p", bubbles,
+          f"{sizes['steps']} steps after {sizes['warmup']} warm-up")
+    print(table("bubble, sleep stages, against the simulator and (p−1)/(m+p−1) (docs/pipeline.md, "
+                "Measurements)", bubbles,
                 {"schedule": "schedule", "p": "p", "m": "m", "measured": "bubble",
                  "simulated": "simulated", "formula": "formula", "measured/formula": "ratio",
-                 f"≤{RATIO_TARGET}×": "ok", "idle beyond ideal, ms/micro-batch": "extra_ms"}))
-    print(table("interleaved against 1F1B at the same p, m: idle ms per rank per step, target "
-                f"ratio ≤ {RATIO_TARGET}/v", inter,
+                 f"≤{report.RATIO_TARGET}×": "ok",
+                 "idle beyond ideal, ms/micro-batch": "extra_ms"}))
+    print(table("interleaved against 1F1B at the same p, m", inter,
                 {"p": "p", "m": "m", "v": "v", "measured": "bubble", "simulated": "simulated",
                  "formula": "formula", "1f1b": "1f1b_bubble", "idle ms": "idle_ms",
                  "1f1b idle ms": "1f1b_idle_ms", "ratio": "idle_ratio", "target": "target",
                  "met": "ok", "beyond ideal, ms/mb": "extra_ms"}))
-    print(table("peak stashed activations per stage (runtime.peak micro-batches, peak_bytes of "
-                "boundary activations); bounds: 1F1B ≤ p − s, GPipe = m", memory,
+    print(table("peak stashed activations per stage", memory,
                 {"p": "p", "m": "m", "stage": "stage", "gpipe mb": "gpipe_peak",
                  "gpipe B": "gpipe_bytes", "1f1b mb": "1f1b_peak", "1f1b B": "1f1b_bytes",
                  "simulated": "1f1b_simulated", "p−s": "bound", "met": "ok"}))
     if compared:
-        print(table(f"every schedule at p={COMPARED['p']}, sleep stages (naive: m=1; "
-                    "pipedream's per-micro-batch STEPs count as idle)", compared,
+        print(table(f"every schedule at p={COMPARED['p']}, sleep stages", compared,
                     {"schedule": "schedule", "m": "m", "v": "v", "measured": "bubble",
                      "simulated": "simulated", "formula": "formula"}))
     print(table(f"GPT (d_model {cfg['d_model']}, {cfg['layers']} blocks, T {cfg['seq']}, "
-                f"batch {cfg['batch']}, float32) on {describe(args.device)}: alone = one device "
-                "(rank 0, the others asleep) in the same job, in turns with the others; "
-                "alone-micro = one device on the m micro-batches, accumulated", real,
+                f"batch {cfg['batch']}) against one device", real,
                 {"contender": "contender", "ranks": "ranks", "m": "m", "ms/step": "ms",
                  "tokens/s": "tokens_per_s", "× alone": "vs_one_device",
                  "× alone-micro": "vs_micro"}))
-    memory_real = memory_real_rows(timed)
-    print(table("GPT pipelines on 2 ranks: what each rank holds (parameters against the whole "
-                "model's, at the last step's peak the micro-batches in flight and their boundary "
-                "activations)", memory_real,
+    memory_real = report.memory_real_rows(timed)
+    print(table("GPT pipelines on 2 ranks: what each rank holds", memory_real,
                 {"contender": "contender", "rank": "rank", "param B": "param_bytes",
                  "model B": "model_bytes", "share": "share", "peak mb": "peak",
                  "peak act B": "peak_bytes"}))
-    targets = {f"bubble ≤ {RATIO_TARGET}× formula at m ≥ 4p": [r["ok"] for r in bubbles
-                                                              if r["ok"] is not None],
-               f"interleaved idle ≤ {RATIO_TARGET}/v × 1F1B's": [r["ok"] for r in inter],
+    ratio = report.RATIO_TARGET
+    targets = {f"bubble ≤ {ratio}× formula at m ≥ 4p": [r["ok"] for r in bubbles
+                                                        if r["ok"] is not None],
+               f"interleaved idle ≤ {ratio}/v × 1F1B's": [r["ok"] for r in inter],
                "1F1B peak ≤ p − s, GPipe = m": [r["ok"] for r in memory]}
     print("\ntargets: " + "; ".join(f"{name}: {sum(oks)}/{len(oks)} met"
                                     for name, oks in targets.items()))

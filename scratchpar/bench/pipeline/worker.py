@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
 from ..timing import Timed, alone, sync, turns
-from ..worker import serve
 from .report import schedule_for
 from .stages import SleepModel, gpt_batch, gpt_task, sleep_batch
 
@@ -139,12 +137,6 @@ def real_runs(comm, cfg: dict) -> dict:
     return timed
 
 
-def measure(comm, cfg: dict):
-    """The sleep stages' runs (``"runs"``), or the GPT's contenders."""
-    if "runs" in cfg:
-        return [sleep_run(comm, cfg, run) for run in cfg["runs"]]
-    return real_runs(comm, cfg)
-
-
-if __name__ == "__main__":
-    sys.exit(serve(measure))
+def sleep_runs(comm, cfg: dict) -> list:
+    """Every run of ``cfg["runs"]`` on the sleep stages."""
+    return [sleep_run(comm, cfg, run) for run in cfg["runs"]]

@@ -1,11 +1,11 @@
-"""The parameter-server benchmark's driver: three parts, each an MPI job, then the tables."""
+"""The parameter-server benchmark: three parts, each an MPI job, then the tables."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ..harness import Benchmark, describe, draw_figures
+from ..harness import Benchmark, describe, draw_figures, ints, machine
 from ..mpijob import job, per_world_size
 from ..standin import calibrate
 from ..table import table
@@ -34,7 +34,7 @@ WORKER = "scratchpar.bench.ps.worker"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--workers", type=lambda s: [int(n) for n in s.split(",")],
+    parser.add_argument("--workers", type=ints,
                         help="comma-separated worker counts W of part 1, one job of W + 1 ranks "
                              "each (default 1,2,3; --quick: 2,3)")
 
@@ -75,12 +75,13 @@ def run_jobs(cfgs: dict, workers: list[int], device: str) -> tuple[dict, tuple]:
 
     def bottleneck(n: int) -> dict:
         counts = [1, 2] if n == max(ranks) and n >= 3 else [1]
-        return job(n, WORKER, {**cfgs["bottleneck"], "server_counts": counts}, device,
+        return job(n, f"{WORKER}:bottleneck", {**cfgs["bottleneck"], "server_counts": counts},
+                   device,
                    timeout=300)
 
     out, (before, _) = per_world_size(ranks, bottleneck)
-    out = {"bottleneck": out, **{name: job(cfgs[name]["servers"] + cfgs[name]["workers"], WORKER,
-                                           cfgs[name], device, timeout=300)
+    out = {"bottleneck": out, **{name: job(cfgs[name]["servers"] + cfgs[name]["workers"],
+                                           f"{WORKER}:{name}", cfgs[name], device, timeout=300)
                                  for name in ("staleness", "loss")}}
     return out, (before, os.getloadavg()[0])
 
@@ -110,55 +111,34 @@ def draw(directory: str, rows: dict, runs: dict, floor: float, cfgs: dict,
 
 
 def print_tables(rows: dict, cfgs: dict, levels: list[float]) -> None:
-    """Every part's tables, each titled with what it measured and how."""
+    """Every part's tables (docs/parameter_server.md, Measurements)."""
     one, stale, loss = cfgs["bottleneck"], cfgs["staleness"], cfgs["loss"]
-    print(table(f"1. bytes through the busiest server against one rank of the ring: server B = "
-                f"what it received and sent over {one['steps']} steps back to back, as the "
-                "family's server at τ = 0 counts it (protocol B: W·(2·K_s·b + 72) per step, "
-                "+ 72 per worker's leave); "
-                "ring B = one rank's sent + received in one hand-written ring all-reduce of "
-                "the K float32 gradients over all P ranks, counted message by message",
-                rows["bytes"],
+    print(table(f"1. bytes through the busiest server against one rank of the ring, "
+                f"{one['steps']} steps", rows["bytes"],
                 {"ranks": "ranks", "S": "servers", "W": "workers", "K": "parameters",
                  "server B": "server_bytes", "protocol B": "protocol_bytes",
                  "server MB/step": "server_mb_step", "ring B/step": "ring_bytes",
                  "2·2(P−1)/P·K·b": "ring_formula", "ring MB/step": "ring_mb_step",
                  "server/ring": "ratio", "busy": "busy"}))
-    print(table(f"1. step time on the same stand-in model and global batch of {one['batch']} "
-                f"rows: sync = SyncParameterServer, dp = DataParallel over every rank (one "
-                f"bucket: {rows['dp_all_reduce']}), in turns from a barrier, median of "
-                f"{one['repeats']} after {one['warmup']}, slowest rank; ssp τ=0 = the family's "
-                f"server, {one['steps']} steps back to back; × dp = dp's time / the contender's",
-                rows["speed"],
+    print(table(f"1. step time, {one['batch']} rows, median of {one['repeats']} after "
+                f"{one['warmup']} (dp's one bucket: {rows['dp_all_reduce']})", rows["speed"],
                 {"ranks": "ranks", "contender": "contender", "S": "servers", "W": "workers",
                  "ms/step": "ms", "steps/s": "steps_per_s", "× dp": "vs_dp"}))
     print(table(f"2. staleness, {stale['servers']} server + {stale['workers']} workers, "
-                f"{stale['steps']} steps back to back, worker 0 (rank {stale['servers']}) "
-                "slowed 2×: after each step it sleeps its own stand-in compute time again; "
-                "staleness of a push = updates applied between its pull and it, from server "
-                "0's report (histogram staleness:pushes)", rows["staleness"],
+                f"{stale['steps']} steps, worker 0 slowed 2×", rows["staleness"],
                 {"contender": "contender", "updates": "updates", "pushes": "pushes",
                  "sent": "sent", "mean": "mean", "max": "max", "histogram": "histogram",
                  "server busy": "busy", "run s": "seconds", "updates/s": "updates_per_s"}))
-    print(table("2. idle time per worker: steps/s from the aligned start to its last step; "
-                "wait = mean seconds per step waiting for the pull (wait_s); wait share = "
-                "Σ wait / its run", rows["workers"],
+    print(table("2. idle time per worker", rows["workers"],
                 {"contender": "contender", "worker": "worker", "rank": "rank",
                  "slowed": "slowed", "steps/s": "steps_per_s", "wait ms": "wait_ms",
                  "wait share": "wait_share"}))
-    print(table(f"3. loss against wall-clock: GPT (d_model {loss['d_model']}, layers "
-                f"{loss['layers']}, T {loss['seq']}) on the synthetic language (V "
-                f"{loss['vocab']}, order {loss['order']}), batch {loss['batch']}, Adam lr "
-                f"{loss['lr']}, {loss['steps']} steps per worker, {loss['servers']} server + "
-                f"{loss['workers']} workers, worker 0 slowed 2× (sleeps its measured compute "
-                f"again after each step); sync-then-async: {loss['warmup']} synchronous steps; "
-                f"held-out every {loss['eval_every']} clocks on server 0; levels "
+    print(table(f"3. loss against wall-clock: GPT d_model {loss['d_model']} on V {loss['vocab']}, "
+                f"{loss['servers']} server + {loss['workers']} workers; levels "
                 + ", ".join(f"L{i} = {v:.3f}" for i, v in enumerate(levels))
-                + f" ({', '.join(f'{q:.0%}' for q in report.LEVELS)} of the best drop): seconds "
-                f"to reach each; each contender's shorter of {loss['rounds']} runs (rounds in "
-                "alternating order)", rows["loss"], LOSS_COLUMNS))
-    print(table("3. every round of part 3 (the runs the table above chose from)",
-                rows["loss_all"], {"round": "round", **LOSS_COLUMNS}))
+                + f"; each contender's shorter of {loss['rounds']} runs", rows["loss"],
+                LOSS_COLUMNS))
+    print(table("3. every round of part 3", rows["loss_all"], {"round": "round", **LOSS_COLUMNS}))
 
 
 def measure(args) -> dict:
@@ -185,8 +165,7 @@ def measure(args) -> dict:
             "loss_all": [{**row, "round": i} for key, rounds in parts["loss"]["runs"].items()
                          for i, run in enumerate(rounds)
                          for row in report.loss_rows({key: run}, levels, steps, label)]}
-    print(f"parameter-server benchmark on {describe(args.device)}, {os.cpu_count()} cores, one "
-          f"thread per rank; load average (1 min) before {before:.2f}, after {after:.2f}")
+    print(f"parameter-server benchmark on {describe(args.device)}, {machine((before, after))}")
     for part, c in calib.items():
         print(f"stand-in compute ({part}): MLP {'→'.join(map(str, sizes[part]['sizes']))} "
               f"(K = {c['parameters']:,}) calibrated on the CPU at {c['rows']} rows: forward "

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ...trace.figure import pyplot, save
+from ...trace.figure import pyplot
+from ..harness import finish
 
 
 def plot_bottleneck(bytes_rows: list[dict], speed_rows: list[dict], out_path: str) -> str:
@@ -42,11 +43,7 @@ def plot_bottleneck(bytes_rows: list[dict], speed_rows: list[dict], out_path: st
     right.set_ylabel("steps per second (same global batch)")
     right.set_ylim(bottom=0)
     right.set_title("step throughput, same model and ranks")
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-        ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return str(save(fig, out_path, dpi=120))
+    return finish(fig, out_path, (left, right))
 
 
 def plot_staleness(rows: list[dict], out_path: str) -> str:
@@ -65,12 +62,10 @@ def plot_staleness(rows: list[dict], out_path: str) -> str:
         ax.set_xticks(range(top))
         ax.set_xlim(-0.6, top - 0.4)
         ax.set_xlabel("staleness (updates)")
-        ax.grid(axis="y", alpha=0.3)
     axes[0, 0].set_ylabel("pushes")
     fig.suptitle("staleness of each push when applied, one worker slowed 2× "
                  "(dashed: the bound τ)", fontsize=10)
-    fig.tight_layout()
-    return str(save(fig, out_path, dpi=120))
+    return finish(fig, out_path, axes[0], legend=False, axis="y")
 
 
 def plot_loss_time(curves: dict, training: dict, floor: float | None, levels: list[float],
@@ -92,7 +87,4 @@ def plot_loss_time(curves: dict, training: dict, floor: float | None, levels: li
     ax.set_ylabel("cross-entropy (nats/token)")
     ax.set_title("loss against wall-clock, one worker slowed 2× (faint: server 0's training "
                  "loss per clock; dotted: the table's levels)", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    return str(save(fig, out_path, dpi=120))
+    return finish(fig, out_path, [ax])

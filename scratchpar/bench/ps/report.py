@@ -15,8 +15,7 @@ LEVELS = (0.5, 0.8, 0.95)  # loss levels: this share of the way to the best fina
 
 def protocol_bytes(k: int, itemsize: int, servers: int, workers: int, steps: int) -> list[int]:
     """Bytes each server receives and sends when every worker pushes and pulls every step:
-    ``steps`` times its description's messages to the workers (a header, its gradient range
-    and the parameters back, 2·K_s·itemsize), then each worker's leave header."""
+    ``steps`` times its description's messages to the workers, then each worker's leave."""
     shape = Shape(k, itemsize, 0, k, 1)
     return [round(steps * sum(m.nbytes * m.count for m in SyncParameterServer.describe(
                 shape, servers + workers, servers, server=s).sends if m.axis == "workers"))
@@ -30,32 +29,30 @@ def ring_formula(k: int, itemsize: int, p: int) -> float:
 
 
 def bottleneck_rows(results: dict, steps: int) -> list[dict]:
-    """Per job and server count: the busiest server's measured bytes against the protocol's,
-    and a rank's bytes in the ring all-reduce of the same K gradients over the same ranks."""
+    """Per job and server count: the busiest server's bytes beside the protocol's, and a rank's
+    bytes in the ring all-reduce of the same K gradients over the same ranks."""
     rows = []
     for n, r in results.items():
         k, itemsize = r["parameters"], r["itemsize"]
         ring = max(x["sent"] + x["received"] for x in r["ring"])
         for s, family in r["family"].items():
-            s = int(s)
-            measured, report = family["report"]["bytes"], family["report"]
+            s, report = int(s), family["report"]
+            measured, formula = report["bytes"], protocol_bytes(k, itemsize, int(s), n - s, steps)
             busiest = max(range(s), key=lambda i: measured[i])
-            formula = protocol_bytes(k, itemsize, s, n - s, steps)
             rows.append({"ranks": n, "servers": s, "workers": n - s, "parameters": k,
                          "server_bytes": measured[busiest], "protocol_bytes": formula[busiest],
                          "server_mb_step": measured[busiest] / steps / 1e6,
                          "protocol_mb_step": formula[busiest] / steps / 1e6,
                          "ring_bytes": ring, "ring_formula": round(ring_formula(k, itemsize, n)),
-                         "ring_mb_step": ring / 1e6,
-                         "ratio": measured[busiest] / steps / ring,
+                         "ring_mb_step": ring / 1e6, "ratio": measured[busiest] / steps / ring,
                          "busy": max(report["busy"]), "pushes": report["pushes"],
                          "bytes": measured, "protocol": formula})
     return rows
 
 
 def speed_rows(results: dict, steps: int) -> list[dict]:
-    """Per job: ms per step of each contender in turns (median, slowest rank), and the
-    family's server at τ = 0 back to back; × dp = DataParallel's time over the contender's."""
+    """Per job: ms per step of each contender in turns, and of the family's server at τ = 0
+    back to back; × dp = DataParallel's time over the contender's."""
     rows = []
     for n, r in results.items():
         times = {name: t["median_s"] for name, t in r["timed"].items()}
@@ -68,12 +65,9 @@ def speed_rows(results: dict, steps: int) -> list[dict]:
     return rows
 
 
-def _worker_stats(rank: dict) -> dict:
-    seconds = rank["ends_s"][-1]
-    waits = rank["metrics"].get("wait_s", [])
-    return {"steps_per_s": len(rank["ends_s"]) / seconds,
-            "wait_ms": 1e3 * statistics.mean(waits) if waits else None,
-            "wait_share": sum(waits) / seconds if waits else None}
+def speed(rank: dict) -> float:
+    """A worker's steps per second, from the aligned start to its last step."""
+    return len(rank["ends_s"]) / rank["ends_s"][-1]
 
 
 def staleness(report: dict) -> tuple[dict[int, int], float, int]:
@@ -84,17 +78,15 @@ def staleness(report: dict) -> tuple[dict[int, int], float, int]:
 
 
 def staleness_rows(runs: dict, names: dict) -> list[dict]:
-    """Per contender: its updates, the pushes applied and those the workers sent (one per
-    step), the staleness of the pushes (mean, max, histogram) from server 0's report, the
-    server's busy fraction and the run's length."""
+    """Per contender: updates, pushes applied and sent, their staleness from server 0's report,
+    the server's busy fraction and the run's length."""
     rows = []
     for key, ranks in runs.items():
-        report = ranks[0]["report"]
+        report, seconds = ranks[0]["report"], max(r["ends_s"][-1] for r in ranks)
         hist, mean, most = staleness(report)
-        seconds = max(r["ends_s"][-1] for r in ranks)
         rows.append({"contender": names[key], "key": key, "updates": report["version"],
-                     "pushes": report["pushes"], "sent": sum(len(r["ends_s"]) for r in ranks
-                                                             if r["worker"] is not None),
+                     "pushes": report["pushes"],
+                     "sent": sum(len(r["ends_s"]) for r in ranks if r["worker"] is not None),
                      "mean": mean, "max": most,
                      "histogram": " ".join(f"{s}:{n}" for s, n in sorted(hist.items())),
                      "staleness": hist, "busy": max(report["busy"]), "seconds": seconds,
@@ -103,11 +95,17 @@ def staleness_rows(runs: dict, names: dict) -> list[dict]:
 
 
 def worker_rows(runs: dict, names: dict) -> list[dict]:
-    """Per contender and worker: steps per second from the aligned start to its last step,
-    the mean wait per step for the pull (wait_s), and the share of its run spent waiting."""
-    return [{"contender": names[key], "worker": r["worker"], "rank": r["rank"],
-             "slowed": r["slowed"], **_worker_stats(r)}
-            for key, ranks in runs.items() for r in ranks if r["worker"] is not None]
+    """Per contender and worker: steps per second, the mean wait per step for the pull
+    (``wait_s``), and the share of its run spent waiting."""
+    rows = []
+    for key, ranks in runs.items():
+        for r in (r for r in ranks if r["worker"] is not None):
+            waits = r["metrics"].get("wait_s", [])
+            rows.append({"contender": names[key], "worker": r["worker"], "rank": r["rank"],
+                         "slowed": r["slowed"], "steps_per_s": speed(r),
+                         "wait_ms": 1e3 * statistics.mean(waits) if waits else None,
+                         "wait_share": sum(waits) / r["ends_s"][-1] if waits else None})
+    return rows
 
 
 def curve(run: dict, steps: int) -> list[tuple[float, float]]:
@@ -141,23 +139,19 @@ def loss_levels(runs: dict, initial: float, steps: int) -> list[float]:
 
 
 def loss_rows(runs: dict, levels: list[float], steps: int, names: dict) -> list[dict]:
-    """Per contender's run: updates applied, the run's length, the final held-out loss, the
-    first evaluation at or below each level (seconds), the staleness, each worker's steps/s."""
+    """Per contender's run: updates applied, its length, the final held-out loss, the seconds
+    to each level, the staleness, each worker's steps/s."""
     rows = []
     for key, run in runs.items():
-        points, ranks = curve(run, steps), run["ranks"]
-        report = ranks[0]["report"]
-        workers = [r for r in ranks if r["worker"] is not None]
-        row = {"contender": names[key], "updates": report["version"] if report else steps,
-               "seconds": run_seconds(run), "final": points[-1][1],
-               "stale_mean": None, "stale_max": None,
-               "slowed_steps_per_s": next(_worker_stats(r)["steps_per_s"] for r in workers
-                                          if r["slowed"]),
-               "other_steps_per_s": statistics.mean(_worker_stats(r)["steps_per_s"]
-                                                    for r in workers if not r["slowed"])}
-        for i, level in enumerate(levels):
-            row[f"level{i}"] = next((t for t, loss in points if loss <= level), None)
-        if report:
-            _, row["stale_mean"], row["stale_max"] = staleness(report)
-        rows.append(row)
+        points, report = curve(run, steps), run["ranks"][0]["report"]
+        workers = [r for r in run["ranks"] if r["worker"] is not None]
+        _, mean, most = staleness(report) if report else (None, None, None)
+        rows.append({"contender": names[key], "updates": report["version"] if report else steps,
+                     "seconds": run_seconds(run), "final": points[-1][1],
+                     "stale_mean": mean, "stale_max": most,
+                     "slowed_steps_per_s": next(speed(r) for r in workers if r["slowed"]),
+                     "other_steps_per_s": statistics.mean(speed(r) for r in workers
+                                                          if not r["slowed"]),
+                     **{f"level{i}": next((t for t, loss in points if loss <= level), None)
+                        for i, level in enumerate(levels)}})
     return rows

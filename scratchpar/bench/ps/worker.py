@@ -1,25 +1,113 @@
-"""One rank of the parameter-server benchmark: the bottleneck, staleness or loss-time part."""
+"""One rank of the parameter-server benchmark: a server from its spec, runs with one worker
+slowed, and the bottleneck, staleness and loss-time parts."""
 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ... import backend, nn, optim
+from ...backend import xp_default
+from ...comm.collectives import all_reduce_
+from ...comm.mpi import Communicator
 from ...data import SyntheticLanguage
 from ...data.shard import shard
-from ...parallel import DataParallel
+from ...parallel import (
+    AsyncParameterServer,
+    DataParallel,
+    SSPParameterServer,
+    SyncParameterServer,
+    SyncThenAsync,
+)
+from ...parallel.ps import ArrivalOrderParameterServer
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
-from ..standin import StandIn, count_fn, loss_fn
-from ..timing import Timed, turns
-from ..worker import serve
-from .runs import SLOWED, build, free_run, ring_bytes
+from ..standin import StandIn, count_fn, loss_fn, pause
+from ..timing import Timed, sync, turns
+
+SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
+KEPT = ("loss", "wait_s", "staleness_mean", "staleness_max", "version")  # of the step metrics
+MODES = {"sync": (SyncParameterServer, None), "ssp": (SSPParameterServer, "staleness"),
+         "async": (AsyncParameterServer, None), "warmup": (SyncThenAsync, "warmup")}
+
+
+def build(spec: dict, model, loss_fn, count_fn, comm):
+    """The parameter server ``spec`` names: ``{"mode": "sync" | "ssp" | "async" | "warmup",
+    "servers": S, "lr", "optimizer": "sgd" | "adam"}``, with ``"staleness"`` τ (ssp) or
+    ``"warmup"`` steps (warmup); workers push and pull every step."""
+    cls, knob = MODES[spec["mode"]]
+    opt = optim.Adam if spec.get("optimizer") == "adam" else optim.SGD
+    return cls(model, lambda params: opt(params, spec["lr"]), loss_fn, count_fn, comm,
+               servers=spec["servers"], **({knob: spec[knob]} if knob else {}))
+
+
+def free_run(comm, make, batch_of, steps: int, slowed_s: float, on_servers=None,
+             trace: bool = False) -> list[dict] | None:
+    """``steps`` steps of the strategy ``make()`` on every rank, back to back from a start
+    aligned at a barrier (no barrier between steps: the consistency rule alone paces the ranks),
+    then its shutdown and close. The slowed worker sleeps ``slowed_s`` after each step (a traced
+    region "slowed"). ``on_servers(k, strategy)`` runs on every server after step k (k = steps:
+    after the shutdown). Rank 0 returns every rank's record: its role, the end of each step (s
+    from the aligned start), its step metrics (``KEPT``, a list each), the report (server 0)
+    and, with ``trace``, its traced regions; the other ranks return None."""
+    comm.tracer = tracer = Tracer(comm.rank)  # before the strategy: its dup shares the tracer
+    strategy = make()
+    worker = comm.rank - strategy.servers
+    slowed = worker == SLOWED and slowed_s > 0
+    tracer.align(lambda: sync(comm))
+    ends, metrics = [], {}
+    for k in range(steps):
+        step = strategy.step(batch_of(k))
+        for key in KEPT:
+            if key in step:
+                metrics.setdefault(key, []).append(round(step[key], 6))
+        if slowed:
+            with tracer.region("slowed", "compute"):
+                pause(slowed_s)
+        ends.append(round(tracer.now() * 1e-9, 6))
+        if on_servers is not None and strategy.is_server:
+            on_servers(k, strategy)
+    report = strategy.shutdown() if isinstance(strategy, ArrivalOrderParameterServer) else None
+    done = tracer.now() * 1e-9
+    if on_servers is not None and strategy.is_server:
+        on_servers(steps, strategy)
+    mine = {"rank": comm.rank, "worker": worker if worker >= 0 else None, "slowed": slowed,
+            "ends_s": ends, "done_s": done, "metrics": metrics, "report": report,
+            "trace": tracer.export() if trace else None}
+    ranks = comm.allgather_obj(mine, "ps bench run")
+    strategy.close()
+    comm.tracer = None
+    return ranks if comm.rank == 0 else None
+
+
+class Counting(Communicator):
+    """A communicator on the world that counts the bytes of the messages it posts."""
+
+    def __init__(self):
+        super().__init__(name="counting")
+        self.sent = self.received = 0
+
+    def isend(self, buf, dest: int, tag: int = 0):
+        self.sent += buf.nbytes
+        return super().isend(buf, dest, tag)
+
+    def irecv(self, buf, source: int, tag: int = 0):
+        self.received += buf.nbytes
+        return super().irecv(buf, source, tag)
+
+
+def ring_bytes(k: int, dtype=np.float32) -> tuple[int, int]:
+    """(sent, received) bytes of this rank in one hand-written ring all-reduce of ``k``
+    elements: counted message by message (collective over the world)."""
+    counting = Counting()
+    all_reduce_(counting, xp_default().zeros(k, dtype), algorithm="ring")  # (K,)
+    counted = counting.sent, counting.received
+    counting.free()
+    return counted
 
 
 def stand_in(cfg: dict) -> StandIn:
@@ -103,7 +191,7 @@ def timeline(ranks: list[dict], path: str, steps: int) -> str:
                                                          if e["end"] <= cut]} for r in ranks])
 
 
-def loss_time(comm, cfg: dict) -> dict:
+def loss(comm, cfg: dict) -> dict:
     """Each contender trains a fresh GPT (seed 0) on the same batches at the same rate, the
     first worker slowed 2×; every ``eval_every`` steps and after the shutdown, server 0 takes
     the servers' parameters and evaluates the held-out loss. The contenders run ``rounds``
@@ -160,10 +248,3 @@ def compute_s(task: Task, model, batch, repeats: int = 5) -> float:
         backend.sync()
         seconds.append(time.perf_counter() - start)
     return statistics.median(seconds[1:])
-
-
-PARTS = {"bottleneck": bottleneck, "staleness": staleness, "loss": loss_time}
-
-
-if __name__ == "__main__":
-    sys.exit(serve(lambda comm, cfg: PARTS[cfg["part"]](comm, cfg)))

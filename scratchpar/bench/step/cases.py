@@ -1,4 +1,5 @@
-"""The step benchmark's two models, each as contenders that train from identical weights."""
+"""The step benchmark's two models, each as contenders that train from identical weights, and
+the floor: an MLP step written out by hand in NumPy or CuPy, with no autograd."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ import numpy as np
 from ... import nn
 from ...autograd import Tensor
 from ...autograd import functional as F
-from ...backend import sync, to_device, to_host
+from ...backend import get_array_module, sync, to_device, to_host
 from ..timing import Timed
-from .floor import HandMLP
 
 LR = 0.01
 MLP_SIZES, MLP_BATCH = [784, 512, 512, 10], 128
@@ -31,15 +31,69 @@ class Contender:
 
 @dataclass
 class Case:
-    """One model and its contenders; the first contender is the reference for equivalence.
-
-    scratchpar's model and data are built on the selected device (``backend.set_device``
-    first), PyTorch's twins beside it (twins.py); each contender reads its loss and gradients
-    back to the host, where they are compared."""
+    """One model and its contenders, the first the reference for equivalence: scratchpar's on
+    the selected device, PyTorch's twins beside it; losses and gradients compared on the host."""
 
     name: str
     description: str
     contenders: list[Contender]
+
+
+class HandMLP:
+    """(B, D) → (B, C): Linear–ReLU stacks, forward and backward by hand, SGD in place.
+
+    Holds copies of the weights W (D_in, D_out) and biases b (D_out,) of each layer, so it
+    starts from the same point as the model it was copied from and then trains on its own. The
+    arrays' module ``xp`` does the math, so the floor runs on the host or on a device alike.
+    """
+
+    def __init__(self, weights: list, biases: list, lr: float):
+        self.weights = [w.copy() for w in weights]
+        self.biases = [b.copy() for b in biases]
+        self.lr = lr
+        self.grads: list = []
+
+    def loss_and_grads(self, x, y) -> float:
+        """Mean softmax cross-entropy (read on the host: a sync on a device); leaves
+        [gW₀, gb₀, gW₁, …] in ``self.grads``."""
+        return float(self._forward_backward(x, y))
+
+    def _forward_backward(self, x, y):
+        """The loss as a 0-d array of ``xp``, and the gradients in ``self.grads``."""
+        xp = get_array_module(x)
+        n = x.shape[0]
+        rows = xp.arange(n)
+        acts = [x]  # the input of each layer; ReLU outputs double as their own masks
+        for w, b in zip(self.weights[:-1], self.biases[:-1]):
+            h = acts[-1] @ w  # (B, D_out)
+            h += b
+            h *= h > 0  # ReLU in place
+            acts.append(h)
+        z = acts[-1] @ self.weights[-1]  # (B, C) logits
+        z += self.biases[-1]
+        z -= z.max(axis=1, keepdims=True)  # shift for stability
+        picked = z[rows, y]  # (B,)
+        xp.exp(z, out=z)
+        total = z.sum(axis=1, keepdims=True)  # (B, 1)
+        loss = xp.mean(xp.log(total[:, 0]) - picked)
+        z /= total  # softmax
+        z[rows, y] -= 1
+        z *= 1.0 / n  # g = (softmax − onehot) / B: the fused softmax-xent gradient
+        grads, g = [], z
+        for i in reversed(range(len(self.weights))):
+            grads += [g.sum(axis=0), acts[i].T @ g]  # gb, gW
+            if i > 0:
+                g = g @ self.weights[i].T  # (B, D_in)
+                g *= acts[i] > 0  # through the ReLU
+        self.grads = grads[::-1]
+        return loss
+
+    def step(self, x, y) -> None:
+        """One training step: forward, backward and θ ← θ − lr·g in place (no host read)."""
+        self._forward_backward(x, y)
+        for p, g in zip([t for wb in zip(self.weights, self.biases) for t in wb], self.grads):
+            g *= self.lr  # the gradient is dropped after the step: scale it in place
+            p -= g
 
 
 def torch_twins():
@@ -58,38 +112,45 @@ def sgd_update(params) -> None:
         p.data -= p.grad
 
 
+def contender(name: str, model, loss_fn, grads, update, wait) -> Contender:
+    """``model``'s step: forward and backward of ``loss_fn()``, then ``update()``; its loss and
+    the host gradients ``grads()`` after one forward and backward."""
+
+    def loss_and_grads():
+        model.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss.item(), grads()
+
+    def step():
+        model.zero_grad()
+        loss_fn().backward()
+        update()
+
+    return Contender(name, Timed(step, wait), loss_and_grads)
+
+
 def scratchpar_contender(model, loss_fn) -> Contender:
     params = model.parameters()
-
-    def loss_and_grads():
-        model.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        return loss.item(), {n: to_host(p.grad) for n, p in model.named_parameters()}
-
-    def step():
-        model.zero_grad()
-        loss_fn().backward()
-        sgd_update(params)
-
-    return Contender("scratchpar", Timed(step, sync), loss_and_grads)
+    return contender("scratchpar", model, loss_fn,
+                     lambda: {n: to_host(p.grad) for n, p in model.named_parameters()},
+                     lambda: sgd_update(params), sync)
 
 
-def torch_contender(twins, model, loss_fn, device: str) -> Contender:
-    params = list(model.parameters())
-
-    def loss_and_grads():
-        model.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        return loss.item(), twins.grads_as_numpy(model)
-
-    def step():
-        model.zero_grad()
-        loss_fn().backward()
-        twins.sgd_update(params, LR)
-
-    return Contender("pytorch", Timed(step, twins.sync_for(device)), loss_and_grads)
+def with_torch(contenders: list, device: str, model, make_twin, loss_of, *arrays) -> list:
+    """``contenders``, and where PyTorch is installed the twin ``make_twin(twins)`` of
+    ``model`` on the same weights, trained on ``loss_of(twins, twin, *arrays)`` (host arrays
+    moved to its device)."""
+    twins = torch_twins()
+    if twins is None:
+        return contenders
+    where = twins.device_for(device)
+    twin = twins.load_from(make_twin(twins).to(where), model)
+    data = [twins.torch.from_numpy(a).to(where) for a in arrays]
+    params = list(twin.parameters())
+    return contenders + [contender("pytorch", twin, lambda: loss_of(twins, twin, *data),
+                                   lambda: twins.grads_as_numpy(twin),
+                                   lambda: twins.sgd_update(params, LR), twins.sync_for(device))]
 
 
 def floor_contender(model, x, y) -> Contender:
@@ -113,35 +174,24 @@ def mlp_case(device: str, seed: int = 0) -> Case:
     y = gen.integers(0, MLP_SIZES[-1], MLP_BATCH)  # (B,)
     dx, dy = to_device(x), to_device(y)
     tx = Tensor(dx)
-    contenders = [scratchpar_contender(model, lambda: F.cross_entropy(model(tx), dy)),
-                  floor_contender(model, dx, dy)]
-    twins = torch_twins()
-    if twins is not None:
-        where = twins.device_for(device)
-        twin = twins.load_from(twins.TorchMLP(MLP_SIZES).to(where), model)
-        ttx, tty = (twins.torch.from_numpy(a).to(where) for a in (x, y))
-        contenders.append(torch_contender(
-            twins, twin, lambda: twins.F.cross_entropy(twin(ttx), tty), device))
-    sizes = "-".join(map(str, MLP_SIZES))
-    return Case("mlp", f"MLP {sizes}, batch {MLP_BATCH}, float32, cross-entropy, "
-                       f"inline SGD lr {LR}", contenders)
+    contenders = with_torch([scratchpar_contender(model, lambda: F.cross_entropy(model(tx), dy)),
+                             floor_contender(model, dx, dy)], device, model,
+                            lambda twins: twins.TorchMLP(MLP_SIZES),
+                            lambda twins, twin, tx, ty: twins.F.cross_entropy(twin(tx), ty), x, y)
+    return Case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, float32, "
+                       f"cross-entropy, inline SGD lr {LR}", contenders)
 
 
 def gpt_case(device: str, seed: int = 0) -> Case:
     """A tiny GPT on random token ids (id 0 is padding): scratchpar and PyTorch."""
     gen = np.random.default_rng(seed)
     model = nn.GPT(**GPT_CONFIG, gen=gen, dropout=0.0, dtype=np.float32)
-    batch = gen.integers(0, GPT_CONFIG["vocab_size"], (GPT_BATCH, GPT_CONFIG["max_len"] + 1))
-    on_device = to_device(batch)  # (B, T+1)
-    contenders = [scratchpar_contender(model, lambda: nn.lm_loss(model, on_device))]
-    twins = torch_twins()
-    if twins is not None:
-        where = twins.device_for(device)
-        twin = twins.load_from(twins.TorchGPT(**GPT_CONFIG).to(where), model)
-        tbatch = twins.torch.from_numpy(batch).to(where)
-        contenders.append(torch_contender(twins, twin, lambda: twins.lm_loss(twin, tbatch),
-                                          device))
     c = GPT_CONFIG
+    batch = gen.integers(0, c["vocab_size"], (GPT_BATCH, c["max_len"] + 1))  # (B, T+1)
+    on_device = to_device(batch)
+    contenders = with_torch([scratchpar_contender(model, lambda: nn.lm_loss(model, on_device))],
+                            device, model, lambda twins: twins.TorchGPT(**GPT_CONFIG),
+                            lambda twins, twin, tb: twins.lm_loss(twin, tb), batch)
     return Case("gpt", f"GPT vocab {c['vocab_size']}, seq {c['max_len']}, d_model {c['d_model']}, "
                        f"{c['n_heads']} heads, {c['n_layers']} layers, batch {GPT_BATCH}, float32, "
                        f"inline SGD lr {LR}", contenders)

@@ -1,4 +1,4 @@
-"""The step benchmark's driver: equivalence first, then the steps and the autograd's overhead."""
+"""The step benchmark: equivalence first, then the steps, then the autograd's cost per op."""
 
 from __future__ import annotations
 
@@ -8,16 +8,26 @@ import numpy as np
 
 from ... import backend
 from ...allocator import keep_freed_memory
+from ...autograd import Tensor
+from ...autograd import functional as F
 from ..harness import Benchmark, describe, judged
-from ..table import format_table
-from ..timing import interleaved
+from ..table import table
+from ..timing import Timed, interleaved, on_host
 from .cases import Case, gpt_case, mlp_case, torch_twins
-from .overhead import overhead_rows
 
 LOSS_RTOL, GRAD_RTOL = 1e-4, 1e-3
 TARGETS = {"cpu": [("mlp", "pytorch", 0.85), ("mlp", "floor", 1.10), ("gpt", "pytorch", 1.20)],
            "cuda": [("mlp", "pytorch", 1.30), ("gpt", "pytorch", 1.30)]}  # docs/devices.md
 TARGETS["double"] = TARGETS["cuda"]  # the GPU path's rows, with no verdict: no real timing
+SHAPE = (8, 8)  # of the overhead's operands
+OPS = {  # op → (the autograd op on Tensors a, b; bare NumPy's forward and backward of it)
+    "add": (F.add, lambda a, b, g: a + b),
+    "mul": (F.mul, lambda a, b, g: (a * b, g * b, g * a)),
+    "matmul": (F.matmul, lambda a, b, g: (a @ b, g @ b.T, a.T @ g)),
+    "relu": (lambda a, b: F.relu(a), lambda a, b, g: _masked(a > 0, a, g)),
+    "sum": (lambda a, b: F.sum(a), lambda a, b, g: (a.sum(), np.broadcast_to(g, a.shape))),
+    "reshape": (lambda a, b: F.reshape(a, -1), lambda a, b, g: (a.reshape(-1), g.reshape(a.shape))),
+}
 
 
 class NotEquivalent(AssertionError):
@@ -32,8 +42,8 @@ def add_arguments(parser) -> None:
 
 
 def compare(case: Case) -> list[dict]:
-    """Each contender's loss and worst gradient error against the first one, compared on the
-    host; raise if off."""
+    """Each contender's loss and worst gradient error against the first one's, on the host;
+    raise if off."""
     results = [(c.name, *c.loss_and_grads()) for c in case.contenders]
     _, ref_loss, ref_grads = results[0]
     rows = []
@@ -68,14 +78,57 @@ def verdicts(timings: dict, device: str) -> list[dict]:
     return rows
 
 
-def timing_rows(timings: dict) -> list[list]:
+def overhead_rows(calls: int, repeats: int, with_torch: bool) -> list[dict]:
+    """Per op: µs per forward+backward for NumPy, scratchpar and PyTorch, on host arrays
+    whatever the device: the Python cost of a graph node (a GPU adds CuPy's launch latency)."""
+    gen = np.random.default_rng(0)
+    a, b = (gen.standard_normal(SHAPE).astype(np.float32) for _ in range(2))
     rows = []
-    for case, contenders in timings.items():
-        ms = {name: t["ms"] for name, t in contenders.items()}
-        for name, t in contenders.items():
-            rows.append([case, name, t["ms"], ms[name] / ms["pytorch"] if "pytorch" in ms else None,
-                         ms[name] / ms["floor"] if "floor" in ms else None, int(t["faults"])])
+    for name, (op, bare) in OPS.items():
+        ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+        g_out = np.ones_like(op(ta, tb).data)
+        runners = {"numpy": lambda bare=bare, g=g_out: bare(a, b, g),
+                   "scratchpar": graph(op, ta, tb, g_out)}
+        if with_torch:
+            import torch
+
+            ops = {"relu": lambda x, y: torch.relu(x), "sum": lambda x, y: x.sum(),
+                   "reshape": lambda x, y: x.reshape(-1)}
+            pa, pb = (torch.from_numpy(v.copy()).requires_grad_() for v in (a, b))
+            runners["torch"] = graph(ops.get(name, getattr(torch, name)), pa, pb,
+                                     torch.from_numpy(np.asarray(g_out)))
+        samples = interleaved({k: Timed(repeated(fn, calls), on_host)
+                               for k, fn in runners.items()}, repeats, 1)
+        us = {k: 1e3 * s.median_ms() / calls for k, s in samples.items()}
+        rows.append({"op": name, "shape": SHAPE, "numpy_us": us["numpy"],
+                     "scratchpar_us": us["scratchpar"],
+                     "overhead_us": us["scratchpar"] - us["numpy"],
+                     "torch_overhead_us": us["torch"] - us["numpy"] if with_torch else None})
     return rows
+
+
+def _masked(mask, a, g):
+    return a * mask, g * mask
+
+
+def repeated(fn, calls: int):
+    """``fn`` called ``calls`` times in a row: one timed turn for a tiny operation."""
+
+    def run():
+        for _ in range(calls):
+            fn()
+
+    return run
+
+
+def graph(op, a, b, g_out):
+    """The one-op graph of ``op`` built and run backward, from fresh leaves each time."""
+
+    def run():
+        a.grad = b.grad = None
+        op(a, b).backward(g_out)
+
+    return run
 
 
 def versions(twins, device: str) -> str:
@@ -87,9 +140,8 @@ def versions(twins, device: str) -> str:
         text += f", cupy {cupy.__version__}"
     if twins is None:
         return text + ", torch missing: PyTorch rows and targets skipped"
-    where = twins.device_for(device)
-    threads = f"{twins.torch.get_num_threads()} CPU thread(s)"
-    return text + f", torch {twins.torch.__version__} on {where.type} ({threads})"
+    where, threads = twins.device_for(device).type, twins.torch.get_num_threads()
+    return text + f", torch {twins.torch.__version__} on {where} ({threads} CPU thread(s))"
 
 
 def measure(args) -> dict:
@@ -107,27 +159,27 @@ def measure(args) -> dict:
     cases = [mlp_case(args.device), gpt_case(args.device)]
     for case in cases:
         print(f"  {case.name}: {case.description}")
-
     equivalence = [row for case in cases for row in compare(case)]
-    print("\nequivalence: one forward+backward from identical weights, before timing: OK")
-    print(format_table(["case", "contender", "loss", "loss rel err", "worst grad rel err"],
-                       [[r["case"], r["contender"], f"{r['loss']:.6f}", f"{r['loss_rel_err']:.1e}",
-                         f"{r['grad_rel_err']:.1e} ({r['worst_grad']})"] for r in equivalence]))
-
+    print(table("equivalence: one forward+backward from identical weights, before timing: OK",
+                equivalence, {"case": "case", "contender": "contender", "loss": "{loss:.6f}",
+                              "loss rel err": "{loss_rel_err:.1e}",
+                              "worst grad rel err": "{grad_rel_err:.1e} ({worst_grad})"}))
     timings = {case.name: time_case(case, repeats, warmup) for case in cases}
-    print("\n" + format_table(["case", "contender", "ms/step", "x pytorch", "x floor",
-                               "page faults/step"], timing_rows(timings)))
+    rows = [{"case": case, "contender": name, **t, "of": {k: v["ms"] for k, v in ts.items()}}
+            for case, ts in timings.items() for name, t in ts.items()]
+    print(table("ms per step", rows, {
+        "case": "case", "contender": "contender", "ms/step": "ms",
+        **{f"x {k}": lambda r, k=k: r["ms"] / r["of"][k] if k in r["of"] else None
+           for k in ("pytorch", "floor")},
+        "page faults/step": lambda r: int(r["faults"])}))
     targets = verdicts(timings, args.device)
-    print("\n" + format_table(["target", "measured", "verdict"],
-                              [[t["target"], t["ratio"], t["verdict"]] for t in targets]))
-
+    print(table("targets (docs/devices.md)", targets,
+                {"target": "target", "measured": "ratio", "verdict": "verdict"}))
     calls = 20 if args.quick else 2000
     overhead = overhead_rows(calls, 3 if args.quick else 15, with_torch=twins is not None)
-    print(f"\nautograd overhead per op: forward+backward on {overhead[0]['shape']} float32 host "
-          "arrays (whatever the device), minus bare NumPy doing the same math (µs)")
-    print(format_table(["op", "numpy", "scratchpar", "overhead", "pytorch overhead"],
-                       [[r["op"], r["numpy_us"], r["scratchpar_us"], r["overhead_us"],
-                         r["torch_overhead_us"]] for r in overhead]))
+    print(table(f"autograd overhead per op on {SHAPE} float32 host arrays, minus bare NumPy (µs)",
+                overhead, {"op": "op", "numpy": "numpy_us", "scratchpar": "scratchpar_us",
+                           "overhead": "overhead_us", "pytorch overhead": "torch_overhead_us"}))
     return {"repeats": repeats, "warmup": warmup, "versions": libraries, "malloc": malloc,
             "cases": {c.name: c.description for c in cases}, "equivalence": equivalence,
             "per_step": timings, "targets": targets, "overhead_us": overhead}

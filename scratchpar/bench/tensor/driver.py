@@ -1,21 +1,22 @@
-"""The tensor benchmark's driver: one MPI job per tp size t, then the tables."""
+"""The tensor benchmark: one MPI job per tp size t, then the tables."""
 
 from __future__ import annotations
 
-import os
+import numpy as np
 
-from ..harness import Benchmark, describe
+from ...comm.chunks import counts
+from ...nn import Block
+from ...parallel import Hybrid
+from ...parallel.description import Shape
+from ..harness import Benchmark, describe, ints, machine
 from ..mpijob import job, per_world_size
 from ..table import table
-from .formulas import activation_formula, bytes_formula, korthikanti, param_formula
+from .formulas import FLOAT32, activation_formula, korthikanti, param_formula
 
 CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},
           "mlp": {"tokens": 256, "d_model": 1024}, "warmup": 2, "repeats": 30}
 QUICK = {"block": {"batch": 2, "seq": 8, "d_model": 16, "heads": 4},
          "mlp": {"tokens": 8, "d_model": 32}, "warmup": 1, "repeats": 2}
-EXPECTED = {  # Megatron's f and g (Shoeybi et al. 2019, §3): g, g forward; f, f backward;
-    "tensor": {"all_reduce": 2},  # Korthikanti et al. 2022's g, ḡ each way (§4.2.2)
-    "sequence": {"all_gather": 2, "reduce_scatter": 2}}
 LAYER_NAMES = {"tensor": "ParallelBlock", "sequence": "SequenceParallelBlock"}
 PASSES = ("forward", "backward")
 MEGATRON_T2 = 1.64  # Megatron's reported speed-up at t = 2
@@ -23,30 +24,43 @@ TIMED_T = 2  # the machine has 2 cores: only t ≤ 2 is real compute
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
+    parser.add_argument("--ranks", type=ints,
                         help="comma-separated tp sizes (default 1,2,4; --quick: 1,2); the MLP "
                              "is timed in the job of 2")
 
 
+def expected(cfg: dict, t: int, layer: str) -> dict[tuple[str, str], tuple[int, int]]:
+    """(pass, op) → (count, bytes the tracer records for each: the collective's input, rank 0's
+    sequence chunk for an all-gather) of one block on a tp group of t, from the description
+    (Megatron's f and g, Shoeybi et al. 2019, §3; with sequence parallelism Korthikanti et al.
+    2022's g and ḡ each way, §4.2.2)."""
+    block = Block(cfg["d_model"], cfg["heads"], np.random.default_rng(0))
+    shape = Shape.of(block, FLOAT32, 0, boundary=FLOAT32 * cfg["seq"] * cfg["d_model"])
+    sends = Hybrid.describe(shape, t, tp=t, rows=cfg["batch"],
+                            sequence_parallel=layer == "sequence").sends
+    chunk = counts(cfg["seq"], t)[0] / cfg["seq"]
+    return {(m.behind, m.op.replace("-", "_")): (
+        m.count, round(m.nbytes * chunk) if m.op == "all-gather" else m.nbytes)
+        for m in sends if m.axis == "tp"}
+
+
 def collective_rows(results: dict, cfg: dict) -> list[dict]:
-    """Per t ≥ 2, layer, pass and op: expected and counted (rank 0's trace; every rank's must
-    match), the bytes of each, their formula; then the untraced metadata exchanges."""
+    """Per t ≥ 2, layer, pass and op: described and counted (rank 0's trace; every rank's must
+    match), and the bytes of each; then the untraced metadata exchanges."""
     rows = []
     for t, res in results.items():
-        if t < 2:
-            continue
-        for layer, expected in EXPECTED.items():
-            ranks = [mine[layer] for mine in res["per_rank"]]
+        for layer in LAYER_NAMES if t >= 2 else ():
+            ranks, want = [mine[layer] for mine in res["per_rank"]], expected(cfg, t, layer)
             for p in PASSES:
                 seen = [rank["collectives"][p] for rank in ranks]
-                for op in sorted({*expected, *seen[0]}):
-                    each = seen[0].get(op, [])
+                for op in sorted({op for phase, op in want if phase == p} | set(seen[0])):
+                    each, (count, nbytes) = seen[0].get(op, []), want.get((p, op), (0, None))
                     rows.append({"t": t, "layer": LAYER_NAMES[layer], "pass": p, "op": op,
-                                 "expected": expected.get(op, 0), "counted": len(each),
+                                 "expected": count, "counted": len(each),
                                  "every_rank": all(len(s.get(op, [])) == len(each)
                                                    for s in seen),
                                  "bytes": "/".join(map(str, sorted(set(each)))) or None,
-                                 "bytes_formula": bytes_formula(cfg, t, op)})
+                                 "bytes_formula": nbytes})
                 calls = [rank["exchanges"][p] for rank in ranks]
                 rows.append({"t": t, "layer": LAYER_NAMES[layer], "pass": p,
                              "op": "metadata (allgather_obj, untraced)", "expected": None,
@@ -74,7 +88,7 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
     rows = []
     for t, res in results.items():
         one = res["one_device"]["activation_bytes"]
-        for layer in EXPECTED:
+        for layer in LAYER_NAMES:
             for r, mine in enumerate(res["per_rank"]):
                 held = mine[layer]
                 act = activation_formula(cfg, t, r, layer)
@@ -93,45 +107,39 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
 def measure(args) -> dict:
     cfg = QUICK if args.quick else CONFIG
     ranks = args.ranks or ([1, 2] if args.quick else [1, 2, 4])
-    results, (before, after) = per_world_size(ranks, lambda t: job(
-        t, "scratchpar.bench.tensor.worker", {**cfg, "time": t == TIMED_T}, args.device))
+    results, load = per_world_size(ranks, lambda t: job(
+        t, "scratchpar.bench.tensor.worker:measure", {**cfg, "time": t == TIMED_T}, args.device))
     b, m = cfg["block"], cfg["mlp"]
     collectives = collective_rows(results, b)
     timing, memory = timing_rows(results), memory_rows(results, b)
     one = next(iter(results.values()))["one_device"]
-    print(f"tensor benchmark on {describe(args.device)}, {os.cpu_count()} cores, one thread per "
-          f"rank; block: B {b['batch']}, T {b['seq']}, C {b['d_model']}, {b['heads']} heads, "
-          f"float32, dropout 0; load average (1 min) before {before:.2f}, after {after:.2f}")
-    print(table("collectives per transformer layer, counted from the trace (comm events inside "
-                "a traced forward and backward region, rank 0's; every rank = same count on "
-                "each); bytes = each event's input buffer, formula: 4·B·T·C, all-gather "
-                "4·B·T_0·C", collectives,
+    print(f"tensor benchmark on {describe(args.device)}, {machine(load)}; block: B {b['batch']}, "
+          f"T {b['seq']}, C {b['d_model']}, {b['heads']} heads, float32, dropout 0")
+    print(table("collectives per transformer layer, counted from the trace beside the "
+                "description (docs/tensor_parallel.md, Measurements)", collectives,
                 {"t": "t", "layer": "layer", "pass": "pass", "op": "op", "expected": "expected",
                  "counted": "counted", "every rank": "every_rank", "bytes": "bytes",
                  "formula": "bytes_formula"}))
     if timing:
         print(table(f"speed-up of the transformer MLP X[{m['tokens']},{m['d_model']}] → "
-                    f"{4 * m['d_model']} → {m['d_model']}, forward + backward, median of "
-                    f"{cfg['repeats']} after {cfg['warmup']} warm-up, in turns: alone = one "
-                    "device on rank 0 (the other asleep); speed-up = alone / tensor; Megatron "
-                    f"reports {MEGATRON_T2}× at t=2", timing,
+                    f"{4 * m['d_model']} → {m['d_model']} against one device, median of "
+                    f"{cfg['repeats']} after {cfg['warmup']} warm-up", timing,
                     {"t": "t", "alone ms": "alone_ms", "tensor ms": "tensor_ms",
                      "speed-up": "speedup", "efficiency": "efficiency",
                      "Megatron": "megatron", "ideal": "ideal",
                      "max |Y − one device's|": "max_abs_diff"}))
     else:
         print(f"\nspeed-up: not timed (the MLP is timed in the job of t = {TIMED_T})")
-    print(table(f"held per rank, one block (float32), against the formulas (bench/tensor/"
-                f"formulas.py); nn.Block on one device holds {one['param_bytes']} parameter B, "
-                f"{one['activation_bytes']} activation B; beside them Korthikanti et al. 2022, "
-                "Table 2 (16-bit, what backward reads)", memory,
+    print(table(f"held per rank, one block, against the formulas; nn.Block holds "
+                f"{one['param_bytes']} parameter B, {one['activation_bytes']} activation B",
+                memory,
                 {"t": "t", "layer": "layer", "rank": "rank", "param B": "param_bytes",
                  "formula": "param_formula", "grad B": "grad_bytes",
                  "activation B": "activation_bytes", "formula ": "activation_formula",
                  "measured/formula": "activation_ratio", "× nn.Block": "vs_block",
                  "Korthikanti 16-bit B": "korthikanti"}))
     return {"config": cfg, "ranks": ranks, "collectives": collectives, "timing": timing,
-            "memory": memory, "one_device": one, "load": [before, after]}
+            "memory": memory, "one_device": one, "load": list(load)}
 
 
 BENCHMARK = Benchmark("tensor (Megatron) parallelism: collectives per layer from the trace, "

@@ -59,10 +59,3 @@ def korthikanti(cfg: dict, t: int, layer: str) -> float:
     s, b, h, a = cfg["seq"], cfg["batch"], cfg["d_model"], cfg["heads"]
     whole = 34 / t if layer == "sequence" else 10 + 24 / t
     return s * b * h * whole + 5 * a * s * s * b / t
-
-
-def bytes_formula(cfg: dict, t: int, op: str) -> int:
-    """Bytes the tracer records for one collective on rank 0: its input buffer, the whole
-    (B, T, C) for an all-reduce or a reduce-scatter, rank 0's (B, T_0, C) for an all-gather."""
-    rows = counts(cfg["seq"], t)[0] if op == "all_gather" else cfg["seq"]
-    return FLOAT32 * cfg["batch"] * rows * cfg["d_model"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from ... import backend
@@ -14,8 +12,7 @@ from ...nn import GELU, Block, Dropout, Linear, Sequential
 from ...parallel.tensor import ParallelFeedForward
 from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from ...trace.tracer import Tracer
-from ..timing import Timed, alone, turns
-from ..worker import serve
+from ..timing import alone, fresh, turns
 
 LAYERS = {"tensor": ParallelBlock, "sequence": SequenceParallelBlock}
 PASSES = ("forward", "backward")
@@ -93,19 +90,6 @@ def transformer_mlp(c: int) -> Sequential:
     return Sequential(Linear(c, 4 * c, gen), GELU(), Linear(4 * c, c, gen), Dropout(0.0))
 
 
-def step(model, x: Tensor, dy) -> Timed:
-    """Forward and backward from cleared gradients, ∂L/∂Y = dy given (the input's gradient
-    too, as inside a network: so f's backward all-reduce runs)."""
-    params = model.parameters()
-
-    def run():
-        for p in [*params, x]:
-            p.grad = None
-        model(x).backward(dy)
-
-    return Timed(run, backend.sync)
-
-
 def timed_mlp(cfg: dict, comm) -> dict:
     """Medians of the one-device MLP on rank 0 and of ParallelFeedForward over the group, in
     turns, and how far the split's output is from one device's."""
@@ -115,8 +99,9 @@ def timed_mlp(cfg: dict, comm) -> dict:
     one = transformer_mlp(cfg["d_model"])
     split = ParallelFeedForward(transformer_mlp(cfg["d_model"]), comm)
     diff = float(abs(backend.to_host(split(x_split).data - one(x_one).data)).max())
-    timed = turns(comm, {"alone": alone(step(one, x_one, dy), comm),
-                         "tensor": step(split, x_split, dy)}, cfg["repeats"], cfg["warmup"])
+    timed = turns(comm, {"alone": alone(fresh(one, x_one, lambda: one(x_one).backward(dy)), comm),
+                         "tensor": fresh(split, x_split, lambda: split(x_split).backward(dy))},
+                  cfg["repeats"], cfg["warmup"])
     return {"timed": timed, "max_abs_diff": diff}
 
 
@@ -136,7 +121,3 @@ def measure(comm, cfg: dict) -> dict:
         result["mlp"] = timed_mlp({**cfg["mlp"], "warmup": cfg["warmup"],
                                    "repeats": cfg["repeats"]}, comm)
     return result
-
-
-if __name__ == "__main__":
-    sys.exit(serve(measure))

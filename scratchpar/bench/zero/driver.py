@@ -1,11 +1,11 @@
-"""The ZeRO benchmark's driver: one MPI job per world size (and the GPU search), the tables."""
+"""The ZeRO benchmark: one MPI job per world size (and the GPU search), then the tables."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ..harness import Benchmark, describe, draw_figures, judged
+from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
 from ..mpijob import job, per_world_size
 from ..table import table
 from . import report
@@ -25,11 +25,11 @@ QUICK_FITS = {"model": {**FITS["model"], "seq": 64, "layers": 2, "batch": 4},
               "head_dim": 32, "start": 64, "max_d_model": 1024}
 FIT_RANKS = 2
 WORKER = "scratchpar.bench.zero.worker"
-FITS_TIMEOUT_S = 1800  # 7 searches of ~8 steps, some waiting out fits.FIT_TIMEOUT_S
+FITS_TIMEOUT_S = 1800  # 7 searches of ~8 steps, some waiting out worker.FIT_TIMEOUT_S
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=lambda s: [int(n) for n in s.split(",")],
+    parser.add_argument("--ranks", type=ints,
                         help="comma-separated world sizes, one job each (default 2,4; --quick: 2)")
     parser.add_argument("--gpu-budget-gib", type=float, default=2.0,
                         help="--device cuda: the memory each rank may take (CuPy's pool limit) "
@@ -52,70 +52,44 @@ def run_jobs(ranks: list[int], models: dict, timing: dict, figures: str | None,
     trace = str(Path(figures).resolve() / "zero3_timeline.trace.json") if figures else None
 
     def measure(n: int) -> dict:
-        return job(n, WORKER, {"part": "world", "memory": {"models": models},
-                               "timing": {**timing, "model": models["cli"],
-                                          "trace": trace if n == trace_ranks(ranks) else None}},
+        return job(n, f"{WORKER}:world", {"memory": {"models": models}, "timing": {
+            **timing, "model": models["cli"], "trace": trace if n == trace_ranks(ranks) else None}},
                    device)
 
     return per_world_size(ranks, measure)
 
 
-def run_fits(cfg: dict, device: str) -> dict:
-    return job(FIT_RANKS, WORKER, {"part": "fits", **cfg, "contenders": list(report.CONTENDERS)},
-               device, timeout=FITS_TIMEOUT_S)
-
-
-def print_memory(rows: list[dict], spec: dict, results: dict, model: str) -> None:
-    psi, itemsize = (results[min(results)]["memory"][model][k] for k in ("psi", "itemsize"))
-    name, scale = report.unit(psi, itemsize)
-    largest = max(r["largest_group"] for r in rows if r["contender"] == "zero1")
-    print(table(f"1. bytes per rank ({name}), {shape(spec)}, Ψ = {psi:,}, AdamW float32: rank "
-                "0's peak per part (it holds the larger chunks) beside the formula's (f., "
-                "parallel/zero/formula.py: DP 16Ψ, ZeRO-1 8Ψ + 8Ψ/N, ZeRO-2 4Ψ + 12Ψ/N, "
-                "ZeRO-3 16Ψ/N; offload: the optimizer state, the gradient and a master copy "
-                "of the shard on the host, (2s + K)Ψ/N); measured/formula of params + grads "
-                "+ optim + host; ZeRO-1's grads include the bucket it packs beside them "
-                f"(the largest: {largest / scale:.2f} {name}); buckets, gathered, scratch "
-                "(Adam's work arrays) and activations (the graph after forward) are beyond "
-                "the formula; DP's gradients and buckets are counted as each gradient is "
-                "final, beside the bucket buffers it keeps", report.shown(rows, scale),
-                report.memory_columns()))
-
-
-def print_timing(results: dict, spec: dict, timing: dict, target: dict, device: str) -> None:
-    ranks = sorted(results)
-    cores = os.cpu_count() or 1
+def print_tables(rows: dict, results: dict, models: dict, timing: dict, target: dict,
+                 fits: dict | None, fit_cfg: dict, device: str) -> None:
+    """Every part's tables (docs/zero.md, The formula beside the measured bytes, Offload)."""
+    for model, spec in models.items():
+        psi, itemsize = (results[min(results)]["memory"][model][k] for k in ("psi", "itemsize"))
+        name, scale = report.unit(psi, itemsize)
+        largest = max(r["largest_group"] for r in rows["memory"][model]
+                      if r["contender"] == "zero1")
+        print(table(f"1. bytes per rank ({name}), {shape(spec)}, Ψ = {psi:,}: rank 0's peak per "
+                    f"part beside the formula's (f.); ZeRO-1's grads include its largest bucket, "
+                    f"{largest / scale:.2f} {name}", rows["memory"][model],
+                    report.memory_columns(scale)))
+    ranks, cores = sorted(results), os.cpu_count() or 1
     over = [n for n in ranks if n > cores]
     note = (f"; N = {', '.join(map(str, over))} is oversubscribed ({over[0]} ranks on {cores} "
             "cores): its ratios, not its times, are the figure" if over else "")
-    print(table(f"2. step time, {shape(spec)}: median of {timing['repeats']} steps after "
-                f"{timing['warmup']} warm-up, contenders in turns from a barrier, slowest "
-                f"rank; × DP = the contender's time / DP's in the same job{note}",
-                report.timing_rows(results), report.timing_columns(ranks)))
+    print(table(f"2. step time, {shape(models['cli'])}: median of {timing['repeats']} steps "
+                f"after {timing['warmup']} warm-up{note}", report.timing_rows(results),
+                report.timing_columns(ranks)))
     print(f"\nZeRO-3 ≤ {target['target']}× DP: {judged(device, target['verdict'])} "
           f"({target['ratio']:.2f}×, N = {target['ranks']})")
-
-
-def print_offload(rows: list[dict]) -> None:
-    print(table("3. offload's step against the stage on the device (ms): step = the slowest "
-                "rank's median; the rest, rank 0's medians of its own steps: forward (traced "
-                "region), copies (update.copy_s: gradient chunks down, shards up), update (the "
-                "shards' optimizer step, on the host under offload, its copies apart), "
-                "backward + comm = rank 0's step less the three; copies % = copies / rank 0's "
-                "step", rows, report.OFFLOAD_COLUMNS))
-
-
-def print_fits(fits: dict | None, cfg: dict, budget: float, device: str) -> None:
+    print(table("3. offload's step against the stage on the device (ms)", rows["offload"],
+                report.OFFLOAD_COLUMNS))
     if fits is None:
         print(f"\n4. the widest GPT that fits a GPU needs a GPU (--device cuda): skipped on "
               f"{device}")
         return
-    m = cfg["model"]
-    print(table(f"4. the widest GPT each contender trains within {budget:g} GiB per rank "
-                f"(CuPy's pool limit), N = {FIT_RANKS} ranks on {describe(device)}: "
-                f"{m['layers']} layers, T {m['seq']}, batch {m['batch']}, one head per "
-                f"{cfg['head_dim']} channels; d_model doubled from {cfg['start']}, then "
-                f"bisected in steps of {cfg['head_dim']}; tried: ✓ fits, ✗ out of memory",
+    m = fit_cfg["model"]
+    print(table(f"4. the widest GPT each contender trains within {fit_cfg['budget_gib']:g} GiB per "
+                f"rank, N = {FIT_RANKS} ranks on {describe(device)}: {m['layers']} layers, T "
+                f"{m['seq']}, batch {m['batch']}; tried: ✓ fits, ✗ out of memory",
                 report.fits_rows(fits), report.FITS_COLUMNS))
 
 
@@ -145,18 +119,14 @@ def measure(args) -> dict:
     if ranks[0] < 1:
         raise SystemExit(f"zero: every world size must be ≥ 1, got {ranks}")
     results, (before, after) = run_jobs(ranks, models, timing, args.figures, args.device)
-    fits = run_fits(fit_cfg, args.device) if args.device == "cuda" else None
+    fits = job(FIT_RANKS, f"{WORKER}:fits", {**fit_cfg, "contenders": list(report.CONTENDERS)},
+               args.device, timeout=FITS_TIMEOUT_S) if args.device == "cuda" else None
     rows = {"memory": {m: report.memory_rows(results, m) for m in models},
             "timing": report.timing_rows(results), "offload": report.offload_rows(results)}
     target = report.target(results)
-    print(f"zero benchmark on {describe(args.device)}, {os.cpu_count()} cores, one thread per "
-          f"rank; world sizes {ranks}; load average (1 min) before {before:.2f}, after "
-          f"{after:.2f}")
-    for m, spec in models.items():
-        print_memory(rows["memory"][m], spec, results, m)
-    print_timing(results, models["cli"], timing, target, args.device)
-    print_offload(rows["offload"])
-    print_fits(fits, fit_cfg, args.gpu_budget_gib, args.device)
+    print(f"zero benchmark on {describe(args.device)}, {machine((before, after))}; world sizes "
+          f"{ranks}")
+    print_tables(rows, results, models, timing, target, fits, fit_cfg, args.device)
     figures = draw_figures(args.figures, draw, rows, models, results, without="; trace only")
     return {"ranks": ranks, "models": models, "timing_config": timing, "fits_config": fit_cfg,
             **rows, "target": target, "fits": fits,

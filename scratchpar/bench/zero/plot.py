@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...trace.figure import pyplot, save
+from ..harness import finish
 
 PARTS = {"parameters": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868",
          "host": "#8172b3", "buckets": "#c44e52", "gathered": "#e5ae38", "scratch": "#999999"}
@@ -57,7 +58,5 @@ def plot_offload(rows: list[dict], ranks: int, out_path: str) -> str:
     ax.set_xticks(x, [r["label"].replace(" offload", "\noffload") for r in mine])
     ax.set_ylabel("ms per step (rank 0, median)")
     ax.set_title(f"ZeRO-Offload's step against the stage on the device, N = {ranks}")
-    ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    fig.tight_layout()
-    return str(save(fig, out_path, dpi=130))
+    return finish(fig, out_path, [ax], dpi=130, legend=False, axis="y")

@@ -13,6 +13,7 @@ def stage_of(name: str) -> tuple[int, bool]:
 
 
 FORMULA_PARTS = ("parameters", "gradients", "optimizer", "host")
+SHORT = dict(zip(FORMULA_PARTS, ("params", "grads", "optim", "host")))
 NAMED = {"buckets": ("buckets",), "gathered": ("gathered",),
          "scratch": ("scratch", "host scratch")}  # column → the ledger's parts it sums
 LABELS = {name: ("DP" if stage == 0 else f"ZeRO-{stage}") + (" offload" if off else "")
@@ -20,6 +21,12 @@ LABELS = {name: ("DP" if stage == 0 else f"ZeRO-{stage}") + (" offload" if off e
 KiB, MiB = 1 << 10, 1 << 20
 TARGET = 1.5  # docs/zero.md: ZeRO-3's step ≤ TARGET × DP's
 TARGET_RANKS = 2
+OFFLOAD_COLUMNS = {"N": "ranks", "contender": "label", "ms/step": "step_ms",
+                   "rank 0 ms": "own_ms", "forward": "forward_ms",
+                   "backward + comm": "rest_ms", "copies": "copy_ms", "update": "update_ms",
+                   "copies %": "copy_pct"}
+FITS_COLUMNS = {"contender": "label", "d_model": "d_model", "Ψ (M)": "params_m",
+                "at the cap": "capped", "tried": "tried"}
 
 
 def unit(psi: int, itemsize: int) -> tuple[str, int]:
@@ -28,45 +35,37 @@ def unit(psi: int, itemsize: int) -> tuple[str, int]:
 
 
 def memory_rows(results: dict, model: str) -> list[dict]:
-    """Per world size and contender, rank 0's peaks (it holds the larger chunks), in bytes:
-    each part the formula names beside the formula's, the ratio of their sums, the named
-    buffers beyond the formula and the activations."""
+    """Per world size and contender, rank 0's peaks in bytes (it holds the larger chunks): each
+    part the formula names beside the formula's, the ratio of their sums, the named buffers
+    beyond the formula and the activations."""
     rows = []
     for n, res in results.items():
         mem = res["memory"][model]
         for name in CONTENDERS:
             held = mem["ranks"][name][0]
-            stage, offload = stage_of(name)
-            want = formula(stage, mem["psi"], n, mem["itemsize"], mem["moments"], offload)
+            want = formula(stage_of(name)[0], mem["psi"], n, mem["itemsize"], mem["moments"],
+                           stage_of(name)[1])
             row = {"ranks": n, "contender": name, "label": LABELS[name],
                    "largest_group": held["largest_group"], "activations": held["activations"],
-                   "total_at_peak": held["total"]}
-            for part in FORMULA_PARTS:
-                row[part] = held["peak"].get(part, 0)
-                row[f"formula_{part}"] = round(want.get(part, 0.0))
-            for column, parts in NAMED.items():
-                row[column] = sum(held["peak"].get(p, 0) for p in parts)
-            measured = sum(row[p] for p in FORMULA_PARTS)
-            row["ratio"] = measured / sum(row[f"formula_{p}"] for p in FORMULA_PARTS)
+                   "total_at_peak": held["total"],
+                   **{p: held["peak"].get(p, 0) for p in FORMULA_PARTS},
+                   **{f"formula_{p}": round(want.get(p, 0.0)) for p in FORMULA_PARTS},
+                   **{c: sum(held["peak"].get(p, 0) for p in parts) for c, parts in NAMED.items()}}
+            row["ratio"] = sum(row[p] for p in FORMULA_PARTS) / sum(
+                row[f"formula_{p}"] for p in FORMULA_PARTS)
             rows.append(row)
     return rows
 
 
-def shown(rows: list[dict], scale: int) -> list[dict]:
-    """The rows with every byte count in ``scale`` units (floats), for the table."""
-    counts = set(FORMULA_PARTS) | {f"formula_{p}" for p in FORMULA_PARTS} | set(NAMED) | {
-        "activations", "largest_group"}
-    return [{k: v / scale if k in counts else v for k, v in row.items()} for row in rows]
+def memory_columns(scale: int) -> dict:
+    """The memory table's columns, every byte count in ``scale`` units."""
+    def scaled(key):
+        return lambda row: row[key] / scale
 
-
-def memory_columns() -> dict[str, str]:
     return {"N": "ranks", "contender": "label",
-            **{f"{short}": p for short, p in zip(("params", "grads", "optim", "host"),
-                                                 FORMULA_PARTS)},
-            **{f"f.{short}": f"formula_{p}" for short, p in zip(("params", "grads", "optim",
-                                                                 "host"), FORMULA_PARTS)},
-            "measured/formula": "ratio", "buckets": "buckets", "gathered": "gathered",
-            "scratch": "scratch", "activations": "activations"}
+            **{SHORT[p]: scaled(p) for p in FORMULA_PARTS},
+            **{f"f.{SHORT[p]}": scaled(f"formula_{p}") for p in FORMULA_PARTS},
+            "measured/formula": "ratio", **{c: scaled(c) for c in (*NAMED, "activations")}}
 
 
 def step_ms(res: dict, name: str) -> float:
@@ -75,21 +74,16 @@ def step_ms(res: dict, name: str) -> float:
 
 def timing_rows(results: dict) -> list[dict]:
     """Per contender, its median step at each world size and its ratio to DP's."""
-    rows = []
-    for name in CONTENDERS:
-        row = {"contender": name, "label": LABELS[name]}
-        for n, res in results.items():
-            row[f"ms_{n}"] = step_ms(res, name)
-            row[f"vs_dp_{n}"] = step_ms(res, name) / step_ms(res, "dp")
-        rows.append(row)
-    return rows
+    return [{"contender": name, "label": LABELS[name],
+             **{k: v for n, res in results.items() for k, v in (
+                 (f"ms_{n}", step_ms(res, name)),
+                 (f"vs_dp_{n}", step_ms(res, name) / step_ms(res, "dp")))}}
+            for name in CONTENDERS]
 
 
 def timing_columns(ranks: list[int]) -> dict[str, str]:
-    columns = {"contender": "label"}
-    for n in ranks:
-        columns.update({f"ms/step N={n}": f"ms_{n}", f"× DP N={n}": f"vs_dp_{n}"})
-    return columns
+    return {"contender": "label", **{h: k for n in ranks for h, k in (
+        (f"ms/step N={n}", f"ms_{n}"), (f"× DP N={n}", f"vs_dp_{n}"))}}
 
 
 def target(results: dict) -> dict | None:
@@ -103,42 +97,25 @@ def target(results: dict) -> dict | None:
 
 
 def offload_rows(results: dict) -> list[dict]:
-    """Per world size and stage, with and without offload: the step (slowest rank's median)
-    and rank 0's split of its own step, medians: forward, copies, update, and the rest
-    (backward, the collectives, the norm; what the others leave of the step)."""
+    """Per world size and stage, with and without offload: the step (slowest rank's median),
+    rank 0's medians of forward, copies and update, and the rest of its step."""
     rows = []
     for n, res in results.items():
-        for stage in sorted({stage_of(name)[0] for name in CONTENDERS} - {0}):
-            for name in (f"zero{stage}", f"zero{stage}-offload"):
-                split = res["timing"]["split"][name]
-                ms = {k.removesuffix("_s"): 1e3 * v for k, v in split.items()}
-                rest = ms["total"] - ms["forward"] - ms["copy"] - ms["update"]
-                rows.append({"ranks": n, "stage": stage, "contender": name,
-                             "label": LABELS[name], "step_ms": step_ms(res, name),
-                             "own_ms": ms["total"], "forward_ms": ms["forward"],
-                             "rest_ms": rest, "copy_ms": ms["copy"], "update_ms": ms["update"],
-                             "copy_pct": 100 * ms["copy"] / ms["total"]})
+        for name in (f"zero{s}{o}" for s in (1, 2, 3) for o in ("", "-offload")):
+            ms = {k.removesuffix("_s"): 1e3 * v for k, v in res["timing"]["split"][name].items()}
+            rows.append({"ranks": n, "stage": stage_of(name)[0], "contender": name,
+                         "label": LABELS[name], "step_ms": step_ms(res, name),
+                         "own_ms": ms["total"], "forward_ms": ms["forward"],
+                         "rest_ms": ms["total"] - ms["forward"] - ms["copy"] - ms["update"],
+                         "copy_ms": ms["copy"], "update_ms": ms["update"],
+                         "copy_pct": 100 * ms["copy"] / ms["total"]})
     return rows
-
-
-OFFLOAD_COLUMNS = {"N": "ranks", "contender": "label", "ms/step": "step_ms",
-                   "rank 0 ms": "own_ms", "forward": "forward_ms",
-                   "backward + comm": "rest_ms", "copies": "copy_ms", "update": "update_ms",
-                   "copies %": "copy_pct"}
 
 
 def fits_rows(fits: dict) -> list[dict]:
     """Per contender, the widest GPT that trained within the budget, and what was tried."""
-    rows = []
-    for name in CONTENDERS:
-        got = fits["largest"].get(name)
-        if got is not None:
-            rows.append({"contender": name, "label": LABELS[name], "d_model": got["d_model"],
-                         "params_m": got["params"] / 1e6 if got["params"] else None,
-                         "capped": got["capped"],
-                         "tried": " ".join(f"{d}{'✓' if ok else '✗'}" for d, ok in got["tried"])})
-    return rows
-
-
-FITS_COLUMNS = {"contender": "label", "d_model": "d_model", "Ψ (M)": "params_m",
-                "at the cap": "capped", "tried": "tried"}
+    return [{"contender": name, "label": LABELS[name], "d_model": got["d_model"],
+             "params_m": got["params"] / 1e6 if got["params"] else None,
+             "capped": got["capped"],
+             "tried": " ".join(f"{d}{'✓' if ok else '✗'}" for d, ok in got["tried"])}
+            for name in CONTENDERS if (got := fits["largest"].get(name)) is not None]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import gc
 import time
 from functools import partial
 
@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import backend, nn, optim
 from ...autograd.held import graph_bytes
+from ...comm.errors import WaitTimeout
 from ...data import SyntheticLanguage
 from ...parallel import DataParallel, ZeRO1, ZeRO2, ZeRO3
 from ...parallel.zero.ledger import Ledger
@@ -18,19 +19,18 @@ from ...trace.tracer import Tracer
 from ...train.defaults import ADAM_LR
 from ...train.task import Task
 from ..timing import Timed, turns
-from ..worker import serve
-from .fits import largest
 from .report import CONTENDERS, stage_of
 
 ORDER = 2  # the synthetic language's Markov order, the training CLI's default
 FLOAT32 = 4  # bytes per element of every model here
 STAGES = {1: ZeRO1, 2: ZeRO2, 3: ZeRO3}
+GiB = 1 << 30
+FIT_TIMEOUT_S = 60.0  # how long a rank waits for one that ran out of memory mid-collective
 
 
 class MeasuredDP(DataParallel):
-    """DataParallel whose buffers a Ledger counts, as ZeRO's own ledger does: after forward,
-    as each gradient is final (the fresh gradients beside the buckets kept from the last step)
-    and after the step (the gradients are then views of their buckets)."""
+    """DataParallel whose buffers a Ledger counts, as ZeRO's own does: after forward, as each
+    gradient is final (beside the buckets kept from the last step) and after the step."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -60,17 +60,13 @@ class MeasuredDP(DataParallel):
                             "scratch": self.optimizer.work_arrays()})
 
 
-def gpt(spec: dict):
-    """A fresh GPT of ``spec`` (seed 0, float32, dropout 0), on this rank's device."""
-    return nn.GPT(spec["vocab"], spec["seq"], spec["d_model"], spec["heads"], spec["layers"],
-                  np.random.default_rng(0), dtype=np.float32)
-
-
 def build(name: str, spec: dict, task: Task, comm, measure: bool):
-    """Contender ``name`` on a fresh GPT of ``spec`` with AdamW (the CLI's defaults)."""
-    model = gpt(spec)
-    opt = optim.AdamW(model.parameters(), ADAM_LR, weight_decay=0.0)
-    common = (model, opt, task.loss, task.count, comm)
+    """Contender ``name`` on a fresh GPT of ``spec`` (seed 0, float32) with AdamW (the CLI's
+    defaults)."""
+    model = nn.GPT(spec["vocab"], spec["seq"], spec["d_model"], spec["heads"], spec["layers"],
+                   np.random.default_rng(0), dtype=np.float32)
+    common = (model, optim.AdamW(model.parameters(), ADAM_LR, weight_decay=0.0), task.loss,
+              task.count, comm)
     kw = {"bucket_bytes": spec["bucket_kib"] << 10, "grad_clip": spec["grad_clip"]}
     stage, offload = stage_of(name)
     if stage == 0:
@@ -84,21 +80,10 @@ def language(spec: dict) -> tuple[Task, list]:
     return task, [task.batch(k, spec["batch"])[0] for k in range(spec["steps"])]
 
 
-def held(strategy) -> dict:
-    """What the strategy's ledger counted: each part's peak, the parts at the largest total,
-    the autograd graph's bytes after forward, and its largest flat group or bucket."""
-    ledger = strategy.ledger
-    sizes = [g.n for g in strategy.groups] if hasattr(strategy, "groups") else \
-        strategy.plan.sizes
-    return {"peak": ledger.peak, "at_peak": ledger.at_peak, "total": ledger.total(),
-            "activations": strategy.activations, "samples": ledger.samples,
-            "largest_group": FLOAT32 * max(sizes)}
-
-
 def memory(comm, cfg: dict) -> dict:
-    """Per model, DataParallel and every ZeRO stage with and without offload train a fresh GPT
-    (seed 0, AdamW) for ``steps`` steps while a Ledger counts the buffers each holds: every
-    rank's peaks by part."""
+    """Per model, DP and every ZeRO stage with and without offload train a fresh GPT for
+    ``steps`` steps while a Ledger counts what each holds: every rank's peaks by part, the
+    parts at the largest total, the graph's bytes after forward, the largest group."""
     out = {}
     for label, spec in cfg["models"].items():
         task, batches = language(spec)
@@ -107,34 +92,36 @@ def memory(comm, cfg: dict) -> dict:
             strategy = build(name, spec, task, comm, measure=True)
             for batch in batches:
                 strategy.step(batch)
-            ranks[name] = comm.allgather_obj(held(strategy), "ledger")
+            ledger = strategy.ledger
+            sizes = [g.n for g in strategy.groups] if hasattr(strategy, "groups") else \
+                strategy.plan.sizes
+            ranks[name] = comm.allgather_obj({
+                "peak": ledger.peak, "at_peak": ledger.at_peak, "total": ledger.total(),
+                "activations": strategy.activations, "samples": ledger.samples,
+                "largest_group": FLOAT32 * max(sizes)}, "ledger")
         psi = sum(int(np.prod(shape)) for shape in strategy.shapes)  # a ZeRO stage: last
         out[label] = {"psi": psi, "itemsize": FLOAT32, "moments": 2, "ranks": ranks}
     return out
 
 
 class Breakdown:
-    """One contender's steps as this rank sees them: its own seconds, the tracer's forward and
-    backward regions, the seconds copying to and from the host, and its update (the optimizer
-    step of the shards, or DP's "optimizer" region; a copy made inside it counts as a copy)."""
+    """One contender's steps as this rank sees them: its seconds, the tracer's forward and
+    backward regions, its copies to and from the host, and its update (the shards' optimizer
+    step less the copies made inside it, or DP's "optimizer" region)."""
 
     def __init__(self, strategy, tracer: Tracer):
-        self.strategy, self.tracer, self.steps = strategy, tracer, []
+        self.strategy, self.tracer, self.steps, self.update_s = strategy, tracer, [], 0.0
         self.update = getattr(strategy, "update", None)  # ZeRO's update of the shards
-        self.update_s = 0.0
         if self.update is not None:
-            self.update.step = self._timed(self.update.step)
+            inner = self.update.step
 
-    def _timed(self, step):
-        """``step`` that adds its seconds, less those of any copy it makes, to update_s."""
+            def timed(*args):
+                start, copied = time.perf_counter(), self.copy_s()
+                metrics = inner(*args)
+                self.update_s += time.perf_counter() - start - (self.copy_s() - copied)
+                return metrics
 
-        def timed(*args):
-            start, copied = time.perf_counter(), self.copy_s()
-            metrics = step(*args)
-            self.update_s += time.perf_counter() - start - (self.copy_s() - copied)
-            return metrics
-
-        return timed
+            self.update.step = timed
 
     def copy_s(self) -> float:
         """Seconds copied to and from the host so far (none without offload)."""
@@ -145,20 +132,20 @@ class Breakdown:
         start, copied, self.update_s = time.perf_counter(), self.copy_s(), 0.0
         self.strategy.step(batch)
         backend.sync()
-        total = time.perf_counter() - start
-        regions = {}
-        for e in self.tracer.events:
-            if e.cat == "compute":
-                regions[e.name] = regions.get(e.name, 0.0) + (e.end - e.start) / 1e9
-        update = regions.get("optimizer", 0.0) if self.update is None else self.update_s
+        total, regions = time.perf_counter() - start, {}
+        for e in (e for e in self.tracer.events if e.cat == "compute"):
+            regions[e.name] = regions.get(e.name, 0.0) + (e.end - e.start) / 1e9
         self.steps.append({"total_s": total, "forward_s": regions.get("forward", 0.0),
                            "backward_s": regions.get("backward", 0.0),
-                           "copy_s": self.copy_s() - copied, "update_s": update})
+                           "copy_s": self.copy_s() - copied,
+                           "update_s": regions.get("optimizer", 0.0) if self.update is None
+                           else self.update_s})
 
 
 def timing(comm, cfg: dict) -> dict:
     """Every contender's steps in turns (median of the slowest rank), rank 0's split of each
-    step (medians over the timed steps), and with ``"trace"`` a traced ZeRO-3 step."""
+    step (medians), and with ``"trace"`` one ZeRO-3 step after an untraced one, every rank's
+    regions on a clock zeroed at a barrier, merged by rank 0 into that Chrome trace."""
     spec = cfg["model"]
     task, batches = language({**spec, "steps": 1})
     comm.tracer = tracer = Tracer(comm.rank)
@@ -171,27 +158,75 @@ def timing(comm, cfg: dict) -> dict:
                     for key in b.steps[0]} for name, b in split.items()}
     result = {"world_size": comm.size, "timed": timed, "split": parts}
     if cfg.get("trace"):
-        result["trace"] = traced(comm, spec, task, batches[0], cfg["trace"])
+        zero3 = build("zero3", spec, task, comm, measure=False)
+        zero3.step(batches[0])
+        comm.tracer = tracer = Tracer(comm.rank)
+        tracer.align(comm.barrier)
+        zero3.step(batches[0])
+        comm.tracer = None
+        ranks = comm.allgather_obj(tracer.export(), "trace")
+        if comm.rank == 0:
+            write_chrome(cfg["trace"], ranks)
+        result["trace"] = cfg["trace"]
     return result
 
 
-def traced(comm, spec: dict, task: Task, batch, path: str) -> str:
-    """One ZeRO-3 step after an untraced one, every rank's regions on a clock zeroed at a
-    barrier, merged by rank 0 into the Chrome trace ``path``."""
-    zero3 = build("zero3", spec, task, comm, measure=False)
-    zero3.step(batch)
-    comm.tracer = tracer = Tracer(comm.rank)
-    tracer.align(comm.barrier)
-    zero3.step(batch)
-    comm.tracer = None
-    ranks = comm.allgather_obj(tracer.export(), "trace")
-    if comm.rank == 0:
-        write_chrome(path, ranks)
-    return path
+def world(comm, cfg: dict) -> dict:
+    """A world size's job: the memory part, then the timing part."""
+    return {"memory": memory(comm, cfg["memory"]), "timing": timing(comm, cfg["timing"])}
+
+
+def gpt_parameters(spec: dict) -> int:
+    """Ψ of nn.GPT (untied head): token V·C, position T·C, per block 12C² + 13C, final norm 2C,
+    head C·V."""
+    v, t, c = spec["vocab"], spec["seq"], spec["d_model"]
+    return 2 * v * c + t * c + spec["layers"] * (12 * c * c + 13 * c) + 2 * c
+
+
+def largest(comm, cfg: dict, attempt) -> dict:
+    """Double ``d_model`` from ``cfg["start"]`` while a step fits ``cfg["budget_gib"]`` per rank
+    (CuPy's pool limit), up to ``cfg["max_d_model"]``; then bisect in multiples of
+    ``head_dim``. ``attempt(comm, spec)`` builds the contender and takes one step, on a
+    duplicate communicator whose waits give up after FIT_TIMEOUT_S, so that the ranks waiting
+    on one that ran out of memory give up too; then every rank frees its pool and they agree."""
+    import cupy
+
+    def fits(d_model: int) -> bool:
+        trial = comm.dup("fit")
+        trial.timeout = FIT_TIMEOUT_S
+        try:
+            attempt(trial, at_width(cfg, d_model))
+            ok = True
+        except (cupy.cuda.memory.OutOfMemoryError, WaitTimeout):
+            ok = False
+        gc.collect()
+        cupy.get_default_memory_pool().free_all_blocks()
+        verdict = all(comm.allgather_obj(ok, "fits"))
+        trial.free()
+        tried.append([d_model, verdict])
+        return verdict
+
+    pool = cupy.get_default_memory_pool()
+    pool.set_limit(size=int(cfg["budget_gib"] * GiB))
+    q, lo, hi, tried = cfg["head_dim"], 0, cfg["start"], []
+    while hi <= cfg["max_d_model"] and fits(hi):
+        lo, hi = hi, 2 * hi
+    capped = hi > cfg["max_d_model"]
+    while not capped and hi - lo > q:
+        mid = (lo + hi) // 2 // q * q
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    pool.set_limit(size=0)  # no limit
+    return {"d_model": lo or None, "params": gpt_parameters(at_width(cfg, lo)) if lo else None,
+            "capped": capped, "tried": tried}
+
+
+def at_width(cfg: dict, d_model: int) -> dict:
+    """The GPT of ``cfg`` at width ``d_model``, one head per ``head_dim`` channels."""
+    return {**cfg["model"], "d_model": d_model, "heads": d_model // cfg["head_dim"]}
 
 
 def fits(comm, cfg: dict) -> dict:
-    """Per contender, the widest GPT (fits.py) whose step fits the budget on every rank."""
+    """Per contender, the widest GPT (:func:`largest`) whose step fits the budget on every rank."""
 
     def attempt(name: str, trial, spec: dict) -> None:
         task, batches = language({**spec, "steps": 1})
@@ -200,14 +235,3 @@ def fits(comm, cfg: dict) -> dict:
 
     return {"world_size": comm.size, "largest": {
         name: largest(comm, cfg, partial(attempt, name)) for name in cfg["contenders"]}}
-
-
-def world(comm, cfg: dict) -> dict:
-    """A world size's job: the memory part, then the timing part."""
-    return {"memory": memory(comm, cfg["memory"]), "timing": timing(comm, cfg["timing"])}
-
-
-PARTS = {"world": world, "fits": fits}
-
-if __name__ == "__main__":
-    sys.exit(serve(lambda comm, cfg: PARTS[cfg["part"]](comm, cfg)))

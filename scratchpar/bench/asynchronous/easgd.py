@@ -1,0 +1,140 @@
+"""The asynchronous benchmark's EASGD parts: against Downpour per period τ, and where the
+round-robin master's time goes."""
+
+from __future__ import annotations
+
+import time
+
+from ... import optim
+from ...parallel import AsyncEASGD, AsyncParameterServer, RoundRobinEASGD
+from ..standin import StandIn
+from .problems import dataset, evaluate, flat, held_out, rows, task, timed_run
+
+
+def build(method: str, t, cfg: dict, tau: int, comm):
+    """EASGD with α = ηρ = β/W (Zhang et al. 2015, §5: β = Wα = 0.9), or Downpour with
+    n_push = n_fetch = τ (Dean et al. 2012, §4.1); both plain SGD at the same η."""
+    lr, workers = cfg["lr"], comm.size - 1
+    if method == "easgd":
+        rho = cfg["beta"] / workers / lr  # α = ηρ = β/W
+        return AsyncEASGD(t.model, optim.SGD(t.model.parameters(), lr), t.loss, t.count, comm,
+                          rho=rho, tau=tau)
+    return AsyncParameterServer(t.model, lambda params: optim.SGD(params, lr), t.loss, t.count,
+                                comm, n_push=tau, n_fetch=tau)
+
+
+def tau_run(method: str, tau: int, t, batches: list, held: list, cfg: dict, comm) -> dict | None:
+    """``steps`` steps on every rank, back to back; rank 0 copies the master's parameters
+    (EASGD's centre, the server's) every few steps and after the shutdown, and returns
+    [steps, held-out loss] points and the exchanges it served."""
+    strategy = build(method, t, cfg, tau, comm)
+
+    def copy(step: int, _=None):
+        strategy.gather_model()
+        return step, flat(t.model.parameters())
+
+    start, snapshots = timed_run(comm, strategy.step, batches,
+                                 max(1, len(batches) // cfg["snapshots"]), copy)
+    report = strategy.shutdown()
+    seconds = time.perf_counter() - start
+    exchanges = strategy.exchanges if method == "easgd" else report and report["pushes"]
+    snapshots += [copy(len(batches))] if comm.rank == 0 else []
+    strategy.close()
+    return None if comm.rank else {"seconds": seconds, "exchanges": exchanges, "curve": [
+        [k, evaluate(t, s, held)] for k, s in snapshots]}
+
+
+def tau_part(comm, cfg: dict) -> dict:
+    """Both methods at each τ on the same global batches (W·b rows, worker i's rows i·b …),
+    each from the same fresh model: rank 0 returns the runs keyed "easgd τ" and "downpour τ"."""
+    pcfg = cfg["problem"]
+    data = dataset(pcfg["name"], pcfg)
+    width = (comm.size - 1) * cfg["batch"]
+    batches = [rows(data.batch(k, width), 0, width) for k in range(cfg["steps"])]
+    held = held_out(data, cfg)
+    runs = {f"{method} {tau}": tau_run(method, tau, task(pcfg["name"], pcfg, data), batches,
+                                       held, cfg, comm)
+            for tau in cfg["taus"] for method in ("easgd", "downpour")}
+    return {"runs": runs, "floor": data.entropy_floor(), "workers": comm.size - 1}
+
+
+class WaitClock:
+    """The master's communicator, passed through, with the start and end of its last wait."""
+
+    def __init__(self, comm):
+        self._comm = comm
+        self.started = self.ended = 0.0
+
+    def __getattr__(self, name):
+        return getattr(self._comm, name)
+
+    def wait_all(self, requests) -> None:
+        self.started = time.perf_counter()
+        self._comm.wait_all(requests)
+        self.ended = time.perf_counter()
+
+
+class TimedRoundRobin(RoundRobinEASGD):
+    """Round-robin EASGD whose master splits each step's time three ways: ``pack`` (its samples
+    and the centre to host arrays and posted to worker t mod G), ``wait`` (until the worker's
+    weights and report are in: its compute and the messages) and ``update`` (eq. 2 with one
+    worker, W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ); Zhang et al. 2015)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seconds = {"pack": 0.0, "wait": 0.0, "update": 0.0}
+        if self.comm.rank == 0:
+            self.comm = WaitClock(self.comm)
+
+    def _serve(self, batch, turn: int) -> dict:
+        start = time.perf_counter()
+        out = super()._serve(batch, turn)
+        end, clock = time.perf_counter(), self.comm
+        self.seconds["pack"] += clock.started - start
+        self.seconds["wait"] += clock.ended - clock.started
+        self.seconds["update"] += end - clock.ended
+        return out
+
+
+def rr_run(comm, compute: str, batches: list, cfg: dict) -> dict | None:
+    """``steps`` round-robin steps on every rank of ``comm`` from a barrier (the master serves
+    worker t mod G; a worker whose turn it is not returns at once); rank 0 returns its split."""
+    pcfg = cfg["problem"]
+    if compute == "real":
+        t = task(pcfg["name"], pcfg, dataset(pcfg["name"], pcfg))
+        model, loss_fn = t.model, t.loss
+    else:  # a sleep of the MLP's time on the batch's rows
+        sizes = [pcfg["n_features"], *pcfg["hidden"], pcfg["n_classes"]]
+        model = StandIn(sizes, cfg["per_row_s"], cfg["forward_share"])
+
+        def loss_fn(model, batch, reduction: str = "mean"):
+            return model.loss(batch[-1], reduction)
+
+    strategy = TimedRoundRobin(model, optim.SGD(model.parameters(), cfg["lr"]), loss_fn,
+                               lambda batch: len(batch[-1]), comm, rho=cfg["rho"])
+    comm.barrier()
+    start = time.perf_counter()
+    for batch in batches:
+        strategy.step(batch)
+    seconds = time.perf_counter() - start
+    strategy.close()
+    return None if comm.rank else {"workers": comm.size - 1, "compute": compute,
+                                   "steps": len(batches), "seconds": seconds, **strategy.seconds}
+
+
+def round_robin_part(comm, cfg: dict) -> list[dict]:
+    """Each (G, compute) of ``cfg["runs"]`` on the first G + 1 ranks (the others nap at a
+    barrier), in order: rank 0 returns the master's split of every run."""
+    pcfg = cfg["problem"]
+    data = dataset(pcfg["name"], pcfg)
+    batches = [rows(data.batch(k, cfg["batch"]), 0, cfg["batch"]) for k in range(cfg["steps"])]
+    out = []
+    for workers, compute in cfg["runs"]:
+        sub = comm.split(0 if comm.rank <= workers else 1, name=f"first {workers + 1} ranks")
+        if comm.rank <= workers:
+            run = rr_run(sub, compute, batches, cfg)
+            if comm.rank == 0:
+                out.append(run)
+        sub.free()
+        comm.barrier()
+    return out
