@@ -1,4 +1,25 @@
-"""Reading a benchmark's printed tables back, for the benchmark tests."""
+"""Running a benchmark's quick mode and reading its printed tables back, for the benchmark
+tests."""
+
+import json
+import os
+import subprocess
+import sys
+
+from scratchpar.bench.mpijob import ROOT
+
+
+def run_quick(name: str, tmp) -> tuple[str, dict, object]:
+    """``python -m scratchpar.bench NAME --quick`` with its JSON and figures under ``tmp``:
+    the printed tables, the JSON, and the figures folder."""
+    path, figures = tmp / f"{name}.json", tmp / "figures"
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", name, "--quick",
+                           "--json", str(path), "--figures", str(figures)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout, json.loads(path.read_text()), figures
 
 
 def table_rows(out: str, heading: str) -> list[list[str]]:

@@ -2,19 +2,15 @@
 JSON and its exact counts (no timing thresholds: those belong to the benchmark)."""
 
 import importlib.util
-import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 
 import pytest
-from bench_helpers import table_rows
+from bench_helpers import run_quick, table_rows
 
 from scratchpar.bench.asynchronous import report as async_report
 from scratchpar.bench.asynchronous.driver import MLP, processes
-from scratchpar.bench.mpijob import ROOT
 
 PROBLEMS = ["sparse-logreg", "matrix-factorization", "dense-mlp"]
 CONTENDERS = ["serial SGD", "hogwild ×1", "hogwild ×2", "locked ×2"]
@@ -23,15 +19,7 @@ CONTENDERS = ["serial SGD", "hogwild ×1", "hogwild ×2", "locked ×2"]
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """The quick run's printed tables, its JSON and its figures folder."""
-    tmp = tmp_path_factory.mktemp("async-bench")
-    path, figures = tmp / "async.json", tmp / "figures"
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "async", "--quick",
-                           "--json", str(path), "--figures", str(figures)],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout, json.loads(path.read_text()), figures
+    return run_quick("async", tmp_path_factory.mktemp("async-bench"))
 
 
 def test_every_contender_makes_the_same_updates(quick):

@@ -1,17 +1,13 @@
 """``python -m scratchpar.bench ps``: a tiny run of every part end to end, its exact counts."""
 
 import importlib.util
-import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from bench_helpers import table_rows
+from bench_helpers import run_quick, table_rows
 
-from scratchpar.bench.mpijob import ROOT
 from scratchpar.bench.ps import driver as ps
 from scratchpar.bench.ps.report import HEADER_BYTES, protocol_bytes, ring_formula
 from scratchpar.bench.standin import StandIn, count_fn, loss_fn
@@ -20,15 +16,7 @@ from scratchpar.bench.standin import StandIn, count_fn, loss_fn
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """The quick run's printed tables, its JSON and its figures folder."""
-    tmp = tmp_path_factory.mktemp("ps-bench")
-    path, figures = tmp / "ps.json", tmp / "figures"
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "ps", "--quick",
-                           "--json", str(path), "--figures", str(figures)],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout, json.loads(path.read_text()), figures
+    return run_quick("ps", tmp_path_factory.mktemp("ps-bench"))
 
 
 def test_every_server_moves_the_protocols_bytes(quick):

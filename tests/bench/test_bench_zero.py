@@ -1,18 +1,15 @@
 """``python -m scratchpar.bench zero``: a tiny run end to end, its bytes against the formula."""
 
 import json
-import os
 import re
-import subprocess
 import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from bench_helpers import table_rows
+from bench_helpers import run_quick, table_rows
 
 from scratchpar import nn
-from scratchpar.bench.mpijob import ROOT
 from scratchpar.bench.zero import driver as zero
 from scratchpar.bench.zero.report import CONTENDERS, LABELS
 from scratchpar.bench.zero.worker import gpt_parameters, largest
@@ -24,15 +21,7 @@ FIGURES = ("zero_memory.png", "zero3_timeline.png", "zero_offload.png")
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """The quick run's printed tables, its JSON and its figures folder."""
-    tmp = tmp_path_factory.mktemp("zero-bench")
-    path, figures = tmp / "zero.json", tmp / "figures"
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "zero", "--quick",
-                           "--json", str(path), "--figures", str(figures)],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout, json.loads(path.read_text()), figures
+    return run_quick("zero", tmp_path_factory.mktemp("zero-bench"))
 
 
 def labels(rows: list[list[str]], skip: int) -> list[str]:

@@ -1,15 +1,11 @@
 """``python -m scratchpar.bench pipeline``: a quick run end to end, and its pure parts."""
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from bench_helpers import run_quick
 
-from scratchpar.bench.mpijob import ROOT
 from scratchpar.bench.pipeline import driver as pipeline
 from scratchpar.bench.pipeline.worker import bubble, summary
 from scratchpar.trace.tracer import Event
@@ -20,15 +16,7 @@ SCHEDULES = ["gpipe", "1f1b", "interleaved", "naive", "bprio", "pipedream"]
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """The quick run's printed tables, its JSON, and its figures folder."""
-    tmp = tmp_path_factory.mktemp("pipeline-bench")
-    path, figures = tmp / "pipeline.json", tmp / "figures"
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "pipeline", "--quick",
-                           "--json", str(path), "--figures", str(figures)],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout, json.loads(path.read_text()), figures
+    return run_quick("pipeline", tmp_path_factory.mktemp("pipeline-bench"))
 
 
 def test_bubbles_are_fractions_beside_the_exact_formula(quick):
