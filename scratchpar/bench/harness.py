@@ -46,6 +46,7 @@ def main(benchmarks: dict[str, Benchmark], argv=None) -> int:
                               "nothing real); default cpu")
         sub.set_defaults(figures=None)
     args = parser.parse_args(argv)
+    args.load_before = os.getloadavg()[0]  # for machine(args)
     bench = benchmarks[args.name]
     try:
         record = bench.measure(args)
@@ -76,10 +77,10 @@ def describe(device: str) -> str:
     return "cpu (NumPy)"
 
 
-def machine(load: tuple[float, float]) -> str:
-    """The cores and the 1-minute load average before and after the jobs, for a header."""
+def machine(args) -> str:
+    """The cores and the 1-minute load average before the benchmark and now, for a header."""
     return (f"{os.cpu_count()} cores, one thread per rank; load average (1 min) before "
-            f"{load[0]:.2f}, after {load[1]:.2f}")
+            f"{args.load_before:.2f}, after {os.getloadavg()[0]:.2f}")
 
 
 def judged(device: str, verdict: str) -> str:
@@ -97,14 +98,15 @@ def staging(device: str, cuda_aware: bool) -> str:
             "by every contender alike")
 
 
-def finish(fig, out: str, axes=(), dpi: int = 120, legend: bool = True, **grid) -> str:
+def finish(fig, out: str, axes=(), dpi: int = 120, legend: bool = True, rect=(0, 0, 1, 1),
+           **grid) -> str:
     """A figure's last steps: each of ``axes`` gridded (``grid``: its options) and, with
-    ``legend``, labelled; the layout tightened, the PNG written: its path."""
+    ``legend``, labelled; the layout tightened into ``rect``, the PNG written: its path."""
     for ax in axes:
         ax.grid(alpha=0.3, **grid)
         if legend:
             ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     return str(save(fig, out, dpi=dpi))
 
 
@@ -119,3 +121,11 @@ def draw_figures(directory, draw, *args, without: str = "") -> list[str]:
     figures = [str(path) for path in draw(directory, *args)]
     print("\nfigures: " + ", ".join(figures))
     return figures
+
+
+def stacked(ax, x, layers, width: float) -> None:
+    """Bars at ``x`` stacked from each (label, color, heights) of ``layers`` in turn."""
+    bottom = [0.0] * len(x)
+    for label, color, heights in layers:
+        ax.bar(x, heights, width, bottom=bottom, color=color, label=label)
+        bottom = [b + h for b, h in zip(bottom, heights)]

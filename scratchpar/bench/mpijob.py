@@ -54,11 +54,3 @@ def job(n: int, target: str, cfg: dict, device: str = "cpu", env: dict | None = 
         if running.returncode != 0:
             raise JobFailed(f"{' '.join(cmd)} exited with {running.returncode}:\n{stdout[-4000:]}")
         return json.loads(out.read_text())
-
-
-def per_world_size(ranks: list[int], measure) -> tuple[dict, tuple[float, float]]:
-    """``{n: measure(n)}`` for each world size, and the 1-minute load average before and after
-    (a shared machine's other work shows there)."""
-    before = os.getloadavg()[0]
-    results = {n: measure(n) for n in ranks}
-    return results, (before, os.getloadavg()[0])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import numpy as np
@@ -11,10 +10,12 @@ from .. import nn
 from ..autograd import Function, Tensor
 from ..autograd import functional as F
 from ..backend import get_array_module, rng, sync, to_device
-from ..nn.module import Module
+from ..nn.module import Module, Parameter, Sequential
+from .timing import medians
 
 SPIN_S = 1e-3  # the end of a pause is spun, not slept: the kernel wakes a sleeper late
 GRADIENT_SCALE = 1e-3  # dᵢ ~ N(0, 10⁻⁶): SGD moves the parameters a little, nothing diverges
+WIDTH = 16  # features of the activation each sleeping pipeline layer passes on
 
 
 def pause(seconds: float) -> None:
@@ -26,6 +27,12 @@ def pause(seconds: float) -> None:
         time.sleep(seconds - SPIN_S)
     while time.perf_counter() < deadline:
         pass
+
+
+def clock() -> float:
+    """The time after the device's queued work is done."""
+    sync()
+    return time.perf_counter()
 
 
 class SleepLinear(Function):
@@ -48,9 +55,10 @@ class SleepLinear(Function):
 
 class StandIn(Module):
     """The MLP ``sizes``'s parameters (its shapes and initialization), moved and updated for
-    real, and a loss over a batch of row ids (B,) that sleeps ``per_row_s`` per row,
-    ``forward_share`` of it forward. The loss is linear in the parameters, L = s · Σᵢ ⟨dᵢ, pᵢ⟩
-    with fixed small dᵢ (s = 1 for the mean, the rows for the sum): every gradient is exact."""
+    real, and a loss over a batch (row ids (B,), or samples whose last array has B rows) that
+    sleeps ``per_row_s`` per row, ``forward_share`` of it forward. The loss is linear in the
+    parameters, L = s · Σᵢ ⟨dᵢ, pᵢ⟩ with fixed small dᵢ (s = 1 for the mean, the rows for the
+    sum): every gradient is exact."""
 
     def __init__(self, sizes: list[int], per_row_s: float, forward_share: float,
                  dtype=np.float32):
@@ -66,9 +74,10 @@ class StandIn(Module):
         return rows * self.per_row_s
 
     def loss(self, batch, reduction: str = "mean") -> Tensor:
-        seconds = self.compute_s(len(batch))
+        rows = count_fn(batch)
+        seconds = self.compute_s(rows)
         return SleepLinear.apply(*self.net.parameters(), directions=self._directions,
-                                 scale=float(len(batch)) if reduction == "sum" else 1.0,
+                                 scale=float(rows) if reduction == "sum" else 1.0,
                                  forward_s=self.forward_share * seconds,
                                  backward_s=(1 - self.forward_share) * seconds)
 
@@ -78,35 +87,78 @@ def loss_fn(model: StandIn, batch, reduction: str = "mean") -> Tensor:
 
 
 def count_fn(batch) -> int:
-    return len(batch)
+    return len(batch[-1] if isinstance(batch, tuple) else batch)
 
 
 def calibrate(sizes: list[int], rows: int, repeats: int = 7) -> dict:
     """Median forward and backward seconds of the real float32 MLP ``sizes`` (cross-entropy) on
-    ``rows`` random rows, in this process, after one untimed run: the stand-in's per-row time
-    and forward share."""
+    ``rows`` random rows, in this process: the stand-in's per-row time and forward share."""
     model = nn.MLP(sizes, np.random.default_rng(0), dtype=np.float32)
     gen = np.random.default_rng(1)
     x = Tensor(to_device(gen.standard_normal((rows, sizes[0])).astype(np.float32)))  # (B, D)
     y = to_device(gen.integers(0, sizes[-1], rows))  # (B,)
-    runs = []
-    for _ in range(repeats + 1):
-        for p in model.parameters():
-            p.grad = None
+
+    def run():
+        model.zero_grad()
         start = clock()
         loss = F.cross_entropy(model(x), y)
         middle = clock()
         loss.backward()
-        runs.append((middle - start, clock() - middle))
-    forward = statistics.median(f for f, _ in runs[1:])
-    backward = statistics.median(b for _, b in runs[1:])
+        return middle - start, clock() - middle
+
+    forward, backward = medians(run, repeats)
     return {"rows": rows, "forward_s": forward, "backward_s": backward,
             "per_row_s": (forward + backward) / rows,
             "forward_share": forward / (forward + backward),
             "parameters": sum(p.size for p in model.parameters())}
 
 
-def clock() -> float:
-    """The time after the device's queued work is done."""
-    sync()
-    return time.perf_counter()
+def calibrated(cfg: dict, sizes: list[int], rows: int) -> tuple[dict, dict]:
+    """``cfg`` with the stand-in of the MLP ``sizes`` calibrated at ``rows`` rows, and the
+    calibration."""
+    calib = calibrate(sizes, rows)
+    return {**cfg, "per_row_s": calib["per_row_s"],
+            "forward_share": calib["forward_share"]}, calib
+
+
+class Sleep(Function):
+    """y = w·x after sleeping ``forward_s``; the backward sleeps ``backward_s``. A sleeping rank
+    holds no core, so a schedule is timed apart from how many ranks share the machine's cores."""
+
+    @staticmethod
+    def forward(ctx, x, w, forward_s: float, backward_s: float):
+        pause(forward_s)
+        ctx.x, ctx.w, ctx.backward_s = x, w, backward_s
+        return x * w  # (rows, WIDTH)
+
+    @staticmethod
+    def backward(ctx, g):
+        pause(ctx.backward_s)
+        need_x, need_w = ctx.needs_input_grad
+        return (g * ctx.w if need_x else None,
+                (g * ctx.x).sum().reshape(ctx.w.shape) if need_w else None)
+
+
+class SleepLayer(Module):
+    """(rows, WIDTH) → (rows, WIDTH): one scalar weight, a calibrated sleep each way."""
+
+    def __init__(self, forward_s: float, backward_s: float):
+        self.weight = Parameter(np.ones(1))
+        self.forward_s, self.backward_s = forward_s, backward_s
+
+    def forward(self, x):
+        return Sleep.apply(x, self.weight, forward_s=self.forward_s, backward_s=self.backward_s)
+
+
+class SleepModel(Module):
+    """(rows, WIDTH) → (rows, WIDTH) logits through ``n_layers`` sleeping layers, the pipeline
+    layers; each sleeps ``forward_s`` and ``backward_s`` per micro-batch."""
+
+    def __init__(self, n_layers: int, forward_s: float, backward_s: float):
+        self.layers = Sequential(*[SleepLayer(forward_s, backward_s) for _ in range(n_layers)])
+
+    def pipeline_layers(self) -> list[Module]:
+        return list(self.layers)
+
+    def forward(self, x):
+        return self.layers(x)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import resource
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import backend
+from ..autograd import Tensor
 
 IDLE_POLL_S = 2e-4  # how often a rank sleeping through a one-device baseline looks for its cue
 
@@ -22,15 +22,24 @@ def on_host() -> None:
 @dataclass
 class Timed:
     """One contender's work, and the wait that ends it: a GPU runs kernels asynchronously, so
-    the clock is read after the wait (CuPy's stream sync, ``torch.cuda.synchronize``)."""
+    the clock is read after the wait (CuPy's stream sync by default, ``torch.cuda.synchronize``)."""
 
     run: Callable[[], object]
-    sync: Callable[[], None]
+    sync: Callable[[], None] = backend.sync
 
     def __call__(self):
         out = self.run()
         self.sync()
         return out
+
+
+class Alone(Timed):
+    """A one-device baseline among ranks: rank 0's work, which the others sleep through."""
+
+
+def stepping(strategy, batch) -> Timed:
+    """A strategy's step on ``batch``."""
+    return Timed(lambda: strategy.step(batch))
 
 
 def fresh(model, x, backward) -> Timed:
@@ -43,45 +52,52 @@ def fresh(model, x, backward) -> Timed:
             leaf.grad = None
         backward()
 
-    return Timed(run, backend.sync)
+    return Timed(run)
 
 
-class Alone(Timed):
-    """A one-device baseline among ranks: rank 0's work, which the others sleep through."""
+def accumulated(model, optimizer, loss_fn, parts: list, units: int) -> Timed:
+    """One device's step on the ``parts`` of a batch of ``units`` units: each part's summed
+    loss backward, the gradients scaled by 1/units, one update. A data-parallel rank's share or
+    a pipeline's micro-batches, without their messages."""
+    params = model.parameters()
+
+    def step():
+        optimizer.zero_grad()
+        for part in parts:
+            loss = loss_fn(model, part, reduction="sum")
+            loss.backward()
+        loss.item()  # the host reads the loss, as a strategy's step does
+        for p in params:
+            p.grad *= 1.0 / units
+        optimizer.step()
+
+    return Timed(step)
 
 
-@dataclass
-class Samples:
-    """One contender's timed turns: the seconds and the minor page faults of each."""
-
-    seconds: list[float] = field(default_factory=list)
-    faults: list[int] = field(default_factory=list)
-
-    def median_ms(self) -> float:
-        return 1e3 * statistics.median(self.seconds)
-
-    def median_faults(self) -> float:
-        return statistics.median(self.faults)
+def medians(run, repeats: int) -> list[float]:
+    """The median of each of the seconds ``run()`` returns, over ``repeats`` calls after one
+    untimed call."""
+    runs = [run() for _ in range(repeats + 1)][1:]
+    return [statistics.median(column) for column in zip(*runs)]
 
 
 def interleaved(contenders: dict[str, Timed], repeats: int, warmup: int,
-                start=lambda: None) -> dict[str, Samples]:
-    """Each contender timed ``repeats`` times after ``warmup`` untimed rounds, round-robin with
-    a rotating first turn; ``start()`` runs untimed before every turn."""
+                start=lambda: None) -> dict[str, list[float]]:
+    """Each contender's seconds in ``repeats`` turns after ``warmup`` untimed rounds, round-robin
+    with a rotating first turn; ``start()`` runs untimed before every turn."""
     items = list(contenders.items())
     for _ in range(warmup):
         for _, timed in items:
             start()
             timed()
-    samples = {name: Samples() for name, _ in items}
+    samples = {name: [] for name, _ in items}
     for r in range(repeats):
         k = r % len(items)
         for name, timed in items[k:] + items[:k]:
             start()
-            faults, begin = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+            begin = time.perf_counter()
             timed()
-            samples[name].seconds.append(time.perf_counter() - begin)
-            samples[name].faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
+            samples[name].append(time.perf_counter() - begin)
     return samples
 
 
@@ -119,12 +135,29 @@ def alone(step: Timed, comm) -> Alone:
     return Alone(run, on_host)
 
 
-def turns(comm, contenders: dict[str, Timed], repeats: int, warmup: int) -> dict:
+def turns(comm, contenders: dict[str, Timed], cfg: dict) -> dict:
     """Median and samples of the slowest rank's seconds per step of each contender, taking turns
-    from a barrier; an :class:`Alone` baseline counts rank 0's time."""
-    samples = interleaved(contenders, repeats, warmup, start=lambda: sync(comm))
-    mine = [[0.0] * repeats if isinstance(contenders[name], Alone) and comm.rank else s.seconds
-            for name, s in samples.items()]
-    worst = slowest(comm, mine)  # (C, R)
+    from a barrier, ``cfg["repeats"]`` after ``cfg["warmup"]``; an :class:`Alone` baseline
+    counts rank 0's time."""
+    samples = interleaved(contenders, cfg["repeats"], cfg["warmup"], start=lambda: sync(comm))
+    worst = slowest(comm, [[0.0] * cfg["repeats"] if isinstance(contenders[name], Alone)
+                           and comm.rank else s for name, s in samples.items()])  # (C, R)
     return {name: {"median_s": float(np.median(worst[i])), "samples_s": worst[i].tolist()}
             for i, name in enumerate(samples)}
+
+
+def against_one_device(comm, one, split, x_host, backward, cfg: dict) -> tuple[dict, list]:
+    """``backward(model, x)`` of the single-device ``one`` on rank 0 alone and of its ``split``
+    over every rank, in turns, each on its own copy of the host input as a leaf that needs its
+    gradient: the timings ("alone", "split") and the two inputs."""
+    xs = [Tensor(backend.to_device(x_host), requires_grad=True) for _ in range(2)]
+    one_step, split_step = (fresh(m, x, lambda m=m, x=x: backward(m, x))
+                            for m, x in zip((one, split), xs))
+    return turns(comm, {"alone": alone(one_step, comm), "split": split_step}, cfg), xs
+
+
+def speedup(timed: dict, name: str) -> dict:
+    """The medians (ms) of :func:`against_one_device`, the split's as ``name``'s, and the
+    speed-up."""
+    one, split = timed["alone"]["median_s"], timed["split"]["median_s"]
+    return {"alone_ms": 1e3 * one, f"{name}_ms": 1e3 * split, "speedup": one / split}

@@ -122,6 +122,12 @@ def load_from(model: nn.Module, source) -> nn.Module:
     return model
 
 
+def twin_of(source, twin: nn.Module, device: str) -> nn.Module:
+    """``twin`` on the device the twins of scratchpar's ``device`` use, with ``source``'s
+    weights."""
+    return load_from(twin.to(device_for(device)), source)
+
+
 def grads_as_numpy(model: nn.Module) -> dict[str, np.ndarray]:
     """Name → gradient on the host, in scratchpar's layout (Linear weights transposed back to
     (in, out))."""

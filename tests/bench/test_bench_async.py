@@ -9,7 +9,7 @@ import statistics
 import pytest
 from bench_helpers import run_quick, table_rows
 
-from scratchpar.bench.asynchronous import report as async_report
+from scratchpar.bench.asynchronous import driver as async_report
 from scratchpar.bench.asynchronous.driver import MLP, processes
 
 PROBLEMS = ["sparse-logreg", "matrix-factorization", "dense-mlp"]

@@ -11,7 +11,7 @@ from bench_helpers import run_quick, table_rows
 
 from scratchpar import nn
 from scratchpar.bench.zero import driver as zero
-from scratchpar.bench.zero.report import CONTENDERS, LABELS
+from scratchpar.bench.zero.driver import CONTENDERS, LABELS
 from scratchpar.bench.zero.worker import gpt_parameters, largest
 
 PNG = b"\x89PNG\r\n\x1a\n"

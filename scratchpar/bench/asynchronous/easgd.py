@@ -7,8 +7,9 @@ import time
 
 from ... import optim
 from ...parallel import AsyncEASGD, AsyncParameterServer, RoundRobinEASGD
+from .. import standin
 from ..standin import StandIn
-from .problems import dataset, evaluate, flat, held_out, rows, task, timed_run
+from .problems import curve, dataset, flat, held_out, rows, snapshot_run, task
 
 
 def build(method: str, t, cfg: dict, tau: int, comm):
@@ -23,38 +24,33 @@ def build(method: str, t, cfg: dict, tau: int, comm):
                                 comm, n_push=tau, n_fetch=tau)
 
 
-def tau_run(method: str, tau: int, t, batches: list, held: list, cfg: dict, comm) -> dict | None:
-    """``steps`` steps on every rank, back to back; rank 0 copies the master's parameters
-    (EASGD's centre, the server's) every few steps and after the shutdown, and returns
-    [steps, held-out loss] points and the exchanges it served."""
-    strategy = build(method, t, cfg, tau, comm)
-
-    def copy(step: int, _=None):
-        strategy.gather_model()
-        return step, flat(t.model.parameters())
-
-    start, snapshots = timed_run(comm, strategy.step, batches,
-                                 max(1, len(batches) // cfg["snapshots"]), copy)
-    report = strategy.shutdown()
-    seconds = time.perf_counter() - start
-    exchanges = strategy.exchanges if method == "easgd" else report and report["pushes"]
-    snapshots += [copy(len(batches))] if comm.rank == 0 else []
-    strategy.close()
-    return None if comm.rank else {"seconds": seconds, "exchanges": exchanges, "curve": [
-        [k, evaluate(t, s, held)] for k, s in snapshots]}
-
-
 def tau_part(comm, cfg: dict) -> dict:
     """Both methods at each τ on the same global batches (W·b rows, worker i's rows i·b …),
-    each from the same fresh model: rank 0 returns the runs keyed "easgd τ" and "downpour τ"."""
+    each from the same fresh model, ``steps`` steps on every rank, back to back; rank 0 copies
+    the master's parameters (EASGD's centre, the server's) every few steps and after the
+    shutdown, and returns the runs keyed "easgd τ" and "downpour τ": [steps, held-out loss]
+    points, and the exchanges the master served."""
     pcfg = cfg["problem"]
     data = dataset(pcfg["name"], pcfg)
     width = (comm.size - 1) * cfg["batch"]
     batches = [rows(data.batch(k, width), 0, width) for k in range(cfg["steps"])]
-    held = held_out(data, cfg)
-    runs = {f"{method} {tau}": tau_run(method, tau, task(pcfg["name"], pcfg, data), batches,
-                                       held, cfg, comm)
-            for tau in cfg["taus"] for method in ("easgd", "downpour")}
+    held, runs = held_out(data, cfg), {}
+    for tau in cfg["taus"]:
+        for method in ("easgd", "downpour"):
+            t = task(pcfg["name"], pcfg, data)
+            strategy = build(method, t, cfg, tau, comm)
+
+            def read(strategy=strategy, t=t):
+                strategy.gather_model()
+                return flat(t.model.parameters())
+
+            run = snapshot_run(comm, strategy, batches, cfg["snapshots"], read)
+            if comm.rank == 0:
+                run = curve(t, run, held)
+                runs[f"{method} {tau}"] = {
+                    "seconds": run["seconds"], "curve": [[k, loss] for _, k, loss in run["curve"]],
+                    "exchanges": strategy.exchanges if method == "easgd" else
+                    run["report"] and run["report"]["pushes"]}
     return {"runs": runs, "floor": data.entropy_floor(), "workers": comm.size - 1}
 
 
@@ -104,14 +100,10 @@ def rr_run(comm, compute: str, batches: list, cfg: dict) -> dict | None:
         t = task(pcfg["name"], pcfg, dataset(pcfg["name"], pcfg))
         model, loss_fn = t.model, t.loss
     else:  # a sleep of the MLP's time on the batch's rows
-        sizes = [pcfg["n_features"], *pcfg["hidden"], pcfg["n_classes"]]
-        model = StandIn(sizes, cfg["per_row_s"], cfg["forward_share"])
-
-        def loss_fn(model, batch, reduction: str = "mean"):
-            return model.loss(batch[-1], reduction)
-
+        model, loss_fn = StandIn([pcfg["n_features"], *pcfg["hidden"], pcfg["n_classes"]],
+                                 cfg["per_row_s"], cfg["forward_share"]), standin.loss_fn
     strategy = TimedRoundRobin(model, optim.SGD(model.parameters(), cfg["lr"]), loss_fn,
-                               lambda batch: len(batch[-1]), comm, rho=cfg["rho"])
+                               standin.count_fn, comm, rho=cfg["rho"])
     comm.barrier()
     start = time.perf_counter()
     for batch in batches:

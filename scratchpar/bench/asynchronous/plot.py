@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ...trace.figure import pyplot
-from ..harness import finish
+from ..harness import finish, stacked
 
 
 def plot_speedup(rows: list[dict], collisions: list[dict], target: float, out_path: str) -> str:
@@ -13,8 +13,7 @@ def plot_speedup(rows: list[dict], collisions: list[dict], target: float, out_pa
     problem (Hogwild as lines, over the plain serial loop faint, the locked variant as
     crosses), the ideal P dashed and the target dotted. Right: the share of colliding writes
     and of colliding coordinates per problem and P."""
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, right) = pyplot().subplots(1, 2, figsize=(12, 4.5))
     problems = list(dict.fromkeys(r["problem"] for r in rows))
     for i, problem in enumerate(problems):
         mine = [r for r in rows if r["problem"] == problem]
@@ -30,21 +29,17 @@ def plot_speedup(rows: list[dict], collisions: list[dict], target: float, out_pa
     top = max(r["processes"] for r in rows)
     left.plot([1, top], [1, top], "--", color="0.5", lw=1, label="ideal: P×")
     left.axhline(target, color="C3", ls=":", lw=1, label=f"target {target}× at P = 2 (sparse)")
-    left.set_xlabel("processes P")
-    left.set_xticks(sorted({r["processes"] for r in rows}))
-    left.set_ylabel("speed-up over Hogwild ×1 = serial SGD (same updates)")
-    left.set_ylim(bottom=0)
-    left.set_title("Hogwild's speed-up, updates per second")
+    left.set(xlabel="processes P", xticks=sorted({r["processes"] for r in rows}), ylim=(0, None),
+             ylabel="speed-up over Hogwild ×1 = serial SGD (same updates)",
+             title="Hogwild's speed-up, updates per second")
     labels = [f"{c['problem']}\nP = {c['processes']}" for c in collisions]
     x = range(len(collisions))
     right.bar([i - 0.2 for i in x], [c["colliding"] for c in collisions], 0.4, color="C0",
               label="writes with a colliding row")
     right.bar([i + 0.2 for i in x], [c["colliding_coordinates"] for c in collisions], 0.4,
               color="C1", label="coordinates in colliding rows")
-    right.set_xticks(list(x))
-    right.set_xticklabels(labels, fontsize=8)
-    right.set_ylim(0, 1)
-    right.set_ylabel("share")
+    right.set_xticks(list(x), labels, fontsize=8)
+    right.set(ylim=(0, 1), ylabel="share")
     right.set_title("colliding writes (another worker wrote a row between read and write)",
                     fontsize=10)
     left.legend(frameon=False, fontsize=7, loc="upper left")
@@ -55,8 +50,7 @@ def plot_speedup(rows: list[dict], collisions: list[dict], target: float, out_pa
 def plot_hogwild_loss(curves: dict, floors: dict, levels: dict, out_path: str) -> str:
     """One panel per problem: held-out loss of θ against wall-clock seconds, one line per
     contender; the problem's floor dashed and the target loss dotted."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 4), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(curves), figsize=(5 * len(curves), 4), squeeze=False)
     for ax, (problem, runs) in zip(axes[0], curves.items()):
         for i, (name, points) in enumerate(runs.items()):
             ax.plot(*zip(*points), "-" if name.startswith(("serial", "hog")) else "--",
@@ -65,8 +59,7 @@ def plot_hogwild_loss(curves: dict, floors: dict, levels: dict, out_path: str) -
         if floors[problem] is not None:
             ax.axhline(floors[problem], color="k", ls="--", lw=1,
                        label=f"floor {floors[problem]:.3f}")
-        ax.set_title(problem)
-        ax.set_xlabel("wall-clock seconds")
+        ax.set(title=problem, xlabel="wall-clock seconds")
     axes[0, 0].set_ylabel("held-out loss per sample")
     fig.suptitle("held-out loss of θ against wall-clock: serial SGD, Hogwild, locked "
                  "(the same updates)", fontsize=10)
@@ -76,9 +69,8 @@ def plot_hogwild_loss(curves: dict, floors: dict, levels: dict, out_path: str) -
 def plot_easgd_tau(runs: dict, taus: list[int], floor: float, out_path: str) -> str:
     """One panel per τ: held-out loss of the master's parameters against steps, EASGD and
     Downpour (log scale: Downpour's blow-ups are orders of magnitude)."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(taus), figsize=(3.6 * len(taus) + 1, 3.8), sharey=True,
-                             squeeze=False)
+    fig, axes = pyplot().subplots(1, len(taus), figsize=(3.6 * len(taus) + 1, 3.8), sharey=True,
+                                  squeeze=False)
     for ax, tau in zip(axes[0], taus):
         for i, (method, label) in enumerate((("easgd", "EASGD"), ("downpour", "Downpour"))):
             points = [(k, loss if math.isfinite(loss) else float("nan"))
@@ -86,9 +78,7 @@ def plot_easgd_tau(runs: dict, taus: list[int], floor: float, out_path: str) -> 
             ax.plot(*zip(*points), "o-", color=f"C{i}", ms=3, label=label)
         if floor > 0:
             ax.axhline(floor, color="k", ls="--", lw=1, label=f"floor {floor:.3f}")
-        ax.set_yscale("log")
-        ax.set_title(f"τ = {tau}")
-        ax.set_xlabel("steps per worker")
+        ax.set(yscale="log", title=f"τ = {tau}", xlabel="steps per worker")
     axes[0, 0].set_ylabel("held-out loss (master's parameters)")
     axes[0, 0].legend(frameon=False, fontsize=8)
     fig.suptitle("asynchronous EASGD against Downpour as the communication period τ grows "
@@ -99,26 +89,18 @@ def plot_easgd_tau(runs: dict, taus: list[int], floor: float, out_path: str) -> 
 def plot_round_robin(rows: list[dict], out_path: str) -> str:
     """Left: the master's wall time per run as stacked shares (pack, update, wait, other).
     Right: steps per second against the workers G, real compute and stand-in."""
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-    labels = [f"G = {r['workers']}\n{r['compute']}" for r in rows]
-    bottom = [0.0] * len(rows)
-    for i, (key, name) in enumerate((("pack", "pack (busy)"), ("update", "eq. 4 update (busy)"),
-                                     ("wait", "wait for the worker"), ("other", "other"))):
-        values = [max(r[key], 0.0) for r in rows]
-        left.bar(labels, values, 0.6, bottom=bottom, color=f"C{i}", label=name)
-        bottom = [b + v for b, v in zip(bottom, values)]
-    left.set_ylim(0, 1)
-    left.set_ylabel("share of the master's wall time")
-    left.set_title("round-robin EASGD: where the master's time goes")
+    fig, (left, right) = pyplot().subplots(1, 2, figsize=(12, 4.2))
+    stacked(left, [f"G = {r['workers']}\n{r['compute']}" for r in rows],
+            [(name, f"C{i}", [max(r[key], 0.0) for r in rows]) for i, (key, name) in enumerate(
+                (("pack", "pack (busy)"), ("update", "eq. 4 update (busy)"),
+                 ("wait", "wait for the worker"), ("other", "other")))], 0.6)
+    left.set(ylim=(0, 1), ylabel="share of the master's wall time",
+             title="round-robin EASGD: where the master's time goes")
     for i, compute in enumerate(("real", "stand-in")):
         points = sorted((r["workers"], r["steps_per_s"]) for r in rows if r["compute"] == compute)
         if points:
             right.plot(*zip(*points), "o-" if compute == "stand-in" else "s", ms=8,
                        color=f"C{i}", label=f"{compute} compute")
-    right.set_xlabel("workers G")
-    right.set_xticks(sorted({r["workers"] for r in rows}))
-    right.set_ylabel("steps per second")
-    right.set_ylim(bottom=0)
-    right.set_title("throughput: one worker computes at a time")
+    right.set(xlabel="workers G", xticks=sorted({r["workers"] for r in rows}), ylim=(0, None),
+              ylabel="steps per second", title="throughput: one worker computes at a time")
     return finish(fig, out_path, (left, right), axis="y")

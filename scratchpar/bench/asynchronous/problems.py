@@ -59,17 +59,34 @@ def flat(params) -> np.ndarray:
     return np.concatenate([to_host(p.data).reshape(-1) for p in params])
 
 
-def timed_run(comm, step, batches: list, every: int, copy) -> tuple[float, list]:
-    """``step(batch)`` over ``batches`` from a barrier; rank 0 takes ``copy(k, seconds)`` at the
-    start and after every ``every`` steps: the clock at the start, and rank 0's copies."""
+def snapshot_run(comm, strategy, batches: list, snapshots: int, read) -> dict | None:
+    """``strategy.step`` over ``batches`` on every rank of ``comm`` from a barrier, then its
+    shutdown and close. Rank 0 copies the parameters ``read()`` (a host vector (K,)) at the
+    start, ``snapshots`` times in the run and after the shutdown, racing any writers as every
+    reader does, and returns the run: each rank's seconds, the shutdown's report and the
+    copies (seconds, steps, θ)."""
+    every = max(1, len(batches) // snapshots)
     comm.barrier()
     start = time.perf_counter()
-    copies = [copy(0, 0.0)] if comm.rank == 0 else []
+    copies = [(0.0, 0, read())] if comm.rank == 0 else []
     for k, batch in enumerate(batches):
-        step(batch)
+        strategy.step(batch)
         if comm.rank == 0 and (k + 1) % every == 0:
-            copies.append(copy(k + 1, time.perf_counter() - start))
-    return start, copies
+            copies.append((time.perf_counter() - start, k + 1, read()))
+    per_rank = comm.allgather_obj(time.perf_counter() - start, "a run's seconds")
+    report = strategy.shutdown()
+    copies += [(max(per_rank), len(batches), read())] if comm.rank == 0 else []
+    strategy.close()
+    return None if comm.rank else {"seconds": max(per_rank), "per_rank_s": per_rank,
+                                   "steps": len(batches), "report": report, "snapshots": copies}
+
+
+def curve(t: Task, run: dict, batches: list[tuple], per_step: int = 1) -> dict:
+    """A run with its copies replaced by the held-out loss of each, [seconds, updates, loss],
+    at ``per_step`` updates a step."""
+    points = [[s, k * per_step, evaluate(t, theta, batches)] for s, k, theta in run["snapshots"]]
+    return {**{k: v for k, v in run.items() if k != "snapshots"}, "curve": points,
+            "updates": run["steps"] * per_step}
 
 
 def evaluate(t: Task, snapshot: np.ndarray, batches: list[tuple]) -> float:

@@ -1,11 +1,20 @@
-"""The branches benchmark: one MPI job per world size, then the tables."""
+"""The branches benchmark: a Towers step alone on rank 0 and split by branch, per world size."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from ... import backend
+from ...autograd import Tensor
+from ...autograd import functional as F
+from ...autograd.held import graph_bytes
 from ...comm.chunks import counts
+from ...nn import Towers
+from ...parallel import ParallelBranches
 from ..harness import Benchmark, describe, ints, machine
-from ..mpijob import job, per_world_size
+from ..mpijob import job
 from ..table import table
+from ..timing import against_one_device, speedup
 
 CONFIG = {"features": 512, "sizes": [768, 768], "k": 4, "classes": 10, "batch": 256,
           "warmup": 2, "repeats": 30}
@@ -14,10 +23,33 @@ QUICK = {"features": 16, "sizes": [32, 16], "k": 3, "classes": 4, "batch": 8, "w
 FLOAT32 = 4
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=ints, default=[1, 2],
-                        help="comma-separated world sizes (default 1,2); each job also times "
-                             "one device, rank 0 alone")
+def towers(cfg: dict) -> Towers:
+    """The same float32 Towers on every rank and for every contender (seed 0)."""
+    return Towers(cfg["features"], cfg["sizes"], cfg["k"], cfg["classes"],
+                  np.random.default_rng(0), dtype=np.float32)
+
+
+def holdings(model, x: Tensor, y) -> dict:
+    """What this rank holds for ``model``: parameter bytes, and the bytes one forward's graph
+    keeps (the input included), with that forward's loss."""
+    params = model.parameters()
+    loss = F.cross_entropy(model(x), y)
+    return {"param_bytes": int(sum(p.data.nbytes for p in params)),
+            "activation_bytes": graph_bytes(loss, params), "loss": float(loss.item())}
+
+
+def measure_ranks(comm, cfg: dict) -> dict:
+    """One rank of the job: the single-device model alone on rank 0 and ``ParallelBranches``
+    over every rank, forward and backward in turns on the same batch; then what each holds."""
+    gen = np.random.default_rng(1)
+    x = gen.standard_normal((cfg["batch"], cfg["features"])).astype(np.float32)  # (B, F)
+    y = backend.to_device(gen.integers(0, cfg["classes"], cfg["batch"]))  # (B,)
+    one, split = towers(cfg), ParallelBranches(towers(cfg), comm)  # the whole model is freed
+    timed, (x_one, x_split) = against_one_device(
+        comm, one, split, x, lambda m, x: F.cross_entropy(m(x), y).backward(), cfg)
+    mine = {"towers": len(split.towers), **holdings(split, x_split, y)}
+    return {"timed": timed, "one_device": holdings(one, x_one, y),
+            "per_rank": comm.allgather_obj(mine, "branches holdings")}
 
 
 def param_formula(cfg: dict, towers: int) -> int:
@@ -28,42 +60,24 @@ def param_formula(cfg: dict, towers: int) -> int:
     return FLOAT32 * (towers * tower + head)
 
 
-def timing_rows(results: dict, cfg: dict) -> list[dict]:
-    """Per world size: both medians, the speed-up, and the ideal one if the head cost nothing
-    (k over the most towers a rank holds)."""
-    rows = []
-    for n, r in results.items():
-        alone, split = r["timed"]["alone"]["median_s"], r["timed"]["branches"]["median_s"]
-        rows.append({"ranks": n, "towers_per_rank": "/".join(map(str, counts(cfg["k"], n))),
-                     "alone_ms": 1e3 * alone, "branches_ms": 1e3 * split,
-                     "speedup": alone / split, "ideal": cfg["k"] / max(counts(cfg["k"], n))})
-    return rows
-
-
-def memory_rows(results: dict, cfg: dict) -> list[dict]:
-    """Per rank of each world size: parameter and activation bytes against one device's."""
-    rows = []
-    for n, r in results.items():
-        one = r["one_device"]
-        for rank, mine in enumerate(r["per_rank"]):
-            rows.append({"ranks": n, "rank": rank, "towers": mine["towers"],
-                         "param_bytes": mine["param_bytes"],
-                         "param_formula": param_formula(cfg, mine["towers"]),
-                         "param_share": mine["param_bytes"] / one["param_bytes"],
-                         "activation_bytes": mine["activation_bytes"],
-                         "activation_share": mine["activation_bytes"] / one["activation_bytes"],
-                         "loss_diff": f"{abs(mine['loss'] - one['loss']):.1e}"})
-    return rows
-
-
 def measure(args) -> dict:
     cfg = QUICK if args.quick else CONFIG
-    results, load = per_world_size(
-        args.ranks, lambda n: job(n, "scratchpar.bench.branches.worker:measure", cfg, args.device))
+    results = {n: job(n, "scratchpar.bench.branches.driver:measure_ranks", cfg, args.device)
+               for n in args.ranks}
     one = next(iter(results.values()))["one_device"]
-    timing, memory = timing_rows(results, cfg), memory_rows(results, cfg)
+    timing = [{"ranks": n, "towers_per_rank": "/".join(map(str, counts(cfg["k"], n))),
+               **speedup(r["timed"], "branches"), "ideal": cfg["k"] / max(counts(cfg["k"], n))}
+              for n, r in results.items()]  # ideal: if the head cost nothing
+    memory = [{"ranks": n, "rank": rank, "towers": mine["towers"],
+               "param_bytes": mine["param_bytes"],
+               "param_formula": param_formula(cfg, mine["towers"]),
+               "param_share": mine["param_bytes"] / one["param_bytes"],
+               "activation_bytes": mine["activation_bytes"],
+               "activation_share": mine["activation_bytes"] / one["activation_bytes"],
+               "loss_diff": f"{abs(mine['loss'] - one['loss']):.1e}"}
+              for n, r in results.items() for rank, mine in enumerate(r["per_rank"])]
     widths = "→".join(map(str, [cfg["features"], *cfg["sizes"]]))
-    print(f"branches benchmark on {describe(args.device)}, {machine(load)}: Towers ({cfg['k']} "
+    print(f"branches benchmark on {describe(args.device)}, {machine(args)}: Towers ({cfg['k']} "
           f"towers {widths}, joined {cfg['k'] * cfg['sizes'][-1]} → head {cfg['classes']}), "
           f"batch {cfg['batch']}, float32; forward + backward, median of {cfg['repeats']} after "
           f"{cfg['warmup']} warm-up")
@@ -77,8 +91,12 @@ def measure(args) -> dict:
                  "activation B": "activation_bytes", "× one ": "activation_share",
                  "|loss − one device's|": "loss_diff"}))
     return {"config": cfg, "ranks": args.ranks, "timing": timing, "memory": memory,
-            "one_device": one, "load": list(load)}
+            "one_device": one}
 
 
 BENCHMARK = Benchmark("model parallelism over branches: a Towers step split over the ranks "
-                      "against one device", "a tiny Towers", measure, add_arguments)
+                      "against one device", "a tiny Towers", measure,
+                      lambda parser: parser.add_argument(
+                          "--ranks", type=ints, default=[1, 2],
+                          help="comma-separated world sizes (default 1,2); each job also times "
+                               "one device, rank 0 alone"))

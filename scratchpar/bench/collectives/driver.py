@@ -8,8 +8,9 @@ import time
 import numpy as np
 
 from ..harness import Benchmark, describe, ints, judged, machine, staging
-from ..mpijob import job, per_world_size
+from ..mpijob import job
 from ..table import table
+from ..timing import medians
 from .report import algbw, busbw, crossovers, fits, human, targets
 
 KIB, MIB = 1024, 1024 * 1024
@@ -40,7 +41,6 @@ def add_arguments(parser) -> None:
                        help="comma-separated buffer sizes, e.g. 4K,1M,64M")
     sizes.add_argument("--max-size", type=byte_size, default=64 * MIB,
                        help="sizes 4 KiB, 16 KiB, … ×4 up to this (default 64M)")
-    parser.add_argument("--repeats", type=int, default=15, help="timed blocks per contender")
 
 
 def plan(args) -> tuple[list[int], list[int], int, float]:
@@ -56,19 +56,20 @@ def plan(args) -> tuple[list[int], list[int], int, float]:
         sizes = [4 * KIB * 4 ** k for k in range(12) if 4 * KIB * 4 ** k <= args.max_size]
     if not sizes:
         raise SystemExit("--max-size: the smallest size is 4K")
-    return (ranks, sizes, 2, 0.001) if args.quick else (ranks, sizes, args.repeats, 0.01)
+    return (ranks, sizes, 2, 0.001) if args.quick else (ranks, sizes, 15, 0.01)
 
 
 def memcpy_seconds(nbytes: int, repeats: int) -> float:
     """Median seconds of one np.copyto of ``nbytes`` in this (single) process."""
     src = np.ones(nbytes // 4, dtype=np.float32)  # (N/4,)
     dst = np.zeros_like(src)
-    times = []
-    for _ in range(repeats + 1):
+
+    def copy():
         start = time.perf_counter()
         np.copyto(dst, src)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times[1:]))
+        return (time.perf_counter() - start,)
+
+    return medians(copy, repeats)[0]
 
 
 def measure_world(n: int, cfg: dict, device: str) -> dict:
@@ -76,7 +77,7 @@ def measure_world(n: int, cfg: dict, device: str) -> dict:
     "pingpong": {…}, "copies": {…} (on a device), "cuda_aware": bool}``."""
     merged = {"times": {}, "raw": {}, "pingpong": None, "copies": None}
     for i, (contenders, env, mpi_name) in enumerate(JOBS):
-        result = job(n, "scratchpar.bench.collectives.worker:measure",
+        result = job(n, "scratchpar.bench.collectives.worker:measure_ranks",
                      {**cfg, "contenders": contenders, "pingpong": i == 0}, device, env)
         for size, per in result["sizes"].items():
             for name, numbers in per.items():
@@ -122,9 +123,9 @@ def measure(args) -> dict:
           + "; time = slowest rank")
     memcpy_s = memcpy_seconds(MEMCPY_BYTES, repeats)
     cfg = {"sizes": sizes, "repeats": repeats, "block_s": block_s}
-    results, load = per_world_size(ranks, lambda n: measure_world(n, cfg, args.device))
+    results = {n: measure_world(n, cfg, args.device) for n in ranks}
     cuda_aware = results[ranks[0]]["cuda_aware"]
-    print(f"buffers: {staging(args.device, cuda_aware)}\n{machine(load)}")
+    print(f"buffers: {staging(args.device, cuda_aware)}\n{machine(args)}")
     rows = timing_rows(results, sizes)
     print(table("all-reduce per size (docs/collectives.md, Algorithm bandwidth and bus "
                 "bandwidth)", rows, {"n": "n", "size": "size", "algorithm": "algorithm",
@@ -148,7 +149,7 @@ def measure(args) -> dict:
     print(table("targets (docs/collectives.md, Measured)", verdicts, {
         "target": "target", "measured": "measured", "at": "at", "verdict": "verdict"}))
     return {"cuda_aware": cuda_aware, "world_sizes": ranks, "sizes": sizes, "repeats": repeats,
-            "load": load, "block_seconds": block_s,
+            "block_seconds": block_s,
             "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
             "per_world_size": {str(n): {"raw": res["raw"], "pingpong": res["pingpong"],
                                         "copies": res["copies"]} for n, res in results.items()},

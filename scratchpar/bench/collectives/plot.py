@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...trace.figure import pyplot, save
+from ...trace.figure import pyplot
+from ..harness import finish
 from .report import BUSBW_OF_MEMCPY, human
 
 LINES = [  # (algorithm in the benchmark's table, legend label, matplotlib style)
@@ -45,8 +46,7 @@ def plot_collectives(path: str | Path, out: str | Path) -> Path:
     world_sizes = sorted({n for n, _ in rows})
     if not world_sizes:
         raise ValueError(f"{path} holds no table rows")
-    fig, axes = plt.subplots(2, len(world_sizes), figsize=(11, 7.5), dpi=120, sharex=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(2, len(world_sizes), figsize=(11, 7.5), sharex=True, squeeze=False)
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     for col, n in enumerate(world_sizes):
         ratio, bw = axes[0, col], axes[1, col]
@@ -65,21 +65,17 @@ def plot_collectives(path: str | Path, out: str | Path) -> Path:
                    label=f"memcpy, 1 process ({memcpy_gbs:.1f} GB/s)")
         bw.axhline(BUSBW_OF_MEMCPY * memcpy_gbs, color="k", ls=":", lw=1,
                    label=f"target: {BUSBW_OF_MEMCPY:g} × memcpy")
-        ratio.set_title(f"n = {n} ranks")
         ratio.set_yscale("log", base=2)
-        ratio.set_ylabel("time / MPI_Allreduce default\n(lower is better)")
-        bw.set_yscale("log")
-        bw.set_ylabel("bus bandwidth, GB/s\n(higher is better)")
-        bw.set_xlabel("message size (float32 sum all-reduce)")
+        ratio.set(title=f"n = {n} ranks", ylabel="time / MPI_Allreduce default\n(lower is better)")
+        bw.set(yscale="log", ylabel="bus bandwidth, GB/s\n(higher is better)",
+               xlabel="message size (float32 sum all-reduce)")
         bw.set_xscale("log", base=2)
         bw.set_xticks(sizes, [human(s) for s in sizes], rotation=45)
         for ax in (ratio, bw):
             ax.yaxis.set_major_locator(LogLocator(base=ax.yaxis.get_transform().base))
             ax.yaxis.set_major_formatter(plain)
             ax.minorticks_off()
-            ax.grid(alpha=0.3)
     handles = {label: h for ax in axes[:, 0] for h, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=9)
     fig.suptitle("Hand-written all-reduce vs MPICH's MPI_Allreduce (one machine)")
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
-    return save(fig, out)
+    return Path(finish(fig, out, axes.ravel(), legend=False, rect=(0, 0.09, 1, 1)))

@@ -7,8 +7,8 @@ import os
 import statistics
 import tempfile
 
-from ..harness import Benchmark, describe, ints, staging
-from ..mpijob import job, per_world_size
+from ..harness import Benchmark, describe, ints, machine, staging
+from ..mpijob import job
 from ..table import table
 from .report import focus_rows, jobs, layers, targets, throughput_rows
 
@@ -19,15 +19,13 @@ CONFIGS = {"compute": {"sizes": [256, 512, 512, 10], "per_rank": [32, 64, 128, 2
 QUICK_CONFIGS = {"compute": {"sizes": [32, 64, 64, 10], "per_rank": [4, 8], "target": 8},
                  "wide": {"sizes": [64, 256, 256, 10], "per_rank": [2]},
                  "deep": {"sizes": [8] * 6 + [4], "per_rank": [2]}}
+TIMING, QUICK_TIMING = {"repeats": 20, "warmup": 3}, {"repeats": 3, "warmup": 1}
 JOB_ENV = {"GLOO_SOCKET_IFNAME": "lo"}  # gloo's connections between ranks stay on loopback
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=ints,
-                        help="comma-separated world sizes (default 2,4; --quick: 2); each job "
-                             "also times one device, rank 0 alone")
-    parser.add_argument("--repeats", type=int, default=20, help="timed steps per contender")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per contender first")
+    parser.add_argument("--ranks", type=ints, help="comma-separated world sizes (default 2,4; "
+                        "--quick: 2); each job also times one device, rank 0 alone")
     parser.add_argument("--rounds", type=int, default=2,
                         help="run the world sizes this many times in turn, pooling the samples "
                              "(load that comes and goes then weighs on every world size)")
@@ -51,9 +49,8 @@ def pool(rounds: list[dict]) -> dict:
 
 
 def measure(args) -> dict:
-    configs = QUICK_CONFIGS if args.quick else CONFIGS
-    repeats, warmup, rounds = (3, 1, 1) if args.quick else (args.repeats, args.warmup,
-                                                            args.rounds)
+    configs, timing = (QUICK_CONFIGS, QUICK_TIMING) if args.quick else (CONFIGS, TIMING)
+    rounds = 1 if args.quick else args.rounds
     ranks = sorted(set(args.ranks or ([2] if args.quick else [2, 4])))
     if ranks[0] < 1 or rounds < 1:
         raise SystemExit(f"--ranks and --rounds must be positive, got {ranks} and {rounds}")
@@ -63,25 +60,22 @@ def measure(args) -> dict:
                       f"{'/'.join(map(str, c['per_rank']))} samples per rank"
                       for name, c in configs.items())
           + f"; world sizes {ranks}; weak scaling: the global batch is ranks × per-rank batch")
-    print(f"median of {rounds} × {repeats} steps per contender after {warmup} warm-up steps, "
-          "taken in turns; each step starts at a barrier"
+    print(f"median of {rounds} × {timing['repeats']} steps per contender after "
+          f"{timing['warmup']} warm-up steps, taken in turns; each step starts at a barrier"
           + ("" if args.device == "cpu" else " and ends with a wait for the device")
           + "; time = slowest rank" + ("" if ddp else "; torch missing: no DDP"))
     with tempfile.TemporaryDirectory(prefix="scratchpar-ddp-") as rendezvous:
         def world(n: int, r: int) -> dict:
-            specs = {name: {"sizes": configs[config]["sizes"], "batch": n * b, "ddp": ddp}
+            specs = {name: {"sizes": configs[config]["sizes"], "batch": n * b}
                      for name, (config, b) in jobs(configs).items()}
-            return job(n, "scratchpar.bench.dp.worker:measure", {
-                "configs": specs, "repeats": repeats, "warmup": warmup,
+            return job(n, "scratchpar.bench.dp.worker:measure_ranks", {
+                "configs": specs, **timing,
                 "ddp_file": f"{rendezvous}/n{n}-round{r}" if ddp else None}, args.device, JOB_ENV)
 
-        measured = [per_world_size(ranks, lambda n, r=r: world(n, r)) for r in range(rounds)]
-    results = pool([r for r, _ in measured])
-    load = (measured[0][1][0], measured[-1][1][1])
+        results = pool([{n: world(n, r) for n in ranks} for r in range(rounds)])
     first = results[ranks[0]]
     print(f"buffers: {staging(args.device, first['cuda_aware'])}")
-    print(f"{first['malloc']} (all contenders); load average (1 min) before: "
-          f"{load[0]:.2f}, after: {load[1]:.2f} on {os.cpu_count()} cores"
+    print(f"{first['malloc']} (all contenders); {machine(args)}"
           + ("" if max(results) <= (os.cpu_count() or 1) else
              f"; n={max(results)} is oversubscribed, two ranks share a core"))
     print(table("throughput, compute MLP, weak scaling: efficiency t₁/t_n (docs/data_parallel.md, "
@@ -108,10 +102,8 @@ def measure(args) -> dict:
     verdicts = targets(results, configs, rows, args.device)
     print(table("targets (docs/data_parallel.md, Measured)", verdicts,
                 {"target": "target", "measured": "measured", "n": "n", "verdict": "verdict"}))
-    return {"configs": configs, "jobs": jobs(configs), "ranks": ranks, "repeats": repeats,
-            "warmup": warmup, "rounds": rounds, "load": load,
-            "per_world_size": {str(n): r for n, r in results.items()},
-            "targets": verdicts}
+    return {"configs": configs, "jobs": jobs(configs), "ranks": ranks, "rounds": rounds, **timing,
+            "per_world_size": {str(n): r for n, r in results.items()}, "targets": verdicts}
 
 
 BENCHMARK = Benchmark("data parallelism: scaling against one rank, bucketed against naive, "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...trace.figure import pyplot, save
+from ...trace.figure import pyplot
+from ..harness import finish
 from .report import EFFICIENCY_TARGET
 
 LINES = [  # (contender in the benchmark, its one-device baseline, legend label, style)
@@ -44,11 +45,9 @@ def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
 
 def plot_scaling(path: str | Path, out: str | Path) -> Path:
     """Write a PNG: one panel per world size, efficiency of each contender vs per-rank batch."""
-    plt = pyplot()
-
     curves, world_sizes, sizes = read_scaling(path)
-    fig, axes = plt.subplots(1, len(world_sizes), figsize=(5.5 * len(world_sizes), 4.5),
-                             dpi=120, sharey=True, squeeze=False)
+    fig, axes = pyplot().subplots(1, len(world_sizes), figsize=(5.5 * len(world_sizes), 4.5),
+                                  sharey=True, squeeze=False)
     for ax, n in zip(axes[0], world_sizes):
         for name, _, label, style in LINES:
             curve = curves.get((n, name))
@@ -61,11 +60,9 @@ def plot_scaling(path: str | Path, out: str | Path) -> Path:
         ax.set_xscale("log", base=2)
         batches = sorted({b for (m, _), c in curves.items() if m == n for b in c})
         ax.set_xticks(batches, [str(b) for b in batches])
-        ax.set_xlabel("samples per rank (compute per byte of gradient grows →)")
-        ax.set_title(f"n = {n} ranks" + (" (oversubscribed)" if n > 2 else ""))
-        ax.grid(alpha=0.3)
+        ax.set(xlabel="samples per rank (compute per byte of gradient grows →)",
+               title=f"n = {n} ranks" + (" (oversubscribed)" if n > 2 else ""))
     axes[0, 0].set_ylabel("weak-scaling efficiency t₁ / tₙ")
     axes[0, 0].legend(fontsize=8, loc="lower right")
     fig.suptitle(f"Data parallelism, weak scaling: MLP {'-'.join(map(str, sizes))}, float32 SGD")
-    fig.tight_layout()
-    return save(fig, out)
+    return Path(finish(fig, out, axes[0], legend=False))

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
+import statistics
 from pathlib import Path
 
 from ...parallel.pipeline import simulate
-from ..harness import Benchmark, describe, draw_figures
-from ..mpijob import job, per_world_size
+from ...parallel.pipeline.simulator import bubble_formula
+from ..harness import Benchmark, describe, draw_figures, machine
+from ..mpijob import job
 from ..table import table
-from . import report
-from .stages import calibrate
+from .worker import calibrate, schedule_for
 
 GPT = {"vocab": 64, "seq": 64, "d_model": 128, "heads": 4, "layers": 4, "batch": 64, "m": 8,
        "warmup": 2, "repeats": 8}  # the real model; its p = 2 stages calibrate the sleeps
@@ -23,6 +23,7 @@ ROWS = 8  # rows of a sleep-stage micro-batch
 COMPARED = {"p": 4, "m": 8, "v": 2,
             "names": ["gpipe", "1f1b", "interleaved", "naive", "bprio", "pipedream"]}
 WORKER = "scratchpar.bench.pipeline.worker"
+RATIO_TARGET = 1.1  # docs/pipeline.md: measured bubble / formula at m ≥ 4p; interleaved / v
 
 
 def runs_for(p: int, sizes: dict, figures: bool) -> list[dict]:
@@ -40,16 +41,78 @@ def runs_for(p: int, sizes: dict, figures: bool) -> list[dict]:
             for s, m, v in dict.fromkeys(keys + compared)]
 
 
-def sleep_jobs(sizes: dict, calib: dict, figures: str | None) -> tuple[list[dict], tuple]:
-    """Every run at each p, one job per p; and the load average before and after."""
-    def measure(p: int) -> list[dict]:
-        return job(p, f"{WORKER}:sleep_runs", {
-            "forward_s": calib["forward_s"], "backward_s": calib["backward_s"], "rows": ROWS,
-            "warmup": sizes["warmup"], "steps": sizes["steps"],
-            "runs": runs_for(p, sizes, figures is not None), "traces": figures})
+def summarize(runs: list[dict], calib: dict) -> list[dict]:
+    """Each run with its median bubble and idle time (bubble × window: idle s per rank), the
+    simulator's ideal bubble and peak stash for the calibrated costs, the formula, and the idle
+    ms per micro-batch beyond the ideal."""
+    f, b = calib["forward_s"], calib["backward_s"]
+    for run in runs:
+        p, m, v = run["p"], run["m"], run["v"]
+        ideal = simulate(schedule_for(run["schedule"], p, m, v, f, b), f, b)
+        idle = statistics.median(x * w for x, w in zip(run["bubbles"], run["windows_s"]))
+        # GPipe (Huang et al. 2019, §2.3): (p−1)/(m+p−1), 1F1B's alike (Narayanan et al. 2021,
+        # §2.1); interleaved (Narayanan et al. 2021, §2.2): (p−1)/(v·m+p−1)
+        run.update(bubble=statistics.median(run["bubbles"]), idle_s=idle,
+                   simulated=ideal.bubble, formula=bubble_formula(p, m, v),
+                   simulated_peak=[ideal.peak_stash[s] for s in range(p)],
+                   extra_ms=1e3 * (idle - ideal.bubble * ideal.makespan) / m)
+    return runs
 
-    results, load = per_world_size(sizes["ps"], measure)
-    return [run for p in sizes["ps"] for run in results[p]], load
+
+def find(runs: list[dict], schedule: str, p: int, m: int, v: int = 1) -> dict:
+    return next(r for r in runs if (r["schedule"], r["p"], r["m"], r["v"]) == (schedule, p, m, v))
+
+
+def bubble_rows(runs: list[dict]) -> list[dict]:
+    """GPipe and 1F1B over m; the target applies once m ≥ 4p."""
+    return [{**{k: r[k] for k in ("schedule", "p", "m", "bubble", "simulated", "formula",
+                                  "extra_ms")}, "ratio": r["bubble"] / r["formula"],
+             "ok": r["bubble"] / r["formula"] <= RATIO_TARGET if r["m"] >= 4 * r["p"] else None}
+            for r in runs if r["schedule"] in ("gpipe", "1f1b")]
+
+
+def interleaved_rows(runs: list[dict]) -> list[dict]:
+    """Interleaved against 1F1B at the same p and m: idle time per rank, whose ideal ratio is
+    1/v (Narayanan et al. 2021, §2.2: the bubble time (p−1)(t_f+t_b)/v)."""
+    return [{**{k: r[k] for k in ("p", "m", "v", "bubble", "simulated", "formula")},
+             "1f1b_bubble": base["bubble"], "idle_ratio": r["idle_s"] / base["idle_s"],
+             "target": RATIO_TARGET / r["v"],
+             "ok": r["idle_s"] / base["idle_s"] <= RATIO_TARGET / r["v"]}
+            for r in runs if r["schedule"] == "interleaved"
+            for base in [find(runs, "1f1b", r["p"], r["m"])]]
+
+
+def memory_rows(runs: list[dict], m: int) -> list[dict]:
+    """Peak micro-batches and boundary-activation bytes per stage at the largest m, 1F1B beside
+    GPipe: 1F1B holds at most p − s on stage s (Narayanan et al. 2021, §2.1), GPipe all m."""
+    return [{"p": p, "m": m, "stage": s, "gpipe_peak": gpipe["peak"][s],
+             "gpipe_bytes": gpipe["peak_bytes"][s], "1f1b_peak": ofob["peak"][s],
+             "1f1b_bytes": ofob["peak_bytes"][s], "1f1b_simulated": ofob["simulated_peak"][s],
+             "bound": p - s, "ok": ofob["peak"][s] <= p - s and gpipe["peak"][s] == m}
+            for p in sorted({r["p"] for r in runs})
+            for gpipe, ofob in [(find(runs, "gpipe", p, m), find(runs, "1f1b", p, m))]
+            for s in range(p)]
+
+
+def real_rows(timed: dict, cfg: dict) -> list[dict]:
+    """Tokens per second of each contender, and its ratio to one device on the whole batch and
+    on the m micro-batches (which on a CPU alone runs faster per token)."""
+    tokens, one = cfg["batch"] * cfg["seq"], timed["alone"]["median_s"]
+    micro = timed["alone-micro"]["median_s"]
+    return [{"contender": name, "ranks": 1 if name.startswith("alone") else 2,
+             "m": cfg["m"] if name in ("alone-micro", "gpipe", "1f1b") else 1,
+             "ms": 1e3 * t["median_s"], "tokens_per_s": tokens / t["median_s"],
+             "vs_one_device": one / t["median_s"], "vs_micro": micro / t["median_s"]}
+            for name, t in timed.items()]
+
+
+def memory_real_rows(timed: dict) -> list[dict]:
+    """Per rank of each GPT pipeline: the parameter bytes it holds against the whole model's
+    (model distribution's saving), and its peak micro-batches and boundary-activation bytes."""
+    return [{"contender": name, "rank": r, **rank, "model_bytes": t["memory"]["model_bytes"],
+             "share": rank["param_bytes"] / t["memory"]["model_bytes"]}
+            for name, t in timed.items() if "memory" in t
+            for r, rank in enumerate(t["memory"]["per_rank"])]
 
 
 def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> list[str]:
@@ -60,7 +123,7 @@ def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> 
     f, b = 1e3 * calib["forward_s"], 1e3 * calib["backward_s"]  # ms, as the measured spans
     for r in runs:
         if r["trace"]:
-            schedule = report.schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b)
+            schedule = schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b)
             ideal = simulate(schedule, f, b)
             paths.append(plot_pipeline_timeline(
                 ideal, r["trace"].replace(".trace.json", ".png"), measured_spans(r["trace"]),
@@ -72,8 +135,7 @@ def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> 
 def measure(args) -> dict:
     sizes, cfg = (QUICK, QUICK_GPT) if args.quick else (FULL, GPT)
     calib = calibrate(GPT)
-    print(f"pipeline benchmark: sleep stages on the host, the GPT on {describe(args.device)}; "
-          f"{os.cpu_count()} cores")
+    print(f"pipeline benchmark: sleep stages on the host, the GPT on {describe(args.device)}")
     print(f"calibration: GPT (d_model {GPT['d_model']}, {GPT['heads']} heads, {GPT['layers']} "
           f"blocks, T {GPT['seq']}, float32, CPU) cut in 2 stages by parameters, micro-batch "
           f"{calib['rows']} sequences: " + "; ".join(
@@ -82,27 +144,25 @@ def measure(args) -> dict:
               for s, st in enumerate(calib["stages"]))
           + f" → each sleep stage sleeps {1e3 * calib['forward_s']:.2f} ms forward, "
           f"{1e3 * calib['backward_s']:.2f} ms backward per micro-batch ({ROWS} rows)")
-    runs, load = sleep_jobs(sizes, calib, args.figures)
-    timed, (_, after) = per_world_size([2], lambda p: job(p, f"{WORKER}:real_runs", cfg,
-                                                              args.device))
-    timed = timed[2]
-    runs = report.summarize(runs, calib)
-    bubbles, inter = report.bubble_rows(runs), report.interleaved_rows(runs)
-    memory, real = report.memory_rows(runs, max(sizes["ms"])), report.real_rows(timed, cfg)
+    runs = summarize([run for p in sizes["ps"] for run in job(p, f"{WORKER}:sleep_runs", {
+        "forward_s": calib["forward_s"], "backward_s": calib["backward_s"], "rows": ROWS,
+        "warmup": sizes["warmup"], "steps": sizes["steps"], "traces": args.figures,
+        "runs": runs_for(p, sizes, args.figures is not None)})], calib)
+    timed = job(2, f"{WORKER}:real_runs", cfg, args.device)
+    bubbles, inter = bubble_rows(runs), interleaved_rows(runs)
+    memory, real = memory_rows(runs, max(sizes["ms"])), real_rows(timed, cfg)
     compared = [r for r in runs if r["compared"]]
-    print(f"load average (1 min) before: {load[0]:.2f}, after: {after:.2f}; median of "
-          f"{sizes['steps']} steps after {sizes['warmup']} warm-up")
+    print(f"{machine(args)}; median of {sizes['steps']} steps after {sizes['warmup']} warm-up")
     print(table("bubble, sleep stages, against the simulator and (p−1)/(m+p−1) (docs/pipeline.md, "
                 "Measurements)", bubbles,
                 {"schedule": "schedule", "p": "p", "m": "m", "measured": "bubble",
                  "simulated": "simulated", "formula": "formula", "measured/formula": "ratio",
-                 f"≤{report.RATIO_TARGET}×": "ok",
+                 f"≤{RATIO_TARGET}×": "ok",
                  "idle beyond ideal, ms/micro-batch": "extra_ms"}))
     print(table("interleaved against 1F1B at the same p, m", inter,
                 {"p": "p", "m": "m", "v": "v", "measured": "bubble", "simulated": "simulated",
-                 "formula": "formula", "1f1b": "1f1b_bubble", "idle ms": "idle_ms",
-                 "1f1b idle ms": "1f1b_idle_ms", "ratio": "idle_ratio", "target": "target",
-                 "met": "ok", "beyond ideal, ms/mb": "extra_ms"}))
+                 "formula": "formula", "1f1b": "1f1b_bubble", "idle ratio": "idle_ratio",
+                 "target": "target", "met": "ok"}))
     print(table("peak stashed activations per stage", memory,
                 {"p": "p", "m": "m", "stage": "stage", "gpipe mb": "gpipe_peak",
                  "gpipe B": "gpipe_bytes", "1f1b mb": "1f1b_peak", "1f1b B": "1f1b_bytes",
@@ -116,12 +176,12 @@ def measure(args) -> dict:
                 {"contender": "contender", "ranks": "ranks", "m": "m", "ms/step": "ms",
                  "tokens/s": "tokens_per_s", "× alone": "vs_one_device",
                  "× alone-micro": "vs_micro"}))
-    memory_real = report.memory_real_rows(timed)
+    memory_real = memory_real_rows(timed)
     print(table("GPT pipelines on 2 ranks: what each rank holds", memory_real,
                 {"contender": "contender", "rank": "rank", "param B": "param_bytes",
                  "model B": "model_bytes", "share": "share", "peak mb": "peak",
                  "peak act B": "peak_bytes"}))
-    ratio = report.RATIO_TARGET
+    ratio = RATIO_TARGET
     targets = {f"bubble ≤ {ratio}× formula at m ≥ 4p": [r["ok"] for r in bubbles
                                                         if r["ok"] is not None],
                f"interleaved idle ≤ {ratio}/v × 1F1B's": [r["ok"] for r in inter],
@@ -131,8 +191,7 @@ def measure(args) -> dict:
     figures = draw_figures(args.figures, draw, bubbles, runs, calib, without="; traces only")
     return {"sizes": sizes, "calibration": calib, "gpt": cfg, "bubbles": bubbles,
             "interleaved": inter, "memory": memory, "schedules": compared, "real": real,
-            "real_memory": memory_real, "runs": runs, "figures": figures,
-            "load": [load[0], after],
+            "real_memory": memory_real, "figures": figures,
             "targets": {k: {"met": sum(v), "of": len(v)} for k, v in targets.items()}}
 
 

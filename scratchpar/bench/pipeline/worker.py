@@ -1,4 +1,5 @@
-"""One rank of the pipeline benchmark: sleep-stage schedules traced, a GPT's step timed in turns."""
+"""One rank of the pipeline benchmark: sleep-stage schedules traced, a GPT's step timed in turns;
+and the GPT's stage times that the sleeps stand in for."""
 
 from __future__ import annotations
 
@@ -7,21 +8,81 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import backend, optim
+from ... import backend, nn, optim
+from ...autograd import Tensor
 from ...comm.mesh import Mesh
 from ...data.shard import shard
+from ...nn.module import Sequential
 from ...parallel import DataParallel, PipeDream, Pipeline, SingleDevice
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import parameter_counts
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
-from ..timing import Timed, alone, sync, turns
-from .report import schedule_for
-from .stages import SleepModel, gpt_batch, gpt_task, sleep_batch
+from ..standin import WIDTH, SleepModel, clock
+from ..timing import accumulated, alone, medians, stepping, sync, turns
 
 LR = 1e-3
 COMPUTE = re.compile(r"[FB]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, F3.1
+
+
+def schedule_for(name: str, p: int, m: int, v: int, forward: float, backward: float):
+    """Schedule ``name``; those placed by costs (interleaved, bprio) get the calibrated ones."""
+    if name == "interleaved":
+        return schedules.interleaved(p, m, v, forward, backward)
+    if name == "bprio":
+        return schedules.bprio(p, m, forward, backward)
+    return schedules.build(name, p, m, v)
+
+
+def gpt_task(cfg: dict) -> Task:
+    """The GPT of ``cfg`` ("vocab", "seq", "d_model", "heads", "layers") in float32, from seed 0
+    (every rank builds the same one), on the current device."""
+    return Task(None, nn.GPT(cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["heads"],
+                             cfg["layers"], np.random.default_rng(0), dtype=np.float32), "tok")
+
+
+def gpt_batch(cfg: dict, rows: int):
+    """Random ids (rows, seq + 1) on the host, no padding: every position is a target."""
+    return np.random.default_rng(1).integers(3, cfg["vocab"], (rows, cfg["seq"] + 1))
+
+
+def calibrate(cfg: dict, p: int = 2, repeats: int = 9) -> dict:
+    """Forward and backward seconds (medians) of each stage of the GPT of ``cfg`` cut in ``p``
+    by parameters, on one micro-batch (``batch / m`` rows), in this process; a sleep stage
+    sleeps the mean stage's. As in a pipeline, a stage starts from its predecessor's output cut
+    from the graph, and the last stage's forward includes the summed loss."""
+    task = gpt_task(cfg)
+    layers = task.model.pipeline_layers()
+    ranges = partition(parameter_counts(layers), p)
+    stages = [Sequential(*[layers[i] for i in span]) for span in ranges]
+    rows = cfg["batch"] // cfg["m"]
+    inputs, targets = task.split(gpt_batch(cfg, rows))
+
+    def run() -> list[float]:  # [F₀, B₀, F₁, B₁, …]
+        task.model.zero_grad()
+        xs, outs, seconds, h = [], [], [0.0] * 2 * p, inputs
+        for k, stage in enumerate(stages):
+            x = h if k == 0 else Tensor(h, requires_grad=True)
+            start = clock()
+            out = stage(x)
+            if k == p - 1:
+                out = task.output_loss(out, targets, "sum")
+            seconds[2 * k] = clock() - start
+            xs.append(x)
+            outs.append(out)
+            h = out.data
+        for k in reversed(range(p)):
+            start = clock()
+            outs[k].backward(None if k == p - 1 else xs[k + 1].grad)
+            seconds[2 * k + 1] = clock() - start
+        return seconds
+
+    times = medians(run, repeats)
+    forward, backward = times[0::2], times[1::2]
+    return {"stages": [{"layers": [r.start, r.stop], "forward_s": f, "backward_s": b}
+                       for r, f, b in zip(ranges, forward, backward)],
+            "forward_s": sum(forward) / p, "backward_s": sum(backward) / p, "rows": rows}
 
 
 def summary(events) -> tuple[float, float, float]:
@@ -54,7 +115,8 @@ def sleep_run(comm, spec: dict, run: dict) -> dict | None:
     pipe = cls(model, lambda params: optim.SGD(params, LR), Task(None, model, "sample"), mesh,
                schedule_for(run["schedule"], p, m, v, spec["forward_s"], spec["backward_s"]),
                [range(k, k + 1) for k in range(p * v)])
-    batch = sleep_batch(spec["rows"] * m, np.random.default_rng(0))
+    gen = np.random.default_rng(0)  # a stand-in classification batch: x (rows, WIDTH), y (rows,)
+    batch = gen.standard_normal((spec["rows"] * m, WIDTH)), gen.integers(0, WIDTH, spec["rows"] * m)
     steps = []
     for _ in range(spec["warmup"] + spec["steps"]):
         tracer.align(lambda: sync(comm))  # each step's zero at a barrier on every rank
@@ -82,61 +144,43 @@ def sleep_run(comm, spec: dict, run: dict) -> dict | None:
             "peak_bytes": [r["peak_bytes"] for r in ranks], "trace": path}
 
 
-def accumulated(task, batch, m: int) -> Timed:
-    """One device's step on ``m`` micro-batches: their summed losses' gradients accumulated,
-    scaled by 1/N, one update; a pipeline's arithmetic on one device."""
-    params = task.model.parameters()
-    optimizer, micro = optim.SGD(params, LR), [shard(batch, i, m) for i in range(m)]
-    scale = 1.0 / task.count(batch)
-
-    def step():
-        optimizer.zero_grad()
-        for part in micro:
-            task.loss(task.model, part, "sum").backward()
-        for p in params:
-            p.grad *= scale
-        optimizer.step()
-
-    return Timed(step, backend.sync)
+def sleep_runs(comm, cfg: dict) -> list:
+    """Every run of ``cfg["runs"]`` on the sleep stages."""
+    return [sleep_run(comm, cfg, run) for run in cfg["runs"]]
 
 
 def real_runs(comm, cfg: dict) -> dict:
     """Seconds per step (slowest rank, median) of the GPT on one device (rank 0 alone, on the
     whole batch and on m accumulated micro-batches), data parallel over the ranks, and
     pipelined over them: naive (m = 1), GPipe and 1F1B (m); each contender on its own copy of
-    the model, all taking turns. The other ranks sleep through the one-device steps; the
-    accumulated one's time is the slowest rank's, which includes a waiter's wake-up (≤ 0.2 ms)."""
+    the model, all taking turns; then what each pipeline's ranks hold at the last step's peak.
+    The other ranks sleep through the one-device steps; the accumulated one's time is the
+    slowest rank's, which includes a waiter's wake-up (≤ 0.2 ms)."""
     batch = backend.to_device(gpt_batch(cfg, cfg["batch"]))
-    contenders, live = {}, []
-    single = gpt_task(cfg)
-    one = SingleDevice(single.model, optim.SGD(single.model.parameters(), LR), single.loss)
-    contenders["alone"] = alone(Timed(lambda: one.step(batch), backend.sync), comm)
-    contenders["alone-micro"] = alone(accumulated(gpt_task(cfg), batch, cfg["m"]), comm)
-    dp_task = gpt_task(cfg)
-    dp = DataParallel(dp_task.model, optim.SGD(dp_task.model.parameters(), LR), dp_task.loss,
-                      dp_task.count, comm)
-    contenders["dp"] = Timed(lambda: dp.step(batch), backend.sync)
-    pipes = {}
+    one, micro, data = gpt_task(cfg), gpt_task(cfg), gpt_task(cfg)
+    contenders = {
+        "alone": alone(stepping(SingleDevice(one.model, optim.SGD(one.model.parameters(), LR),
+                                             one.loss), batch), comm),
+        "alone-micro": alone(accumulated(
+            micro.model, optim.SGD(micro.model.parameters(), LR), micro.loss,
+            [shard(batch, i, cfg["m"]) for i in range(cfg["m"])], micro.count(batch)), comm),
+        "dp": stepping(DataParallel(data.model, optim.SGD(data.model.parameters(), LR),
+                                    data.loss, data.count, comm), batch)}
+    pipes, meshes = {}, []
     for name, m in (("naive", 1), ("gpipe", cfg["m"]), ("1f1b", cfg["m"])):
         task = gpt_task(cfg)
         whole = sum(p.data.nbytes for p in task.model.parameters())
-        mesh = Mesh(comm, dp=1, pp=comm.size)
+        meshes.append(Mesh(comm, dp=1, pp=comm.size))
         ranges = partition(parameter_counts(task.model.pipeline_layers()), comm.size)
-        pipes[name] = pipe = Pipeline(task.model, lambda params: optim.SGD(params, LR), task,
-                                      mesh, schedules.build(name, comm.size, m), ranges)
-        contenders[name] = Timed(lambda pipe=pipe: pipe.step(batch), backend.sync)
-        live += [pipe.close, mesh.free]
-    timed = turns(comm, contenders, cfg["repeats"], cfg["warmup"])
-    for name, pipe in pipes.items():  # what each rank really holds, at the last step's peak
-        held = sum(p.data.nbytes for p in pipe.params)
+        pipes[name] = Pipeline(task.model, lambda params: optim.SGD(params, LR), task,
+                               meshes[-1], schedules.build(name, comm.size, m), ranges)
+        contenders[name] = stepping(pipes[name], batch)
+    timed = turns(comm, contenders, cfg)
+    for name, pipe in pipes.items():
         timed[name]["memory"] = {"model_bytes": whole, "per_rank": comm.allgather_obj(
-            {"param_bytes": held, "peak": pipe.runtime.peak,
+            {"param_bytes": sum(p.data.nbytes for p in pipe.params), "peak": pipe.runtime.peak,
              "peak_bytes": pipe.runtime.peak_bytes}, "pipeline memory")}
-    for free in live:
-        free()
+        pipe.close()
+    for mesh in meshes:
+        mesh.free()
     return timed
-
-
-def sleep_runs(comm, cfg: dict) -> list:
-    """Every run of ``cfg["runs"]`` on the sleep stages."""
-    return [sleep_run(comm, cfg, run) for run in cfg["runs"]]

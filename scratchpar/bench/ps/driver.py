@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..harness import Benchmark, describe, draw_figures, ints, machine
-from ..mpijob import job, per_world_size
-from ..standin import calibrate
+from ..mpijob import job
+from ..standin import calibrated
 from ..table import table
 from . import report
 
@@ -25,65 +24,25 @@ QUICK_STALENESS = {**STALENESS, "sizes": [16, 32, 8], "batch": 24, "calibrate_ro
 QUICK_LOSS = {**LOSS, "vocab": 8, "order": 1, "seq": 8, "d_model": 8, "layers": 1, "batch": 4,
               "steps": 8, "warmup": 3, "eval_every": 4, "eval_batches": 1, "final_batches": 1,
               "eval_rows": 8}
-LOSS_COLUMNS = {"contender": "contender", "updates": "updates", "run s": "seconds",
-                "final held-out": "final", "L0 s": "level0", "L1 s": "level1", "L2 s": "level2",
-                "stale mean": "stale_mean", "stale max": "stale_max",
-                "slowed steps/s": "slowed_steps_per_s", "others steps/s": "other_steps_per_s"}
 TIMELINES = {"ssp0": "sync", "ssp1": "ssp1", "async": "async"}  # part 2's run → figure name
 WORKER = "scratchpar.bench.ps.worker"
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--workers", type=ints,
-                        help="comma-separated worker counts W of part 1, one job of W + 1 ranks "
-                             "each (default 1,2,3; --quick: 2,3)")
-
-
-def names(taus: list[int]) -> dict[str, str]:
-    """Each contender's key → the name the tables give it."""
-    return {**{f"ssp{t}": f"SSP τ={t}" + (" (sync)" if t == 0 else "") for t in taus},
-            "async": "async (τ=∞)", "sync": "sync", "sync-then-async": "sync-then-async"}
-
-
-def stand_in(cfg: dict) -> tuple[dict, dict]:
-    """The part's config with its stand-in's calibrated per-row time, and the calibration."""
-    calib = calibrate(cfg["sizes"], cfg["calibrate_rows"])
-    return {**cfg, "per_row_s": calib["per_row_s"], "forward_share": calib["forward_share"]}, \
-        calib
-
-
-def configs(sizes: dict, figures: str | None) -> tuple[dict, dict]:
+def configs(quick: bool, figures: str | None) -> tuple[dict, dict]:
     """Each part's job config (the stand-ins calibrated, the contenders named) and the
     calibrations."""
-    bottleneck, calib1 = stand_in(sizes["bottleneck"])
-    stale, calib2 = stand_in(sizes["staleness"])
+    parts = [QUICK_BOTTLENECK, QUICK_STALENESS] if quick else [BOTTLENECK, STALENESS]
+    (bottleneck, calib1), (stale, calib2) = (calibrated(c, c["sizes"], c["calibrate_rows"])
+                                             for c in parts)
     stale.update(contenders=[{"name": f"ssp{t}", "mode": "ssp", "staleness": t}
                              for t in stale["taus"]] + [{"name": "async", "mode": "async"}],
                  timelines=TIMELINES, traces=figures)
-    loss = {**sizes["loss"], "contenders": [
+    loss = QUICK_LOSS if quick else LOSS
+    loss = {**loss, "contenders": [
         {"name": "sync", "mode": "sync"}, {"name": "async", "mode": "async"},
-        {"name": "sync-then-async", "mode": "warmup", "warmup": sizes["loss"]["warmup"]}]}
-    parts = {"bottleneck": bottleneck, "staleness": stale, "loss": loss}
-    return {name: {"part": name, **cfg} for name, cfg in parts.items()}, \
+        {"name": "sync-then-async", "mode": "warmup", "warmup": loss["warmup"]}]}
+    return {"bottleneck": bottleneck, "staleness": stale, "loss": loss}, \
         {"bottleneck": calib1, "staleness": calib2}
-
-
-def run_jobs(cfgs: dict, workers: list[int], device: str) -> tuple[dict, tuple]:
-    """Part 1's job per worker count (S = 2 beside S = 1 at the largest world), then parts 2
-    and 3: the results of each, and the load average before the first and after the last."""
-    ranks = [w + 1 for w in workers]
-
-    def bottleneck(n: int) -> dict:
-        counts = [1, 2] if n == max(ranks) and n >= 3 else [1]
-        return job(n, f"{WORKER}:bottleneck", {**cfgs["bottleneck"], "server_counts": counts},
-                   device,
-                   timeout=300)
-
-    out, (before, _) = per_world_size(ranks, bottleneck)
-    out = {"bottleneck": out, **{name: job(cfgs[name]["servers"] + cfgs[name]["workers"],
-                                           f"{WORKER}:{name}", cfgs[name], device, timeout=300)
-                                 for name in ("staleness", "loss")}}
-    return out, (before, os.getloadavg()[0])
 
 
 def draw(directory: str, rows: dict, runs: dict, floor: float, cfgs: dict,
@@ -137,37 +96,38 @@ def print_tables(rows: dict, cfgs: dict, levels: list[float]) -> None:
                 f"{loss['servers']} server + {loss['workers']} workers; levels "
                 + ", ".join(f"L{i} = {v:.3f}" for i, v in enumerate(levels))
                 + f"; each contender's shorter of {loss['rounds']} runs", rows["loss"],
-                LOSS_COLUMNS))
-    print(table("3. every round of part 3", rows["loss_all"], {"round": "round", **LOSS_COLUMNS}))
+                {"contender": "contender", "updates": "updates", "run s": "seconds",
+                 "final held-out": "final", "L0 s": "level0", "L1 s": "level1",
+                 "L2 s": "level2", "stale mean": "stale_mean", "stale max": "stale_max",
+                 "slowed steps/s": "slowed_steps_per_s", "others steps/s": "other_steps_per_s"}))
 
 
 def measure(args) -> dict:
-    quick = args.quick
-    sizes = {"bottleneck": QUICK_BOTTLENECK if quick else BOTTLENECK,
-             "staleness": QUICK_STALENESS if quick else STALENESS,
-             "loss": QUICK_LOSS if quick else LOSS}
-    workers = args.workers or ([2, 3] if quick else [1, 2, 3])
+    workers = args.workers or ([2, 3] if args.quick else [1, 2, 3])
     if min(workers) < 1:
         raise SystemExit(f"ps: every worker count must be ≥ 1, got {workers}")
-    cfgs, calib = configs(sizes, args.figures)
-    parts, (before, after) = run_jobs(cfgs, workers, args.device)
-    label, stale, steps = names(cfgs["staleness"]["taus"]), parts["staleness"], \
-        cfgs["loss"]["steps"]
+    cfgs, calib = configs(args.quick, args.figures)
+    most = max(workers) + 1  # part 1 per worker count: S = 2 beside S = 1 at the most ranks
+    parts = {"bottleneck": {n: job(n, f"{WORKER}:bottleneck", {
+        **cfgs["bottleneck"], "server_counts": [1, 2] if n == most and n >= 3 else [1]},
+        args.device, timeout=300) for n in (w + 1 for w in workers)},
+             **{name: job(cfgs[name]["servers"] + cfgs[name]["workers"], f"{WORKER}:{name}",
+                          cfgs[name], args.device, timeout=300) for name in ("staleness", "loss")}}
+    names = {**{f"ssp{t}": f"SSP τ={t}" + (" (sync)" if t == 0 else "")
+                for t in cfgs["staleness"]["taus"]},
+             "async": "async (τ=∞)", "sync": "sync", "sync-then-async": "sync-then-async"}
+    steps, one = cfgs["loss"]["steps"], parts["bottleneck"]
     runs = report.fastest(parts["loss"]["runs"])
     levels = report.loss_levels(runs, parts["loss"]["initial"], steps)
-    rows = {"bytes": report.bottleneck_rows(parts["bottleneck"], cfgs["bottleneck"]["steps"]),
-            "speed": report.speed_rows(parts["bottleneck"], cfgs["bottleneck"]["steps"]),
-            "dp_all_reduce": ", ".join(sorted({r["dp_all_reduce"]["name"] for r in
-                                               parts["bottleneck"].values()})),
-            "staleness": report.staleness_rows(stale["runs"], label),
-            "workers": report.worker_rows(stale["runs"], label),
-            "loss": report.loss_rows(runs, levels, steps, label),
-            "loss_all": [{**row, "round": i} for key, rounds in parts["loss"]["runs"].items()
-                         for i, run in enumerate(rounds)
-                         for row in report.loss_rows({key: run}, levels, steps, label)]}
-    print(f"parameter-server benchmark on {describe(args.device)}, {machine((before, after))}")
+    rows = {"bytes": report.bottleneck_rows(one, cfgs["bottleneck"]["steps"]),
+            "speed": report.speed_rows(one, cfgs["bottleneck"]["steps"]),
+            "dp_all_reduce": ", ".join(sorted({r["dp_all_reduce"]["name"] for r in one.values()})),
+            "staleness": report.staleness_rows(parts["staleness"]["runs"], names),
+            "workers": report.worker_rows(parts["staleness"]["runs"], names),
+            "loss": report.loss_rows(runs, levels, steps, names)}
+    print(f"parameter-server benchmark on {describe(args.device)}, {machine(args)}")
     for part, c in calib.items():
-        print(f"stand-in compute ({part}): MLP {'→'.join(map(str, sizes[part]['sizes']))} "
+        print(f"stand-in compute ({part}): MLP {'→'.join(map(str, cfgs[part]['sizes']))} "
               f"(K = {c['parameters']:,}) calibrated on the CPU at {c['rows']} rows: forward "
               f"{1e3 * c['forward_s']:.2f} ms, backward {1e3 * c['backward_s']:.2f} ms → "
               f"{1e6 * c['per_row_s']:.2f} µs per row")
@@ -176,12 +136,15 @@ def measure(args) -> dict:
                            without="; traces only")
     return {"workers": workers, "config": cfgs, "calibration": calib, "levels": levels,
             "initial": parts["loss"]["initial"], "floor": parts["loss"]["floor"], **rows,
-            "results": parts, "figures": figures, "load": [before, after]}
+            "results": parts, "figures": figures}
 
 
 BENCHMARK = Benchmark("parameter servers: the server's bytes against the ring, staleness per "
                       "τ, loss against wall-clock", "tiny models, a few steps", measure,
-                      add_arguments, indent=None,
+                      lambda parser: parser.add_argument(
+                          "--workers", type=ints, help="comma-separated worker counts W of part "
+                          "1, one job of W + 1 ranks each (default 1,2,3; --quick: 2,3)"),
+                      indent=None,
                       figures="ps_bottleneck.png, ps_staleness.png, ps_loss_time.png and "
                               "ps_timeline_{sync,ssp1,async}.png, from the Chrome traces "
                               "written beside them")

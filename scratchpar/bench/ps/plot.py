@@ -10,27 +10,23 @@ def plot_bottleneck(bytes_rows: list[dict], speed_rows: list[dict], out_path: st
     """Left: MB per step through the busiest server (measured, and the protocol's count dashed)
     and through one rank of the ring all-reduce (counted, and 2·2(P−1)/P·K·b dashed) against
     the workers W; S = 1 as lines, S = 2 as squares. Right: steps per second against ranks."""
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, right) = pyplot().subplots(1, 2, figsize=(12, 4.5))
     one = sorted((r for r in bytes_rows if r["servers"] == 1), key=lambda r: r["workers"])
     two = [r for r in bytes_rows if r["servers"] == 2]
     w = [r["workers"] for r in one]
-    left.plot(w, [r["server_mb_step"] for r in one], "o-", color="C3",
-              label="busiest server, S = 1 (measured)")
-    left.plot(w, [r["protocol_mb_step"] for r in one], "--",
-              color="C3", label="protocol: W·(2·K·b + header)")
-    left.plot(w, [r["ring_mb_step"] for r in one], "o-", color="C0",
-              label="ring all-reduce, one rank of P = W + 1 (counted)")
-    left.plot(w, [r["ring_formula"] / 1e6 for r in one], "--", color="C0",
-              label="ring: 2·2(P−1)/P·K·b")
+    for values, style, color, label in (
+            ([r["server_mb_step"] for r in one], "o-", "C3", "busiest server, S = 1 (measured)"),
+            ([r["protocol_mb_step"] for r in one], "--", "C3", "protocol: W·(2·K·b + header)"),
+            ([r["ring_mb_step"] for r in one], "o-", "C0",
+             "ring all-reduce, one rank of P = W + 1 (counted)"),
+            ([r["ring_formula"] / 1e6 for r in one], "--", "C0", "ring: 2·2(P−1)/P·K·b")):
+        left.plot(w, values, style, color=color, label=label)
     if two:
         left.plot([r["workers"] for r in two], [r["server_mb_step"] for r in two], "s",
                   color="C1", ms=8, label="busiest of S = 2 servers (measured)")
-    left.set_xlabel("workers W")
-    left.set_xticks(sorted({r["workers"] for r in bytes_rows}))
-    left.set_ylabel("MB per step (received + sent)")
-    left.set_ylim(bottom=0)
-    left.set_title("the server as the bottleneck: bytes through one rank per step")
+    left.set(xlabel="workers W", xticks=sorted({r["workers"] for r in bytes_rows}),
+             ylabel="MB per step (received + sent)", ylim=(0, None),
+             title="the server as the bottleneck: bytes through one rank per step")
     for name, style in (("sync S=1", "o-"), ("sync S=2", "s"), ("dp", "o-")):
         points = sorted((r["ranks"], r["steps_per_s"]) for r in speed_rows
                         if r["contender"] == name)
@@ -38,20 +34,18 @@ def plot_bottleneck(bytes_rows: list[dict], speed_rows: list[dict], out_path: st
             right.plot(*zip(*points), style, ms=8 if style == "s" else 6,
                        label="DataParallel (ring)" if name == "dp" else
                        f"synchronous PS, {name[-3:]}")
-    right.set_xlabel("ranks (PS: S servers + W workers; DP: every rank computes)")
-    right.set_xticks(sorted({r["ranks"] for r in speed_rows}))
-    right.set_ylabel("steps per second (same global batch)")
-    right.set_ylim(bottom=0)
-    right.set_title("step throughput, same model and ranks")
+    right.set(xlabel="ranks (PS: S servers + W workers; DP: every rank computes)",
+              xticks=sorted({r["ranks"] for r in speed_rows}), ylim=(0, None),
+              ylabel="steps per second (same global batch)",
+              title="step throughput, same model and ranks")
     return finish(fig, out_path, (left, right))
 
 
 def plot_staleness(rows: list[dict], out_path: str) -> str:
     """One panel per contender: pushes applied at each staleness (in updates), the bound τ
     dashed where there is one."""
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(rows), figsize=(2.6 * len(rows) + 1, 3.4), sharey=True,
-                             squeeze=False)
+    fig, axes = pyplot().subplots(1, len(rows), figsize=(2.6 * len(rows) + 1, 3.4), sharey=True,
+                                  squeeze=False)
     top = max(s for r in rows for s in r["staleness"]) + 1
     for ax, r in zip(axes[0], rows):
         hist = r["staleness"]
@@ -59,9 +53,7 @@ def plot_staleness(rows: list[dict], out_path: str) -> str:
         if r["key"].startswith("ssp"):
             ax.axvline(int(r["key"][3:]) + 0.5, color="C3", ls="--", lw=1)
         ax.set_title(f"{r['contender']}\nmean {r['mean']:.2f}, max {r['max']}", fontsize=9)
-        ax.set_xticks(range(top))
-        ax.set_xlim(-0.6, top - 0.4)
-        ax.set_xlabel("staleness (updates)")
+        ax.set(xticks=range(top), xlim=(-0.6, top - 0.4), xlabel="staleness (updates)")
     axes[0, 0].set_ylabel("pushes")
     fig.suptitle("staleness of each push when applied, one worker slowed 2× "
                  "(dashed: the bound τ)", fontsize=10)
@@ -72,19 +64,15 @@ def plot_loss_time(curves: dict, training: dict, floor: float | None, levels: li
                    out_path: str) -> str:
     """Held-out loss (markers) and server 0's training loss per clock (faint) against
     seconds, one color per contender; the loss levels dotted and the entropy floor dashed."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = pyplot().subplots(figsize=(8, 4.5))
     for i, (name, points) in enumerate(curves.items()):
-        t, loss = zip(*training[name])
-        ax.plot(t, loss, color=f"C{i}", alpha=0.25, lw=0.8)
-        t, loss = zip(*points)
-        ax.plot(t, loss, "o-", color=f"C{i}", ms=3, label=f"{name} (held-out)")
+        ax.plot(*zip(*training[name]), color=f"C{i}", alpha=0.25, lw=0.8)
+        ax.plot(*zip(*points), "o-", color=f"C{i}", ms=3, label=f"{name} (held-out)")
     for level in levels:
         ax.axhline(level, color="0.5", ls=":", lw=0.8)
     if floor is not None:
         ax.axhline(floor, color="k", ls="--", lw=1, label=f"entropy floor {floor:.3f}")
-    ax.set_xlabel("wall-clock seconds from the aligned start")
-    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set(xlabel="wall-clock seconds from the aligned start", ylabel="cross-entropy (nats/token)")
     ax.set_title("loss against wall-clock, one worker slowed 2× (faint: server 0's training "
                  "loss per clock; dotted: the table's levels)", fontsize=9)
     return finish(fig, out_path, [ax])

@@ -3,14 +3,11 @@ slowed, and the bottleneck, staleness and loss-time parts."""
 
 from __future__ import annotations
 
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 
 from ... import backend, nn, optim
-from ...backend import xp_default
 from ...comm.collectives import all_reduce_
 from ...comm.mpi import Communicator
 from ...data import SyntheticLanguage
@@ -26,8 +23,8 @@ from ...parallel.ps import ArrivalOrderParameterServer
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
-from ..standin import StandIn, count_fn, loss_fn, pause
-from ..timing import Timed, sync, turns
+from ..standin import StandIn, clock, count_fn, loss_fn, pause
+from ..timing import medians, stepping, sync, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
 KEPT = ("loss", "wait_s", "staleness_mean", "staleness_max", "version")  # of the step metrics
@@ -58,6 +55,7 @@ def free_run(comm, make, batch_of, steps: int, slowed_s: float, on_servers=None,
     strategy = make()
     worker = comm.rank - strategy.servers
     slowed = worker == SLOWED and slowed_s > 0
+    serving = on_servers if on_servers and strategy.is_server else (lambda k, strategy: None)
     tracer.align(lambda: sync(comm))
     ends, metrics = [], {}
     for k in range(steps):
@@ -69,12 +67,10 @@ def free_run(comm, make, batch_of, steps: int, slowed_s: float, on_servers=None,
             with tracer.region("slowed", "compute"):
                 pause(slowed_s)
         ends.append(round(tracer.now() * 1e-9, 6))
-        if on_servers is not None and strategy.is_server:
-            on_servers(k, strategy)
+        serving(k, strategy)
     report = strategy.shutdown() if isinstance(strategy, ArrivalOrderParameterServer) else None
     done = tracer.now() * 1e-9
-    if on_servers is not None and strategy.is_server:
-        on_servers(steps, strategy)
+    serving(steps, strategy)
     mine = {"rank": comm.rank, "worker": worker if worker >= 0 else None, "slowed": slowed,
             "ends_s": ends, "done_s": done, "metrics": metrics, "report": report,
             "trace": tracer.export() if trace else None}
@@ -100,16 +96,6 @@ class Counting(Communicator):
         return super().irecv(buf, source, tag)
 
 
-def ring_bytes(k: int, dtype=np.float32) -> tuple[int, int]:
-    """(sent, received) bytes of this rank in one hand-written ring all-reduce of ``k``
-    elements: counted message by message (collective over the world)."""
-    counting = Counting()
-    all_reduce_(counting, xp_default().zeros(k, dtype), algorithm="ring")  # (K,)
-    counted = counting.sent, counting.received
-    counting.free()
-    return counted
-
-
 def stand_in(cfg: dict) -> StandIn:
     """A fresh stand-in of the part's MLP (seed 0), sleeping its calibrated time."""
     return StandIn(cfg["sizes"], cfg["per_row_s"], cfg["forward_share"])
@@ -117,31 +103,27 @@ def stand_in(cfg: dict) -> StandIn:
 
 def bottleneck(comm, cfg: dict) -> dict:
     """Median seconds per step of the synchronous server (the spec) at each S and of
-    DataParallel (one bucket of all K gradients, reduced by the ring) in turns on the same
-    stand-in model and global batch; the family's server at τ = 0 back to back (its report:
-    bytes, busy); and this world's bytes per rank of a ring all-reduce of K elements."""
+    DataParallel (one bucket of all K gradients) in turns on the same stand-in model and global
+    batch; the family's server at τ = 0 back to back (its report: bytes, busy); and this
+    world's bytes per rank of a hand-written ring all-reduce of K elements, counted message by
+    message."""
     batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
     servers = [s for s in cfg["server_counts"] if s < comm.size]
-    spec = {"lr": cfg["lr"]}
-    contenders, live = {}, []
-    for s in servers:
-        strategy = build({**spec, "mode": "sync", "servers": s}, stand_in(cfg), loss_fn,
-                         count_fn, comm)
-        contenders[f"sync S={s}"] = Timed(lambda st=strategy: st.step(batch), backend.sync)
-        live.append(strategy)
+    spec = {"lr": cfg["lr"], "mode": "sync"}
+    live = {f"sync S={s}": build({**spec, "servers": s}, stand_in(cfg), loss_fn, count_fn, comm)
+            for s in servers}
     comm.tracer = tracer = Tracer(comm.rank)  # DataParallel's collectives name their algorithm
     model = stand_in(cfg)
     params = model.parameters()
-    nbytes = sum(p.data.nbytes for p in params)
-    dp = DataParallel(model, optim.SGD(params, cfg["lr"]), loss_fn, count_fn, comm,
-                      bucket_bytes=nbytes)
-    contenders["dp"] = Timed(lambda: dp.step(batch), backend.sync)
-    timed = turns(comm, contenders, cfg["repeats"], cfg["warmup"])
+    k, nbytes = sum(p.size for p in params), sum(p.data.nbytes for p in params)
+    live["dp"] = DataParallel(model, optim.SGD(params, cfg["lr"]), loss_fn, count_fn, comm,
+                              bucket_bytes=nbytes)
+    timed = turns(comm, {name: stepping(s, batch) for name, s in live.items()}, cfg)
     comm.tracer = None
     largest = max((e for e in tracer.events if e.name.startswith("all_reduce")),
                   key=lambda e: e.bytes)
-    for strategy in live:
-        strategy.close()
+    for s in servers:
+        live[f"sync S={s}"].close()
     family = {}
     for s in servers:
         ranks = free_run(comm, lambda s=s: build({**spec, "mode": "ssp", "staleness": 0,
@@ -151,51 +133,47 @@ def bottleneck(comm, cfg: dict) -> dict:
         if ranks is not None:
             family[s] = {"report": ranks[0]["report"],
                          "seconds": max(r["ends_s"][-1] for r in ranks)}
-    sent, received = ring_bytes(sum(p.size for p in params))
-    ring = comm.allgather_obj({"sent": sent, "received": received}, "ring bytes")
-    return {"world_size": comm.size, "parameters": sum(p.size for p in params),
-            "nbytes": nbytes, "itemsize": params[0].data.dtype.itemsize, "timed": timed,
+    counting = Counting()
+    all_reduce_(counting, backend.xp_default().zeros(k, np.float32), algorithm="ring")  # (K,)
+    ring = comm.allgather_obj({"sent": counting.sent, "received": counting.received},
+                              "ring bytes")
+    counting.free()
+    return {"parameters": k, "itemsize": params[0].data.dtype.itemsize, "timed": timed,
             "dp_all_reduce": {"name": largest.name, "bytes": largest.bytes},
             "family": family, "ring": ring}
 
 
 def staleness(comm, cfg: dict) -> dict:
     """Each contender's steps back to back, the first worker sleeping its own compute time
-    again after each step; traced, the timelines' contenders' first steps written as Chrome
-    traces."""
+    again after each step; traced, the timelines' contenders' first ``timeline_steps`` steps
+    (up to the end of the slowed worker's) written as Chrome traces."""
     batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
-    workers = comm.size - cfg["servers"]
-    rows = len(shard(np.arange(cfg["batch"]), SLOWED, workers))
-    slowed_s = stand_in(cfg).compute_s(rows)
+    slowed_s = stand_in(cfg).compute_s(len(shard(np.arange(cfg["batch"]), SLOWED,
+                                                 comm.size - cfg["servers"])))
     runs = {}
     for spec in cfg["contenders"]:
         traced = spec["name"] in cfg["timelines"] and cfg["traces"] is not None
         ranks = free_run(comm, lambda spec=spec: build(
             {**spec, "servers": cfg["servers"], "lr": cfg["lr"]}, stand_in(cfg), loss_fn,
             count_fn, comm), lambda k: batch, cfg["steps"], slowed_s, trace=traced)
-        if ranks is not None:
-            if traced:
-                name = cfg["timelines"][spec["name"]]
-                timeline(ranks, str(Path(cfg["traces"]) / f"ps_timeline_{name}.trace.json"),
-                         cfg["timeline_steps"])
-            runs[spec["name"]] = [{k: v for k, v in r.items() if k != "trace"} for r in ranks]
-    return {"world_size": comm.size, "slowed_s": slowed_s, "rows": rows, "runs": runs}
-
-
-def timeline(ranks: list[dict], path: str, steps: int) -> str:
-    """The Chrome trace of every rank's regions up to the end of the slowed worker's first
-    ``steps`` steps."""
-    slowed = next(r for r in ranks if r["slowed"])
-    cut = slowed["ends_s"][steps - 1] * 1e9
-    return write_chrome(path, [{**r["trace"], "events": [e for e in r["trace"]["events"]
-                                                         if e["end"] <= cut]} for r in ranks])
+        if ranks is None:
+            continue
+        if traced:
+            name = cfg["timelines"][spec["name"]]
+            cut = next(r for r in ranks if r["slowed"])["ends_s"][cfg["timeline_steps"] - 1] * 1e9
+            write_chrome(str(Path(cfg["traces"]) / f"ps_timeline_{name}.trace.json"),
+                         [{**r["trace"], "events": [e for e in r["trace"]["events"]
+                                                    if e["end"] <= cut]} for r in ranks])
+        runs[spec["name"]] = [{k: v for k, v in r.items() if k != "trace"} for r in ranks]
+    return {"runs": runs}
 
 
 def loss(comm, cfg: dict) -> dict:
     """Each contender trains a fresh GPT (seed 0) on the same batches at the same rate, the
-    first worker slowed 2×; every ``eval_every`` steps and after the shutdown, server 0 takes
-    the servers' parameters and evaluates the held-out loss. The contenders run ``rounds``
-    times, in reverse order every other round (a burst of load then hits each alike)."""
+    first worker slowed 2× (it sleeps its own forward and backward time again); every
+    ``eval_every`` steps and after the shutdown, server 0 takes the servers' parameters and
+    evaluates the held-out loss. The contenders run ``rounds`` times, in reverse order every
+    other round (a burst of load then hits each alike)."""
     data = SyntheticLanguage(cfg["vocab"], cfg["order"], cfg["seq"], seed=0)
     task = Task(data, None, "tok")
 
@@ -203,18 +181,23 @@ def loss(comm, cfg: dict) -> dict:
         return nn.GPT(cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["heads"], cfg["layers"],
                       np.random.default_rng(0), dtype=np.float32)
 
-    batches = [task.batch(k, cfg["batch"])[0] for k in range(cfg["steps"])]
-    workers = comm.size - cfg["servers"]
-    slowed_s = 0.0
-    if comm.rank - cfg["servers"] == SLOWED:
-        slowed_s = compute_s(task, gpt(), shard(batches[0], SLOWED, workers))
-    slowed_s = max(comm.allgather_obj(slowed_s, "slowed worker's compute"))
-
     def held_out(model, n_batches: int) -> float:
         return Task(data, model, "tok").evaluate(n_batches, cfg["eval_rows"])
 
-    runs = {spec["name"]: [] for spec in cfg["contenders"]}
-    order = cfg["contenders"]
+    batches = [task.batch(k, cfg["batch"])[0] for k in range(cfg["steps"])]
+    slowed_s = 0.0
+    if comm.rank - cfg["servers"] == SLOWED:  # its forward and backward, the others waiting
+        model, mine = gpt(), shard(batches[0], SLOWED, comm.size - cfg["servers"])
+
+        def once():
+            model.zero_grad()
+            start = clock()
+            task.loss(model, mine).backward()
+            return (clock() - start,)
+
+        slowed_s = medians(once, 5)[0]
+    slowed_s = max(comm.allgather_obj(slowed_s, "slowed worker's compute"))
+    runs, order = {spec["name"]: [] for spec in cfg["contenders"]}, cfg["contenders"]
     for spec in [spec for r in range(cfg["rounds"]) for spec in (order[::-1] if r % 2 else order)]:
         evals = []
 
@@ -223,9 +206,8 @@ def loss(comm, cfg: dict) -> dict:
                 return
             strategy.gather_model()
             if comm.rank == 0:
-                last = k == cfg["steps"]
-                evals.append([k, held_out(strategy.model, cfg["final_batches" if last else
-                                                              "eval_batches"])])
+                evals.append([k, held_out(strategy.model, cfg[
+                    "final_batches" if k == cfg["steps"] else "eval_batches"])])
 
         ranks = free_run(comm, lambda spec=spec: build(
             {**spec, "servers": cfg["servers"], "lr": cfg["lr"], "optimizer": "adam"}, gpt(),
@@ -234,17 +216,4 @@ def loss(comm, cfg: dict) -> dict:
         if ranks is not None:
             runs[spec["name"]].append({"ranks": ranks, "evals": evals})
     first = held_out(gpt(), cfg["eval_batches"]) if comm.rank == 0 else None
-    return {"world_size": comm.size, "slowed_s": slowed_s, "floor": data.entropy_floor(),
-            "initial": first, "runs": runs}
-
-
-def compute_s(task: Task, model, batch, repeats: int = 5) -> float:
-    """Median seconds of forward and backward of ``model`` on ``batch``, after one untimed."""
-    seconds = []
-    for _ in range(repeats + 1):
-        model.zero_grad()
-        start = time.perf_counter()
-        task.loss(model, batch).backward()
-        backend.sync()
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds[1:])
+    return {"floor": data.entropy_floor(), "initial": first, "runs": runs}

@@ -53,13 +53,9 @@ class HandMLP:
         self.lr = lr
         self.grads: list = []
 
-    def loss_and_grads(self, x, y) -> float:
-        """Mean softmax cross-entropy (read on the host: a sync on a device); leaves
+    def forward_backward(self, x, y):
+        """Mean softmax cross-entropy as a 0-d array of ``xp`` (no host read); leaves
         [gW₀, gb₀, gW₁, …] in ``self.grads``."""
-        return float(self._forward_backward(x, y))
-
-    def _forward_backward(self, x, y):
-        """The loss as a 0-d array of ``xp``, and the gradients in ``self.grads``."""
         xp = get_array_module(x)
         n = x.shape[0]
         rows = xp.arange(n)
@@ -90,7 +86,7 @@ class HandMLP:
 
     def step(self, x, y) -> None:
         """One training step: forward, backward and θ ← θ − lr·g in place (no host read)."""
-        self._forward_backward(x, y)
+        self.forward_backward(x, y)
         for p, g in zip([t for wb in zip(self.weights, self.biases) for t in wb], self.grads):
             g *= self.lr  # the gradient is dropped after the step: scale it in place
             p -= g
@@ -105,14 +101,7 @@ def torch_twins():
     return twins
 
 
-def sgd_update(params) -> None:
-    """θ ← θ − lr·g in place, as the floor does it (g is scaled in place: it is dropped next)."""
-    for p in params:
-        p.grad *= LR
-        p.data -= p.grad
-
-
-def contender(name: str, model, loss_fn, grads, update, wait) -> Contender:
+def contender(name: str, model, loss_fn, grads, update, wait=sync) -> Contender:
     """``model``'s step: forward and backward of ``loss_fn()``, then ``update()``; its loss and
     the host gradients ``grads()`` after one forward and backward."""
 
@@ -130,40 +119,31 @@ def contender(name: str, model, loss_fn, grads, update, wait) -> Contender:
     return Contender(name, Timed(step, wait), loss_and_grads)
 
 
-def scratchpar_contender(model, loss_fn) -> Contender:
+def sgd_update(params) -> None:
+    """θ ← θ − lr·g in place, as the floor does it (g is scaled in place: it is dropped next)."""
+    for p in params:
+        p.grad *= LR
+        p.data -= p.grad
+
+
+def case(name: str, description: str, device: str, model, loss_fn, twin, twin_loss, host,
+         floor=()) -> Case:
+    """scratchpar's ``model`` on ``loss_fn()``, the ``floor`` contenders, and where PyTorch is
+    installed the twin ``twin(twins)`` on the same weights, trained on ``twin_loss(twins, twin,
+    *data)``, the ``host`` arrays moved to its device."""
     params = model.parameters()
-    return contender("scratchpar", model, loss_fn,
-                     lambda: {n: to_host(p.grad) for n, p in model.named_parameters()},
-                     lambda: sgd_update(params), sync)
-
-
-def with_torch(contenders: list, device: str, model, make_twin, loss_of, *arrays) -> list:
-    """``contenders``, and where PyTorch is installed the twin ``make_twin(twins)`` of
-    ``model`` on the same weights, trained on ``loss_of(twins, twin, *arrays)`` (host arrays
-    moved to its device)."""
+    contenders = [contender("scratchpar", model, loss_fn,
+                            lambda: {n: to_host(p.grad) for n, p in model.named_parameters()},
+                            lambda: sgd_update(params)), *floor]
     twins = torch_twins()
-    if twins is None:
-        return contenders
-    where = twins.device_for(device)
-    twin = twins.load_from(make_twin(twins).to(where), model)
-    data = [twins.torch.from_numpy(a).to(where) for a in arrays]
-    params = list(twin.parameters())
-    return contenders + [contender("pytorch", twin, lambda: loss_of(twins, twin, *data),
-                                   lambda: twins.grads_as_numpy(twin),
-                                   lambda: twins.sgd_update(params, LR), twins.sync_for(device))]
-
-
-def floor_contender(model, x, y) -> Contender:
-    """The hand-written MLP on the same device as ``model``, its data ``x``, ``y`` there too."""
-    layers = [m for m in model if isinstance(m, nn.Linear)]
-    floor = HandMLP([m.weight.data for m in layers], [m.bias.data for m in layers], LR)
-
-    def loss_and_grads():
-        loss = floor.loss_and_grads(x, y)
-        names = [n for n, _ in model.named_parameters()]
-        return loss, dict(zip(names, map(to_host, floor.grads)))
-
-    return Contender("floor", Timed(lambda: floor.step(x, y), sync), loss_and_grads)
+    if twins is not None:
+        net = twins.twin_of(model, twin(twins), device)
+        data = [twins.torch.from_numpy(a).to(twins.device_for(device)) for a in host]
+        contenders.append(contender(
+            "pytorch", net, lambda: twin_loss(twins, net, *data),
+            lambda: twins.grads_as_numpy(net),
+            lambda: twins.sgd_update(list(net.parameters()), LR), twins.sync_for(device)))
+    return Case(name, description, contenders)
 
 
 def mlp_case(device: str, seed: int = 0) -> Case:
@@ -173,13 +153,20 @@ def mlp_case(device: str, seed: int = 0) -> Case:
     x = gen.standard_normal((MLP_BATCH, MLP_SIZES[0])).astype(np.float32)  # (B, 784)
     y = gen.integers(0, MLP_SIZES[-1], MLP_BATCH)  # (B,)
     dx, dy = to_device(x), to_device(y)
+    layers = [m for m in model if isinstance(m, nn.Linear)]
+    floor = HandMLP([m.weight.data for m in layers], [m.bias.data for m in layers], LR)
+    names = [n for n, _ in model.named_parameters()]
+
+    def floor_loss_and_grads():
+        loss = float(floor.forward_backward(dx, dy))
+        return loss, dict(zip(names, map(to_host, floor.grads)))
+
     tx = Tensor(dx)
-    contenders = with_torch([scratchpar_contender(model, lambda: F.cross_entropy(model(tx), dy)),
-                             floor_contender(model, dx, dy)], device, model,
-                            lambda twins: twins.TorchMLP(MLP_SIZES),
-                            lambda twins, twin, tx, ty: twins.F.cross_entropy(twin(tx), ty), x, y)
-    return Case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, float32, "
-                       f"cross-entropy, inline SGD lr {LR}", contenders)
+    return case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, float32, "
+                       f"cross-entropy, inline SGD lr {LR}", device, model,
+                lambda: F.cross_entropy(model(tx), dy), lambda twins: twins.TorchMLP(MLP_SIZES),
+                lambda twins, twin, tx, ty: twins.F.cross_entropy(twin(tx), ty), (x, y),
+                [Contender("floor", Timed(lambda: floor.step(dx, dy)), floor_loss_and_grads)])
 
 
 def gpt_case(device: str, seed: int = 0) -> Case:
@@ -189,9 +176,8 @@ def gpt_case(device: str, seed: int = 0) -> Case:
     c = GPT_CONFIG
     batch = gen.integers(0, c["vocab_size"], (GPT_BATCH, c["max_len"] + 1))  # (B, T+1)
     on_device = to_device(batch)
-    contenders = with_torch([scratchpar_contender(model, lambda: nn.lm_loss(model, on_device))],
-                            device, model, lambda twins: twins.TorchGPT(**GPT_CONFIG),
-                            lambda twins, twin, tb: twins.lm_loss(twin, tb), batch)
-    return Case("gpt", f"GPT vocab {c['vocab_size']}, seq {c['max_len']}, d_model {c['d_model']}, "
-                       f"{c['n_heads']} heads, {c['n_layers']} layers, batch {GPT_BATCH}, float32, "
-                       f"inline SGD lr {LR}", contenders)
+    return case("gpt", f"GPT vocab {c['vocab_size']}, seq {c['max_len']}, d_model "
+                       f"{c['d_model']}, {c['n_heads']} heads, {c['n_layers']} layers, batch "
+                       f"{GPT_BATCH}, float32, inline SGD lr {LR}", device, model,
+                lambda: nn.lm_loss(model, on_device), lambda twins: twins.TorchGPT(**c),
+                lambda twins, twin, tb: twins.lm_loss(twin, tb), (batch,))

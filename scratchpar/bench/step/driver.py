@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 
 import numpy as np
 
@@ -24,7 +25,7 @@ OPS = {  # op → (the autograd op on Tensors a, b; bare NumPy's forward and bac
     "add": (F.add, lambda a, b, g: a + b),
     "mul": (F.mul, lambda a, b, g: (a * b, g * b, g * a)),
     "matmul": (F.matmul, lambda a, b, g: (a @ b, g @ b.T, a.T @ g)),
-    "relu": (lambda a, b: F.relu(a), lambda a, b, g: _masked(a > 0, a, g)),
+    "relu": (lambda a, b: F.relu(a), lambda a, b, g: (a * (a > 0), g * (a > 0))),
     "sum": (lambda a, b: F.sum(a), lambda a, b, g: (a.sum(), np.broadcast_to(g, a.shape))),
     "reshape": (lambda a, b: F.reshape(a, -1), lambda a, b, g: (a.reshape(-1), g.reshape(a.shape))),
 }
@@ -32,13 +33,6 @@ OPS = {  # op → (the autograd op on Tensors a, b; bare NumPy's forward and bac
 
 class NotEquivalent(AssertionError):
     """Two contenders disagree: timing them against each other would mean nothing."""
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--repeats", type=int, default=50, help="timed steps per contender")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps per contender first")
-    parser.add_argument("--default-malloc", action="store_true",
-                        help="leave glibc's heap trimming as it is (see scratchpar/allocator.py)")
 
 
 def compare(case: Case) -> list[dict]:
@@ -59,17 +53,16 @@ def compare(case: Case) -> list[dict]:
     return rows
 
 
-def time_case(case: Case, repeats: int, warmup: int) -> dict[str, dict]:
-    """Median ms and minor page faults per step of each contender, timed in turns."""
-    samples = interleaved({c.name: c.step for c in case.contenders}, repeats, warmup)  # synced
-    return {name: {"ms": s.median_ms(), "faults": s.median_faults()}
-            for name, s in samples.items()}
+def median_ms(contenders: dict, repeats: int, warmup: int, calls: int = 1) -> dict[str, float]:
+    """Median ms per call of each contender, timed in turns of ``calls`` calls."""
+    samples = interleaved(contenders, repeats, warmup)
+    return {name: 1e3 * statistics.median(s) / calls for name, s in samples.items()}
 
 
 def verdicts(timings: dict, device: str) -> list[dict]:
     rows = []
     for case, baseline, limit in TARGETS[device]:
-        ms = {name: t["ms"] for name, t in timings[case].items()}
+        ms = timings[case]
         ratio = ms["scratchpar"] / ms[baseline] if baseline in ms else None
         verdict = "n/a (no torch)" if ratio is None else \
             judged(device, "PASS" if ratio <= limit else "MISS")
@@ -78,9 +71,9 @@ def verdicts(timings: dict, device: str) -> list[dict]:
     return rows
 
 
-def overhead_rows(calls: int, repeats: int, with_torch: bool) -> list[dict]:
-    """Per op: µs per forward+backward for NumPy, scratchpar and PyTorch, on host arrays
-    whatever the device: the Python cost of a graph node (a GPU adds CuPy's launch latency)."""
+def overhead_rows(calls: int, repeats: int) -> list[dict]:
+    """Per op: µs per forward+backward for NumPy and scratchpar, on host arrays whatever the
+    device: the Python cost of a graph node (a GPU adds CuPy's launch latency)."""
     gen = np.random.default_rng(0)
     a, b = (gen.standard_normal(SHAPE).astype(np.float32) for _ in range(2))
     rows = []
@@ -89,36 +82,13 @@ def overhead_rows(calls: int, repeats: int, with_torch: bool) -> list[dict]:
         g_out = np.ones_like(op(ta, tb).data)
         runners = {"numpy": lambda bare=bare, g=g_out: bare(a, b, g),
                    "scratchpar": graph(op, ta, tb, g_out)}
-        if with_torch:
-            import torch
-
-            ops = {"relu": lambda x, y: torch.relu(x), "sum": lambda x, y: x.sum(),
-                   "reshape": lambda x, y: x.reshape(-1)}
-            pa, pb = (torch.from_numpy(v.copy()).requires_grad_() for v in (a, b))
-            runners["torch"] = graph(ops.get(name, getattr(torch, name)), pa, pb,
-                                     torch.from_numpy(np.asarray(g_out)))
-        samples = interleaved({k: Timed(repeated(fn, calls), on_host)
-                               for k, fn in runners.items()}, repeats, 1)
-        us = {k: 1e3 * s.median_ms() / calls for k, s in samples.items()}
+        us = {k: 1e3 * ms for k, ms in median_ms(
+            {k: Timed(lambda fn=fn: [fn() for _ in range(calls)], on_host)
+             for k, fn in runners.items()}, repeats, 1, calls).items()}
         rows.append({"op": name, "shape": SHAPE, "numpy_us": us["numpy"],
                      "scratchpar_us": us["scratchpar"],
-                     "overhead_us": us["scratchpar"] - us["numpy"],
-                     "torch_overhead_us": us["torch"] - us["numpy"] if with_torch else None})
+                     "overhead_us": us["scratchpar"] - us["numpy"]})
     return rows
-
-
-def _masked(mask, a, g):
-    return a * mask, g * mask
-
-
-def repeated(fn, calls: int):
-    """``fn`` called ``calls`` times in a row: one timed turn for a tiny operation."""
-
-    def run():
-        for _ in range(calls):
-            fn()
-
-    return run
 
 
 def graph(op, a, b, g_out):
@@ -145,7 +115,7 @@ def versions(twins, device: str) -> str:
 
 
 def measure(args) -> dict:
-    repeats, warmup = (3, 1) if args.quick else (args.repeats, args.warmup)
+    repeats, warmup = (3, 1) if args.quick else (50, 5)
     backend.set_device(args.device)
     twins = torch_twins()
     libraries = versions(twins, args.device)
@@ -164,27 +134,31 @@ def measure(args) -> dict:
                 equivalence, {"case": "case", "contender": "contender", "loss": "{loss:.6f}",
                               "loss rel err": "{loss_rel_err:.1e}",
                               "worst grad rel err": "{grad_rel_err:.1e} ({worst_grad})"}))
-    timings = {case.name: time_case(case, repeats, warmup) for case in cases}
-    rows = [{"case": case, "contender": name, **t, "of": {k: v["ms"] for k, v in ts.items()}}
+    timings = {case.name: median_ms({c.name: c.step for c in case.contenders}, repeats, warmup)
+               for case in cases}  # each step ends with its wait
+    rows = [{"case": case, "contender": name, "ms": t, "of": ts}
             for case, ts in timings.items() for name, t in ts.items()]
     print(table("ms per step", rows, {
         "case": "case", "contender": "contender", "ms/step": "ms",
         **{f"x {k}": lambda r, k=k: r["ms"] / r["of"][k] if k in r["of"] else None
-           for k in ("pytorch", "floor")},
-        "page faults/step": lambda r: int(r["faults"])}))
+           for k in ("pytorch", "floor")}}))
     targets = verdicts(timings, args.device)
     print(table("targets (docs/devices.md)", targets,
                 {"target": "target", "measured": "ratio", "verdict": "verdict"}))
     calls = 20 if args.quick else 2000
-    overhead = overhead_rows(calls, 3 if args.quick else 15, with_torch=twins is not None)
+    overhead = overhead_rows(calls, 3 if args.quick else 15)
     print(table(f"autograd overhead per op on {SHAPE} float32 host arrays, minus bare NumPy (µs)",
                 overhead, {"op": "op", "numpy": "numpy_us", "scratchpar": "scratchpar_us",
-                           "overhead": "overhead_us", "pytorch overhead": "torch_overhead_us"}))
+                           "overhead": "overhead_us"}))
     return {"repeats": repeats, "warmup": warmup, "versions": libraries, "malloc": malloc,
             "cases": {c.name: c.description for c in cases}, "equivalence": equivalence,
-            "per_step": timings, "targets": targets, "overhead_us": overhead}
+            "per_step": {case: {name: {"ms": ms} for name, ms in ts.items()}
+                         for case, ts in timings.items()},
+            "targets": targets, "overhead_us": overhead}
 
 
 BENCHMARK = Benchmark("one training step against PyTorch eager and a NumPy floor, from the "
                       "same weights after an equivalence check", "a few repeats only", measure,
-                      add_arguments)
+                      lambda parser: parser.add_argument(
+                          "--default-malloc", action="store_true",
+                          help="leave glibc's heap trimming as it is (scratchpar/allocator.py)"))

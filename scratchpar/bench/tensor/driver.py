@@ -1,32 +1,125 @@
-"""The tensor benchmark: one MPI job per tp size t, then the tables."""
+"""The tensor benchmark: per tp size t, a block's collectives and bytes, and an MLP's speed-up."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...comm.chunks import counts
-from ...nn import Block
+from ... import backend
+from ...autograd import Tensor
+from ...autograd.held import graph_bytes
+from ...comm.chunks import bounds, counts
+from ...nn import GELU, Block, Dropout, Linear, Sequential
 from ...parallel import Hybrid
 from ...parallel.description import Shape
+from ...parallel.tensor import ParallelFeedForward
+from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
+from ...trace.tracer import Tracer
 from ..harness import Benchmark, describe, ints, machine
-from ..mpijob import job, per_world_size
+from ..mpijob import job
 from ..table import table
+from ..timing import against_one_device, speedup
 from .formulas import FLOAT32, activation_formula, korthikanti, param_formula
 
 CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},
           "mlp": {"tokens": 256, "d_model": 1024}, "warmup": 2, "repeats": 30}
 QUICK = {"block": {"batch": 2, "seq": 8, "d_model": 16, "heads": 4},
          "mlp": {"tokens": 8, "d_model": 32}, "warmup": 1, "repeats": 2}
+LAYERS = {"tensor": ParallelBlock, "sequence": SequenceParallelBlock}
 LAYER_NAMES = {"tensor": "ParallelBlock", "sequence": "SequenceParallelBlock"}
 PASSES = ("forward", "backward")
 MEGATRON_T2 = 1.64  # Megatron's reported speed-up at t = 2
 TIMED_T = 2  # the machine has 2 cores: only t ≤ 2 is real compute
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=ints,
-                        help="comma-separated tp sizes (default 1,2,4; --quick: 1,2); the MLP "
-                             "is timed in the job of 2")
+def host_input(shape: tuple, seed: int):
+    """The same float32 array on every rank (host)."""
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def block_input(cfg: dict, comm, layer: str) -> Tensor:
+    """X[B,T,C], or this rank's sequence shard X[B,T_r,C] (``chunks.bounds(T, t)``)."""
+    x = host_input((cfg["batch"], cfg["seq"], cfg["d_model"]), 1)  # (B, T, C)
+    if layer == "sequence":
+        start, stop = bounds(cfg["seq"], comm.size)[comm.rank]
+        x = x[:, start:stop]  # (B, T_r, C)
+    return Tensor(backend.to_device(np.ascontiguousarray(x)), requires_grad=True)
+
+
+class Exchanges:
+    """Counts ``comm.allgather_obj`` calls (pickled metadata, which the tracer does not
+    record) while installed on the communicator instance."""
+
+    def __init__(self, comm):
+        self.comm, self.calls, self._inner = comm, 0, comm.allgather_obj
+
+    def __enter__(self) -> Exchanges:
+        self.comm.allgather_obj = self._counted
+        return self
+
+    def __exit__(self, *exc) -> None:
+        del self.comm.allgather_obj  # the class's method again
+
+    def _counted(self, obj, what: str = "metadata exchange") -> list:
+        self.calls += 1
+        return self._inner(obj, what)
+
+
+def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
+    """One forward and one backward of this rank's shard of ``block``, traced: the collectives
+    (op, the name before the algorithm → the bytes of each) and metadata exchanges of each
+    pass, and the bytes this rank holds."""
+    model, x = LAYERS[layer](block, comm), block_input(cfg, comm, layer)
+    params = model.parameters()
+    tracer = comm.tracer = Tracer(comm.rank)
+    calls = {}
+    with Exchanges(comm) as exchanges:
+        with tracer.region("forward", "compute"):
+            out = model(x)  # (B, T, C) or (B, T_r, C)
+        calls["forward"] = exchanges.calls
+        held = graph_bytes(out, params)  # the input x included, parameters not
+        with tracer.region("backward", "compute"):
+            out.backward(out.xp.ones_like(out.data))
+        calls["backward"] = exchanges.calls - calls["forward"]
+    comm.tracer = None
+    regions = {e.name: e for e in tracer.events if e.cat == "compute"}
+    ops = {p: {} for p in PASSES}
+    for p in PASSES:
+        for e in tracer.events:
+            if e.cat == "comm" and regions[p].start <= e.start and e.end <= regions[p].end:
+                ops[p].setdefault(e.name.split("/")[0], []).append(e.bytes)
+    return {"collectives": ops, "exchanges": calls,
+            "param_bytes": int(sum(p.data.nbytes for p in params)),
+            "grad_bytes": int(sum(p.grad.nbytes for p in params if p.grad is not None)),
+            "activation_bytes": held}
+
+
+def transformer_mlp(c: int) -> Sequential:
+    """The MLP of ``nn.Block``: Linear(C, 4C), GELU, Linear(4C, C), dropout 0 (seed 0)."""
+    gen = np.random.default_rng(0)
+    return Sequential(Linear(c, 4 * c, gen), GELU(), Linear(4 * c, c, gen), Dropout(0.0))
+
+
+def measure_ranks(comm, cfg: dict) -> dict:
+    """The t ranks are one tp group. A ParallelBlock and a SequenceParallelBlock (float32,
+    dropout 0) cut from one ``nn.Block``: each one's collectives and holdings; with ``"time"``,
+    the transformer MLP alone (rank 0, the others asleep) and as ParallelFeedForward, in turns,
+    and how far the split's output is from one device's."""
+    b = cfg["block"]
+    block = Block(b["d_model"], b["heads"], np.random.default_rng(0), dropout=0.0)
+    x = block_input(b, comm, "tensor")
+    one = {"param_bytes": int(sum(p.data.nbytes for p in block.parameters())),
+           "activation_bytes": graph_bytes(block(x), block.parameters())}
+    mine = {layer: one_layer(block, comm, b, layer) for layer in LAYERS}
+    result = {"one_device": one, "per_rank": comm.allgather_obj(mine, "tensor holdings")}
+    if cfg["time"]:
+        shape = (cfg["mlp"]["tokens"], cfg["mlp"]["d_model"])  # (N, C)
+        dy = backend.to_device(host_input(shape, 2))
+        mlp, split = transformer_mlp(shape[1]), ParallelFeedForward(transformer_mlp(shape[1]), comm)
+        timed, (x_one, x_split) = against_one_device(
+            comm, mlp, split, host_input(shape, 1), lambda m, x: m(x).backward(dy), cfg)
+        diff = float(abs(backend.to_host(split(x_split).data - mlp(x_one).data)).max())
+        result["mlp"] = {"timed": timed, "max_abs_diff": diff}
+    return result
 
 
 def expected(cfg: dict, t: int, layer: str) -> dict[tuple[str, str], tuple[int, int]]:
@@ -69,67 +162,45 @@ def collective_rows(results: dict, cfg: dict) -> list[dict]:
     return rows
 
 
-def timing_rows(results: dict) -> list[dict]:
-    """The job of t = 2: both medians, the speed-up beside Megatron's and the ideal t."""
-    rows = []
-    for t, res in results.items():
-        if "mlp" in res:
-            timed = res["mlp"]["timed"]
-            one, split = timed["alone"]["median_s"], timed["tensor"]["median_s"]
-            rows.append({"t": t, "alone_ms": 1e3 * one, "tensor_ms": 1e3 * split,
-                         "speedup": one / split, "efficiency": one / split / t,
-                         "megatron": MEGATRON_T2, "ideal": float(t),
-                         "max_abs_diff": f"{res['mlp']['max_abs_diff']:.1e}"})
-    return rows
-
-
 def memory_rows(results: dict, cfg: dict) -> list[dict]:
     """Per t, layer and rank: what the rank holds beside each formula."""
-    rows = []
-    for t, res in results.items():
-        one = res["one_device"]["activation_bytes"]
-        for layer in LAYER_NAMES:
-            for r, mine in enumerate(res["per_rank"]):
-                held = mine[layer]
-                act = activation_formula(cfg, t, r, layer)
-                rows.append({"t": t, "layer": layer, "rank": r,
-                             "param_bytes": held["param_bytes"],
-                             "param_formula": param_formula(cfg, t, r),
-                             "grad_bytes": held["grad_bytes"],
-                             "activation_bytes": held["activation_bytes"],
-                             "activation_formula": act,
-                             "activation_ratio": held["activation_bytes"] / act,
-                             "korthikanti": round(korthikanti(cfg, t, layer)),
-                             "vs_block": held["activation_bytes"] / one})
-    return rows
+    return [{"t": t, "layer": layer, "rank": r, "param_bytes": held["param_bytes"],
+             "param_formula": param_formula(cfg, t, r), "grad_bytes": held["grad_bytes"],
+             "activation_bytes": held["activation_bytes"], "activation_formula": act,
+             "activation_ratio": held["activation_bytes"] / act,
+             "korthikanti": round(korthikanti(cfg, t, layer)),
+             "vs_block": held["activation_bytes"] / res["one_device"]["activation_bytes"]}
+            for t, res in results.items() for layer in LAYER_NAMES
+            for r, held in enumerate(mine[layer] for mine in res["per_rank"])
+            for act in [activation_formula(cfg, t, r, layer)]]
 
 
 def measure(args) -> dict:
     cfg = QUICK if args.quick else CONFIG
     ranks = args.ranks or ([1, 2] if args.quick else [1, 2, 4])
-    results, load = per_world_size(ranks, lambda t: job(
-        t, "scratchpar.bench.tensor.worker:measure", {**cfg, "time": t == TIMED_T}, args.device))
+    results = {t: job(t, "scratchpar.bench.tensor.driver:measure_ranks",
+                      {**cfg, "time": t == TIMED_T}, args.device) for t in ranks}
     b, m = cfg["block"], cfg["mlp"]
-    collectives = collective_rows(results, b)
-    timing, memory = timing_rows(results), memory_rows(results, b)
+    collectives, memory = collective_rows(results, b), memory_rows(results, b)
+    timing = [{"t": t, **(row := speedup(res["mlp"]["timed"], "tensor")),
+               "efficiency": row["speedup"] / t, "megatron": MEGATRON_T2, "ideal": float(t),
+               "max_abs_diff": f"{res['mlp']['max_abs_diff']:.1e}"}
+              for t, res in results.items() if "mlp" in res]
     one = next(iter(results.values()))["one_device"]
-    print(f"tensor benchmark on {describe(args.device)}, {machine(load)}; block: B {b['batch']}, "
+    print(f"tensor benchmark on {describe(args.device)}, {machine(args)}; block: B {b['batch']}, "
           f"T {b['seq']}, C {b['d_model']}, {b['heads']} heads, float32, dropout 0")
     print(table("collectives per transformer layer, counted from the trace beside the "
                 "description (docs/tensor_parallel.md, Measurements)", collectives,
                 {"t": "t", "layer": "layer", "pass": "pass", "op": "op", "expected": "expected",
                  "counted": "counted", "every rank": "every_rank", "bytes": "bytes",
                  "formula": "bytes_formula"}))
-    if timing:
-        print(table(f"speed-up of the transformer MLP X[{m['tokens']},{m['d_model']}] → "
-                    f"{4 * m['d_model']} → {m['d_model']} against one device, median of "
-                    f"{cfg['repeats']} after {cfg['warmup']} warm-up", timing,
-                    {"t": "t", "alone ms": "alone_ms", "tensor ms": "tensor_ms",
-                     "speed-up": "speedup", "efficiency": "efficiency",
-                     "Megatron": "megatron", "ideal": "ideal",
-                     "max |Y − one device's|": "max_abs_diff"}))
-    else:
-        print(f"\nspeed-up: not timed (the MLP is timed in the job of t = {TIMED_T})")
+    print(table(f"speed-up of the transformer MLP X[{m['tokens']},{m['d_model']}] → "
+                f"{4 * m['d_model']} → {m['d_model']} against one device, median of "
+                f"{cfg['repeats']} after {cfg['warmup']} warm-up", timing,
+                {"t": "t", "alone ms": "alone_ms", "tensor ms": "tensor_ms",
+                 "speed-up": "speedup", "efficiency": "efficiency", "Megatron": "megatron",
+                 "ideal": "ideal", "max |Y − one device's|": "max_abs_diff"})
+          if timing else f"\nspeed-up: not timed (the MLP is timed in the job of t = {TIMED_T})")
     print(table(f"held per rank, one block, against the formulas; nn.Block holds "
                 f"{one['param_bytes']} parameter B, {one['activation_bytes']} activation B",
                 memory,
@@ -139,9 +210,11 @@ def measure(args) -> dict:
                  "measured/formula": "activation_ratio", "× nn.Block": "vs_block",
                  "Korthikanti 16-bit B": "korthikanti"}))
     return {"config": cfg, "ranks": ranks, "collectives": collectives, "timing": timing,
-            "memory": memory, "one_device": one, "load": list(load)}
+            "memory": memory, "one_device": one}
 
 
 BENCHMARK = Benchmark("tensor (Megatron) parallelism: collectives per layer from the trace, "
                       "speed-up at t = 2, bytes held per rank", "a tiny block and MLP", measure,
-                      add_arguments)
+                      lambda parser: parser.add_argument(
+                          "--ranks", type=ints, help="comma-separated tp sizes (default 1,2,4; "
+                          "--quick: 1,2); the MLP is timed in the job of 2"))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ...parallel.zero.formula import formula
 from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
-from ..mpijob import job, per_world_size
+from ..mpijob import job
 from ..table import table
-from . import report
+from .worker import CONTENDERS, stage_of
 
 CLI_GPT = {"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 2, "batch": 32,
            "grad_clip": 1.0, "steps": 2}  # scratchpar/train/config.py's defaults
@@ -20,20 +21,119 @@ QUICK_MODELS = {"cli": {**TINY, "d_model": 16, "bucket_kib": 4},
 TIMING = {"warmup": 3, "repeats": 20}
 QUICK_TIMING = {"warmup": 1, "repeats": 2}
 FITS = {"model": {"vocab": 32, "seq": 256, "layers": 8, "batch": 8, "grad_clip": 1.0,
-                  "bucket_kib": 1024}, "head_dim": 64, "start": 128, "max_d_model": 8192}
-QUICK_FITS = {"model": {**FITS["model"], "seq": 64, "layers": 2, "batch": 4},
+                  "bucket_kib": 1024}, "head_dim": 64, "start": 128, "max_d_model": 8192,
+        "budget_gib": 2.0}  # CuPy's pool limit per rank in the search for the widest GPT
+QUICK_FITS = {**FITS, "model": {**FITS["model"], "seq": 64, "layers": 2, "batch": 4},
               "head_dim": 32, "start": 64, "max_d_model": 1024}
 FIT_RANKS = 2
 WORKER = "scratchpar.bench.zero.worker"
 FITS_TIMEOUT_S = 1800  # 7 searches of ~8 steps, some waiting out worker.FIT_TIMEOUT_S
+FORMULA_PARTS = ("parameters", "gradients", "optimizer", "host")
+SHORT = dict(zip(FORMULA_PARTS, ("params", "grads", "optim", "host")))
+NAMED = {"buckets": ("buckets",), "gathered": ("gathered",),
+         "scratch": ("scratch", "host scratch")}  # column → the ledger's parts it sums
+LABELS = {name: ("DP" if stage == 0 else f"ZeRO-{stage}") + (" offload" if off else "")
+          for name in CONTENDERS for stage, off in [stage_of(name)]}
+KiB, MiB = 1 << 10, 1 << 20
+TARGET = 1.5  # docs/zero.md: ZeRO-3's step ≤ TARGET × DP's
+TARGET_RANKS = 2
+OFFLOAD_COLUMNS = {"N": "ranks", "contender": "label", "ms/step": "step_ms",
+                   "rank 0 ms": "own_ms", "forward": "forward_ms",
+                   "backward + comm": "rest_ms", "copies": "copy_ms", "update": "update_ms",
+                   "copies %": "copy_pct"}
+FITS_COLUMNS = {"contender": "label", "d_model": "d_model", "Ψ (M)": "params_m",
+                "at the cap": "capped", "tried": "tried"}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=ints,
-                        help="comma-separated world sizes, one job each (default 2,4; --quick: 2)")
-    parser.add_argument("--gpu-budget-gib", type=float, default=2.0,
-                        help="--device cuda: the memory each rank may take (CuPy's pool limit) "
-                             "in the search for the widest GPT; default 2")
+def unit(psi: int, itemsize: int) -> tuple[str, int]:
+    """MiB for a model of 4 MiB or more, else KiB (a tiny model's parts would all read 0.00)."""
+    return ("MiB", MiB) if psi * itemsize >= 4 * MiB else ("KiB", KiB)
+
+
+def memory_rows(results: dict, model: str) -> list[dict]:
+    """Per world size and contender, rank 0's peaks in bytes (it holds the larger chunks): each
+    part the formula names beside the formula's, the ratio of their sums, the named buffers
+    beyond the formula and the activations."""
+    rows = []
+    for n, res in results.items():
+        mem = res["memory"][model]
+        for name in CONTENDERS:
+            held = mem["ranks"][name][0]
+            want = formula(stage_of(name)[0], mem["psi"], n, mem["itemsize"], mem["moments"],
+                           stage_of(name)[1])
+            row = {"ranks": n, "contender": name, "label": LABELS[name],
+                   "largest_group": held["largest_group"], "activations": held["activations"],
+                   **{p: held["peak"].get(p, 0) for p in FORMULA_PARTS},
+                   **{f"formula_{p}": round(want.get(p, 0.0)) for p in FORMULA_PARTS},
+                   **{c: sum(held["peak"].get(p, 0) for p in parts) for c, parts in NAMED.items()}}
+            row["ratio"] = sum(row[p] for p in FORMULA_PARTS) / sum(
+                row[f"formula_{p}"] for p in FORMULA_PARTS)
+            rows.append(row)
+    return rows
+
+
+def memory_columns(scale: int) -> dict:
+    """The memory table's columns, every byte count in ``scale`` units."""
+    def scaled(key):
+        return lambda row: row[key] / scale
+
+    return {"N": "ranks", "contender": "label",
+            **{SHORT[p]: scaled(p) for p in FORMULA_PARTS},
+            **{f"f.{SHORT[p]}": scaled(f"formula_{p}") for p in FORMULA_PARTS},
+            "measured/formula": "ratio", **{c: scaled(c) for c in (*NAMED, "activations")}}
+
+
+def step_ms(res: dict, name: str) -> float:
+    return 1e3 * res["timing"]["timed"][name]["median_s"]
+
+
+def timing_rows(results: dict) -> list[dict]:
+    """Per contender, its median step at each world size and its ratio to DP's."""
+    return [{"contender": name, "label": LABELS[name],
+             **{k: v for n, res in results.items() for k, v in (
+                 (f"ms_{n}", step_ms(res, name)),
+                 (f"vs_dp_{n}", step_ms(res, name) / step_ms(res, "dp")))}}
+            for name in CONTENDERS]
+
+
+def timing_columns(ranks: list[int]) -> dict[str, str]:
+    return {"contender": "label", **{h: k for n in ranks for h, k in (
+        (f"ms/step N={n}", f"ms_{n}"), (f"× DP N={n}", f"vs_dp_{n}"))}}
+
+
+def zero3_target(results: dict) -> dict | None:
+    """ZeRO-3's step over DP's at TARGET_RANKS ranks (or the smallest world timed)."""
+    if not results:
+        return None
+    n = TARGET_RANKS if TARGET_RANKS in results else min(results)
+    ratio = step_ms(results[n], "zero3") / step_ms(results[n], "dp")
+    return {"ranks": n, "ratio": ratio, "target": TARGET,
+            "verdict": "PASS" if ratio <= TARGET else "MISS"}
+
+
+def offload_rows(results: dict) -> list[dict]:
+    """Per world size and stage, with and without offload: the step (slowest rank's median),
+    rank 0's medians of forward, copies and update, and the rest of its step."""
+    rows = []
+    for n, res in results.items():
+        for name in (f"zero{s}{o}" for s in (1, 2, 3) for o in ("", "-offload")):
+            ms = {k.removesuffix("_s"): 1e3 * v for k, v in res["timing"]["split"][name].items()}
+            rows.append({"ranks": n, "stage": stage_of(name)[0], "contender": name,
+                         "label": LABELS[name], "step_ms": step_ms(res, name),
+                         "own_ms": ms["total"], "forward_ms": ms["forward"],
+                         "rest_ms": ms["total"] - ms["forward"] - ms["copy"] - ms["update"],
+                         "copy_ms": ms["copy"], "update_ms": ms["update"],
+                         "copy_pct": 100 * ms["copy"] / ms["total"]})
+    return rows
+
+
+def fits_rows(fits: dict) -> list[dict]:
+    """Per contender, the widest GPT that trained within the budget, and what was tried."""
+    return [{"contender": name, "label": LABELS[name], "d_model": got["d_model"],
+             "params_m": got["params"] / 1e6 if got["params"] else None,
+             "capped": got["capped"],
+             "tried": " ".join(f"{d}{'✓' if ok else '✗'}" for d, ok in got["tried"])}
+            for name in CONTENDERS if (got := fits["largest"].get(name)) is not None]
 
 
 def shape(spec: dict) -> str:
@@ -43,20 +143,7 @@ def shape(spec: dict) -> str:
 
 
 def trace_ranks(ranks: list[int]) -> int:
-    return report.TARGET_RANKS if report.TARGET_RANKS in ranks else min(ranks)
-
-
-def run_jobs(ranks: list[int], models: dict, timing: dict, figures: str | None,
-             device: str) -> tuple[dict, tuple]:
-    """Per world size, one job: memory, then timing (with the trace at trace_ranks)."""
-    trace = str(Path(figures).resolve() / "zero3_timeline.trace.json") if figures else None
-
-    def measure(n: int) -> dict:
-        return job(n, f"{WORKER}:world", {"memory": {"models": models}, "timing": {
-            **timing, "model": models["cli"], "trace": trace if n == trace_ranks(ranks) else None}},
-                   device)
-
-    return per_world_size(ranks, measure)
+    return TARGET_RANKS if TARGET_RANKS in ranks else min(ranks)
 
 
 def print_tables(rows: dict, results: dict, models: dict, timing: dict, target: dict,
@@ -64,24 +151,24 @@ def print_tables(rows: dict, results: dict, models: dict, timing: dict, target: 
     """Every part's tables (docs/zero.md, The formula beside the measured bytes, Offload)."""
     for model, spec in models.items():
         psi, itemsize = (results[min(results)]["memory"][model][k] for k in ("psi", "itemsize"))
-        name, scale = report.unit(psi, itemsize)
+        name, scale = unit(psi, itemsize)
         largest = max(r["largest_group"] for r in rows["memory"][model]
                       if r["contender"] == "zero1")
         print(table(f"1. bytes per rank ({name}), {shape(spec)}, Ψ = {psi:,}: rank 0's peak per "
                     f"part beside the formula's (f.); ZeRO-1's grads include its largest bucket, "
                     f"{largest / scale:.2f} {name}", rows["memory"][model],
-                    report.memory_columns(scale)))
+                    memory_columns(scale)))
     ranks, cores = sorted(results), os.cpu_count() or 1
     over = [n for n in ranks if n > cores]
     note = (f"; N = {', '.join(map(str, over))} is oversubscribed ({over[0]} ranks on {cores} "
             "cores): its ratios, not its times, are the figure" if over else "")
     print(table(f"2. step time, {shape(models['cli'])}: median of {timing['repeats']} steps "
-                f"after {timing['warmup']} warm-up{note}", report.timing_rows(results),
-                report.timing_columns(ranks)))
+                f"after {timing['warmup']} warm-up{note}", timing_rows(results),
+                timing_columns(ranks)))
     print(f"\nZeRO-3 ≤ {target['target']}× DP: {judged(device, target['verdict'])} "
           f"({target['ratio']:.2f}×, N = {target['ranks']})")
     print(table("3. offload's step against the stage on the device (ms)", rows["offload"],
-                report.OFFLOAD_COLUMNS))
+                OFFLOAD_COLUMNS))
     if fits is None:
         print(f"\n4. the widest GPT that fits a GPU needs a GPU (--device cuda): skipped on "
               f"{device}")
@@ -90,7 +177,7 @@ def print_tables(rows: dict, results: dict, models: dict, timing: dict, target: 
     print(table(f"4. the widest GPT each contender trains within {fit_cfg['budget_gib']:g} GiB per "
                 f"rank, N = {FIT_RANKS} ranks on {describe(device)}: {m['layers']} layers, T "
                 f"{m['seq']}, batch {m['batch']}; tried: ✓ fits, ✗ out of memory",
-                report.fits_rows(fits), report.FITS_COLUMNS))
+                fits_rows(fits), FITS_COLUMNS))
 
 
 def draw(directory: str, rows: dict, models: dict, results: dict) -> list[str]:
@@ -100,7 +187,7 @@ def draw(directory: str, rows: dict, models: dict, results: dict) -> list[str]:
     out, n, cli = Path(directory), trace_ranks(sorted(results)), models["cli"]
     mem, large = results[min(results)]["memory"]["large"], models["large"]
     psi, trace = mem["psi"], out / "zero3_timeline.trace.json"
-    return [plot_memory(rows["memory"]["large"], report.unit(psi, mem["itemsize"]),
+    return [plot_memory(rows["memory"]["large"], unit(psi, mem["itemsize"]),
                         f"GPT d_model {large['d_model']}, {large['layers']} layers, Ψ = {psi:,}, "
                         f"AdamW float32, buckets {large['bucket_kib']} KiB",
                         str(out / "zero_memory.png")),
@@ -114,29 +201,32 @@ def draw(directory: str, rows: dict, models: dict, results: dict) -> list[str]:
 def measure(args) -> dict:
     quick = args.quick
     models, timing = (QUICK_MODELS, QUICK_TIMING) if quick else (MODELS, TIMING)
-    fit_cfg = {**(QUICK_FITS if quick else FITS), "budget_gib": args.gpu_budget_gib}
+    fit_cfg = QUICK_FITS if quick else FITS
     ranks = sorted(set(args.ranks or ([2] if quick else [2, 4])))
     if ranks[0] < 1:
         raise SystemExit(f"zero: every world size must be ≥ 1, got {ranks}")
-    results, (before, after) = run_jobs(ranks, models, timing, args.figures, args.device)
-    fits = job(FIT_RANKS, f"{WORKER}:fits", {**fit_cfg, "contenders": list(report.CONTENDERS)},
+    trace = str(Path(args.figures).resolve() / "zero3_timeline.trace.json") \
+        if args.figures else None
+    results = {n: job(n, f"{WORKER}:world", {"models": models, **timing, "trace": trace if n
+                                            == trace_ranks(ranks) else None}, args.device)
+               for n in ranks}
+    fits = job(FIT_RANKS, f"{WORKER}:fits", {**fit_cfg, "contenders": list(CONTENDERS)},
                args.device, timeout=FITS_TIMEOUT_S) if args.device == "cuda" else None
-    rows = {"memory": {m: report.memory_rows(results, m) for m in models},
-            "timing": report.timing_rows(results), "offload": report.offload_rows(results)}
-    target = report.target(results)
-    print(f"zero benchmark on {describe(args.device)}, {machine((before, after))}; world sizes "
+    rows = {"memory": {m: memory_rows(results, m) for m in models},
+            "timing": timing_rows(results), "offload": offload_rows(results)}
+    target = zero3_target(results)
+    print(f"zero benchmark on {describe(args.device)}, {machine(args)}; world sizes "
           f"{ranks}")
     print_tables(rows, results, models, timing, target, fits, fit_cfg, args.device)
     figures = draw_figures(args.figures, draw, rows, models, results, without="; trace only")
-    return {"ranks": ranks, "models": models, "timing_config": timing, "fits_config": fit_cfg,
-            **rows, "target": target, "fits": fits,
-            "fits_rows": report.fits_rows(fits) if fits else None,
-            "results": {str(n): r for n, r in results.items()}, "figures": figures,
-            "load": [before, after]}
+    return {"ranks": ranks, "models": models, **rows, "target": target, "fits": fits,
+            "figures": figures}
 
 
 BENCHMARK = Benchmark("ZeRO stages 1-3 and offload: bytes per rank against the formula, step "
                       "time against DP, offload's copies", "tiny GPTs, a few steps, N = 2 only",
-                      measure, add_arguments, indent=1,
+                      measure, lambda parser: parser.add_argument(
+                          "--ranks", type=ints, help="comma-separated world sizes, one job each "
+                          "(default 2,4; --quick: 2)"), indent=1,
                       figures="zero_memory.png, zero3_timeline.png with its Chrome trace, and "
                               "zero_offload.png")

@@ -19,13 +19,18 @@ from ...trace.tracer import Tracer
 from ...train.defaults import ADAM_LR
 from ...train.task import Task
 from ..timing import Timed, turns
-from .report import CONTENDERS, stage_of
 
 ORDER = 2  # the synthetic language's Markov order, the training CLI's default
 FLOAT32 = 4  # bytes per element of every model here
 STAGES = {1: ZeRO1, 2: ZeRO2, 3: ZeRO3}
 GiB = 1 << 30
 FIT_TIMEOUT_S = 60.0  # how long a rank waits for one that ran out of memory mid-collective
+CONTENDERS = ("dp", "zero1", "zero2", "zero3", "zero1-offload", "zero2-offload", "zero3-offload")
+
+
+def stage_of(name: str) -> tuple[int, bool]:
+    """A contender's ZeRO stage (DP: 0) and whether it offloads: "zero2-offload" → (2, True)."""
+    return (0 if name == "dp" else int(name[4]), name.endswith("-offload"))
 
 
 class MeasuredDP(DataParallel):
@@ -83,7 +88,7 @@ def language(spec: dict) -> tuple[Task, list]:
 def memory(comm, cfg: dict) -> dict:
     """Per model, DP and every ZeRO stage with and without offload train a fresh GPT for
     ``steps`` steps while a Ledger counts what each holds: every rank's peaks by part, the
-    parts at the largest total, the graph's bytes after forward, the largest group."""
+    graph's bytes after forward, the largest group."""
     out = {}
     for label, spec in cfg["models"].items():
         task, batches = language(spec)
@@ -96,8 +101,7 @@ def memory(comm, cfg: dict) -> dict:
             sizes = [g.n for g in strategy.groups] if hasattr(strategy, "groups") else \
                 strategy.plan.sizes
             ranks[name] = comm.allgather_obj({
-                "peak": ledger.peak, "at_peak": ledger.at_peak, "total": ledger.total(),
-                "activations": strategy.activations, "samples": ledger.samples,
+                "peak": ledger.peak, "activations": strategy.activations,
                 "largest_group": FLOAT32 * max(sizes)}, "ledger")
         psi = sum(int(np.prod(shape)) for shape in strategy.shapes)  # a ZeRO stage: last
         out[label] = {"psi": psi, "itemsize": FLOAT32, "moments": 2, "ranks": ranks}
@@ -132,48 +136,43 @@ class Breakdown:
         start, copied, self.update_s = time.perf_counter(), self.copy_s(), 0.0
         self.strategy.step(batch)
         backend.sync()
-        total, regions = time.perf_counter() - start, {}
-        for e in (e for e in self.tracer.events if e.cat == "compute"):
-            regions[e.name] = regions.get(e.name, 0.0) + (e.end - e.start) / 1e9
-        self.steps.append({"total_s": total, "forward_s": regions.get("forward", 0.0),
-                           "backward_s": regions.get("backward", 0.0),
+        total = time.perf_counter() - start
+
+        def region(name: str) -> float:
+            return sum(e.end - e.start for e in self.tracer.events
+                       if e.cat == "compute" and e.name == name) / 1e9
+
+        self.steps.append({"total_s": total, "forward_s": region("forward"),
                            "copy_s": self.copy_s() - copied,
-                           "update_s": regions.get("optimizer", 0.0) if self.update is None
-                           else self.update_s})
+                           "update_s": self.update_s if self.update else region("optimizer")})
 
 
 def timing(comm, cfg: dict) -> dict:
     """Every contender's steps in turns (median of the slowest rank), rank 0's split of each
-    step (medians), and with ``"trace"`` one ZeRO-3 step after an untraced one, every rank's
-    regions on a clock zeroed at a barrier, merged by rank 0 into that Chrome trace."""
-    spec = cfg["model"]
-    task, batches = language({**spec, "steps": 1})
+    step (medians), and with ``"trace"`` one more ZeRO-3 step, every rank's regions on a clock
+    zeroed at a barrier, merged by rank 0 into that Chrome trace."""
+    spec = cfg["models"]["cli"]
+    task, (batch,) = language({**spec, "steps": 1})
     comm.tracer = tracer = Tracer(comm.rank)
     split = {name: Breakdown(build(name, spec, task, comm, measure=False), tracer)
              for name in CONTENDERS}
-    timed = turns(comm, {name: Timed(lambda b=b: b(batches[0]), backend.sync)
-                         for name, b in split.items()}, cfg["repeats"], cfg["warmup"])
-    comm.tracer = None
+    timed = turns(comm, {name: Timed(lambda b=b: b(batch)) for name, b in split.items()}, cfg)
     parts = {name: {key: float(np.median([s[key] for s in b.steps[-cfg["repeats"]:]]))
                     for key in b.steps[0]} for name, b in split.items()}
-    result = {"world_size": comm.size, "timed": timed, "split": parts}
-    if cfg.get("trace"):
-        zero3 = build("zero3", spec, task, comm, measure=False)
-        zero3.step(batches[0])
+    if cfg["trace"]:
         comm.tracer = tracer = Tracer(comm.rank)
         tracer.align(comm.barrier)
-        zero3.step(batches[0])
-        comm.tracer = None
+        split["zero3"].strategy.step(batch)
         ranks = comm.allgather_obj(tracer.export(), "trace")
         if comm.rank == 0:
             write_chrome(cfg["trace"], ranks)
-        result["trace"] = cfg["trace"]
-    return result
+    comm.tracer = None
+    return {"timed": timed, "split": parts}
 
 
 def world(comm, cfg: dict) -> dict:
     """A world size's job: the memory part, then the timing part."""
-    return {"memory": memory(comm, cfg["memory"]), "timing": timing(comm, cfg["timing"])}
+    return {"memory": memory(comm, cfg), "timing": timing(comm, cfg)}
 
 
 def gpt_parameters(spec: dict) -> int:
@@ -233,5 +232,5 @@ def fits(comm, cfg: dict) -> dict:
         build(name, spec, task, trial, measure=False).step(batches[0])
         backend.sync()
 
-    return {"world_size": comm.size, "largest": {
-        name: largest(comm, cfg, partial(attempt, name)) for name in cfg["contenders"]}}
+    return {"largest": {name: largest(comm, cfg, partial(attempt, name))
+                        for name in cfg["contenders"]}}
