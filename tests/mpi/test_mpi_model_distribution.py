@@ -8,7 +8,8 @@ from mpi_helpers import shared_verdict
 from pipeline_helpers import KINDS, make_batch, make_optimizer, make_task
 from test_mpi_pipeline import assert_like_one_device
 
-from scratchpar.parallel import ModelDistribution, SingleDevice
+from scratchpar.parallel import SingleDevice
+from scratchpar.parallel.model_distribution import ModelDistribution
 
 
 @settings(max_examples=6)
