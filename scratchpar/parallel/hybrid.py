@@ -52,7 +52,7 @@ class Hybrid(Pipeline):
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
-                 schedule: str = "1f1b", rows: int = 0, bucket_bytes: int = 1 << 20,
+                 rows: int = 0, bucket_bytes: int = 1 << 20,
                  tp: int = 1, sequence_parallel: bool = False):
         """The pipeline's figures with each stage's model states split t ways (Megatron splits
         every matrix; the LayerNorms and the row-parallel biases, replicated, are a few C per
@@ -60,7 +60,7 @@ class Hybrid(Pipeline):
         all-reduces of the activation forward and two backward (Shoeybi et al. 2019, §3). With
         sequence parallelism it adds an all-gather and a reduce-scatter for each instead
         (Korthikanti et al. 2022, §4.2), and the pipeline messages carry 1/t of the sequence."""
-        base = Pipeline.describe(shape, world, pp, m, v, schedule, rows, bucket_bytes, tp)
+        base = Pipeline.describe(shape, world, pp, m, v, rows, bucket_bytes, tp)
         holds = {part: -(-size // tp) for part, size in base.holds.items()}
         dp = max(world // (pp * tp), 1)
         micro = -(-rows // (dp * m)) * shape.boundary

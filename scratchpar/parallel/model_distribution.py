@@ -24,7 +24,7 @@ class ModelDistribution(Pipeline):
     @classmethod
     def describe(cls, shape, world: int, rows: int = 0):
         """The naive schedule's figures on a pipeline of ``world`` stages, one micro-batch."""
-        return Pipeline.describe(shape, world, pp=world, m=1, schedule="naive", rows=rows)
+        return Pipeline.describe(shape, world, pp=world, m=1, rows=rows)
 
     def close(self) -> None:
         """Collective: free the strategy's communicators and its mesh."""

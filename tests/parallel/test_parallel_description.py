@@ -16,6 +16,7 @@ from scratchpar.parallel import (
     ZeRO3,
 )
 from scratchpar.parallel.description import Shape
+from scratchpar.parallel.pipeline.schedules import build
 from scratchpar.train import make_config
 from scratchpar.train.memory import network
 from scratchpar.train.task import build_task
@@ -91,12 +92,18 @@ def test_data_parallel_describes_at_least_the_buckets_it_plans():
     assert each.count == len(model.parameters()) and each.behind == ""
 
 
-@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2)])
+@pytest.mark.parametrize("schedule, v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2),
+                                         ("pipedream", 1)])
 def test_a_pipeline_sends_each_micro_batchs_activation_and_its_gradient(schedule, v):
     shape = Shape(PSI, 4, 2, PSI // 16, 32, depth=8, layer=PSI // 8, boundary=64 * 16 * 4)
-    pipe = Pipeline.describe(shape, 4, pp=2, m=4, v=v, schedule=schedule, rows=16)
+    pipe = Pipeline.describe(shape, 4, pp=2, m=4, v=v, rows=16)
     acts, grads = (m for m in pipe.sends if m.axis == "pp")
-    assert (acts.count, grads.count) == (4 * v, 4 * v)  # each crossing of a stage boundary
+    built = build(schedule, 2, 4, v)  # the schedule's own messages, at its busiest rank
+    assert (acts.count, grads.count) == tuple(
+        max(sum(a.kind == kind for a in actions) for actions in built.values())
+        for kind in ("SEND_ACT", "SEND_GRAD")) == (4 * v, 4 * v)
     assert acts.nbytes == grads.nbytes == 16 // (2 * 4) * 64 * 16 * 4  # a replica's micro-batch
     assert any(m.axis == "dp" for m in pipe.sends)  # two replicas sum their stages' gradients
     assert pipe.holds["parameters"] < 4 * PSI  # a stage, not the model
+    alone = Pipeline.describe(shape, 1, pp=1, m=4, v=2, rows=16)
+    assert all(m.count == 0 for m in alone.sends if m.axis == "pp")  # hand-offs, no message

@@ -60,12 +60,12 @@ class PipeDream(Pipeline):
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
-                 schedule: str = "pipedream", rows: int = 0, bucket_bytes: int = 1 << 20,
+                 rows: int = 0, bucket_bytes: int = 1 << 20,
                  tp: int = 1):
         """The flushing pipeline's figures, with the weights stashed for the micro-batches in
         flight (up to p versions on the first stage: Narayanan et al. 2019, §3.3) and the
         replicas' sum after every micro-batch's backward instead of once."""
-        base = Pipeline.describe(shape, world, pp, m, v, schedule, rows, bucket_bytes, tp)
+        base = Pipeline.describe(shape, world, pp, m, v, rows, bucket_bytes, tp)
         stage = base.holds["parameters"]
         sends = tuple(replace(msg, count=msg.count * m) if msg.axis == "dp" else msg
                       for msg in base.sends)

@@ -12,7 +12,6 @@ from ..description import TOTALS, Description, Message, Shape, bucketed, replica
 from ..strategy import Strategy
 from .actions import ScheduleError
 from .runtime import Runtime
-from .schedules import build
 from .simulator import check
 from .stage import StageModel
 
@@ -66,23 +65,23 @@ class Pipeline(Strategy):
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
-                 schedule: str = "1f1b", rows: int = 0, bucket_bytes: int = 1 << 20,
+                 rows: int = 0, bucket_bytes: int = 1 << 20,
                  tp: int = 1) -> Description:
         """The rank with the largest share of the layers (:func:`stage_share`, v chunks of
         them) holds its stage's parameters, gradient and optimizer state, and DP's buckets
         when replicated. Each step it sends and receives the boundary activation of each of
-        the m micro-batches of its replica's ``rows`` and its gradient, as ``schedule`` has
-        them (Huang et al. 2019, GPipe §2.2), then the replicas sum the stage's gradient in
+        the m micro-batches of its replica's ``rows`` and its gradient, whatever the
+        ``schedule`` (Huang et al. 2019, GPipe §2.2), then the replicas sum the stage's gradient in
         buckets (exposed, after the flush), and one all-reduce carries the loss and norm."""
         dp = max(world // (pp * tp), 1)
         stage = Shape(min(shape.psi, stage_share(shape, pp * v) * v), shape.itemsize,
                       shape.moments, shape.largest, -(-shape.count // pp), shape.depth)
         micro = -(-rows // (dp * m)) * shape.boundary  # one micro-batch's activation
-        acts = build(schedule, pp, m, v)
-        sends, grads = (max(sum(a.kind == kind for a in actions) for actions in acts.values())
-                        for kind in ("SEND_ACT", "SEND_GRAD"))
-        messages = [Message("send", "pp", micro, sends, "forward"),
-                    Message("send", "pp", micro, grads, "backward"),
+        # every micro-batch crosses each of a rank's v chunks' boundaries once each way, as
+        # every schedule has it; on one rank the crossings are hand-offs, not messages
+        crossings = m * v if pp > 1 else 0
+        messages = [Message("send", "pp", micro, crossings, "forward"),
+                    Message("send", "pp", micro, crossings, "backward"),
                     Message("all-reduce", "world", TOTALS, 1)]
         if dp > 1:
             messages.append(bucketed(stage, bucket_bytes, "all-reduce", "dp"))

@@ -71,8 +71,6 @@ class MeshFamily(Family):
         layers, tp not dividing heads, batch not divisible into micro-batches, dp·pp·tp ≠
         world size, …)."""
         m, t = c.model, c.train
-        if t.strategy not in self.names:
-            return []
         if m.kind in UNLAYERED_MODELS:
             return [f"--strategy {t.strategy} splits a model's layers into stages; model "
                     f"{m.kind} has none (use single, dp, dp-naive, local-sgd, zero, ps, hogwild "
@@ -125,7 +123,7 @@ class MeshFamily(Family):
 
     def describe(self, cfg, shape, world_size: int):
         t = cfg.train
-        knobs = {"pp": t.pp, "m": t.m, "v": t.virtual, "schedule": t.pp_schedule,
+        knobs = {"pp": t.pp, "m": t.m, "v": t.virtual,
                  "rows": t.batch_size, "bucket_bytes": t.bucket_bytes, "tp": t.tp}
         if t.strategy == "hybrid":
             return Hybrid.describe(shape, world_size, **knobs,
