@@ -26,7 +26,9 @@ def validate(c, world_size: int = 1) -> list[str]:
     problems = (_field_problems(c) + _model_problems(c.model) + _data_problems(c.data, c.model)
                 + _optim_problems(c.optim, c.train) + _run_problems(c.train))
     for family in FAMILIES:
-        problems += _misused(family, c.train) + family.problems(c, world_size)
+        problems += _misused(family, c.train)
+        if c.train.strategy in family.names:
+            problems += family.problems(c, world_size)
     return problems + _share_problems(c, world_size)
 
 
@@ -119,7 +121,7 @@ def _run_problems(t) -> list[str]:
         (t.stop_after is None or 1 <= t.stop_after <= t.steps,
          f"train.stop_after must be in [1, steps]; got {t.stop_after}"),
         (t.seed >= 0, f"train.seed must be non-negative; got {t.seed}")]
-    return [message for ok, message in checks if not ok]
+    return [message for ok, message in checks if not ok] + t.value_problems()
 
 
 def _misused(family, t) -> list[str]:

@@ -29,6 +29,19 @@ class BucketFlags:
         """``bucket_mb`` in bytes, as the strategies take it (for a finite bucket_mb)."""
         return round(self.bucket_mb * MIB)
 
+    def value_problems(self) -> list[str]:
+        """The bucket size and local SGD's knobs, whichever strategy runs."""
+        problems = []
+        if not self.bucket_mb > 0:
+            problems.append(f"train.bucket_mb must be positive; got {self.bucket_mb}")
+        elif self.bucket_mb < math.inf and self.bucket_bytes < 1:
+            problems.append(f"train.bucket_mb ({self.bucket_mb}) rounds to 0 bytes; give at "
+                            f"least one byte, {1 / MIB:.2g} MiB")
+        for name in ("local_sgd_every", "local_sgd_warmup"):
+            if getattr(self, name) < 0:
+                problems.append(f"train.{name} must be non-negative; got {getattr(self, name)}")
+        return problems
+
 
 class DataParallelFamily(Family):
     """``--strategy single`` (one device, no MPI), ``dp``, ``dp-naive`` and ``local-sgd``."""
@@ -39,16 +52,8 @@ class DataParallelFamily(Family):
     flags = BucketFlags
 
     def problems(self, c, world_size: int) -> list[str]:
-        """The bucket size and local SGD's knobs, whichever strategy runs; one device's rules."""
+        """One device's rules: no trace, one rank."""
         t, problems = c.train, []
-        if not t.bucket_mb > 0:
-            problems.append(f"train.bucket_mb must be positive; got {t.bucket_mb}")
-        elif t.bucket_mb < math.inf and t.bucket_bytes < 1:
-            problems.append(f"train.bucket_mb ({t.bucket_mb}) rounds to 0 bytes; give at least "
-                            f"one byte, {1 / MIB:.2g} MiB")
-        for name in ("local_sgd_every", "local_sgd_warmup"):
-            if getattr(t, name) < 0:
-                problems.append(f"train.{name} must be non-negative; got {getattr(t, name)}")
         if t.strategy == "single":
             if t.trace is not None:
                 problems.append("--trace records a parallel strategy's regions; --strategy "

@@ -35,8 +35,6 @@ class ElasticFamily(Family):
 
     def problems(self, c, world_size: int) -> list[str]:
         t, problems = c.train, []
-        if t.strategy != "easgd":
-            return problems
         if t.easgd_mode in MASTERED and world_size < 2:
             problems.append(f"--easgd-mode {t.easgd_mode} needs a master and a worker: 2 ranks "
                             f"or more, not {world_size}")

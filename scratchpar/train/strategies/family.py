@@ -12,8 +12,8 @@ class Family(abc.ABC):
     - ``names``: each ``--strategy`` name it answers to, with a line of help.
     - ``flags``: the frozen dataclass of the config fields it owns. Each field's ``owners``
       say which of its names it goes with, and the loop in ``validate.py`` refuses it elsewhere.
-    - :meth:`problems`: every reason its flags cannot run on a world of ranks (asked of every
-      family, whichever strategy runs: a family checks its own flags' values).
+    - :meth:`problems`: every reason the strategy it runs cannot run on a world of ranks
+      (asked of the running strategy's family only).
     - :meth:`build`: its strategy for this rank, from the config, task, optimizer and world.
     - :meth:`describe`: that strategy's description (what a rank holds and sends) for a
       model's shape, which the memory estimate reads.

@@ -30,8 +30,6 @@ class HogwildFamily(Family):
 
     def problems(self, c, world_size: int) -> list[str]:
         o, t, problems = c.optim, c.train, []
-        if t.strategy != "hogwild":
-            return problems
         if o.optimizer != "sgd" or o.momentum or o.weight_decay:
             problems.append(f"--strategy hogwild writes the plain SGD step θ_v ← θ_v − η g_v: "
                             f"it needs --optimizer sgd with no --momentum or --weight-decay; "

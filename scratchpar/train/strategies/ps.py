@@ -45,8 +45,6 @@ class ServerFamily(Family):
 
     def problems(self, c, world_size: int) -> list[str]:
         t, problems = c.train, []
-        if t.strategy != "ps":
-            return problems
         if not 1 <= t.servers < world_size:
             problems.append(f"--strategy ps needs 1 ≤ --servers < ranks, so that a worker "
                             f"remains: --servers {t.servers} on {world_size} rank(s)")
