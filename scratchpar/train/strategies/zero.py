@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...parallel import ZeRO1, ZeRO2, ZeRO3
+from ...parallel.zero.formula import formula
 from ..option import opt
 from .family import Family
 
@@ -41,7 +42,8 @@ class ZeroFamily(Family):
         """Stage 3's ``gather_model`` makes rank 0's model whole beside its chunk."""
         if cfg.train.zero_stage < 3:
             return None
-        return shape.bytes + shape.itemsize * -(-shape.psi // world_size)
+        chunk = formula(3, shape.psi, world_size, shape.itemsize, 0)["parameters"]  # sΨ/N
+        return shape.bytes + chunk
 
     def build(self, cfg, task, optimizer, comm):
         t = cfg.train
