@@ -93,17 +93,7 @@ def _alive(pid: int) -> bool:
 
 def load_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, dict], dict]:
     """Read a checkpoint: (file stem → name → NumPy array, meta). Raises CheckpointError."""
-    root = Path(directory)
-    if not root.is_dir():
-        raise CheckpointError(f"{root}: no such directory{_interrupted_hint(root)}")
-    if not (root / "meta.json").is_file():  # absent, or a pipe that would block the read
-        raise CheckpointError(f"{root}: not a checkpoint (no meta.json file)")
-    try:
-        meta = json.loads((root / "meta.json").read_bytes())
-    except (OSError, ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
-        raise CheckpointError(f"{root}/meta.json is unreadable or corrupt: {e}") from e
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{root}/meta.json holds a {type(meta).__name__}, not an object")
+    root, meta = Path(directory), read_meta(directory)
     digests = meta.get("sha256")
     if not isinstance(digests, dict) or not all(
             isinstance(d, str) and re.fullmatch(r"[\w.-]+", s) for s, d in digests.items()):
@@ -117,6 +107,23 @@ def load_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, dict], dict
             raise CheckpointError(f"{path} does not match its checksum: truncated or modified")
         arrays[stem] = _load_npz(path)
     return arrays, meta
+
+
+def read_meta(directory: str | os.PathLike) -> dict:
+    """A checkpoint's ``meta.json`` alone (its step, its run's config…), its arrays unread.
+    Raises CheckpointError."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise CheckpointError(f"{root}: no such directory{_interrupted_hint(root)}")
+    if not (root / "meta.json").is_file():  # absent, or a pipe that would block the read
+        raise CheckpointError(f"{root}: not a checkpoint (no meta.json file)")
+    try:
+        meta = json.loads((root / "meta.json").read_bytes())
+    except (OSError, ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+        raise CheckpointError(f"{root}/meta.json is unreadable or corrupt: {e}") from e
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{root}/meta.json holds a {type(meta).__name__}, not an object")
+    return meta
 
 
 def _interrupted_hint(root: Path) -> str:

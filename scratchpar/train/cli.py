@@ -7,6 +7,7 @@ import dataclasses
 import tomllib
 from pathlib import Path
 
+from . import resume
 from .config import SECTIONS, Config, RunConfig, TrainConfig
 from .defaults import fill_defaults
 from .option import ConfigError, flag_of
@@ -80,15 +81,23 @@ def _int_tuple(text: str) -> tuple:
 
 def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
     """Parse flags (and the TOML file they name) into a Config validated for ``world_size``
-    ranks, or raise ConfigError."""
+    ranks, or raise ConfigError. With ``--resume``, the checkpoint's run fills what neither
+    names (``resume.py``)."""
     args = vars(build_parser().parse_args(argv))
-    values: dict[str, dict] = {s: {} for s in SECTIONS}
+    given: dict[str, dict] = {s: {} for s in SECTIONS}  # section → name → (value, where)
     problems: list[str] = []
     if "config" in args:
-        _read_toml(Path(args.pop("config")), values, problems)
+        path = Path(args.pop("config"))
+        for section, names in _read_toml(path, problems).items():
+            given[section].update({k: (v, f"--config {path}: ") for k, v in names.items()})
     for key, value in args.items():
         section, name = key.split(".")
-        values[section][name] = value
+        given[section][name] = (value, "")
+    values = {s: {k: v for k, (v, _) in names.items()} for s, names in given.items()}
+    if values["train"].get("resume"):
+        trained, bad = resume.trained_with(values["train"]["resume"])
+        problems += bad + resume.contradictions(values["train"]["resume"], trained, given)
+        values = {s: {**trained.get(s, {}), **values[s]} for s in SECTIONS}
     if values["data"].get("path") and "source" not in values["data"]:
         values["data"]["source"] = "text"
     if problems:
@@ -96,7 +105,10 @@ def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
     return make_config(values, world_size)
 
 
-def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
+def _read_toml(path: Path, problems: list[str]) -> dict[str, dict]:
+    """The per-section values of the TOML file at ``path``; a line in ``problems`` for each
+    thing wrong with it."""
+    values: dict[str, dict] = {}
     try:
         if not path.is_file():
             raise ValueError("no such file" if not path.exists() else "not a regular file")
@@ -106,10 +118,10 @@ def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
         table = tomllib.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as e:
         problems.append(f"--config {path}: not UTF-8 text ({e.reason} at byte {e.start})")
-        return
+        return values
     except (OSError, ValueError) as e:  # TOMLDecodeError is a ValueError
         problems.append(f"--config {path}: {e}")
-        return
+        return values
     for section, entries in table.items():
         if section not in SECTIONS or not isinstance(entries, dict):
             problems.append(f"--config {path}: unknown table [{section}]")
@@ -119,7 +131,9 @@ def _read_toml(path: Path, values: dict, problems: list[str]) -> None:
             if name not in known:
                 problems.append(f"--config {path}: unknown key {section}.{name}")
             else:
-                values[section][name] = tuple(value) if isinstance(value, list) else value
+                values.setdefault(section, {})[name] = \
+                    tuple(value) if isinstance(value, list) else value
+    return values
 
 
 def make_config(values: dict[str, dict], world_size: int = 1) -> Config:

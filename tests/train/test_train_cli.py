@@ -1,6 +1,7 @@
 """The command line end to end, as a user runs it: help, a bad config, a tiny run."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 
@@ -56,6 +57,13 @@ def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
               "--warmup", "0", "--batch-size", "2", "--eval-batches", "1", "--no-progress",
               "--metrics", str(tmp_path / "m.jsonl"))
     assert run_cli("--d-model", "16", "--save", str(tmp_path / "ck"), *common).returncode == 0
+    out = run_cli("--d-model", "8", "--resume", str(tmp_path / "ck"), *common)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"--d-model 8 contradicts the checkpoint {tmp_path / 'ck'}, trained with " \
+           "--d-model 16" in out.stderr
+    meta = json.loads((tmp_path / "ck" / "meta.json").read_text())
+    del meta["config"]  # as if written without its run's config: the arrays must still fit
+    (tmp_path / "ck" / "meta.json").write_text(json.dumps(meta))
     out = run_cli("--d-model", "8", "--resume", str(tmp_path / "ck"), *common)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "does not fit this run" in out.stderr and "shape" in out.stderr
