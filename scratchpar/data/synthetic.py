@@ -6,6 +6,7 @@ import numpy as np
 
 from scratchpar.backend import rng
 from scratchpar.data.checks import check_int, check_positive, check_step
+from scratchpar.data.errors import DataError
 
 MAX_TABLE_ENTRIES = 2**22
 _TABLE_STREAM = 1
@@ -91,6 +92,30 @@ class SyntheticLanguage:
                 break
             context = (context * V + token) % self.n_contexts  # drop the oldest token
         return out
+
+    def decode(self, ids) -> str:
+        """``ids`` as words: ``w3 w17 .`` for ``BOS w3 w17 EOS``, a sentence per line; ``PAD``
+        and ``BOS`` are not shown."""
+        words = []
+        for i in np.asarray(ids).ravel().tolist():
+            if i == self.EOS:
+                words.append(".\n")
+            elif i > self.EOS:
+                words.append(f"w{i} ")
+        return "".join(words)
+
+    def encode(self, text: str) -> np.ndarray:
+        """The int64 ids of words written as :meth:`decode` writes them, after ``BOS``."""
+        ids = [self.BOS]
+        for word in text.split():
+            if word == ".":
+                ids.append(self.EOS)
+            elif word[:1] == "w" and word[1:].isdigit() and 2 < int(word[1:]) < self.vocab_size:
+                ids.append(int(word[1:]))
+            else:
+                raise DataError(f"{word!r} is not a word of this language: w3 … "
+                                f"w{self.vocab_size - 1}, or . to end a sentence")
+        return np.array(ids, dtype=np.int64)
 
     def entropy_floor(self) -> float:
         """The exact expected cross-entropy (nats per non-pad target) of the true source.

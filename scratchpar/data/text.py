@@ -19,11 +19,14 @@ class CharText:
     The vocabulary is the sorted set of characters in the file. Character ``chars[i]`` has id
     ``i + 1``, and id ``0`` is ``PAD``, which this dataset never produces (every window is full).
     ``vocab_size = len(chars) + 1``. ``batch(step, b)`` is a pure function of ``(seed, step)``.
+    Given ``chars``, the vocabulary is that one instead (a trained model's, read on another
+    text): a character of the file outside it is a DataError.
     """
 
     PAD = 0
 
-    def __init__(self, path: str | os.PathLike, seq_len: int = 64, seed: int = 0):
+    def __init__(self, path: str | os.PathLike, seq_len: int = 64, seed: int = 0,
+                 chars: str | None = None):
         self.seq_len = check_int("seq_len", seq_len, 1)
         self.seed = check_int("seed", seed, 0)
         self.path = os.fspath(path)
@@ -33,9 +36,14 @@ class CharText:
                 f"{self.path}: {len(text)} characters, but seq_len={self.seq_len} needs at least "
                 f"seq_len + 2 = {self.seq_len + 2}"
             )
-        self.chars = "".join(sorted(set(text)))
+        self.chars = "".join(sorted(set(text))) if chars is None else chars
         self.vocab_size = len(self.chars) + 1
         self._index = {c: i + 1 for i, c in enumerate(self.chars)}
+        unseen = sorted(set(text) - set(self.chars))
+        if unseen:
+            many = "s" if len(unseen) > 1 else ""
+            raise DataError(f"{self.path}: {len(unseen)} character{many} outside the model's "
+                            f"vocabulary of {len(self.chars)}: {''.join(unseen[:20])!r}")
         self.data = self.encode(text)  # (N,)
 
     def batch(self, step: int, batch_size: int) -> np.ndarray:

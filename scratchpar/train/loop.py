@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -43,7 +44,7 @@ class Trainer:
         if not self.is_logger:
             return
         arrays, meta = {}, {"step": self.step, "config": self.cfg.to_dict(),
-                            "dropout_rng": streams}
+                            "dropout_rng": streams, "vocabulary": self.task.vocabulary}
         for part, state in strategy_state.items():
             arrays[part], meta[part] = split_state(state)
         save_checkpoint(directory, arrays, meta)
@@ -158,10 +159,14 @@ class Trainer:
             write_chrome(path, ranks)
 
     def summary(self, units: int, elapsed: float, steps: int) -> dict:
-        loss = self.task.evaluate(self.cfg.train.eval_batches, self.cfg.train.batch_size)
+        t = self.cfg.train
+        loss = self.task.evaluate(t.eval_batches, t.batch_size)
         floor = self.task.floor()
         rate = units / elapsed if elapsed > 0 else 0.0  # units of the global batches
         return {"step": self.step, "steps_run": steps, "eval_loss": finite_or_text(loss),
+                "bits_per_char": (self.task.bits_per_char(loss) if math.isfinite(loss)
+                                  else None),
+                "accuracy": self.task.accuracy(t.eval_batches, t.batch_size),
                 "floor": floor, "gap": None if floor is None else finite_or_text(loss - floor),
                 "skipped_steps": self.bad.total, "unit": self.task.unit,
                 "measure": self.task.measure,
@@ -185,12 +190,16 @@ def format_summary(s: dict) -> str:
     floor = "entropy floor" if nats else "floor"
     line = (f"final: step {s['step']} · held-out loss {s['eval_loss']:.4f} "
             + (f"nats/{unit}" if nats else f"({s['measure']} per {unit})"))
+    if s.get("bits_per_char") is not None:
+        line += f" = {s['bits_per_char']:.4f} bits/char"
     if s["floor"] is not None:
         line += f" · {floor} {s['floor']:.4f} · gap {s['gap']:+.4f}"
         if s["floor"] > FLOOR_FOR_PERCENT:  # a percentage of a zero floor (clean labels) is noise
             line += f" ({100 * s['gap'] / s['floor']:.1f}% above)"
     else:
         line += f" · {floor} unknown for this data"
+    if s.get("accuracy") is not None:
+        line += f" · accuracy {100 * s['accuracy']:.1f}%"
     line += f" · {s['units_per_s']:,.0f} {s['unit']}/s"
     if s["world"] > 1:
         line += f" ({s['units_per_s_per_rank']:,.0f} per rank × {s['world']})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -73,19 +74,50 @@ class Task:
 
     def evaluate(self, n_batches: int, batch_size: int) -> float:
         """Held-out loss per unit: Σ losses / Σ units over ``n_batches`` fresh batches."""
-        self.model.eval()
         total = units = 0.0
-        with no_grad():
-            for i in range(n_batches):
-                batch, n = self.batch(EVAL_OFFSET + i, batch_size)
-                total += self.loss(self.model, batch, reduction="sum").item()
-                units += n
-        self.model.train()
+        for batch, n in self._held_out(n_batches, batch_size):
+            total += self.loss(self.model, batch, reduction="sum").item()
+            units += n
         return total / max(units, 1)
 
+    def accuracy(self, n_batches: int, batch_size: int) -> float | None:
+        """The held-out share of samples a classifier labels right (the largest logit, or a
+        logit above 0 for a binary one), over the batches :meth:`evaluate` reads; None for
+        a task that is not a classification."""
+        binary = self.criterion is F.binary_cross_entropy_with_logits
+        if self.unit != "sample" or not (binary or self.criterion is F.cross_entropy):
+            return None
+        right = total = 0
+        for (*inputs, targets), n in self._held_out(n_batches, batch_size):
+            out = self.model(*inputs).data  # (b, K) logits, or (b,) for a binary one
+            said = out > 0 if binary else out.argmax(axis=-1)  # (b,)
+            right += int((said == (targets > 0.5 if binary else targets)).sum())
+            total += n
+        return right / max(total, 1)
 
-def build_task(cfg, dropout_gen: DeviceRandom) -> Task:
-    """Dataset and freshly initialized model for Config ``cfg`` (initialization seeded by it)."""
+    def bits_per_char(self, loss: float) -> float | None:
+        """``loss`` (nats per token) in bits per character, the unit of character-level
+        language modelling, where a token is a character (text data); else None."""
+        return loss / math.log(2) if isinstance(self.dataset, CharText) else None
+
+    @property
+    def vocabulary(self) -> str | None:
+        """A text's characters, id i + 1 for character i, which a checkpoint keeps so that its
+        model reads and writes text without the file it was trained on; None for other data."""
+        return self.dataset.chars if isinstance(self.dataset, CharText) else None
+
+    def _held_out(self, n_batches: int, batch_size: int):
+        """The held-out batches and their units, the model in evaluation mode, no graph."""
+        self.model.eval()
+        with no_grad():
+            for i in range(n_batches):
+                yield self.batch(EVAL_OFFSET + i, batch_size)
+        self.model.train()
+
+
+def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None) -> Task:
+    """Dataset and freshly initialized model for Config ``cfg`` (initialization seeded by it);
+    ``chars``: a text's vocabulary, where it must be a trained model's."""
     m, d = cfg.model, cfg.data
     seed, dtype = cfg.train.seed, np.dtype(cfg.train.dtype)
     if d.source == "classification":
@@ -101,7 +133,7 @@ def build_task(cfg, dropout_gen: DeviceRandom) -> Task:
         model = nn.MatrixFactorization(d.n_users, d.n_items, d.rank, rng(seed, 0), dtype)
         return Task(data, model, "sample", nn.half_squared_error, "½·squared error")
     if d.source == "text":
-        data = CharText(d.path, d.seq_len, seed=seed)
+        data = CharText(d.path, d.seq_len, seed=seed, chars=chars)
     else:
         data = SyntheticLanguage(d.vocab_size, d.order, d.seq_len, d.concentration,
                                  d.mean_length, seed=seed)

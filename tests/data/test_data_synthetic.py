@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scratchpar.data import SyntheticLanguage
+from scratchpar.data import DataError, SyntheticLanguage
 from scratchpar.data.synthetic import MAX_TABLE_ENTRIES
 
 PAD, BOS, EOS = SyntheticLanguage.PAD, SyntheticLanguage.BOS, SyntheticLanguage.EOS
@@ -168,3 +168,15 @@ def test_largest_allowed_table_is_accepted():
 def test_bad_batch_requests_raise(step, batch_size, match):
     with pytest.raises(ValueError, match=match):
         SyntheticLanguage().batch(step, batch_size)
+
+
+def test_words_decode_and_encode_back_after_the_sentence_start():
+    lang = SyntheticLanguage(vocab_size=12, order=1, seq_len=30, seed=2)
+    batch = lang.batch(0, 4)
+    for row in batch:
+        text = lang.decode(row)
+        assert "w0" not in text and "w1 " not in text  # PAD and BOS are not shown
+        words = [i for i in row.tolist() if i > lang.BOS]
+        assert lang.encode(text).tolist() == [lang.BOS] + words
+    with pytest.raises(DataError, match="'w12' is not a word of this language"):
+        lang.encode("w3 w12")

@@ -115,3 +115,15 @@ def test_bad_encode_decode_and_arguments(corpus):
         data.batch(-1, 2)
     with pytest.raises(ValueError, match="batch_size"):
         data.batch(0, 0)
+
+
+def test_another_text_reads_with_a_given_vocabulary_and_refuses_what_it_lacks(corpus, tmp_path):
+    trained = CharText(corpus, seq_len=8)
+    other = tmp_path / "other.txt"
+    other.write_text("the lazy fox. the brown dog.\n" * 3, encoding="utf-8")
+    read = CharText(other, seq_len=8, chars=trained.chars)
+    assert read.vocab_size == trained.vocab_size
+    assert trained.decode(read.data) == other.read_text(encoding="utf-8")
+    other.write_text("THE LAZY FOX. " * 3, encoding="utf-8")
+    with pytest.raises(DataError, match="characters outside the model's vocabulary of"):
+        CharText(other, seq_len=8, chars=trained.chars)
