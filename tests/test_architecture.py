@@ -22,7 +22,7 @@ LAYERS = (
     ("comm/", ("comm",)),
     ("data/", ("data",)),
     ("parallel/", ("parallel",)),
-    ("train/", ("train",)),
+    ("train/", ("train", "sample", "evaluate")),
     ("plan/", ("plan",)),
     ("trace/ bench/", ("trace", "bench")),
 )

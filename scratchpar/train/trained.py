@@ -1,0 +1,69 @@
+"""A trained model back from its checkpoint alone, on one device, for sampling and evaluation.
+
+A checkpoint holds whole tensors under the single-device model's names, whatever strategy
+and world size wrote it, and the config of its run: the model is rebuilt from that config and
+its weights loaded, with no MPI. A text's vocabulary is in the checkpoint too, so the model
+reads and writes characters without the file it learned from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backend import BackendError, set_device
+from ..data import DataError
+from ..device_rng import DeviceRandom
+from .checkpoint import CheckpointError, load_checkpoint
+from .cli import make_config
+from .config import Config
+from .option import ConfigError
+from .resume import trained_with
+from .task import Task, build_task
+
+# what a bad checkpoint, data file or device raises while loading: one line, exit status 2
+LOAD_ERRORS = (CheckpointError, ConfigError, DataError, BackendError, OSError)
+
+
+@dataclass
+class Trained:
+    """A checkpoint's model in its task, the run's config and the step it was saved at."""
+
+    directory: str
+    cfg: Config
+    task: Task
+    step: int
+
+
+def load_trained(directory: str, device: str = "cpu", data: str | None = None) -> Trained:
+    """The model saved in ``directory`` on ``device``, in the task of its own data, or of the
+    text file ``data`` read with the model's vocabulary. Raises CheckpointError for a
+    checkpoint that cannot be read or does not fit its own config, ConfigError for a config
+    this version cannot build, DataError for the data."""
+    arrays, meta = load_checkpoint(directory)
+    trained, problems = trained_with(directory)
+    if problems:
+        raise CheckpointError(problems[0])
+    if "model" not in arrays:
+        raise CheckpointError(f"{directory} holds no model (model.npz)")
+    t = trained["train"]
+    values = {"model": trained["model"], "data": dict(trained["data"]),
+              "train": {"strategy": "single", "device": device,
+                        **{k: t[k] for k in ("seed", "dtype", "batch_size", "eval_batches")
+                           if k in t}}}
+    vocabulary = meta.get("vocabulary")
+    if data is not None:
+        source = values["data"].get("source", "synthetic")
+        if source != "text":
+            raise CheckpointError(f"{directory} holds a model of the {source} data: --data "
+                                  "reads another text with a model trained on one")
+        values["data"]["path"] = data
+    cfg = make_config(values)
+    set_device(cfg.train.device)
+    task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0), chars=vocabulary)
+    try:
+        task.model.load_state_dict(arrays["model"])
+    except (KeyError, ValueError, TypeError) as e:
+        raise CheckpointError(f"{directory}: its model does not fit its own config: {e}") \
+            from e
+    task.model.eval()
+    return Trained(str(directory), cfg, task, meta.get("step", 0))
