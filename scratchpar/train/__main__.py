@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import signal
 import sys
 import warnings
 
@@ -13,28 +15,34 @@ from ..allocator import keep_freed_memory
 from ..comm.abort import abort_on_exception, launched_by_mpi
 from ..comm.agree import RankErrors, agreeing
 from .build import RANK_ERRORS, assemble, prepare
+from .checkpoint import CheckpointError, read_meta
 from .cli import load_config
 from .divergence import Diverged
 from .loop import format_summary
 
-EXIT_BAD_INPUT, EXIT_DIVERGED = 2, 3
+EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
 
 
 def main(argv: list[str] | None = None, comm=None) -> int:
-    """Exit status 0 on success, 3 if training diverged, and 2 for a bad input (flags, config,
-    paths, data, checkpoint, device or memory), which every rank checks before any message and
-    all agree on. Any other exception propagates (under MPI, to the abort path). ``comm`` is the
-    world when launched by MPI. Rank 0 alone prints, each message once per job."""
+    """Exit status 0 on success, 3 if training diverged, 130 if interrupted (Ctrl-C), and 2
+    for a bad input (flags, config, paths, data, checkpoint, device or memory), which every
+    rank checks before any message and all agree on. Any other exception propagates (under
+    MPI, to the abort path). ``comm`` is the world when launched by MPI. Rank 0 alone prints,
+    each message once per job."""
     rank, size = (0, 1) if comm is None else (comm.rank, comm.size)
     with np.errstate(all="ignore"), warnings.catch_warnings():  # non-finite: caught, reported
         if rank != 0:
             warnings.simplefilter("ignore")  # rank 0 shows a warning once for the job
+        cfg = trainer = None
         try:
             with agreeing(comm, RANK_ERRORS):
                 with _only_rank_0_prints(rank):  # --help
                     cfg = load_config(argv, world_size=size)
                 parts = prepare(cfg, comm)
-            summary = assemble(cfg, parts).run()
+            trainer = assemble(cfg, parts)
+            summary = trainer.run()
+        except KeyboardInterrupt:
+            return _interrupted(rank, size, cfg, trainer)
         except RankErrors as e:
             _report(rank, e.lines())
             return EXIT_BAD_INPUT
@@ -47,6 +55,37 @@ def main(argv: list[str] | None = None, comm=None) -> int:
     if summary is not None:  # rank 0 reports for the job
         print(format_summary(summary), flush=True)
     return 0
+
+
+def _interrupted(rank: int, size: int, cfg, trainer) -> int:
+    """Ctrl-C: every rank got SIGINT from the launcher. Rank 0 says where the run stopped and
+    which checkpoint is intact, in one line; every rank then ends with 130 (128 + SIGINT, as
+    shells expect), without finalizing MPI: a peer may have left a message unmatched."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the report
+    if rank == 0:
+        if trainer is not None:
+            trainer.interrupted()
+        where = "before training started" if trainer is None else \
+            f"at step {trainer.step} of {cfg.train.steps}"
+        lead = "\n" if sys.stderr.isatty() else ""  # past the ^C the terminal echoed
+        print(f"{lead}scratchpar.train: interrupted {where}{_intact(cfg)}", file=sys.stderr)
+    if size > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+    return EXIT_INTERRUPTED
+
+
+def _intact(cfg) -> str:
+    """Which checkpoint ``--save`` left (a save is atomic: the last one that completed)."""
+    if cfg is None or not cfg.train.save:
+        return ""
+    try:
+        step = read_meta(cfg.train.save)["step"]
+    except (CheckpointError, KeyError):
+        return f"; no checkpoint in {cfg.train.save} yet"
+    return (f"; the checkpoint in {cfg.train.save} (step {step}) is intact: --resume "
+            f"{cfg.train.save} continues from it")
 
 
 def _only_rank_0_prints(rank: int):

@@ -15,12 +15,14 @@ refuses object arrays (``allow_pickle=False``): a checkpoint can never run code.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import zipfile
 from pathlib import Path
@@ -60,12 +62,27 @@ def save_checkpoint(directory: str | os.PathLike, arrays: dict[str, dict], meta:
         digests[stem] = _sha256(path)
     _write_json(tmp / "meta.json", {**meta, "sha256": digests})
     old = final.with_name(f".{final.name}.old-{writer}")
-    if final.exists():
-        final.rename(old)
-    tmp.rename(final)
+    with _held(signal.SIGINT, signal.SIGTERM):  # no interrupt between the two renames
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
     for stale in _left_behind(final):
         shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _held(*signals):
+    """Hold ``signals`` until the block ends (delivered then), where this thread can."""
+    try:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    except (AttributeError, ValueError):  # no pthread_sigmask here
+        held = None
+    try:
+        yield
+    finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _left_behind(final: Path) -> list[Path]:

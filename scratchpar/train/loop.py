@@ -7,12 +7,11 @@ import math
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ..backend import sync
 from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, save_checkpoint, split_state
 from .divergence import BadSteps, finite_or_text, held_out_diverged
+from .progress import Progress
 from .window import Window
 
 
@@ -33,6 +32,7 @@ class Trainer:
         self.is_logger = self.rank == 0  # logs, shows progress, evaluates, saves checkpoints
         self.step = 0
         self.bad = BadSteps(cfg.train.max_bad_steps)
+        self.log = self.bar = None  # the metrics file and the progress bar, while run() runs
 
     def save(self, directory: str) -> None:
         """Rank 0 writes the strategy's state and each rank's dropout stream. Every rank calls
@@ -77,8 +77,7 @@ class Trainer:
         self._write({"event": "start", "step": self.step, "unit": self.task.unit,
                      "floor": self.task.floor(), "world": self.world,
                      "config": self.cfg.to_dict()})
-        self.bar = tqdm(total=stop, initial=self.step, disable=not (t.progress and self.is_logger),
-                        unit="step", dynamic_ncols=True)
+        self.bar = Progress(stop, self.step, t.progress and self.is_logger, self.task.unit)
         window = Window(self.task.unit, self.world)
         run_start, first, units_done = time.perf_counter(), self.step, 0
         while self.step < stop:
@@ -127,9 +126,8 @@ class Trainer:
             record = window.record(self.step, lr, metrics, now)
             record["elapsed_s"] = now - run_start
             self._write(record, flush=True)
-            shown = "skipped" if record["loss"] is None else f"{record['loss']:.4f}"
-            self.bar.set_postfix(loss=shown, rate=f"{record[window.rate]:.0f}")
-        self.bar.update(1)
+            self.bar.show(record["loss"], record[window.rate])
+        self.bar.update()
         if t.save and t.save_every and self.step % t.save_every == 0:
             self.save(t.save)
         return units
@@ -144,6 +142,13 @@ class Trainer:
         error = self.bad.error(self.cfg, skip)
         error.alone = not self.strategy.lockstep
         raise error
+
+    def interrupted(self) -> None:
+        """Ctrl-C: the bar ends its line, and the metrics file records where the run stopped."""
+        if self.bar is not None:
+            self.bar.close()
+        if self.log is not None and not self.log.closed:
+            self._write({"event": "interrupted", "step": self.step}, flush=True)
 
     def _write(self, record: dict, flush: bool = False) -> None:
         """One JSON line of the metrics file (rank 0's)."""

@@ -2,13 +2,20 @@
 and evaluates on one device whatever strategy wrote it, and the loss reads in bits per
 character."""
 
+import json
 import math
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from launch_helpers import ROOT, run_mpi
+
+from scratchpar.bench.mpijob import mpiexec
+from scratchpar.train import load_checkpoint
 
 MODEL = ["--d-model", "16", "--n-heads", "2", "--n-layers", "2", "--seq-len", "16",
          "--batch-size", "8", "--eval-batches", "2", "--no-progress", "--dtype", "float64"]
@@ -96,3 +103,53 @@ def test_bad_inputs_to_sample_and_evaluate_end_in_one_line(tmp_path, text):
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     sampled = run("scratchpar.sample", str(ck), "--tokens", "5", "--temperature", "0")
     assert sampled.returncode == 0 and "each layer's state carried" in sampled.stderr
+
+
+def interrupt(cmd: list[str], metrics, steps: int = 3) -> subprocess.CompletedProcess:
+    """Start ``cmd``, wait until the metrics file holds ``steps`` steps, send SIGINT (Ctrl-C)
+    to the launcher, and return what it printed and its exit status."""
+    job = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and job.poll() is None:
+        if metrics.exists() and metrics.read_text().count('"event": "step"') >= steps:
+            break
+        time.sleep(0.05)
+    job.send_signal(signal.SIGINT)
+    try:
+        out, err = job.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        raise AssertionError(f"{cmd} still running 30 s after Ctrl-C") from None
+    return subprocess.CompletedProcess(cmd, job.returncode, out, err)
+
+
+@pytest.mark.parametrize("ranks", [None, 4])
+def test_ctrl_c_ends_every_rank_with_one_line_and_the_last_checkpoint_intact(tmp_path, ranks):
+    metrics, ck = tmp_path / "m.jsonl", tmp_path / "ck"
+    train = [sys.executable, "-m", "scratchpar.train", *MODEL, "--steps", "100000",
+             "--log-every", "1", "--save", str(ck), "--save-every", "2", "--metrics",
+             str(metrics)]
+    done = interrupt(train if ranks is None else [mpiexec(), "-n", str(ranks), *train], metrics)
+    assert done.returncode == 130, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("scratchpar")]
+    assert len(said) == 1, done.stderr
+    assert "Traceback" not in done.stderr and "Abort" not in done.stderr + done.stdout
+    stopped = re.fullmatch(r"scratchpar\.train: interrupted at step (\d+) of 100000; the "
+                           rf"checkpoint in {re.escape(str(ck))} \(step (\d+)\) is intact: "
+                           rf"--resume {re.escape(str(ck))} continues from it", said[0])
+    assert stopped, said[0]
+    arrays, meta = load_checkpoint(ck)
+    assert meta["step"] == int(stopped[2]) >= 2 and int(stopped[1]) - meta["step"] <= 2
+    assert json.loads(metrics.read_text().splitlines()[-1]) == {
+        "event": "interrupted", "step": int(stopped[1])}
+
+
+def test_without_a_terminal_progress_is_a_plain_line_per_tenth_of_the_run(tmp_path):
+    done = train(2, *MODEL, "--progress", "--steps", "40", "--log-every", "4", "--metrics",
+                 str(tmp_path / "m.jsonl"))
+    assert "\r" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"step {4 * k}/40" for k in range(1, 11)]
+    assert "· loss " in lines[-1] and "tok/s" in lines[-1] and "to go" in lines[0]
