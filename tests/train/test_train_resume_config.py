@@ -84,3 +84,14 @@ def test_a_checkpoint_of_another_version_keeps_what_this_one_knows(checkpoint):
     meta["config"]["extras"] = {"x": 1}
     (checkpoint / "meta.json").write_text(json.dumps(meta))
     assert load_config(["--resume", str(checkpoint)]).model.d_hidden == 10
+
+
+def test_another_strategy_takes_none_of_the_old_ones_layout(checkpoint):
+    meta = json.loads((checkpoint / "meta.json").read_text())
+    meta["config"]["train"].update(strategy="ps", servers=2, ps_mode="ssp")
+    (checkpoint / "meta.json").write_text(json.dumps(meta))
+    kept = load_config(["--resume", str(checkpoint)], world_size=3)
+    assert (kept.train.strategy, kept.train.servers, kept.train.ps_mode) == ("ps", 2, "ssp")
+    moved = load_config(["--resume", str(checkpoint), "--strategy", "dp"], world_size=2)
+    assert (moved.train.strategy, moved.train.servers, moved.train.ps_mode) == ("dp", 1, "sync")
+    assert moved.train.batch_size == 3  # the run's own values still come along
