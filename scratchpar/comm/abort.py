@@ -48,12 +48,30 @@ def abort_on_exception(comm) -> None:
     def hook(kind, error, tb):
         sys.stdout.flush()  # what the rank printed so far: MPI_Abort would drop the buffer
         sys.stderr.write(failure_report(comm, error, tb))
-        sys.stderr.flush()
-        for stream in (sys.stdout, sys.stderr):
-            _drain(stream)
-        comm.abort(1)
+        end_job(comm, 1)
 
     sys.excepthook = hook
+
+
+def end_job(comm, code: int) -> None:
+    """End every rank of the job with ``code``, once what this rank wrote has reached the
+    launcher. MPI_Abort's own line ("Abort(3) on node …") is not shown: the report before it
+    says why. MPI_Abort may return (MPICH's does, while the launcher tears the job down), so
+    this rank then exits by itself: it never goes on as if nothing had happened."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+        _drain(stream)
+    _quiet()
+    comm.abort(code)
+    _exit(code)
+
+
+def _quiet() -> None:
+    """Send what this process writes to its standard error from now on to /dev/null."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+
+
+_exit = os._exit  # no clean-up handlers: MPI's finalize would wait for the ranks being ended
 
 
 def failure_report(comm, error: BaseException, tb) -> str:

@@ -6,7 +6,8 @@ Two kinds, both host memory (NumPy), whatever device the ranks compute on:
   (``MPI_Win_allocate_shared``): plain loads and stores, the ground Hogwild stands on (Niu et
   al. 2011), and an exclusive lock for the writers that want one.
 - :class:`RemoteArray`, one array on an owner rank that the others read (``MPI_Get``) and add to
-  (``MPI_Accumulate``, elementwise atomic) at scattered indices, inside one passive-target epoch
+  (``MPI_Accumulate``, elementwise atomic; ``MPI_Fetch_and_op`` where the adder must know what
+  was there) at scattered indices, inside one passive-target epoch
   that every rank opens at creation (``MPI_Win_lock_all``): the same across nodes.
 """
 
@@ -158,6 +159,17 @@ class RemoteArray:
             self._win.Flush(self.owner)
         finally:
             kind.Free()
+
+    def fetch_add(self, index: int, value) -> object:
+        """``array[index] += value`` on the owner, atomically, and the value it held before
+        (``MPI_Fetch_and_op``): of several ranks adding 1 to a 0, exactly one reads 0."""
+        add, old = np.array([value], self.dtype), np.empty(1, self.dtype)
+        if not 0 <= index < self.size:
+            raise IndexError(f"index {index} outside [0, {self.size}) of a remote array")
+        self._win.Fetch_and_op([add, self._type], [old, self._type], self.owner, index,
+                               MPI.SUM)
+        self._win.Flush(self.owner)
+        return old[0]
 
     def settle(self) -> None:
         """Collective: every rank's adds so far have landed, and the owner's own loads and

@@ -7,12 +7,13 @@ import io
 import os
 import signal
 import sys
+import time
 import warnings
 
 import numpy as np
 
 from ..allocator import keep_freed_memory
-from ..comm.abort import abort_on_exception, launched_by_mpi
+from ..comm.abort import abort_on_exception, end_job, launched_by_mpi
 from ..comm.agree import RankErrors, agreeing
 from .build import RANK_ERRORS, assemble, prepare
 from .checkpoint import CheckpointError, read_meta
@@ -21,6 +22,7 @@ from .divergence import Diverged
 from .loop import format_summary
 
 EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 3, 130
+END_WAIT_S = 10.0  # how long a rank that diverged second waits for the first one's end
 
 
 def main(argv: list[str] | None = None, comm=None) -> int:
@@ -47,14 +49,24 @@ def main(argv: list[str] | None = None, comm=None) -> int:
             _report(rank, e.lines())
             return EXIT_BAD_INPUT
         except Diverged as e:
-            if e.alone and comm is not None and size > 1:  # the other ranks would wait for it
-                print(f"scratchpar.train: rank {rank}: {e}", file=sys.stderr, flush=True)
-                comm.abort(EXIT_DIVERGED)
+            if e.alone and size > 1:  # the other ranks would wait for it: end the job
+                _diverged_alone(rank, comm, trainer, e)
             _report(rank, [str(e)])
             return EXIT_DIVERGED
     if summary is not None:  # rank 0 reports for the job
         print(format_summary(summary), flush=True)
     return 0
+
+
+def _diverged_alone(rank: int, comm, trainer, error: Diverged) -> None:
+    """A rank whose strategy does not step with the others diverged: the first such rank
+    reports and ends the job; one that diverged after it says nothing and waits for that end
+    (ending the job itself should it not come). Never returns."""
+    if trainer.first_to_report():
+        print(f"scratchpar.train: rank {rank}: {error}", file=sys.stderr)
+    else:
+        time.sleep(END_WAIT_S)
+    end_job(comm, EXIT_DIVERGED)
 
 
 def _interrupted(rank: int, size: int, cfg, trainer) -> int:

@@ -39,9 +39,11 @@ class BadSteps:
         """The error after :attr:`exhausted`, from the last skip record, naming the knobs."""
         o, last = cfg.optim, skip["step"]
         first = last - self.in_a_row + 1
+        steps = f"step {last} (" if first == last else \
+            f"steps {first}-{last} ({self.in_a_row} in a row, "
         return Diverged(
-            f"training diverged: steps {first}-{last} ({self.in_a_row} in a row, "
-            f"--max-bad-steps {self.limit}) had a non-finite loss or gradient (last: loss "
+            f"training diverged: {steps}--max-bad-steps {self.limit}) had a non-finite loss "
+            f"or gradient (last: loss "
             f"{skip['loss']}, gradient norm {skip['grad_norm']}, learning rate {skip['lr']:.3g}); "
             f"each was skipped. Lower --lr (now {o.lr:g}), lengthen --warmup (now {o.warmup}), "
             f"or clip gradients with --grad-clip (now {o.grad_clip:g}; 0 is off).")

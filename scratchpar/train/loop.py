@@ -7,7 +7,10 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ..backend import sync
+from ..comm.window import RemoteArray
 from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, save_checkpoint, split_state
 from .divergence import BadSteps, finite_or_text, held_out_diverged
@@ -33,6 +36,9 @@ class Trainer:
         self.step = 0
         self.bad = BadSteps(cfg.train.max_bad_steps)
         self.log = self.bar = None  # the metrics file and the progress bar, while run() runs
+        # where ranks judge their steps alone, the first to diverge reports: a counter on rank 0
+        self._reports = None if strategy.lockstep or self.world == 1 else \
+            RemoteArray(comm, 1, np.int64)
 
     def save(self, directory: str) -> None:
         """Rank 0 writes the strategy's state and each rank's dropout stream. Every rank calls
@@ -91,6 +97,8 @@ class Trainer:
             self.save(t.save)
         if t.trace:
             self.write_trace(t.trace)
+        if self._reports is not None:
+            self._reports.free()
         self.strategy.gather_model()  # a pipeline's stages → rank 0
         self.strategy.close()
         if not self.is_logger:
@@ -142,6 +150,11 @@ class Trainer:
         error = self.bad.error(self.cfg, skip)
         error.alone = not self.strategy.lockstep
         raise error
+
+    def first_to_report(self) -> bool:
+        """Whether this rank is the first to claim the job's one report (every rank alike
+        where the ranks step together)."""
+        return self._reports is None or self._reports.fetch_add(0, 1) == 0
 
     def interrupted(self) -> None:
         """Ctrl-C: the bar ends its line, and the metrics file records where the run stopped."""

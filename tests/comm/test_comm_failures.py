@@ -26,6 +26,15 @@ def fake_comm(size=3, last_op=LAST):
     return comm, aborted
 
 
+@pytest.fixture(autouse=True)
+def ending(monkeypatch):
+    """What ends the process after MPI_Abort, and what silences it, recorded instead."""
+    calls = []
+    monkeypatch.setattr(abort, "_quiet", lambda: calls.append("quiet"))
+    monkeypatch.setattr(abort, "_exit", lambda code: calls.append(("exit", code)))
+    return calls
+
+
 def caught(fn):
     try:
         fn()
@@ -38,13 +47,14 @@ def user_bug():
     raise ValueError("bad batch\nsecond line")
 
 
-def test_the_hook_reports_then_aborts_every_rank(monkeypatch, capsys):
+def test_the_hook_reports_then_aborts_every_rank(monkeypatch, capsys, ending):
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     comm, aborted = fake_comm()
     abort.abort_on_exception(comm)
     assert sys.excepthook is not sys.__excepthook__
     sys.excepthook(*caught(user_bug))
     assert aborted == [1]
+    assert ending == ["quiet", ("exit", 1)]  # MPI_Abort's own line unshown; no return
     err = capsys.readouterr().err
     assert err.startswith(f"scratchpar: rank 1 of 3 failed outside communication (last "
                           f"operation: {LAST}): ValueError: bad batch\nTraceback")

@@ -3,8 +3,10 @@ at once with exit 2 and one message naming those ranks, instead of leaving the o
 and every message of a bad start, usage and help included, appears once per job."""
 
 import json
+import re
 import time
 
+import pytest
 from launch_helpers import run_mpi
 from test_launch_train import TINY, train
 
@@ -76,3 +78,20 @@ def test_divergence_ends_every_rank_with_exit_3_and_one_message(tmp_path):
     assert result.returncode == 3, result.stderr
     assert result.stderr.count("scratchpar.train: training diverged") == 1, result.stderr
     assert "Traceback" not in result.stderr and "Warning" not in result.stderr
+
+
+@pytest.mark.parametrize("strategy", [["ps", "--ps-mode", "async"], ["hogwild"],
+                                      ["easgd", "--easgd-mode", "async"]])
+def test_ranks_that_diverge_alone_report_once_and_end_the_job(tmp_path, strategy):
+    """Every worker diverges at its first or second step: the first to claim the report says
+    it, and MPI_Abort's own lines do not follow."""
+    result = run_mpi(3, ["-m", "scratchpar.train", "--strategy", *strategy, "--steps", "6",
+                         "--lr", "1e30", "--grad-clip", "0", "--max-bad-steps", "1",
+                         "--d-model", "16", "--n-heads", "2", "--seq-len", "16",
+                         "--batch-size", "8", "--no-progress", "--metrics",
+                         str(tmp_path / "m.jsonl")], timeout=60, env=FAST)
+    assert result.returncode == 3, result.stderr
+    said = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(said) == 1, result.stderr
+    assert re.match(r"scratchpar\.train: rank \d: training diverged: step \d \(--max-bad-steps "
+                    r"1\)", said[0]), said[0]
