@@ -95,8 +95,7 @@ def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
         given[section][name] = (value, "")
     values = {s: {k: v for k, (v, _) in names.items()} for s, names in given.items()}
     if values["train"].get("resume"):
-        trained, bad = resume.trained_with(values["train"]["resume"],
-                                           values["train"].get("strategy"))
+        trained, bad = resume.trained_with(values["train"]["resume"], values["train"])
         problems += bad + resume.contradictions(values["train"]["resume"], trained, given)
         values = {s: {**trained.get(s, {}), **values[s]} for s in SECTIONS}
     if values["data"].get("path") and "source" not in values["data"]:

@@ -30,28 +30,32 @@ def fixed(section: str, name: str) -> bool:
             and (section, name) not in CHANGEABLE)
 
 
-def trained_with(directory: str, strategy: str | None = None
+def trained_with(directory: str, named: dict | None = None
                  ) -> tuple[dict[str, dict], list[str]]:
     """The per-section values a checkpoint's run was trained with (``meta.json``'s config),
     those of one run alone left out, and any problem with them. Unknown sections and keys
-    (another version's) are skipped, and so are the flags of a strategy other than
-    ``strategy`` (the resumed run's, where it names one): a run resumed under another
-    strategy takes none of the old one's layout. A checkpoint that cannot be read gives
-    nothing here: loading it reports why, with its arrays."""
+    (another version's) are skipped. A strategy's own flags (its layout: the mesh's --pp and
+    --tp, the servers, the ZeRO stage…) come as a whole or not at all: not where this run's
+    ``[train]`` values (``named``) name another strategy or any such flag, since a layout
+    half changed rarely fits. A checkpoint that cannot be read gives nothing here: loading
+    it reports why, with its arrays."""
+    named = named or {}
     try:
         config = read_meta(directory).get("config", {})
     except CheckpointError:
         return {}, []
     if not isinstance(config, dict) or not all(isinstance(v, dict) for v in config.values()):
         return {}, [f"--resume {directory}: its meta.json's config is not a table of sections"]
-    strategy = strategy or config.get("train", {}).get("strategy")
+    owned = {f.name for f in dataclasses.fields(SECTIONS["train"]) if f.metadata["owners"]}
+    was = config.get("train", {}).get("strategy")
+    layout = named.get("strategy", was) == was and not owned & set(named)
     values = {}
     for section, cls in SECTIONS.items():
-        owners = {f.name: f.metadata["owners"] for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)}
         values[section] = {name: tuple(v) if isinstance(v, list) else v
                            for name, v in config.get(section, {}).items()
-                           if name in owners and (section, name) not in THIS_RUN_ONLY
-                           and (not owners[name] or strategy in owners[name])}
+                           if name in known and (section, name) not in THIS_RUN_ONLY
+                           and (layout or section != "train" or name not in owned)}
     return values, []
 
 

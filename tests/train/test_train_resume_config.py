@@ -95,3 +95,18 @@ def test_another_strategy_takes_none_of_the_old_ones_layout(checkpoint):
     moved = load_config(["--resume", str(checkpoint), "--strategy", "dp"], world_size=2)
     assert (moved.train.strategy, moved.train.servers, moved.train.ps_mode) == ("dp", 1, "sync")
     assert moved.train.batch_size == 3  # the run's own values still come along
+
+
+def test_a_layout_comes_whole_or_not_at_all(checkpoint):
+    meta = json.loads((checkpoint / "meta.json").read_text())
+    meta["config"]["train"].update(strategy="hybrid", dp=1, pp=2, tp=2, pp_schedule="gpipe",
+                                   batch_size=8)
+    meta["config"]["model"].update(kind="gpt", n_heads=4, d_model=16)
+    meta["config"]["data"].update(vocab_size=12)
+    (checkpoint / "meta.json").write_text(json.dumps(meta))
+    kept = load_config(["--resume", str(checkpoint)], world_size=4)
+    assert (kept.train.dp, kept.train.pp, kept.train.tp, kept.train.pp_schedule) == \
+        (1, 2, 2, "gpipe")
+    moved = load_config(["--resume", str(checkpoint), "--tp", "4"], world_size=4)
+    assert (moved.train.dp, moved.train.pp, moved.train.tp, moved.train.pp_schedule) == \
+        (None, 1, 4, "1f1b")
