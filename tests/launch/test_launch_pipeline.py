@@ -2,6 +2,7 @@
 command line at pp = 4 and at dp = 2 × pp = 2; the synchronous ones as one device does, and their
 checkpoints hold the whole model; a trace shows each stage's forwards and backwards."""
 
+import hashlib
 import json
 
 import numpy as np
@@ -74,3 +75,39 @@ def test_checkpoints_move_between_pipelines_and_data_parallelism(tmp_path, singl
         losses = [r["loss"] for r in records(metrics) if r["event"] == "step"]
         np.testing.assert_allclose(losses, want[3:], rtol=1e-9)
         assert_same_model(ck, params)
+
+
+def test_a_mesh_of_one_stage_or_one_tp_rank_says_what_it_amounts_to(tmp_path):
+    """A pipeline given no --pp is data parallelism, a hybrid of --tp 1 splits nothing, and an
+    LSTM, which has no tensor-parallel form, runs in the hybrid at --tp 1 as a pipeline and is
+    refused at --tp 2 before any message."""
+    common = ["-m", "scratchpar.train", *TINY, "--metrics", str(tmp_path / "m.jsonl")]
+    plain = run_mpi(2, [*common, "--strategy", "pipeline"], timeout=60)
+    assert plain.returncode == 0, plain.stderr
+    assert "--pp 1: one stage, so each of the 2 replicas holds the whole model: data " \
+           "parallelism (give --pp N to split the layers)" in plain.stdout
+    lstm = run_mpi(2, [*common, "--model", "lstm", "--strategy", "hybrid", "--pp", "2"],
+                   timeout=60)
+    assert lstm.returncode == 0, lstm.stderr
+    assert "model lstm has no tensor-parallel form, so this runs as --strategy pipeline" \
+        in lstm.stdout and "final: step 6" in lstm.stdout
+    split = run_mpi(2, [*common, "--model", "lstm", "--strategy", "hybrid", "--tp", "2"],
+                    timeout=60)
+    assert split.returncode == 2 and "Traceback" not in split.stderr
+    assert "--tp 2: model lstm has no tensor-parallel form (gpt and mlp do)" in split.stderr
+
+
+@pytest.mark.parametrize("strategy", [["pipeline", "--pp", "2"], ["hybrid", "--pp", "2"]])
+def test_a_checkpoint_with_an_array_the_model_lacks_is_refused(tmp_path, strategy):
+    ck = tmp_path / "ck"
+    common = ["-m", "scratchpar.train", *TINY, "--metrics", str(tmp_path / "m.jsonl")]
+    assert run_mpi(2, [*common, "--strategy", "dp", "--save", str(ck)],
+                   timeout=60).returncode == 0
+    arrays = dict(np.load(ck / "model.npz"))
+    np.savez(ck / "model.npz", **arrays, **{"bogus.weight": np.zeros(3)})
+    meta = json.loads((ck / "meta.json").read_text())
+    meta["sha256"]["model"] = hashlib.sha256((ck / "model.npz").read_bytes()).hexdigest()
+    (ck / "meta.json").write_text(json.dumps(meta))
+    out = run_mpi(2, [*common, "--strategy", *strategy, "--resume", str(ck)], timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.count("the checkpoint has bogus.weight, which the model has not") == 1

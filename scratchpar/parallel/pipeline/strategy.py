@@ -192,6 +192,10 @@ class Pipeline(Strategy):
         missing = [name for name in self.stage.names if name not in model]
         if missing:
             raise ValueError(f"the checkpoint has no {', '.join(missing)}")
+        unexpected = sorted(set(model) - {name for name, _ in self.model.named_parameters()})
+        if unexpected:
+            raise ValueError(f"the checkpoint has {', '.join(unexpected)}, which the model has "
+                             "not")
         local = {g: i for i, g in enumerate(self.stage.index)}
         flat = {f"model/{name}": model[name] for name in self.stage.names}
         for key, value in optim.items():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ...autograd import functional as F
 from ...backend import get_array_module
 from ...comm.chunks import bounds
@@ -64,7 +66,8 @@ class TensorParallelGPT(Module):
     def output_loss(self, logits, targets, reduction: str = "mean"):
         """The language-modelling loss of logits[B,T,V/t] against targets (B, T), padding
         ignored as ``nn.lm_output_loss`` ignores it; the same on every rank of the group."""
-        return vocab_parallel_cross_entropy(logits.reshape(-1, logits.shape[-1]),
+        rows = math.prod(targets.shape)  # B·T, stated: a rank owning no column has V/t = 0
+        return vocab_parallel_cross_entropy(logits.reshape(rows, logits.shape[-1]),
                                             targets.reshape(-1), self.comm, ignore_index=PAD,
                                             reduction=reduction)
 

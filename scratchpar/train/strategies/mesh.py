@@ -149,25 +149,39 @@ class MeshFamily(Family):
             weights, unit = parameter_counts(layers), "params"
         ranges = partition(weights, t.pp * t.virtual)
         if comm.rank == 0:
-            print(_layout(t, mesh, ranges, layer_names(task.model), weights, unit), flush=True)
+            print(_layout(cfg, mesh, ranges, layer_names(task.model), weights, unit),
+                  flush=True)
         make_optimizer = lambda params: build_optimizer(cfg, params)  # noqa: E731
         knobs = {"grad_clip": cfg.optim.grad_clip, "bucket_bytes": t.bucket_bytes}
-        if t.strategy == "hybrid":
+        if t.strategy == "hybrid" and cfg.model.kind in TENSOR_MODELS:
             return Hybrid(task.model, make_optimizer, task, mesh, schedule, ranges,
                           t.sequence_parallel, **knobs)
         cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
         return cls(task.model, make_optimizer, task, mesh, schedule, ranges, **knobs)
 
 
-def _layout(t, mesh, ranges, names, weights, unit) -> str:
-    """What rank 0 says: each stage's layers (and chunk), and the hybrid's grid of ranks."""
+def _layout(cfg, mesh, ranges, names, weights, unit) -> str:
+    """What rank 0 says: each stage's layers (and chunk), the hybrid's grid of ranks, and
+    what a layout of one stage or one tp rank amounts to."""
+    t = cfg.train
     lines = describe(ranges, names, weights, unit).splitlines()
     if t.virtual > 1:  # virtual stage k is chunk k // p of rank k % p
         lines = [f"{line} → rank {k % t.pp}, chunk {k // t.pp}" for k, line in enumerate(lines)]
     if t.strategy == "hybrid":
-        lines = [draw(mesh.shape), *lines,
-                 f"each stage's matrices split over its {t.tp} tp ranks, heads and vocabulary "
-                 "included" + (", its sequence too" if t.sequence_parallel else "")]
+        lines.insert(0, draw(mesh.shape))
+    if t.strategy == "hybrid" and t.tp > 1:
+        lines.append(f"each stage's matrices split over its {t.tp} tp ranks, heads and "
+                     "vocabulary included" + (", its sequence too" if t.sequence_parallel
+                                              else ""))
+    elif t.strategy == "hybrid":
+        lines.append("--tp 1: no stage is split (give --tp N to split each stage's matrices"
+                     + ("; model " + cfg.model.kind + " has no tensor-parallel form, so this "
+                        "runs as --strategy pipeline" if cfg.model.kind not in TENSOR_MODELS
+                        else "") + ")")
+    if t.pp == 1:
+        lines.append(f"--pp 1: one stage, so each of the {mesh.dp} replica"
+                     f"{'s' if mesh.dp > 1 else ''} holds the whole model: data parallelism "
+                     "(give --pp N to split the layers)")
     return "\n".join(lines)
 
 
