@@ -79,7 +79,8 @@ def assemble(cfg, parts: Prepared) -> Trainer:
         comm.tracer = Tracer(comm.rank)
         comm.tracer.align(comm.barrier)
     strategy = REGISTRY[cfg.train.strategy].build(cfg, parts.task, parts.optimizer, comm)
-    trainer = Trainer(cfg, strategy, parts.task, build_schedule(cfg), parts.dropout_gen, comm)
+    trainer = Trainer(cfg, strategy, parts.task, build_schedule(cfg), parts.dropout_gen, comm,
+                      REGISTRY[cfg.train.strategy].computing(cfg, comm.size if comm else 1))
     if parts.checkpoint is not None:
         with agreeing(comm, (CheckpointError,)):
             trainer.restore(*parts.checkpoint, cfg.train.resume)

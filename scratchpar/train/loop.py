@@ -15,6 +15,7 @@ from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, save_checkpoint, split_state
 from .divergence import BadSteps, finite_or_text, held_out_diverged
 from .progress import Progress
+from .task import HALF_SQUARED
 from .window import Window
 
 
@@ -28,10 +29,12 @@ class Trainer:
     :class:`Diverged` on every rank.
     """
 
-    def __init__(self, cfg, strategy, task, schedule, dropout_gen, comm=None):
+    def __init__(self, cfg, strategy, task, schedule, dropout_gen, comm=None,
+                 workers: int | None = None):
         self.cfg, self.strategy, self.task, self.schedule = cfg, strategy, task, schedule
         self.dropout_gen, self.comm = dropout_gen, comm
         self.rank, self.world = (0, 1) if comm is None else (comm.rank, comm.size)
+        self.workers = workers or self.world  # the ranks that compute: servers do not
         self.is_logger = self.rank == 0  # logs, shows progress, evaluates, saves checkpoints
         self.step = 0
         self.bad = BadSteps(cfg.train.max_bad_steps)
@@ -189,6 +192,7 @@ class Trainer:
                 "skipped_steps": self.bad.total, "unit": self.task.unit,
                 "measure": self.task.measure,
                 "units_per_s": rate, "units_per_s_per_rank": rate / self.world,
+                "units_per_s_per_worker": rate / self.workers, "workers": self.workers,
                 "world": self.world, "elapsed_s": elapsed}
 
 
@@ -212,14 +216,21 @@ def format_summary(s: dict) -> str:
         line += f" = {s['bits_per_char']:.4f} bits/char"
     if s["floor"] is not None:
         line += f" · {floor} {s['floor']:.4f} · gap {s['gap']:+.4f}"
-        if s["floor"] > FLOOR_FOR_PERCENT:  # a percentage of a zero floor (clean labels) is noise
+        if nats and s["floor"] > FLOOR_FOR_PERCENT:  # of a zero floor (clean labels): noise
             line += f" ({100 * s['gap'] / s['floor']:.1f}% above)"
+        elif s["measure"] == HALF_SQUARED:  # ½·e² against the noise's σ²/2: say it as σ
+            line += (f" · RMSE {math.sqrt(2 * s['eval_loss']):.4f} against the noise's σ "
+                     f"{math.sqrt(2 * s['floor']):.4f}")
     else:
         line += f" · {floor} unknown for this data"
     if s.get("accuracy") is not None:
         line += f" · accuracy {100 * s['accuracy']:.1f}%"
     line += f" · {s['units_per_s']:,.0f} {s['unit']}/s"
     if s["world"] > 1:
-        line += f" ({s['units_per_s_per_rank']:,.0f} per rank × {s['world']})"
+        workers = s.get("workers", s["world"])
+        line += (f" ({s['units_per_s_per_rank']:,.0f} per rank × {s['world']})"
+                 if workers == s["world"] else
+                 f" ({s['units_per_s_per_worker']:,.0f} per worker × {workers} of "
+                 f"{s['world']} ranks)")
     line += f" · {s['steps_run']} steps in {s['elapsed_s']:.1f} s"
     return line + (f"\n{s['strategy']['summary']}" if "strategy" in s else "")

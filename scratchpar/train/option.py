@@ -22,6 +22,11 @@ def opt(default, help: str, flag: str | None = None, choices: tuple | None = Non
                                             "kind": kind or type(default), "owners": owners})
 
 
+def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless n is 1: "1 rank", "4 ranks"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def flag_of(f) -> str:
     """The command-line flag of config field ``f``."""
     return f.metadata["flag"] or "--" + f.name.replace("_", "-")

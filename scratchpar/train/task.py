@@ -22,6 +22,7 @@ from ..data import (
 from ..device_rng import DeviceRandom
 
 EVAL_OFFSET = 2**40  # held-out batches are drawn at data positions no training run reaches
+HALF_SQUARED = "½·squared error"  # a regression's measure, read as an RMSE in the summary
 
 
 @dataclass
@@ -131,7 +132,7 @@ def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None) -> Task
     if d.source == "matrix-factorization":
         data = LowRankRatings(d.n_users, d.n_items, d.rank, d.noise, seed=seed)
         model = nn.MatrixFactorization(d.n_users, d.n_items, d.rank, rng(seed, 0), dtype)
-        return Task(data, model, "sample", nn.half_squared_error, "½·squared error")
+        return Task(data, model, "sample", nn.half_squared_error, HALF_SQUARED)
     if d.source == "text":
         data = CharText(d.path, d.seq_len, seed=seed, chars=chars)
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 from ..data.synthetic import MAX_TABLE_ENTRIES, table_fits
@@ -29,7 +30,16 @@ def validate(c, world_size: int = 1) -> list[str]:
         problems += _misused(family, c.train)
         if c.train.strategy in family.names:
             problems += family.problems(c, world_size)
-    return problems + _share_problems(c, world_size)
+    return [in_flags(c, p) for p in problems + _share_problems(c, world_size)]
+
+
+def in_flags(c, problem: str) -> str:
+    """``problem`` with each field it names (``train.steps``) said as its flag (``--steps``):
+    what the user typed on the command line, or finds in ``--help`` beside the TOML key."""
+    flags = {f"{part.name}.{f.name}": flag_of(f) for part in dataclasses.fields(c)
+             for f in dataclasses.fields(getattr(c, part.name))}
+    return re.sub(r"\b(model|data|optim|train)\.(\w+)\b",
+                  lambda match: flags.get(match[0], match[0]), problem)
 
 
 def _field_problems(c) -> list[str]:
@@ -107,8 +117,8 @@ def _optim_problems(o, t) -> list[str]:
         (o.weight_decay >= 0, f"optim.weight_decay must be non-negative; got {o.weight_decay}"),
         (o.grad_clip >= 0, f"optim.grad_clip must be non-negative; got {o.grad_clip}"),
         (o.warmup >= 0, f"optim.warmup must be non-negative; got {o.warmup}"),
-        (o.warmup < t.steps, f"optim.warmup ({o.warmup}) must be less than train.steps "
-                             f"({t.steps})"),
+        (o.warmup < t.steps or t.steps < 1,  # a bad --steps is said once, above
+         f"optim.warmup ({o.warmup}) must be less than train.steps ({t.steps})"),
         (o.min_lr >= 0 and (o.lr <= 0 or o.min_lr <= o.lr),
          f"optim.min_lr must be in [0, optim.lr]; got {o.min_lr}")]
     return [message for ok, message in checks if not ok]

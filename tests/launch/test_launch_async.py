@@ -55,7 +55,7 @@ RUNS = {"hogwild": ["--strategy", "hogwild"],
 SAYS = {"hogwild": "hogwild (lock-free): the parameters live once, in a shared-memory window",
         "hogwild locked": "hogwild (one writer at a time, under an exclusive lock)",
         "hogwild one-sided": "in rank 0's one-sided window (gets and atomic adds)",
-        "easgd sync": "exchanging every 2 step(s); local optimizer SGD; all 4 ranks are workers",
+        "easgd sync": "exchanging every 2 steps; local optimizer SGD; all 4 ranks are workers",
         "eamsgd async": "local optimizer SGD with Nesterov momentum 0.9 (EAMSGD); rank 0 is the "
                         "master",
         "easgd round-robin": "rank 0 is the CPU master; worker j = t mod 3 takes step t"}

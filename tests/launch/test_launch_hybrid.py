@@ -80,5 +80,5 @@ def test_a_split_that_cannot_work_is_refused_before_any_message(tmp_path):
                       "--metrics", str(tmp_path / "m.jsonl")], timeout=60)
     assert out.returncode == 2, out.stderr
     for reason in ("--pp 2 × --tp 4 does not divide",
-                   "--tp 4 must divide model.n_heads (2)", "--tp 4 must divide data.vocab_size"):
+                   "--tp 4 must divide --n-heads (2)", "--tp 4 must divide --vocab-size"):
         assert out.stderr.count(reason) == 1, out.stderr  # rank 0 alone, each reason once

@@ -56,7 +56,7 @@ def test_a_parameter_server_without_a_worker_is_refused(tmp_path):
     out = run_mpi(2, ["-m", "scratchpar.train", *TINY, "--strategy", "ps", "--servers", "2",
                       "--metrics", str(tmp_path / "m.jsonl")], timeout=60)
     assert out.returncode == 2, out.stderr
-    assert out.stderr.count("--servers 2 on 2 rank(s)") == 1, out.stderr
+    assert out.stderr.count("--servers 2 on 2 ranks") == 1, out.stderr
 
 
 ASYNC = {"locked": ["--ps-mode", "locked"],

@@ -108,7 +108,7 @@ def test_the_training_cli_rejects_a_bad_flag_on_every_rank():
     wall = time.perf_counter() - start
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("scratchpar.train: invalid configuration:") == 1
-    assert result.stderr.count("model.n_heads (5) must divide model.d_model (64)") == 1
+    assert result.stderr.count("--n-heads (5) must divide --d-model (64)") == 1
     assert "Traceback" not in result.stderr
     assert wall < 30
 

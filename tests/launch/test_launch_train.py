@@ -104,6 +104,6 @@ def test_a_config_invalid_for_this_world_ends_every_rank_with_exit_2(tmp_path):
                      timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("--strategy single runs on one rank; launched on 2") == 1
-    assert result.stderr.count("train.batch_size (1) must be at least the number of ranks") == 1
+    assert result.stderr.count("--batch-size (1) must be at least the number of ranks") == 1
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "m.jsonl").exists()

@@ -23,9 +23,9 @@ def test_bad_config_exits_2_with_every_problem_and_no_traceback():
     out = run_cli("--n-heads", "5", "--batch-size", "0", "--optimizer", "adamw", "--lr", "0")
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
-    assert "n_heads (5) must divide" in out.stderr
-    assert "batch_size must be at least 1" in out.stderr
-    assert "optim.lr must be positive" in out.stderr
+    assert "--n-heads (5) must divide" in out.stderr
+    assert "--batch-size must be at least 1" in out.stderr
+    assert "--lr must be positive" in out.stderr
 
 
 def test_tiny_run_end_to_end(tmp_path):

@@ -33,7 +33,7 @@ def test_every_violation_is_listed_at_once():
     problems = err.value.problems
     assert len(problems) == 5, problems
     text = str(err.value)
-    for fragment in ("n_heads (3) must divide", "optim.lr must be positive", "warmup (9)",
+    for fragment in ("--n-heads (3) must divide", "--lr must be positive", "warmup (9)",
                      "dropout must be in [0, 1)", "model mlp cannot learn"):
         assert fragment in text
 

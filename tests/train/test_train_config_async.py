@@ -70,10 +70,10 @@ def test_the_easgd_knobs_are_checked():
 
 def test_the_batch_is_shared_by_the_workers_alone():
     assert problems(["--strategy", "easgd", "--easgd-mode", "async", "--batch-size", "2"], 4) == [
-        "train.batch_size (2) must be at least the number of workers (3): each needs a share "
+        "--batch-size (2) must be at least the number of workers (3): each needs a share "
         "of the global batch"]
     assert load_config(["--strategy", "easgd", "--easgd-mode", "round-robin", "--batch-size",
                         "1"], 4).train.batch_size == 1  # one worker takes the whole batch
     assert problems(["--strategy", "hogwild", "--batch-size", "3"], 4) == [
-        "train.batch_size (3) must be at least the number of ranks (4): each needs a share of "
+        "--batch-size (3) must be at least the number of ranks (4): each needs a share of "
         "the global batch"]

@@ -24,11 +24,11 @@ def test_every_parallel_problem_is_listed_at_once():
                      "--strategy", "single", "--batch-size", "3"], world_size=4)
     text = str(err.value)
     assert len(err.value.problems) == 5, text
-    for fragment in ("train.bucket_mb must be positive; got 0.0",
-                     "train.local_sgd_every must be non-negative; got -1",
-                     "train.local_sgd_warmup must be non-negative; got -3",
+    for fragment in ("--bucket-mb must be positive; got 0.0",
+                     "--local-sgd-every must be non-negative; got -1",
+                     "--local-sgd-warmup must be non-negative; got -3",
                      "--strategy single runs on one rank; launched on 4",
-                     "train.batch_size (3) must be at least the number of ranks (4)"):
+                     "--batch-size (3) must be at least the number of ranks (4)"):
         assert fragment in text
 
 

@@ -16,18 +16,18 @@ TINY = ["--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--seq-len", "12
 
 
 @pytest.mark.parametrize("flags, reason", [
-    (["--lr", "inf"], "optim.lr must be a finite number; got inf"),
-    (["--lr", "1e999"], "optim.lr must be a finite number; got inf"),
-    (["--lr", "nan"], "optim.lr must be a finite number; got nan"),
+    (["--lr", "inf"], "--lr must be a finite number; got inf"),
+    (["--lr", "1e999"], "--lr must be a finite number; got inf"),
+    (["--lr", "nan"], "--lr must be a finite number; got nan"),
     (["--vocab-size", "2048", "--order", "2"], "2048**3 entries, more than 4194304; lower"),
     (["--order", "22"], "10**23 entries, more than 4194304"),
-    (["--concentration", "inf"], "data.concentration must be a finite number; got inf"),
-    (["--mean-length", "inf"], "data.mean_length must be a finite number; got inf"),
-    (["--seed", "-1"], "train.seed must be non-negative; got -1"),
-    (["--bucket-mb", "inf"], "train.bucket_mb must be a finite number; got inf"),
-    (["--bucket-mb", "1e-7"], "train.bucket_mb (1e-07) rounds to 0 bytes"),
-    (["--grad-clip", "inf"], "optim.grad_clip must be a finite number; got inf"),
-    (["--warmup", "4"], "optim.warmup (4) must be less than train.steps (4)"),
+    (["--concentration", "inf"], "--concentration must be a finite number; got inf"),
+    (["--mean-length", "inf"], "--mean-length must be a finite number; got inf"),
+    (["--seed", "-1"], "--seed must be non-negative; got -1"),
+    (["--bucket-mb", "inf"], "--bucket-mb must be a finite number; got inf"),
+    (["--bucket-mb", "1e-7"], "--bucket-mb (1e-07) rounds to 0 bytes"),
+    (["--grad-clip", "inf"], "--grad-clip must be a finite number; got inf"),
+    (["--warmup", "4"], "--warmup (4) must be less than --steps (4)"),
     (["--hidden-sizes", "3,,4"], "argument --hidden-sizes: expected integers separated by commas"),
     (["--steps", "five"], "argument --steps: invalid int value: 'five'"),
     (["--bogus"], "unrecognized arguments: --bogus (python -m scratchpar.train --help lists"),
@@ -42,7 +42,7 @@ def test_a_short_run_gets_a_short_warmup_but_an_explicit_long_one_is_still_an_er
     assert load_config(["--steps", "5"]).optim.warmup == 0
     assert load_config(["--steps", "40"]).optim.warmup == 4
     assert load_config([]).optim.warmup == 100  # the default run: 1500 steps, capped
-    with pytest.raises(ConfigError, match=r"optim.warmup \(9\) must be less than train.steps"):
+    with pytest.raises(ConfigError, match=r"--warmup \(9\) must be less than --steps"):
         load_config(["--steps", "5", "--warmup", "9"])
 
 

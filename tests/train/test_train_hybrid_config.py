@@ -31,15 +31,15 @@ def test_every_reason_a_split_cannot_work_is_listed_at_once():
         "--dp 2 × --pp 1 × --tp 3 = 6 ranks, but the world has 4",
         "--strategy hybrid runs the synchronous pipeline; --pp-schedule pipedream updates per "
         "micro-batch (use --strategy pipeline for it)",
-        "--tp 3 must divide model.n_heads (4): each tensor-parallel rank holds an equal share",
-        "--tp 3 must divide model.d_model (8): each tensor-parallel rank holds an equal share",
-        "--tp 3 must divide data.vocab_size (10): each tensor-parallel rank holds an equal share"]
+        "--tp 3 must divide --n-heads (4): each tensor-parallel rank holds an equal share",
+        "--tp 3 must divide --d-model (8): each tensor-parallel rank holds an equal share",
+        "--tp 3 must divide --vocab-size (10): each tensor-parallel rank holds an equal share"]
 
 
 def test_the_mlp_splits_its_hidden_sizes_and_the_recurrent_models_do_not_split():
     assert problems([*HYBRID, "--tp", "2", "--model", "mlp", "--source", "classification",
                      "--hidden-sizes", "8,5"], 2) == [
-        "--tp 2 must divide model.hidden_sizes (5): each tensor-parallel rank holds an equal share"]
+        "--tp 2 must divide --hidden-sizes (5): each tensor-parallel rank holds an equal share"]
     assert problems([*HYBRID, "--tp", "2", "--model", "lstm"], 2) == [
         "--tp 2: model lstm has no tensor-parallel form (gpt and mlp do); use --tp 1"]
     assert problems([*HYBRID, "--model", "mlp", "--source", "classification",

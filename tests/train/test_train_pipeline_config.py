@@ -43,7 +43,7 @@ def test_every_pipeline_problem_is_listed_at_once():
     (["--pp-schedule", "naive", "--microbatches", "2"], 1,
      "--pp-schedule naive runs one micro-batch: --microbatches must be 1 (got 2)"),
     (["--pp", "2", "--batch-size", "6", "--microbatches", "4", "--dp", "2"], 4,
-     "train.batch_size 6 over 2 replica(s) leaves 3 rows for the smallest; it cannot split "
+     "--batch-size 6 over 2 replicas leaves 3 rows for the smallest; it cannot split "
      "into --microbatches 4 (give --batch-size at least 8)"),
     (["--pp-schedule", "pipedream", "--tie-embeddings"], 1,
      "--tie-embeddings with --pp-schedule pipedream: the two copies would be updated at "

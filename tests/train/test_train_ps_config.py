@@ -17,9 +17,9 @@ def test_servers_must_leave_a_worker_with_rows():
     assert load_config(["--strategy", "ps", "--servers", "2"], world_size=4).train.servers == 2
     assert problems(["--strategy", "ps", "--servers", "4", "--batch-size", "1"], 4) == [
         "--strategy ps needs 1 ≤ --servers < ranks, so that a worker remains: --servers 4 on "
-        "4 rank(s)"]
+        "4 ranks"]
     assert problems(["--strategy", "ps", "--batch-size", "2"], 4) == [
-        "train.batch_size (2) must be at least the number of workers (3): each needs a share "
+        "--batch-size (2) must be at least the number of workers (3): each needs a share "
         "of the global batch"]
 
 

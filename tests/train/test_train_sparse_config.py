@@ -6,7 +6,7 @@ import pytest
 
 from scratchpar.train import ConfigError, format_summary, load_config, make_config
 
-PAIRING = ("model {model} cannot learn data.source {source}: use mlp with classification, gpt, "
+PAIRING = ("model {model} cannot learn --source {source}: use mlp with classification, gpt, "
            "lstm or rnn with synthetic or text, logreg with sparse-logreg and factors with "
            "matrix-factorization (the source's own model is the default)")
 
@@ -42,17 +42,17 @@ def test_a_model_paired_with_the_wrong_source_is_refused():
 
 def test_the_sizes_are_checked():
     assert problems(["--source", "sparse-logreg", "--n-features", "10", "--nnz", "6"]) == [
-        "data.nnz (6) must be at most half of data.n_features (10): a sparse sample holds a "
+        "--nnz (6) must be at most half of --n-features (10): a sparse sample holds a "
         "few of the features"]
     assert load_config(["--source", "sparse-logreg", "--n-features", "10", "--nnz", "5"]) \
         .data.nnz == 5
     assert load_config(["--nnz", "1000"]).data.nnz == 1000  # another source ignores it
     assert problems(["--source", "matrix-factorization", "--n-users", "0", "--rank", "0",
                      "--noise", "-0.5"]) == [
-        "data.n_users must be at least 1; got 0", "data.rank must be at least 1; got 0",
-        "data.noise must be non-negative; got -0.5"]
+        "--n-users must be at least 1; got 0", "--rank must be at least 1; got 0",
+        "--noise must be non-negative; got -0.5"]
     assert load_config(["--source", "matrix-factorization", "--noise", "0"]).data.noise == 0.0
-    assert problems(["--noise", "nan"]) == ["data.noise must be a finite number; got nan"]
+    assert problems(["--noise", "nan"]) == ["--noise must be a finite number; got nan"]
 
 
 @pytest.mark.parametrize("strategy", ["pipeline", "hybrid"])
@@ -75,10 +75,10 @@ def test_the_model_agnostic_strategies_accept_them(strategy, world):
 def test_every_violation_is_listed_at_once():
     assert problems(["--source", "sparse-logreg", "--model", "gpt", "--n-features", "4",
                      "--nnz", "3", "--strategy", "pipeline", "--pp", "2", "--lr", "-1"], 2) == [
-        "data.nnz (3) must be at most half of data.n_features (4): a sparse sample holds a few "
+        "--nnz (3) must be at most half of --n-features (4): a sparse sample holds a few "
         "of the features",
         PAIRING.format(model="gpt", source="sparse-logreg"),
-        "optim.lr must be positive; got -1.0",
+        "--lr must be positive; got -1.0",
     ]  # model gpt has layers to split: the pipeline is not refused for the sparse model
 
 
@@ -88,7 +88,8 @@ def test_the_summary_names_the_loss_it_measures():
          "units_per_s_per_rank": 100.0, "world": 1, "elapsed_s": 1.0}
     line = format_summary(s)
     assert ("held-out loss 0.0061 (½·squared error per sample) · floor 0.0050 · gap +0.0011 "
-            "(22.0% above)") in line, line
+            "· RMSE 0.1105 against the noise's σ 0.1000") in line, line
+    assert "% above" not in line  # 22% above a noise floor of σ²/2 reads as a failure
     assert "nats" not in line and "entropy" not in line
     nats = format_summary({**s, "measure": "nats"})
     assert "0.0061 nats/sample · entropy floor 0.0050" in nats

@@ -44,8 +44,8 @@ def test_values_outside_the_choices_are_refused_by_flag_and_by_toml(tmp_path):
     toml = tmp_path / "bad.toml"
     toml.write_text('[train]\nstrategy = "zero"\nzero_stage = 0\noffload = "CPU"\n')
     assert problems(["--config", str(toml)]) == [
-        "train.zero_stage must be one of 1, 2, 3; got 0",
-        "train.offload must be one of none, cpu; got 'CPU'"]
+        "--zero-stage must be one of 1, 2, 3; got 0",
+        "--offload must be one of none, cpu; got 'CPU'"]
     with pytest.raises(ConfigError) as err:
         make_config({"train": {"strategy": "zero", "zero_stage": True, "offload": 1}})
     assert err.value.problems == ["train.zero_stage: expected int, got True",
@@ -67,10 +67,10 @@ def test_zero_follows_dps_rules_and_every_violation_is_listed_at_once():
     assert load_config(["--strategy", "zero", "--batch-size", "3"], 3).train.batch_size == 3
     assert problems(["--strategy", "zero", "--zero-stage", "3", "--batch-size", "3",
                      "--pp", "2", "--lock", "--bucket-mb", "0"], 4) == [
-        "train.bucket_mb must be positive; got 0.0",
+        "--bucket-mb must be positive; got 0.0",
         "--pp goes with --strategy pipeline or hybrid, not zero",
         "--lock goes with --strategy hogwild, not zero",
-        "train.batch_size (3) must be at least the number of ranks (4): each needs a share of "
+        "--batch-size (3) must be at least the number of ranks (4): each needs a share of "
         "the global batch"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...parallel import AsyncEASGD, RoundRobinEASGD, SyncEASGD
-from ..option import opt
+from ..option import count, opt
 from .family import Family
 
 EASGD = ("easgd",)
@@ -52,6 +52,9 @@ class ElasticFamily(Family):
         mode = c.train.easgd_mode
         return 1 if mode == "round-robin" else world_size - (mode in MASTERED)
 
+    def computing(self, c, world_size: int) -> int:
+        return world_size - (c.train.easgd_mode in MASTERED)
+
     def describe(self, cfg, shape, world_size: int):
         t = cfg.train
         if t.easgd_mode == "sync":
@@ -71,14 +74,15 @@ class ElasticFamily(Family):
             roles = f"all {comm.size} ranks are workers, each holding the centre"
         elif t.easgd_mode == "async":
             strategy = AsyncEASGD(*args, rho=rho, tau=t.tau, grad_clip=o.grad_clip)
-            roles = f"rank 0 is the master, holding the centre on the host; {p} worker(s)"
+            roles = f"rank 0 is the master, holding the centre on the host; {count(p, 'worker')}"
         else:
             strategy = RoundRobinEASGD(*args, rho=rho, grad_clip=o.grad_clip)
             roles = f"rank 0 is the CPU master; worker j = t mod {p} takes step t"
         if comm.rank == 0:
             local = o.optimizer if o.optimizer != "sgd" else \
                 f"SGD with Nesterov momentum {o.momentum:g} (EAMSGD)" if o.momentum else "SGD"
-            every = "" if t.easgd_mode == "round-robin" else f", exchanging every {t.tau} step(s)"
+            every = ("" if t.easgd_mode == "round-robin" else
+                     f", exchanging every {count(t.tau, 'step')}")
             print(f"easgd {t.easgd_mode}: ρ = {rho:.4g}, α = ηρ = {o.lr * rho:.4g} at the peak "
                   f"rate{every}; local optimizer {local}; {roles}", flush=True)
         return strategy

@@ -51,6 +51,11 @@ class Family(abc.ABC):
         batch itself (a pipeline's micro-batches)."""
         return world_size
 
+    def computing(self, c, world_size: int) -> int:
+        """The ranks that run forward and backward (not a server's or a master's): what
+        throughput is shared among."""
+        return world_size
+
     def stream(self, cfg, rank: int) -> int:
         """The dropout stream rank ``rank`` draws from: its own."""
         return rank

@@ -9,7 +9,7 @@ from ...parallel import Hybrid, PipeDream, Pipeline
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ..optimizer import build_optimizer
-from ..option import opt
+from ..option import count, opt
 from .family import Family
 
 HYBRID, MESH = ("hybrid",), ("pipeline", "hybrid")
@@ -84,18 +84,19 @@ class MeshFamily(Family):
         dp = t.replicas(world_size)
         stage = f"--pp {t.pp}" + (f" × --tp {t.tp}" if t.strategy == "hybrid" else "")
         if t.dp is None and world_size % (t.pp * t.tp):
-            problems.append(f"{stage} does not divide the world of {world_size} ranks into "
-                            f"replicas of the pipeline; launch a multiple of {t.pp * t.tp} ranks")
+            problems.append(f"{stage} does not divide the world of {count(world_size, 'rank')}"
+                            f" into replicas of the pipeline; launch a multiple of "
+                            f"{count(t.pp * t.tp, 'rank')}")
         elif dp * t.pp * t.tp != world_size:
-            problems.append(f"--dp {dp} × {stage} = {dp * t.pp * t.tp} ranks, but the world has "
-                            f"{world_size}")
+            problems.append(f"--dp {dp} × {stage} = {count(dp * t.pp * t.tp, 'rank')}, but the "
+                            f"world has {world_size}")
         problems += schedule_problems(t.pp_schedule, t.pp, t.m, t.virtual)
         layers = pipeline_layers(m)
         if t.pp * t.virtual > layers:
             problems.append(f"--pp {t.pp} × --virtual {t.virtual} = {t.pp * t.virtual} stages, "
                             f"but model {m.kind} lists only {layers} layers to split")
         if dp >= 1 and t.batch_size // dp < t.m:
-            problems.append(f"train.batch_size {t.batch_size} over {dp} replica(s) leaves "
+            problems.append(f"train.batch_size {t.batch_size} over {count(dp, 'replica')} leaves "
                             f"{t.batch_size // dp} rows for the smallest; it cannot split into "
                             f"--microbatches {t.m} (give --batch-size at least {dp * t.m})")
         if m.tie_embeddings and t.pp_schedule == "pipedream":

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 
 from ...parallel import ps
 from ..optimizer import build_optimizer
-from ..option import flag_of, opt
+from ..option import count, flag_of, opt
 from .family import Family
 
 PS = ("ps",)
@@ -47,7 +47,7 @@ class ServerFamily(Family):
         t, problems = c.train, []
         if not 1 <= t.servers < world_size:
             problems.append(f"--strategy ps needs 1 ≤ --servers < ranks, so that a worker "
-                            f"remains: --servers {t.servers} on {world_size} rank(s)")
+                            f"remains: --servers {t.servers} on {count(world_size, 'rank')}")
         for name, mode in MODE_OF.items():
             if getattr(t, name) != DEFAULT[name] and t.ps_mode != mode:
                 problems.append(f"{FLAG[name]} goes with --ps-mode {mode}, not {t.ps_mode}")
@@ -61,6 +61,9 @@ class ServerFamily(Family):
         return problems
 
     def workers(self, c, world_size: int) -> int:
+        return world_size - c.train.servers
+
+    def computing(self, c, world_size: int) -> int:
         return world_size - c.train.servers
 
     def describe(self, cfg, shape, world_size: int):
