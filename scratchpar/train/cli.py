@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import textwrap
 import tomllib
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from . import resume
 from .config import SECTIONS, Config, RunConfig, TrainConfig
 from .defaults import fill_defaults
 from .option import ConfigError, flag_of
-from .strategies import FAMILIES
+from .strategies import FAMILIES, REGISTRY
+from .toml_keys import suggestion, to_toml
 from .validate import validate
 
 MAX_CONFIG_BYTES = 1 << 20  # a --config file larger than this is not a run configuration
@@ -25,30 +27,74 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError([f"{message} (python -m scratchpar.train --help lists the flags)"])
 
 
-def build_parser() -> argparse.ArgumentParser:
+USAGE = "python -m scratchpar.train [--config FILE] [--strategy NAME] [--FLAG VALUE …]"
+TOML_NOTE = """\
+A --config file sets the same values in TOML tables [model], [data], [optim] and
+[train], each key its flag's name with _ for - (--d-model is [model] d_model),
+except --model, which is [model] kind, and --data, which is [data] path. Flags
+override the file. --print-config prints a run's whole config in that form."""
+
+
+class _Help(argparse.Action):
+    """``--help``: the flags of every run and the strategies; ``--help STRATEGY``: the
+    flags that strategy owns."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                         nargs="?", metavar="STRATEGY",
+                         help="show the flags of every run, or those of one strategy, and exit")
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if value is not None and value not in REGISTRY:
+            raise ConfigError([f"--help {value}: not a strategy; one of {', '.join(REGISTRY)}"])
+        build_parser(shown=value or "run").print_help()
+        parser.exit()
+
+
+def build_parser(shown: str = "all") -> argparse.ArgumentParser:
+    """The parser of every flag (``shown`` "all"). For ``--help``, one that shows the flags
+    of every run ("run") or those a strategy owns (its name)."""
+    strategies = "\n".join(f"  {name:<10} {family.names[name]}"
+                            for name, family in REGISTRY.items())
+    epilog = (f"strategies (--strategy; the flags each owns: --help STRATEGY):\n{strategies}"
+              f"\n\n{TOML_NOTE}") if shown in ("run", "all") else None
     parser = _Parser(
-        prog="python -m scratchpar.train",
+        prog="python -m scratchpar.train", usage=USAGE, epilog=epilog, add_help=False,
         description="Train a model with scratchpar. Values come from defaults, then --config "
-                    "TOML ([model], [data], [optim], [train] tables), then these flags.",
+                    "TOML, then these flags." if shown in ("run", "all") else
+                    textwrap.fill(f"--strategy {shown}: {REGISTRY[shown].names[shown]}. The "
+                                  "flags it owns, and those that tune any strategy; every "
+                                  "run's flags: --help.", 80),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS)
-    parser.add_argument("--config", help="TOML file with [model] [data] [optim] [train] tables")
+    parser.add_argument("-h", "--help", action=_Help)
+    parser.add_argument("--config", metavar="FILE", help="TOML file of [model] [data] [optim] "
+                        "[train] tables")
+    parser.add_argument("--print-config", action="store_true", dest="print_config",
+                        help="print the run's whole config as TOML, and exit")
     for section, cls in SECTIONS.items():
-        for title, declared in _groups(section, cls):
-            _add_flags(parser.add_argument_group(title), section, declared)
+        for title, declared, owners in _groups(section, cls):
+            if shown == "all" or owners == ANY or (
+                    shown in owners if owners != EVERY_RUN else shown == "run"):
+                _add_flags(parser.add_argument_group(title), section, declared)
     return parser
 
 
-def _groups(section: str, cls) -> list[tuple[str, tuple]]:
+EVERY_RUN, ANY = ("every run",), ()  # the owners of a section's group, and of a family's
+#                                      flags that tune any strategy
+
+
+def _groups(section: str, cls) -> list[tuple[str, tuple, tuple]]:
     """The ``--help`` groups of a section: one; the train section's run fields, then each
-    family's flags under the strategies they go with."""
+    family's flags under the strategies they go with (their owners)."""
     if cls is not TrainConfig:
-        return [(section, dataclasses.fields(cls))]
-    groups = [(section, dataclasses.fields(RunConfig))]
+        return [(section, dataclasses.fields(cls), EVERY_RUN)]
+    groups = [(section, dataclasses.fields(RunConfig), EVERY_RUN)]
     for family in FAMILIES:
         declared = dataclasses.fields(family.flags)
-        owners = dict.fromkeys(o for f in declared for o in f.metadata["owners"] or ())
+        owners = tuple(dict.fromkeys(o for f in declared for o in f.metadata["owners"] or ()))
         groups.append((f"{section}, with --strategy {' or '.join(owners)}" if owners else
-                       f"{section}, with any strategy", declared))
+                       f"{section}, with any strategy", declared, owners))
     return groups
 
 
@@ -82,8 +128,9 @@ def _int_tuple(text: str) -> tuple:
 def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
     """Parse flags (and the TOML file they name) into a Config validated for ``world_size``
     ranks, or raise ConfigError. With ``--resume``, the checkpoint's run fills what neither
-    names (``resume.py``)."""
+    names (``resume.py``). With ``--print-config``, print the config as TOML and exit."""
     args = vars(build_parser().parse_args(argv))
+    print_config = args.pop("print_config", False)
     given: dict[str, dict] = {s: {} for s in SECTIONS}  # section → name → (value, where)
     problems: list[str] = []
     if "config" in args:
@@ -102,7 +149,11 @@ def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
         values["data"]["source"] = "text"
     if problems:
         raise ConfigError(problems)
-    return make_config(values, world_size)
+    config = make_config(values, world_size, check=not print_config)
+    if print_config:  # as --help does: print, and end the run here (for any world size)
+        print(to_toml(config), end="")
+        raise SystemExit(0)
+    return config
 
 
 def _read_toml(path: Path, problems: list[str]) -> dict[str, dict]:
@@ -129,23 +180,24 @@ def _read_toml(path: Path, problems: list[str]) -> dict[str, dict]:
         known = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
         for name, value in entries.items():
             if name not in known:
-                problems.append(f"--config {path}: unknown key {section}.{name}")
+                problems.append(f"--config {path}: unknown key {section}.{name}"
+                                + suggestion(SECTIONS, section, name))
             else:
                 values.setdefault(section, {})[name] = \
                     tuple(value) if isinstance(value, list) else value
     return values
 
 
-def make_config(values: dict[str, dict], world_size: int = 1) -> Config:
-    """Build a Config from per-section overrides and validate it for ``world_size`` ranks
-    (raises ConfigError)."""
+def make_config(values: dict[str, dict], world_size: int = 1, check: bool = True) -> Config:
+    """Build a Config from per-section overrides and, with ``check``, validate it for
+    ``world_size`` ranks (raises ConfigError)."""
     values = {s: dict(values.get(s, {})) for s in SECTIONS}
     problems = _type_problems(values)
     if problems:
         raise ConfigError(problems)
     fill_defaults(values, TrainConfig.steps)
     config = Config(**{s: cls(**values[s]) for s, cls in SECTIONS.items()})
-    problems = validate(config, world_size)
+    problems = validate(config, world_size) if check else []
     if problems:
         raise ConfigError(problems)
     return config
