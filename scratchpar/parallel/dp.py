@@ -12,7 +12,7 @@ from ..data.shard import shard
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
 from .description import TOTALS, Description, Message, bucketed, replicated
-from .strategy import Strategy
+from .strategy import Strategy, require_reduction
 
 
 class DataParallelNaive(Strategy):
@@ -25,6 +25,7 @@ class DataParallelNaive(Strategy):
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, grad_clip: float = 0.0):
+        require_reduction(loss_fn)
         super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
         self.xp = get_array_module(*(p.data for p in self.params))
         for p in self.params:  # every replica starts from rank 0's parameters

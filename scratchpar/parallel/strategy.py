@@ -3,8 +3,33 @@
 from __future__ import annotations
 
 import abc
+import inspect
 
 from ..trace.tracer import NULL
+
+
+def require_reduction(loss_fn) -> None:
+    """Refuse, in words, a ``loss_fn`` that cannot be called with ``reduction="sum"`` (a
+    strategy that sums each rank's loss needs it); where Python cannot tell (a builtin),
+    accept it."""
+    try:
+        inspect.signature(loss_fn).bind(None, None, reduction="sum")
+    except (TypeError, ValueError):
+        if _signature_known(loss_fn):
+            raise TypeError(
+                f"loss_fn {getattr(loss_fn, '__name__', loss_fn)!r} must take reduction= "
+                "('mean' or 'sum'): each rank sums the loss of its part of the batch "
+                "(reduction='sum') and the strategy divides by count_fn's units over every "
+                "rank. For example: def loss_fn(model, batch, reduction='mean'): x, y = batch; "
+                "return F.cross_entropy(model(x), y, reduction=reduction)") from None
+
+
+def _signature_known(fn) -> bool:
+    try:
+        inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 class Strategy(abc.ABC):
