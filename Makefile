@@ -79,7 +79,8 @@ bench-async: install  ## Hogwild's speed-up and collisions, EASGD against Downpo
 bench-zero: install  ## ZeRO stages 1-3 and offload: bytes per rank against the formula, step time against DP
 	$(BIN)/python -m scratchpar.bench zero $(ARGS)
 
-docs: $(VENV)/.bench  ## redraw the figures in docs/: a training run, the collectives and dp benchmarks
+docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs README and docs quote
+	$(BIN)/python docs/quoted_outputs.py --write
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
 	$(BIN)/python -m scratchpar.trace loss docs/figures/train_metrics.jsonl -o docs/figures/loss.png
 	$(BIN)/python -m scratchpar.bench collectives --json docs/figures/collectives.json

@@ -1,0 +1,120 @@
+"""The outputs that README.md and the docs quote, from the commands that print them.
+
+    python docs/quoted_outputs.py --write   run every command and rewrite its quoted block
+    python docs/quoted_outputs.py --check   run every command and fail where a block differs
+
+A quoted block follows a ``<!-- output: NAME -->`` line: a fenced block of ``$ command`` lines,
+each followed by what it printed. The commands run as a user types them from the repository
+root, in a scratch folder (the package and its corpus linked in), with this Python's
+``python`` and ``mpiexec`` first on the PATH. What changes from run to run or from machine to
+machine (throughput, seconds, the memory a node has) is masked when blocks are compared, so
+that a check fails only where the engine now says something else. The tests run ``--check``
+(``tests/launch/test_launch_quoted_outputs.py``); ``make docs`` runs ``--write``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = "scratchpar/data/corpora/shakespeare.txt"
+VOLATILE = [r"[\d,]+ (tok|sample)/s", r"\([\d,]+ per (rank|worker) × [^)]*\)",
+            r"\d+ steps in [\d.]+ s", r"[\d,.]+ GiB is available \([\d,.]+ GiB on this node[^)]*\)",
+            r"\d+ tokens in [\d.]+ s \([\d,]+ tokens/s\)"]
+
+
+@dataclass(frozen=True)
+class Quote:
+    """Commands shown in ``doc`` after ``<!-- output: name -->``, each with what it printed on
+    ``stream``; ``setup`` runs first, unshown."""
+
+    doc: str
+    name: str
+    commands: list[str]
+    stream: str = "stdout"
+    setup: list[str] = field(default_factory=list)
+
+
+EDIT_STREAM = ("python -c \"import json; p = 'ck/meta.json'; m = json.load(open(p)); "
+               "m['dropout_rng'][1] = 'x'; json.dump(m, open(p, 'w'))\"")
+QUOTES = [
+    Quote("README.md", "four-ranks", ["mpiexec -n 4 python -m scratchpar.train"]),
+    Quote("README.md", "shakespeare",
+          [f"mpiexec -n 2 python -m scratchpar.train --data {CORPUS} --steps 600 "
+           "--save runs/shakespeare",
+           "python -m scratchpar.evaluate runs/shakespeare",
+           "python -m scratchpar.sample runs/shakespeare --prompt 'KING RICHARD' --tokens 120 "
+           "--temperature 0.8"]),
+    Quote("docs/failures.md", "agreement", ["mpiexec -n 3 python -m scratchpar.train --resume ck"],
+          "stderr", ["mpiexec -n 3 python -m scratchpar.train --steps 2 --save ck --no-progress",
+                     EDIT_STREAM]),
+    Quote("docs/failures.md", "memory",
+          ["mpiexec -n 2 python -m scratchpar.train --n-layers 100000"], "stderr"),
+    Quote("docs/failures.md", "divergence", ["python -m scratchpar.train --lr 1e6"], "stderr"),
+]
+
+
+def run(quote: Quote) -> str:
+    """The block's text: each command after ``$``, then what it printed."""
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{bin_dir}{os.pathsep}"
+           f"{os.environ.get('PATH', '')}"}
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="scratchpar-quotes-") as tmp:
+        (Path(tmp) / "scratchpar").symlink_to(ROOT / "scratchpar")
+        env["PYTHONPATH"] = tmp
+        for command in quote.setup + quote.commands:
+            done = subprocess.run(["bash", "-c", command], cwd=tmp, env=env,
+                                  capture_output=True, text=True, timeout=600)
+            if command in quote.commands:
+                shown = done.stdout if quote.stream == "stdout" else done.stderr
+                lines += [f"$ {command}", *shown.rstrip("\n").splitlines()]
+            elif done.returncode != 0:
+                raise RuntimeError(f"{command}: exit {done.returncode}\n{done.stderr}")
+    return "\n".join(lines)
+
+
+def block(text: str, name: str) -> re.Match:
+    match = re.search(rf"<!-- output: {name} -->\n```\n(.*?)\n```", text, re.DOTALL)
+    if match is None:
+        raise LookupError(f"no quoted block named {name}")
+    return match
+
+
+def masked(text: str) -> str:
+    for pattern in VOLATILE:
+        text = re.sub(pattern, "…", text)
+    return text
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="rewrite every quoted block")
+    mode.add_argument("--check", action="store_true", help="fail where a block differs")
+    parser.add_argument("--only", help="the quotes named here, comma-separated")
+    args = parser.parse_args(argv)
+    stale = []
+    for quote in QUOTES:
+        if args.only and quote.name not in args.only.split(","):
+            continue
+        path = ROOT / quote.doc
+        text, now = path.read_text(), run(quote)
+        found = block(text, quote.name)
+        if args.write:
+            path.write_text(text[:found.start(1)] + now + text[found.end(1):])
+        elif masked(found[1]) != masked(now):
+            stale.append(f"{quote.doc}, {quote.name}: quoted\n{found[1]}\nnow prints\n{now}")
+    print("\n\n".join(stale) or "every quoted output is what its commands print")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
