@@ -31,9 +31,10 @@ NOISE = (("--bogus",), ("stray",), ("--d-mod", "8"), ("--",), ("--steps",), ("-x
 
 @functools.cache
 def parser_flags() -> dict[str, argparse.Action]:
-    """The CLI's own flags, each under its first option string (``--help`` aside)."""
+    """The CLI's own flags, each under its first option string (``--help`` aside: it stores
+    nothing)."""
     return {a.option_strings[0]: a for a in build_parser()._actions
-            if a.option_strings and not isinstance(a, argparse._HelpAction)}
+            if a.option_strings and a.dest != argparse.SUPPRESS}
 
 
 def is_switch(action: argparse.Action) -> bool:
@@ -153,6 +154,7 @@ FLAGS: dict[str, Pools] = {
     # resumes, from checkpoints of other configs and world sizes, are fuzz_cases' scenarios
     "--stop-after": ints(["2", "3"], ["6", "7"]),
     "--progress": Pools(("--no-progress",), ("--progress",), ()),
+    "--print-config": Pools((), ("--print-config",), ()),  # prints the config, trains nothing
     "--trace": paths(["{tmp}/trace.json", "{tmp}/new/deep/trace.json"]),
     "--max-bad-steps": ints(["1", "3"], ["2", "1000000"]),
 }
