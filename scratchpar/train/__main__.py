@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None, comm=None) -> int:
             trainer = assemble(cfg, parts)
             summary = trainer.run()
         except KeyboardInterrupt:
-            return _interrupted(rank, size, cfg, trainer)
+            return _interrupted(rank, size, comm, cfg, trainer)
         except RankErrors as e:
             _report(rank, e.lines())
             return EXIT_BAD_INPUT
@@ -69,10 +69,12 @@ def _diverged_alone(rank: int, comm, trainer, error: Diverged) -> None:
     end_job(comm, EXIT_DIVERGED)
 
 
-def _interrupted(rank: int, size: int, cfg, trainer) -> int:
-    """Ctrl-C: every rank got SIGINT from the launcher. Rank 0 says where the run stopped and
-    which checkpoint is intact, in one line; every rank then ends with 130 (128 + SIGINT, as
-    shells expect), without finalizing MPI: a peer may have left a message unmatched."""
+def _interrupted(rank: int, size: int, comm, cfg, trainer) -> int:
+    """Ctrl-C: every rank got SIGINT from the launcher, each somewhere in its step. Rank 0 says
+    where the run stopped and which checkpoint is intact, in one line, and ends the job with
+    130 (128 + SIGINT, as shells expect): a rank caught inside a blocking MPI call, whose
+    peers left, could not end by itself. The others wait for that end (and exit 130 should it
+    not come), without finalizing MPI: a peer may have left a message unmatched."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the report
     if rank == 0:
         if trainer is not None:
@@ -81,11 +83,12 @@ def _interrupted(rank: int, size: int, cfg, trainer) -> int:
             f"at step {trainer.step} of {cfg.train.steps}"
         lead = "\n" if sys.stderr.isatty() else ""  # past the ^C the terminal echoed
         print(f"{lead}scratchpar.train: interrupted {where}{_intact(cfg)}", file=sys.stderr)
-    if size > 1:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(EXIT_INTERRUPTED)
-    return EXIT_INTERRUPTED
+    if size == 1:
+        return EXIT_INTERRUPTED
+    if rank == 0:
+        end_job(comm, EXIT_INTERRUPTED)
+    time.sleep(END_WAIT_S)
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _intact(cfg) -> str:

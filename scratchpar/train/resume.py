@@ -7,7 +7,8 @@ a flag or TOML key that names another value is refused, naming both. Everything 
 length of the run, the strategy and its layout, the learning-rate schedule, logging and
 checkpoints) comes from the checkpoint too, unless this run says otherwise. A few values
 belong to one run alone and are never carried over: where it stops early, what it resumes
-from, and its trace.
+from, its trace, and where it saves (a resumed run that inherited --save would overwrite the
+checkpoint it came from).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from .option import flag_of
 FIXED_SECTIONS = ("model", "data")
 FIXED_FIELDS = {("optim", "optimizer")}  # another optimizer's state would not fit
 CHANGEABLE = {("model", "dropout")}  # changes no array
-THIS_RUN_ONLY = {("train", "stop_after"), ("train", "resume"), ("train", "trace")}
+THIS_RUN_ONLY = {("train", "stop_after"), ("train", "resume"), ("train", "trace"),
+                 ("train", "save"), ("train", "save_every")}
 
 
 def fixed(section: str, name: str) -> bool:

@@ -31,8 +31,8 @@ def test_the_checkpoint_alone_gives_back_the_run_it_was_trained_with(checkpoint,
     assert cfg.optim == trained.optim
     assert (cfg.train.steps, cfg.train.seed, cfg.train.batch_size, cfg.train.strategy) == \
         (8, 3, 3, "dp")
-    assert cfg.train.save == str(checkpoint)  # it goes on saving where it saved
-    assert cfg.train.stop_after is None and cfg.train.trace is None  # that run's alone
+    assert (cfg.train.stop_after, cfg.train.trace, cfg.train.save) == (None, None, None)
+    assert cfg.train.metrics.endswith("m.jsonl")  # appended to, as a resume does
     trainer = build_trainer(cfg)
     trainer.run()
     assert trainer.step == 8
