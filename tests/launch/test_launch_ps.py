@@ -35,6 +35,8 @@ def test_the_synchronous_parameter_server_trains_as_one_device(tmp_path, single,
                         "--save", str(tmp_path / "ck"))
     assert out.stdout.count("final: step 6") == 1, out.stdout
     assert "their optimizer state live on the host of rank" in out.stdout, out.stdout
+    workers = 4 - int(servers)  # the throughput is shared among the ranks that compute
+    assert f"per worker × {workers} of 4 ranks)" in out.stdout, out.stdout
     want, params = single
     np.testing.assert_allclose(losses, want, rtol=1e-9)
     assert_same_model(tmp_path / "ck", params)

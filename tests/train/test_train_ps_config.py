@@ -18,6 +18,9 @@ def test_servers_must_leave_a_worker_with_rows():
     assert problems(["--strategy", "ps", "--servers", "4", "--batch-size", "1"], 4) == [
         "--strategy ps needs 1 ≤ --servers < ranks, so that a worker remains: --servers 4 on "
         "4 ranks"]
+    assert problems(["--strategy", "ps"], 1) == [  # a count agrees with its noun
+        "--strategy ps needs 1 ≤ --servers < ranks, so that a worker remains: --servers 1 on "
+        "1 rank"]
     assert problems(["--strategy", "ps", "--batch-size", "2"], 4) == [
         "--batch-size (2) must be at least the number of workers (3): each needs a share "
         "of the global batch"]
