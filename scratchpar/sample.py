@@ -13,7 +13,7 @@ import sys
 import time
 
 from .backend import DEVICES
-from .data import CharText, DataError, SyntheticLanguage
+from .data import Characters, DataError, SyntheticLanguage
 from .nn.generate import generate
 from .nn.gpt import GPT
 from .train.trained import LOAD_ERRORS, load_trained
@@ -53,7 +53,7 @@ def problems(args) -> list[str]:
 def prompt_ids(data, text: str) -> list[int]:
     """The ids of ``text`` in the data's vocabulary; an empty prompt starts a new line of a
     text (its first character where it has no new line) or a new sentence."""
-    if isinstance(data, CharText) and not text:
+    if isinstance(data, Characters) and not text:
         text = "\n" if "\n" in data.chars else data.chars[0]
     return data.encode(text).tolist()
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         bad = problems(args)
         if bad:
             raise ValueError("; ".join(bad))
-        trained = load_trained(args.checkpoint, args.device)
+        trained = load_trained(args.checkpoint, args.device, text=False)
         if trained.task.unit != "tok":
             raise ValueError(f"{args.checkpoint} holds a model of {trained.cfg.data.source} "
                              "data, not a language model: there is no text to sample")

@@ -6,7 +6,7 @@ from scratchpar.data.ratings import LowRankRatings
 from scratchpar.data.shard import shard
 from scratchpar.data.sparse_logreg import SparseLogistic
 from scratchpar.data.synthetic import SyntheticLanguage
-from scratchpar.data.text import CharText
+from scratchpar.data.text import Characters, CharText
 
-__all__ = ["CharText", "DataError", "LowRankRatings", "SparseLogistic", "SyntheticClassification",
-           "SyntheticLanguage", "shard"]
+__all__ = ["Characters", "CharText", "DataError", "LowRankRatings", "SparseLogistic",
+           "SyntheticClassification", "SyntheticLanguage", "shard"]

@@ -13,6 +13,7 @@ from ..autograd import functional as F
 from ..autograd import no_grad
 from ..backend import rng, to_device
 from ..data import (
+    Characters,
     CharText,
     LowRankRatings,
     SparseLogistic,
@@ -99,13 +100,13 @@ class Task:
     def bits_per_char(self, loss: float) -> float | None:
         """``loss`` (nats per token) in bits per character, the unit of character-level
         language modelling, where a token is a character (text data); else None."""
-        return loss / math.log(2) if isinstance(self.dataset, CharText) else None
+        return loss / math.log(2) if isinstance(self.dataset, Characters) else None
 
     @property
     def vocabulary(self) -> str | None:
         """A text's characters, id i + 1 for character i, which a checkpoint keeps so that its
         model reads and writes text without the file it was trained on; None for other data."""
-        return self.dataset.chars if isinstance(self.dataset, CharText) else None
+        return self.dataset.chars if isinstance(self.dataset, Characters) else None
 
     def _held_out(self, n_batches: int, batch_size: int):
         """The held-out batches and their units, the model in evaluation mode, no graph."""
@@ -116,9 +117,11 @@ class Task:
         self.model.train()
 
 
-def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None) -> Task:
+def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None,
+               text: bool = True) -> Task:
     """Dataset and freshly initialized model for Config ``cfg`` (initialization seeded by it);
-    ``chars``: a text's vocabulary, where it must be a trained model's."""
+    ``chars``: a text's vocabulary, where it must be a trained model's; without ``text``, that
+    vocabulary alone stands for the file (a model that only writes text needs no more)."""
     m, d = cfg.model, cfg.data
     seed, dtype = cfg.train.seed, np.dtype(cfg.train.dtype)
     if d.source == "classification":
@@ -134,7 +137,8 @@ def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None) -> Task
         model = nn.MatrixFactorization(d.n_users, d.n_items, d.rank, rng(seed, 0), dtype)
         return Task(data, model, "sample", nn.half_squared_error, HALF_SQUARED)
     if d.source == "text":
-        data = CharText(d.path, d.seq_len, seed=seed, chars=chars)
+        data = CharText(d.path, d.seq_len, seed=seed, chars=chars) if text or chars is None \
+            else Characters(chars)
     else:
         data = SyntheticLanguage(d.vocab_size, d.order, d.seq_len, d.concentration,
                                  d.mean_length, seed=seed)

@@ -9,6 +9,7 @@ reads and writes characters without the file it learned from.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..backend import BackendError, set_device
 from ..data import DataError
@@ -34,11 +35,14 @@ class Trained:
     step: int
 
 
-def load_trained(directory: str, device: str = "cpu", data: str | None = None) -> Trained:
+def load_trained(directory: str, device: str = "cpu", data: str | None = None,
+                 text: bool = True) -> Trained:
     """The model saved in ``directory`` on ``device``, in the task of its own data, or of the
-    text file ``data`` read with the model's vocabulary. Raises CheckpointError for a
-    checkpoint that cannot be read or does not fit its own config, ConfigError for a config
-    this version cannot build, DataError for the data."""
+    text file ``data`` read with the model's vocabulary; without ``text``, a model of text
+    comes with its vocabulary alone, its file unread (to write text, not to score it).
+    Raises CheckpointError for a checkpoint that cannot be read or does not fit its own
+    config, or whose text is not there; ConfigError for a config this version cannot build;
+    DataError for the data."""
     arrays, meta = load_checkpoint(directory)
     trained, problems = trained_with(directory)
     if problems:
@@ -57,9 +61,14 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None) -
             raise CheckpointError(f"{directory} holds a model of the {source} data: --data "
                                   "reads another text with a model trained on one")
         values["data"]["path"] = data
-    cfg = make_config(values)
+    text = text or data is not None or vocabulary is None
+    path = values["data"].get("path")
+    if text and data is None and path is not None and not Path(path).is_file():
+        raise CheckpointError(f"{directory} was trained on {path}, which is not there from "
+                              "this folder: give the text with --data PATH")
+    cfg = make_config(values, check=text)
     set_device(cfg.train.device)
-    task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0), chars=vocabulary)
+    task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0), chars=vocabulary, text=text)
     try:
         task.model.load_state_dict(arrays["model"])
     except (KeyError, ValueError, TypeError) as e:

@@ -153,3 +153,19 @@ def test_without_a_terminal_progress_is_a_plain_line_per_tenth_of_the_run(tmp_pa
     lines = done.stderr.splitlines()
     assert [line.split(" (")[0] for line in lines] == [f"step {4 * k}/40" for k in range(1, 11)]
     assert "· loss " in lines[-1] and "tok/s" in lines[-1] and "to go" in lines[0]
+
+
+def test_a_moved_checkpoint_samples_without_its_text_and_evaluates_given_it(tmp_path, text):
+    ck = tmp_path / "ck"
+    trained = subprocess.run(  # from the text's folder, the path relative to it
+        [sys.executable, "-m", "scratchpar.train", *MODEL, "--data", text.name, "--steps", "2",
+         "--save", str(ck), "--metrics", str(tmp_path / "m.jsonl")], cwd=text.parent,
+        capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert trained.returncode == 0, trained.stderr
+    sampled = run("scratchpar.sample", str(ck), "--tokens", "5")
+    assert sampled.returncode == 0 and len(sampled.stdout) == 1 + 5, sampled.stderr
+    lost = run("scratchpar.evaluate", str(ck))
+    assert lost.returncode == 2 and "was trained on pangrams.txt, which is not there from " \
+        "this folder: give the text with --data PATH" in lost.stderr
+    assert run("scratchpar.evaluate", str(ck), "--data", str(text)).returncode == 0
