@@ -93,12 +93,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scratchpar.sample: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(how(trained, args), file=sys.stderr, flush=True)
-    forbidden = (data.PAD,) + ((data.BOS,) if isinstance(data, SyntheticLanguage) else ())
+    sentences = isinstance(data, SyntheticLanguage)  # each sentence starts anew after BOS
+    forbidden = (data.PAD,) + ((data.BOS,) if sentences else ())
+    restart = (data.EOS, [data.BOS]) if sentences else None
     start, n = time.perf_counter(), 0
     sys.stdout.write(data.decode(prompt))
     try:
         for token in generate(trained.task.model, prompt, args.tokens, args.temperature,
-                              args.top_k, args.seed, forbidden):
+                              args.top_k, args.seed, forbidden, restart):
             sys.stdout.write(data.decode([token]))
             sys.stdout.flush()
             n += 1

@@ -131,9 +131,12 @@ def pick(logits: np.ndarray, temperature: float, top_k: int | None,
 
 
 def generate(model, prompt: list[int], n: int, temperature: float = 1.0,
-             top_k: int | None = None, seed: int = 0, forbidden=()):
+             top_k: int | None = None, seed: int = 0, forbidden=(),
+             restart: tuple[int, list[int]] | None = None):
     """Yield ``n`` tokens sampled after ``prompt`` (at least one id) one at a time; ids in
-    ``forbidden`` (padding) are never drawn. The model is put in evaluation mode."""
+    ``forbidden`` (padding) are never drawn. With ``restart`` = (end, start), drawing ``end``
+    begins anew from ``start``, as every training sequence began (a sentence's end, then the
+    next sentence's start, with no context between). The model is put in evaluation mode."""
     model.eval()
     decoder, gen = decoder_for(model), np.random.default_rng(seed)
     logits = decoder.prime(list(prompt))
@@ -142,4 +145,7 @@ def generate(model, prompt: list[int], n: int, temperature: float = 1.0,
         z[list(forbidden)] = -np.inf
         token = pick(z, temperature, top_k, gen)
         yield token
-        logits = decoder.advance(token)
+        if restart is not None and token == restart[0]:
+            logits = decoder.prime(list(restart[1]))
+        else:
+            logits = decoder.advance(token)

@@ -83,3 +83,14 @@ def test_generation_is_seeded_and_never_draws_a_forbidden_id(kind):
                                   forbidden=(0, 5)))
     assert first != list(generate(model, [3, 4], 3 * T, temperature=2.0, seed=8,
                                   forbidden=(0, 5)))
+
+
+def test_a_restart_token_begins_anew_from_the_start():
+    """Greedy draws: after the end token, the tokens are the start's own greedy ones again."""
+    model, start, n = models()["lstm"], [3], 3 * T
+    end = next(generate(model, [3, 4], 1, temperature=0))  # the first greedy token: the end
+    again = list(generate(model, start, n, temperature=0))
+    if end in again:  # each sentence runs to its end, then the start again
+        again = (again[:again.index(end) + 1] * n)[:n]
+    tokens = list(generate(model, [3, 4], n + 1, temperature=0, restart=(end, start)))
+    assert tokens[0] == end and tokens[1:] == again
