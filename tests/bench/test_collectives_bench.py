@@ -13,11 +13,11 @@ from scratchpar.bench.collectives.report import (
     busbw,
     crossovers,
     doubling_terms,
-    fit,
     human,
     ring_terms,
     targets,
 )
+from scratchpar.plan.fit import alpha_beta as fit
 
 KIB, MIB = 1024, 1024 * 1024
 CONTENDERS = ["ring", "recursive_doubling", "tree", "auto", "mpi", "mpi-ring"]

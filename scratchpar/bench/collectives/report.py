@@ -3,9 +3,8 @@ bandwidths, the α-β cost model fitted, the crossover and the targets."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...parallel.description import Message
+from ...plan.fit import alpha_beta
 
 MIB = 1024 * 1024
 MPI_OWN = ("mpi", "mpi-ring")
@@ -43,22 +42,9 @@ def doubling_terms(nbytes: float, p: int) -> tuple[float, float]:
 MODELS = [("ring", ring_terms), ("recursive_doubling", doubling_terms)]
 
 
-def fit(terms: list[tuple[float, float]], seconds: list[float]) -> dict:
-    """α and β minimising the *relative* residuals of t = m·α + b·β (Hockney 1994: a message of
-    n bytes costs α + n·β; m messages in a row, b bytes on a rank's critical path, the local
-    reductions folded into β). Relative, so that a 4 KiB message weighs as much as a 64 MiB
-    one. Returns α, β and the rms relative residual."""
-    a = np.array(terms, dtype=np.float64)  # (S, 2): messages, bytes
-    t = np.array(seconds, dtype=np.float64)  # (S,)
-    (alpha, beta), *_ = np.linalg.lstsq(a / t[:, None], np.ones_like(t), rcond=None)
-    residual = (a @ [alpha, beta] - t) / t  # (S,)
-    return {"alpha_s": float(alpha), "beta_s_per_byte": float(beta),
-            "rms_rel_residual": float(np.sqrt(np.mean(residual ** 2)))}
-
-
 def fits(results: dict, sizes: list[int]) -> list[dict]:
     """α and β of each hand-written algorithm's cost model, per world size."""
-    return [{"n": n, "model": name, **fit([terms(size, n) for size in sizes],
+    return [{"n": n, "model": name, **alpha_beta([terms(size, n) for size in sizes],
                                          [res["times"][name][size] for size in sizes])}
             for n, res in results.items() for name, terms in MODELS]
 

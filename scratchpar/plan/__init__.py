@@ -1,0 +1,2 @@
+"""The planner: a cluster's constants, measured or from datasheets, and what each strategy
+costs on it."""

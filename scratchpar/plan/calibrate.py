@@ -1,0 +1,151 @@
+"""Calibration: this machine's constants, measured through the engine's own paths.
+
+- messages: the one-way time of a message between rank 0 and another rank, half a round trip
+  through the Communicator, at sizes from 8 B up; α and β fitted per link (a rank on rank
+  0's node, and one on another node where there is one);
+- a reduction: ``a += b`` over n bytes, the local work of every reduce step, as γ per byte;
+- compute: FLOP/s of a square matrix product and bytes/s of an elementwise op on the device,
+  in the dtype asked;
+- memory: what a rank may hold (``train/memory.py``), and what a process maps before its
+  arrays.
+
+Every time is the median of repeats after a warm-up, every rank starting from a barrier.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import time
+from datetime import date
+
+import numpy as np
+
+from .. import backend
+from ..train.memory import PROCESS_BYTES, available
+from .fit import alpha_beta, per_unit
+from .profile import Device, Engine, Link, Profile, Reduce
+
+SIZES = [8 << (2 * k) for k in range(11)]  # 8 B … 8 MiB, ×4 apart
+QUICK_SIZES = SIZES[:5]  # 8 B … 2 KiB
+MATMUL = 1024  # n of the n×n product timed for FLOP/s (quick: a quarter)
+ELEMENTS = 1 << 24  # of each array of the elementwise op timed for bytes/s (quick: 1/16)
+
+
+def timed(run, repeats: int, start=lambda: None) -> float:
+    """The median seconds of ``run()`` over ``repeats`` calls after one untimed call;
+    ``start()`` runs before each, untimed."""
+    start()
+    run()
+    samples = []
+    for _ in range(repeats):
+        start()
+        begin = time.perf_counter()
+        run()
+        backend.sync()
+        samples.append(time.perf_counter() - begin)
+    return statistics.median(samples)
+
+
+def one_way(comm, peer: int, nbytes: int, repeats: int) -> float:
+    """Half the round trip of an ``nbytes`` message between rank 0 and ``peer`` (seconds, on
+    rank 0; the other ranks wait at the barriers)."""
+    buf = backend.xp_default().zeros(nbytes, dtype=np.uint8)
+
+    def round_trip():
+        if comm.rank == 0:
+            comm.send(buf, peer)
+            comm.recv(buf, peer)
+        elif comm.rank == peer:
+            comm.recv(buf, 0)
+            comm.send(buf, 0)
+
+    return timed(round_trip, repeats, comm.barrier) / 2
+
+
+def link(comm, peer: int, sizes: list[int], repeats: int) -> dict:
+    """α, β and the residual of the link between rank 0 and ``peer``, with every timing. A
+    coefficient that noise drove to 0 or below is read off the ends instead: α as the
+    smallest message's time, β as the largest's per byte."""
+    seconds = [one_way(comm, peer, n, repeats) for n in sizes]
+    if comm.rank != 0:
+        return {}
+    fitted = alpha_beta([(1, n) for n in sizes], seconds)
+    if fitted["alpha_s"] <= 0 or fitted["beta_s_per_byte"] <= 0:
+        fitted.update(alpha_s=seconds[0], beta_s_per_byte=seconds[-1] / sizes[-1],
+                      read_off_the_ends=True)
+    return {"peer": peer, "sizes": sizes, "seconds": seconds, **fitted}
+
+
+def peers(comm) -> tuple[int | None, int | None]:
+    """A rank on rank 0's node other than 0, and a rank on another node (None: there is none)."""
+    hosts = comm.allgather_obj(socket.gethostname(), "calibration hosts")
+    same = next((r for r in range(1, comm.size) if hosts[r] == hosts[0]), None)
+    other = next((r for r in range(1, comm.size) if hosts[r] != hosts[0]), None)
+    return same, other
+
+
+def reduction(sizes: list[int], repeats: int) -> dict:
+    """γ: seconds per byte of ``a += b`` on the device, float32, fitted over ``sizes``."""
+    xp = backend.xp_default()
+    seconds = []
+    for n in sizes:
+        a, b = xp.ones(max(n // 4, 1), np.float32), xp.ones(max(n // 4, 1), np.float32)
+        seconds.append(timed(lambda a=a, b=b: xp.add(a, b, out=a), repeats))
+    fitted = per_unit(sizes, seconds)
+    if fitted["per_unit_s"] <= 0:  # noise: the largest size's time per byte
+        fitted.update(per_unit_s=seconds[-1] / sizes[-1], read_off_the_ends=True)
+    return {"sizes": sizes, "seconds": seconds, **fitted}
+
+
+def compute(dtype, n: int, elements: int, repeats: int) -> dict:
+    """FLOP/s of an n×n by n×n product (2n³ FLOP), and bytes/s of c = a + b over ``elements``
+    each (3 arrays moved; large enough to leave the caches, as activations do)."""
+    xp = backend.xp_default()
+    gen = np.random.default_rng(0)
+    a, b = (backend.to_device(gen.standard_normal((n, n)).astype(dtype)) for _ in range(2))
+    c = xp.empty_like(a)
+    matmul = timed(lambda: xp.matmul(a, b, out=c), repeats)
+    x, y, z = (xp.ones(elements, dtype) for _ in range(3))
+    add = timed(lambda: xp.add(x, y, out=z), repeats)
+    return {"n": n, "flops": 2 * n ** 3 / matmul, "elements": elements,
+            "bytes_per_s": 3 * x.nbytes / add}
+
+
+def device_memory(device: str, ranks_on_node: int) -> tuple[str, int]:
+    """The device's name and the bytes a rank may hold on it."""
+    if device == "cuda":
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return f"cuda ({name})", int(cupy.cuda.runtime.memGetInfo()[1])
+    return f"{device} ({socket.gethostname()})", available(ranks_on_node)[0]
+
+
+def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) -> tuple:
+    """(the Profile, every measurement) of this world; both are rank 0's, None elsewhere."""
+    sizes, repeats = (QUICK_SIZES, 3) if quick else (SIZES, 15)
+    same, other = peers(comm)
+    node = link(comm, same if same is not None else other, sizes, repeats)
+    network = link(comm, other, sizes, repeats) if other is not None and same is not None \
+        else None
+    if comm.rank != 0:
+        return None, None
+    found = {"node": node, "network": network, "reduce": reduction(sizes, repeats),
+             "compute": compute(np.dtype(dtype), MATMUL // 4 if quick else MATMUL,
+                                ELEMENTS // 16 if quick else ELEMENTS, repeats)}
+    name, memory = device_memory(device, comm.local_size)
+    profile = Profile(
+        name=f"{comm.size} ranks, {comm.local_size} per node, {name}",
+        source=f"measured by python -m scratchpar.plan calibrate on {date.today()}"
+               f"{' (quick)' if quick else ''}, {dtype}",
+        ranks_per_node=comm.local_size,
+        device=Device(name, memory, found["compute"]["flops"],
+                      found["compute"]["bytes_per_s"]),
+        node=Link(node["alpha_s"], node["beta_s_per_byte"]),
+        network=None if network is None else Link(network["alpha_s"],
+                                                  network["beta_s_per_byte"]),
+        reduce=Reduce(found["reduce"]["per_unit_s"]),
+        engine=Engine(PROCESS_BYTES))
+    return profile, found

@@ -1,0 +1,160 @@
+"""A cluster profile: the constants the cost model reads, measured here or taken from datasheets.
+
+Stored as a TOML file (``python -m scratchpar.plan calibrate`` writes one; a person can write
+one for a machine that is not here)::
+
+    name = "…"                       what the cluster is
+    source = "…"                     where the figures come from: a calibration, datasheets
+    ranks_per_node = 8               devices (ranks) per node
+    [device]
+    name = "…"
+    memory_bytes = 85899345920       what one rank may hold
+    flops = 4.9e14                   FLOP/s of a large matrix product in the training dtype
+    bytes_per_s = 3.35e12            memory bandwidth: elementwise ops move this many bytes/s
+    [node]                           a message within a node: alpha_s + n·beta_s_per_byte
+    alpha_s = 5e-6
+    beta_s_per_byte = 2.2e-12
+    [network]                        between nodes (left out: the cluster is one node)
+    alpha_s = …
+    beta_s_per_byte = …
+    [reduce]
+    gamma_s_per_byte = …             adding n bytes into a buffer costs n·gamma_s_per_byte
+    [engine]
+    process_bytes = 536870912        what a rank maps before its arrays
+
+A file is read whole or refused with every problem listed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be read; the message lists every problem."""
+
+    def __init__(self, path, problems: list[str]):
+        self.problems = problems
+        super().__init__(f"{path}: not a cluster profile:\n"
+                         + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class Link:
+    """A point-to-point message of n bytes takes ``alpha_s + n · beta_s_per_byte`` seconds
+    (Hockney 1994)."""
+
+    alpha_s: float
+    beta_s_per_byte: float
+
+    def seconds(self, nbytes: float, messages: float = 1.0) -> float:
+        return messages * self.alpha_s + nbytes * self.beta_s_per_byte
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    memory_bytes: int
+    flops: float
+    bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Reduce:
+    gamma_s_per_byte: float
+
+
+@dataclass(frozen=True)
+class Engine:
+    process_bytes: int
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    source: str
+    ranks_per_node: int
+    device: Device
+    node: Link
+    reduce: Reduce
+    engine: Engine
+    network: Link | None = None  # None: one node
+
+    def link(self, same_node: bool) -> Link:
+        """The link a message between two ranks crosses."""
+        return self.node if same_node or self.network is None else self.network
+
+
+TABLES = {"device": Device, "node": Link, "network": Link, "reduce": Reduce, "engine": Engine}
+OPTIONAL = {"network"}
+
+
+def load(path: str | Path) -> Profile:
+    """The profile in the TOML file ``path``. Raises ProfileError listing every problem."""
+    try:
+        table = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # TOMLDecodeError is a ValueError
+        raise ProfileError(path, [str(e)]) from None
+    problems, values = [], {}
+    top = {f.name: f for f in fields(Profile) if f.name not in TABLES}
+    for key in table.keys() - top.keys() - TABLES.keys():
+        problems.append(f"unknown key {key}")
+    for name, f in top.items():
+        values[name] = _value(table, name, f.type, problems)
+    for name, cls in TABLES.items():
+        if name not in table:
+            if name not in OPTIONAL:
+                problems.append(f"no [{name}] table")
+            continue
+        if not isinstance(table[name], dict):
+            problems.append(f"{name} is not a table")
+            continue
+        entries = table[name]
+        for key in entries.keys() - {f.name for f in fields(cls)}:
+            problems.append(f"unknown key {name}.{key}")
+        values[name] = cls(**{f.name: _value(entries, f.name, f.type, problems, f"{name}.")
+                              for f in fields(cls)})
+    if problems:
+        raise ProfileError(path, sorted(problems))
+    return Profile(**values)
+
+
+def _value(table: dict, key: str, kind: str, problems: list[str], prefix: str = ""):
+    """``table[key]`` checked against its field's type: a string, or a positive finite
+    number (an integer where the field is one)."""
+    if key not in table:
+        problems.append(f"{prefix}{key} is missing")
+        return None
+    value = table[key]
+    if kind == "str":
+        if not isinstance(value, str):
+            problems.append(f"{prefix}{key} must be a string, not {value!r}")
+        return value
+    integer = kind == "int"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        what = "a positive integer" if integer else "a positive number"
+        problems.append(f"{prefix}{key} must be {what}, not {value!r}")
+        return value
+    return value if integer else float(value)
+
+
+def dump(profile: Profile) -> str:
+    """``profile`` as a TOML file that :func:`load` reads back to an equal profile."""
+    lines = [f"{f.name} = {_toml(getattr(profile, f.name))}" for f in fields(Profile)
+             if f.name not in TABLES]
+    for name in TABLES:
+        part = getattr(profile, name)
+        if part is None:
+            continue
+        lines += ["", f"[{name}]"] + [f"{f.name} = {_toml(getattr(part, f.name))}"
+                                      for f in fields(part)]
+    return "\n".join(lines) + "\n"
+
+
+def _toml(value) -> str:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
