@@ -1,0 +1,67 @@
+"""The floating-point work of a training step: the matrix products of each model, forward and
+backward, per row of the batch (a sequence of T tokens, or a sample).
+
+A product of (M, K) by (K, N) is 2·M·K·N FLOP. Its backward computes the gradient of each
+operand that needs one, another 2·M·K·N each: twice the forward, but for a first layer, whose
+input (the data) needs none. Elementwise ops, norms and softmax are memory-bound, not counted
+here; the embedding's lookup is a gather, no product.
+
+Per sequence of T tokens, a GPT block of width C with its 4C feed-forward does
+24·T·C² (Q, K, V and the projection 8·T·C², the feed-forward 16·T·C²) plus 4·T²·C for the
+scores QKᵀ and their weighted sum AV over all T positions (the causal mask hides half of them
+but the product computes them all), and the head 2·T·C·V (Kaplan et al. 2020, Table 1, count the
+same terms). A recurrent layer of H units with G gates (1 Elman, 4 LSTM) on D inputs does
+2·T·G·H·(D + H), and its first step's state is zero, a constant that needs no gradient; the
+head 2·T·H·V. An MLP does 2·Σ dᵢ·dᵢ₊₁ per sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Work:
+    """FLOP per row of the batch: forward and backward."""
+
+    forward: int
+    backward: int
+
+    @property
+    def step(self) -> int:
+        return self.forward + self.backward
+
+
+def gpt(vocab: int, seq_len: int, d_model: int, n_layers: int) -> Work:
+    t, c = seq_len, d_model
+    forward = n_layers * (24 * t * c * c + 4 * t * t * c) + 2 * t * c * vocab
+    return Work(forward, 2 * forward)  # the embedding feeds every product: all need gradients
+
+
+def recurrent(vocab: int, seq_len: int, d_embed: int, d_hidden: int, n_layers: int,
+              gates: int) -> Work:
+    t, h = seq_len, d_hidden
+    layers = sum(2 * t * gates * h * ((d_embed if i == 0 else h) + h) for i in range(n_layers))
+    forward = layers + 2 * t * h * vocab
+    return Work(forward, 2 * forward - n_layers * 2 * gates * h * h)  # h₀ = 0: no gradient
+
+
+def mlp(sizes: list[int]) -> Work:
+    products = [2 * a * b for a, b in zip(sizes, sizes[1:])]
+    forward = sum(products)
+    return Work(forward, 2 * forward - products[0])  # the data needs no gradient
+
+
+def of(cfg, vocab: int) -> Work:
+    """The work per row of the model ``cfg`` (a run's Config) names, over a vocabulary of
+    ``vocab`` symbols where it is a language model."""
+    m, d = cfg.model, cfg.data
+    if m.kind == "gpt":
+        return gpt(vocab, d.seq_len, m.d_model, m.n_layers)
+    if m.kind in ("lstm", "rnn"):
+        return recurrent(vocab, d.seq_len, m.d_model, m.d_hidden, m.n_layers,
+                         4 if m.kind == "lstm" else 1)
+    if m.kind == "mlp":
+        return mlp([d.n_features, *m.hidden_sizes, d.n_classes])
+    raise ValueError(f"model {m.kind} does its work in gathers, not matrix products: "
+                     "its FLOP count is not this model's")

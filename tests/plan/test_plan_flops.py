@@ -1,0 +1,76 @@
+"""The FLOP formulas equal the products the engine really computes: every matrix product of a
+forward and a backward counted as the autograd runs it, for each model."""
+
+import numpy as np
+import pytest
+
+from scratchpar import nn
+from scratchpar.autograd import functional as F
+from scratchpar.autograd.ops_math import MatMul
+from scratchpar.autograd.ops_nn import Linear
+from scratchpar.plan import flops
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """FLOP of every product the autograd runs: 2·(output elements)·K forward, and that again
+    for each operand whose gradient backward computes."""
+    total = {"forward": 0, "backward": 0}
+    for fn in (MatMul, Linear):
+        forward, backward = fn.forward, fn.backward
+
+        def counting_forward(ctx, a, b, *rest, _forward=forward):
+            out = _forward(ctx, a, b, *rest)
+            ctx.flop = 2 * out.size * a.shape[-1]
+            total["forward"] += ctx.flop
+            return out
+
+        def counting_backward(ctx, g, _backward=backward):
+            total["backward"] += ctx.flop * sum(ctx.needs_input_grad[:2])
+            return _backward(ctx, g)
+
+        monkeypatch.setattr(fn, "forward", staticmethod(counting_forward))
+        monkeypatch.setattr(fn, "backward", staticmethod(counting_backward))
+    return total
+
+
+def run(model, batch, rows: int, counted) -> flops.Work:
+    """The counted work per row of one forward and backward of ``model`` on ``batch``."""
+    loss = (nn.lm_loss(model, batch) if batch.dtype.kind == "i" else
+            F.cross_entropy(model(batch), np.zeros(len(batch), dtype=np.int64)))
+    loss.backward()
+    return flops.Work(counted["forward"] // rows, counted["backward"] // rows)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_gpt_does_the_work_its_formula_says(counted, tied):
+    v, t, c, layers, rows = 13, 9, 8, 3, 4
+    model = nn.GPT(v, t, c, 2, layers, np.random.default_rng(0), tie_embeddings=tied)
+    ids = np.random.default_rng(1).integers(1, v, (rows, t + 1))
+    assert run(model, ids, rows, counted) == flops.gpt(v, t, c, layers)
+
+
+@pytest.mark.parametrize("cls, gates", [(nn.LSTMLanguageModel, 4), (nn.RNNLanguageModel, 1)])
+def test_a_recurrent_model_does_the_work_its_formula_says(counted, cls, gates):
+    v, t, e, h, layers, rows = 11, 6, 5, 7, 2, 3
+    model = cls(v, e, h, np.random.default_rng(0), n_layers=layers)
+    ids = np.random.default_rng(1).integers(1, v, (rows, t + 1))
+    assert run(model, ids, rows, counted) == flops.recurrent(v, t, e, h, layers, gates)
+
+
+def test_an_mlp_does_the_work_its_formula_says(counted):
+    sizes, rows = [12, 16, 8, 5], 7
+    model = nn.MLP(sizes, np.random.default_rng(0))
+    x = np.random.default_rng(1).standard_normal((rows, sizes[0])).astype(np.float32)
+    assert run(model, x, rows, counted) == flops.mlp(sizes)
+
+
+def test_the_work_of_a_run_s_config_and_of_a_gathering_model():
+    from scratchpar.train import load_config
+
+    cfg = load_config(["--d-model", "64", "--n-layers", "2", "--seq-len", "64"])
+    work = flops.of(cfg, 32)
+    assert work == flops.gpt(32, 64, 64, 2) and work.step == 3 * work.forward
+    assert work.forward == 2 * (24 * 64 * 64 * 64 + 4 * 64 * 64 * 64) + 2 * 64 * 64 * 32
+    with pytest.raises(ValueError, match="model logreg does its work in gathers"):
+        flops.of(load_config(["--source", "sparse-logreg"]), 0)
