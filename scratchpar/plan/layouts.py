@@ -1,0 +1,84 @@
+"""The layouts a planner weighs for one run on a world of ranks: every strategy and split the
+training command offers, each kept only where the command accepts it for that world.
+
+A layout is the flags it adds to the run's own (the model, the data, the global batch): the
+strategy and its knobs. Candidates are drawn from every family:
+
+- data parallelism: bucketed, naive, local SGD; ZeRO stages 1–3, with and without offload;
+- pipelines: each schedule, with p stages over the world's divisors, m = p, 2p and 4p
+  micro-batches, and v = 2 model chunks for the interleaved schedule;
+- the hybrid dp × pp × tp mesh over every factorization of the world, tensor parallelism with
+  and without sequence parallelism;
+- parameter servers: each mode, 1 to ⌊world/2⌋ servers;
+- Hogwild and EASGD's three modes.
+
+Each candidate goes through the training command's own parsing and rules
+(``train/cli.py: load_config``), so a layout the planner ranks is one ``mpirun`` can start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..train.cli import load_config
+from ..train.option import ConfigError
+
+SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved", "bprio")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The flags a layout adds to a run's, and the run's config with them."""
+
+    flags: tuple[str, ...]
+    cfg: object
+
+    def command(self, world: int, run: list[str]) -> str:
+        """The line that starts it: ``mpirun -n WORLD python -m scratchpar.train …``."""
+        return " ".join(["mpirun", "-n", str(world), "python", "-m", "scratchpar.train",
+                         *run, *self.flags])
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def candidates(world: int) -> Iterator[tuple[str, ...]]:
+    """Every layout's flags for ``world`` ranks, whether or not the run accepts them."""
+    yield ("--strategy", "dp")
+    yield ("--strategy", "dp-naive")
+    yield ("--strategy", "local-sgd")
+    for stage in (1, 2, 3):
+        for offload in ("none", "cpu"):
+            yield ("--strategy", "zero", "--zero-stage", str(stage), "--offload", offload)
+    for p in divisors(world)[1:]:
+        for schedule in SCHEDULES:
+            for m in (1,) if schedule == "naive" else (p, 2 * p, 4 * p):
+                virtual = ("--virtual", "2") if schedule == "interleaved" else ()
+                yield ("--strategy", "pipeline", "--pp", str(p), "--pp-schedule", schedule,
+                       "--microbatches", str(m), *virtual)
+    for tp in divisors(world)[1:]:
+        for pp in divisors(world // tp):
+            mesh = ("--strategy", "hybrid", "--dp", str(world // (tp * pp)), "--pp", str(pp),
+                    "--tp", str(tp), "--pp-schedule", "1f1b", "--microbatches", str(2 * pp))
+            yield mesh
+            yield (*mesh, "--sequence-parallel")
+    for servers in range(1, world // 2 + 1):
+        for mode in ("sync", "ssp", "async"):
+            yield ("--strategy", "ps", "--servers", str(servers), "--ps-mode", mode)
+    yield ("--strategy", "hogwild")
+    for mode in ("sync", "async", "round-robin"):
+        yield ("--strategy", "easgd", "--easgd-mode", mode)
+
+
+def layouts(run: list[str], world: int) -> list[Layout]:
+    """Every layout of the run ``run`` (its flags: model, data, batch) that the training
+    command accepts on ``world`` ranks."""
+    found = []
+    for flags in candidates(world):
+        try:
+            found.append(Layout(flags, load_config([*run, *flags], world_size=world)))
+        except ConfigError:
+            continue
+    return found

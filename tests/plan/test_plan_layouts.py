@@ -1,0 +1,41 @@
+"""The layouts the planner weighs are exactly those the training command accepts for the world,
+and the line each prints starts that run."""
+
+import shlex
+
+import pytest
+
+from scratchpar.plan.layouts import candidates, layouts
+from scratchpar.train import load_config
+
+RUNS = {"gpt": ["--d-model", "32", "--n-heads", "4", "--n-layers", "2", "--batch-size", "32"],
+        "lstm": ["--model", "lstm", "--n-layers", "2", "--batch-size", "16"],
+        "mlp": ["--source", "classification", "--hidden-sizes", "64,64", "--batch-size", "8"]}
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
+def test_every_printed_line_is_one_the_training_command_accepts(run, world):
+    found = layouts(RUNS[run], world)
+    assert found, (run, world)
+    for layout in found:
+        argv = shlex.split(layout.command(world, RUNS[run]))
+        assert argv[:6] == ["mpirun", "-n", str(world), "python", "-m", "scratchpar.train"]
+        assert load_config(argv[6:], world_size=world) == layout.cfg
+
+
+def test_what_the_world_or_the_model_cannot_take_is_left_out():
+    def strategies(run, world):
+        return {layout.flags for layout in layouts(RUNS[run], world)}
+
+    eight = strategies("gpt", 8)
+    assert not any("--tp" in f and f[f.index("--tp") + 1] == "8" for f in eight)  # 4 heads
+    assert not any("--pp" in f and f[f.index("--pp") + 1] == "8" for f in eight)  # 4 layers
+    assert not any(f[1] in ("pipeline", "hybrid", "ps") for f in strategies("gpt", 1))
+    lstm = strategies("lstm", 4)
+    assert any(f[1] == "pipeline" for f in lstm)
+    assert not any("--tp" in f and f[f.index("--tp") + 1] != "1" for f in lstm)  # no tp form
+    four = {f[1] for f in strategies("gpt", 4)}
+    assert four == {"dp", "dp-naive", "local-sgd", "zero", "pipeline", "hybrid", "ps",
+                    "hogwild", "easgd"}
+    assert len(strategies("gpt", 4)) < len(list(candidates(4)))  # some were refused
