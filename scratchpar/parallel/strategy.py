@@ -7,21 +7,26 @@ import inspect
 
 from ..trace.tracer import NULL
 
+EXAMPLES = {"loss_fn": "def loss_fn(model, batch, reduction='mean'): x, y = batch; return "
+                       "F.cross_entropy(model(x), y, reduction=reduction)",
+            "criterion": "def criterion(out, y, reduction='mean'): return "
+                         "F.cross_entropy(out, y, reduction=reduction)"}
 
-def require_reduction(loss_fn) -> None:
-    """Refuse, in words, a ``loss_fn`` that cannot be called with ``reduction="sum"`` (a
-    strategy that sums each rank's loss needs it); where Python cannot tell (a builtin),
-    accept it."""
+
+def require_reduction(fn, what: str = "loss_fn") -> None:
+    """Refuse, in words, a loss function that cannot be called with two arguments and
+    ``reduction="sum"`` (a strategy that sums each rank's loss needs it): a ``loss_fn(model,
+    batch)`` or a pipeline's ``criterion(out, targets)``. Where Python cannot tell (a
+    builtin), accept it."""
     try:
-        inspect.signature(loss_fn).bind(None, None, reduction="sum")
+        inspect.signature(fn).bind(None, None, reduction="sum")
     except (TypeError, ValueError):
-        if _signature_known(loss_fn):
+        if _signature_known(fn):
             raise TypeError(
-                f"loss_fn {getattr(loss_fn, '__name__', loss_fn)!r} must take reduction= "
-                "('mean' or 'sum'): each rank sums the loss of its part of the batch "
-                "(reduction='sum') and the strategy divides by count_fn's units over every "
-                "rank. For example: def loss_fn(model, batch, reduction='mean'): x, y = batch; "
-                "return F.cross_entropy(model(x), y, reduction=reduction)") from None
+                f"{what} {getattr(fn, '__name__', fn)!r} must take reduction= ('mean' or "
+                "'sum'): each rank sums the loss of its part of the batch (reduction='sum') "
+                "and the strategy divides by the units over every rank. For example: "
+                f"{EXAMPLES[what]}") from None
 
 
 def _signature_known(fn) -> bool:

@@ -6,9 +6,13 @@ import pytest
 
 from scratchpar import nn
 from scratchpar.autograd import functional as F
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
 from scratchpar.parallel import DataParallel, DataParallelNaive, LocalSGD, ZeRO1
+from scratchpar.parallel.pipeline import Pipeline, partition, schedules
+from scratchpar.parallel.pipeline.partition import parameter_counts
+from scratchpar.train.task import Task
 
 
 def built(cls, loss_fn, **knobs):
@@ -39,3 +43,17 @@ def test_every_loss_fn_that_takes_reduction_trains(loss_fn):
     dp = built(DataParallel, loss_fn)
     x = np.random.default_rng(1).standard_normal((4, 3))
     assert np.isfinite(dp.step((x, np.array([0, 1, 1, 0])))["loss"])
+
+
+def test_a_pipeline_refuses_a_criterion_without_reduction_before_any_message():
+    def mean_only(out, y):
+        return F.cross_entropy(out, y)
+
+    model = nn.MLP([3, 4, 2], np.random.default_rng(0), np.float64)
+    comm = Communicator(name="world")
+    mesh = Mesh(comm, pp=1)
+    with pytest.raises(TypeError, match="criterion 'mean_only' must take reduction= "):
+        Pipeline(model, lambda params: SGD(params, 0.1), Task(None, model, "sample", mean_only),
+                 mesh, schedules.build("gpipe", 1, 2),
+                 partition(parameter_counts(model.pipeline_layers()), 1))
+    mesh.free()

@@ -9,7 +9,7 @@ from ...comm.states import gather_states
 from ...data.shard import shard
 from ...optim import guarded_step
 from ..description import TOTALS, Description, Message, Shape, bucketed, replicated, stage_share
-from ..strategy import Strategy
+from ..strategy import Strategy, require_reduction
 from .actions import ScheduleError
 from .runtime import Runtime
 from .simulator import check
@@ -43,6 +43,7 @@ class Pipeline(Strategy):
     def __init__(self, model, make_optimizer, task, mesh, schedule, ranges, grad_clip=0.0,
                  bucket_bytes: int = 1 << 20):
         check(schedule)  # every rank alike, before any message: a bad schedule never hangs
+        require_reduction(task.criterion, "criterion")  # the last stage sums micro-batches
         if len(schedule) != mesh.pp:
             raise ScheduleError(f"the schedule has {len(schedule)} ranks, the mesh pp={mesh.pp}")
         super().__init__(model, None, task.loss, task.count, mesh.world, grad_clip)
