@@ -24,6 +24,7 @@ import re
 import shutil
 import signal
 import socket
+import threading
 import zipfile
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def save_checkpoint(directory: str | os.PathLike, arrays: dict[str, dict], meta:
         digests[stem] = _sha256(path)
     _write_json(tmp / "meta.json", {**meta, "sha256": digests})
     old = final.with_name(f".{final.name}.old-{writer}")
-    with _held(signal.SIGINT, signal.SIGTERM):  # no interrupt between the two renames
+    with _deferred(signal.SIGINT, signal.SIGTERM):  # no interrupt between the two renames
         if final.exists():
             final.rename(old)
         tmp.rename(final)
@@ -72,17 +73,24 @@ def save_checkpoint(directory: str | os.PathLike, arrays: dict[str, dict], meta:
 
 
 @contextlib.contextmanager
-def _held(*signals):
-    """Hold ``signals`` until the block ends (delivered then), where this thread can."""
-    try:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    except (AttributeError, ValueError):  # no pthread_sigmask here
-        held = None
+def _deferred(*signals):
+    """Defer ``signals`` until the block ends: one that comes meanwhile is recorded, then
+    raised again once the previous handlers are back. Python runs its handlers in the main
+    thread whichever thread the system delivers a signal to (MPI's own threads take it where
+    the main one masks it), so only a handler can hold it; a thread other than the main one
+    cannot set one, and defers nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came = []
+    previous = {s: signal.signal(s, lambda number, frame: came.append(number)) for s in signals}
     try:
         yield
     finally:
-        if held is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for number in dict.fromkeys(came):
+            signal.raise_signal(number)
 
 
 def _left_behind(final: Path) -> list[Path]:
