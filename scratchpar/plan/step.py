@@ -5,22 +5,20 @@ For the strategies whose every rank runs the whole model on its share of the bat
 DP, local SGD, ZeRO 1–3 and synchronous EASGD), one step on ⌈B/p⌉ rows is
 
     t = t_forward + t_backward + t_update + exposed,
-    t_forward = rows · W_f / F,   t_backward = rows · W_b / F           (plan/flops.py)
+    t_forward, t_backward: the rank's compute on its rows              (plan/compute.py)
     t_update = bytes the optimizer reads and writes / bandwidth
     exposed = max(0, c_forward − t_forward) + max(0, c_backward − t_backward) + c_exposed
 
 with c_phase the seconds of the messages the strategy's description hides behind that phase
 (plan/messages.py): DP's buckets run behind backward (Li et al. 2020, §3.2), ZeRO-3's gathers
-behind forward. Compute here is the matrix products' FLOP at the device's rate, the roofline's
-compute-bound side; elementwise ops, norms and Python's own cost per op are not in it, which a
-large model on a GPU can ignore and a small one on a CPU cannot.
+behind forward. The compute comes from FLOP at the device's rate for a machine that is not
+here, or is measured on this one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .flops import Work
 from .messages import communication
 
 
@@ -45,13 +43,12 @@ def update_bytes(holds: dict[str, int]) -> int:
     return 2 * holds["parameters"] + holds["gradients"] + 2 * holds["optimizer"]
 
 
-def data_parallel(description, work: Work, rows: int, ranks: int, profile,
+def data_parallel(description, compute: tuple[float, float], ranks: int, profile,
                   across_nodes: bool = False) -> Prediction:
     """The step of a strategy that splits the batch over ``ranks`` ranks on the dp axis,
-    each running the whole model on ``rows`` rows (``description``: the strategy's own,
-    for that world)."""
-    flops = profile.device.flops
-    forward, backward = rows * work.forward / flops, rows * work.backward / flops
+    each running the whole model on its rows in ``compute`` = (forward, backward) seconds
+    (``description``: the strategy's own, for that world)."""
+    forward, backward = compute
     phases = communication(description, {"dp": ranks, "world": ranks}, profile,
                            frozenset({"dp", "world"}) if across_nodes else frozenset())
     exposed = (max(0.0, phases.get("forward", 0.0) - forward)

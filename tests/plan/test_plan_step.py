@@ -8,6 +8,7 @@ import pytest
 from scratchpar.parallel import DataParallel, DataParallelNaive, ZeRO1, ZeRO3
 from scratchpar.parallel.description import Shape
 from scratchpar.plan import flops
+from scratchpar.plan.compute import roofline
 from scratchpar.plan.messages import communication
 from scratchpar.plan.profile import Device, Engine, Link, Profile, Reduce
 from scratchpar.plan.step import data_parallel, update_bytes
@@ -21,7 +22,7 @@ SLOW = dataclasses.replace(FAST, node=Link(1e-4, 1e-8))
 
 def test_fast_links_hide_dp_s_buckets_behind_backward():
     described = DataParallel.describe(SHAPE, 4)
-    got = data_parallel(described, WORK, 64, 4, FAST)
+    got = data_parallel(described, roofline(WORK, 64, FAST), 4, FAST)
     assert got.forward_s == pytest.approx(64 * WORK.forward / 1e12)
     assert got.backward_s == pytest.approx(64 * WORK.backward / 1e12)
     assert got.communication_s["backward"] < got.backward_s and got.exposed_s == 0
@@ -31,21 +32,21 @@ def test_fast_links_hide_dp_s_buckets_behind_backward():
 
 def test_slow_links_expose_what_backward_cannot_cover():
     described = DataParallel.describe(SHAPE, 4)
-    got = data_parallel(described, WORK, 64, 4, SLOW)
+    got = data_parallel(described, roofline(WORK, 64, SLOW), 4, SLOW)
     backward = communication(described, {"dp": 4}, SLOW)["backward"]
     assert got.exposed_s == pytest.approx(backward - got.backward_s) and got.exposed_s > 0
 
 
 def test_naive_dp_exposes_all_of_its_all_reduces():
     described = DataParallelNaive.describe(SHAPE, 4)
-    got = data_parallel(described, WORK, 64, 4, FAST)
+    got = data_parallel(described, roofline(WORK, 64, FAST), 4, FAST)
     assert set(got.communication_s) == {""}
     assert got.exposed_s == pytest.approx(got.communication_s[""])
 
 
 def test_zero_3_s_gathers_hide_behind_forward_and_its_update_is_a_shard_s():
     described = ZeRO3.describe(SHAPE, 4)
-    got = data_parallel(described, WORK, 64, 4, SLOW)
+    got = data_parallel(described, roofline(WORK, 64, SLOW), 4, SLOW)
     c = got.communication_s
     assert got.exposed_s == pytest.approx(max(0, c["forward"] - got.forward_s)
                                           + max(0, c["backward"] - got.backward_s)
@@ -57,6 +58,7 @@ def test_zero_3_s_gathers_hide_behind_forward_and_its_update_is_a_shard_s():
 def test_across_nodes_the_network_link_prices_the_messages():
     two_links = dataclasses.replace(FAST, network=SLOW.node)
     described = DataParallel.describe(SHAPE, 16)
-    inside = data_parallel(described, WORK, 8, 16, two_links)
-    across = data_parallel(described, WORK, 8, 16, two_links, across_nodes=True)
+    inside = data_parallel(described, roofline(WORK, 8, two_links), 16, two_links)
+    across = data_parallel(described, roofline(WORK, 8, two_links), 16, two_links,
+                           across_nodes=True)
     assert across.communication_s["backward"] > 100 * inside.communication_s["backward"]
