@@ -17,8 +17,10 @@ here, or is measured on this one.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+from ..parallel.pipeline.simulator import simulate
 from .messages import communication
 
 
@@ -31,10 +33,11 @@ class Prediction:
     update_s: float
     communication_s: dict[str, float]  # by the phase it hides behind ("" for none)
     exposed_s: float
+    idle_s: float = 0.0  # a pipeline's makespan beyond its compute: the bubble, the messages
 
     @property
     def step_s(self) -> float:
-        return self.forward_s + self.backward_s + self.update_s + self.exposed_s
+        return self.forward_s + self.backward_s + self.update_s + self.exposed_s + self.idle_s
 
 
 def update_bytes(holds: dict[str, int]) -> int:
@@ -55,3 +58,22 @@ def data_parallel(description, compute: tuple[float, float], ranks: int, profile
                + max(0.0, phases.get("backward", 0.0) - backward) + phases.get("", 0.0))
     update = update_bytes(description.holds) / profile.device.bytes_per_s
     return Prediction(forward, backward, update, phases, exposed)
+
+
+def pipeline(description, schedule, compute: tuple[float, float], message_s: float, ranks: dict,
+             profile, across_nodes: frozenset[str] = frozenset()) -> Prediction:
+    """The step of a pipeline: ``schedule`` (stage → actions) timed by the schedule simulator
+    with ``compute`` = (forward, backward) seconds of one micro-batch through a rank's share
+    of the model, each followed by its boundary message of ``message_s`` seconds; then the
+    replicas' gradient all-reduce and the loss's, exposed after the flush (the pipeline's
+    description, ``ranks`` its axes' sizes), and the stage's update. Its idle time is the
+    bubble, (p−1)/(m+p−1) of the makespan with uniform stages (Huang et al. 2019, §2.3)."""
+    forward, backward = compute
+    timeline = simulate(schedule, forward + message_s, backward + message_s)
+    m = timeline.m
+    rest = dataclasses.replace(description, sends=tuple(
+        s for s in description.sends if s.axis != "pp"))  # the boundary messages are above
+    phases = communication(rest, ranks, profile, across_nodes)
+    update = update_bytes(description.holds) / profile.device.bytes_per_s
+    return Prediction(m * forward, m * backward, update, phases, sum(phases.values()),
+                      idle_s=timeline.makespan - m * (forward + backward))

@@ -5,13 +5,15 @@ import dataclasses
 
 import pytest
 
-from scratchpar.parallel import DataParallel, DataParallelNaive, ZeRO1, ZeRO3
+from scratchpar.parallel import DataParallel, DataParallelNaive, Pipeline, ZeRO1, ZeRO3
 from scratchpar.parallel.description import Shape
+from scratchpar.parallel.pipeline import schedules
+from scratchpar.parallel.pipeline.simulator import bubble_formula
 from scratchpar.plan import flops
 from scratchpar.plan.compute import roofline
 from scratchpar.plan.messages import communication
 from scratchpar.plan.profile import Device, Engine, Link, Profile, Reduce
-from scratchpar.plan.step import data_parallel, update_bytes
+from scratchpar.plan.step import data_parallel, pipeline, update_bytes
 
 SHAPE = Shape(psi=4_000_000, itemsize=4, moments=2, largest=1_000_000, count=8)
 WORK = flops.mlp([1000, 2000, 2000, 10])  # per sample
@@ -62,3 +64,29 @@ def test_across_nodes_the_network_link_prices_the_messages():
     across = data_parallel(described, roofline(WORK, 8, two_links), 16, two_links,
                            across_nodes=True)
     assert across.communication_s["backward"] > 100 * inside.communication_s["backward"]
+
+
+@pytest.mark.parametrize("p, m", [(4, 8), (2, 4), (4, 16)])
+def test_a_pipeline_s_idle_time_is_the_bubble_of_its_schedule(p, m):
+    """Uniform stages, free messages, one replica: the makespan is (m + p − 1) slots, and the
+    idle share (p − 1)/(m + p − 1) (Huang et al. 2019, §2.3)."""
+    described = Pipeline.describe(SHAPE, p, pp=p, m=m, rows=8 * m)
+    got = pipeline(described, schedules.build("gpipe", p, m), (1.0, 2.0), 0.0,
+                   {"pp": p, "world": p, "dp": 1}, FAST)
+    makespan = got.step_s - got.update_s - got.exposed_s
+    assert makespan == pytest.approx((m + p - 1) * 3.0)
+    assert got.idle_s / makespan == pytest.approx(bubble_formula(p, m))
+    assert set(got.communication_s) == {""}  # the loss's all-reduce; the sends are in the slots
+
+
+def test_a_pipeline_s_messages_lengthen_every_slot_and_replicas_reduce_after_the_flush():
+    p, m = 2, 4
+    described = Pipeline.describe(SHAPE, 2 * p, pp=p, m=m, rows=32)
+    free = pipeline(described, schedules.build("1f1b", p, m), (1.0, 2.0), 0.0,
+                    {"pp": p, "world": 2 * p, "dp": 2}, FAST)
+    costly = pipeline(described, schedules.build("1f1b", p, m), (1.0, 2.0), 0.25,
+                      {"pp": p, "world": 2 * p, "dp": 2}, FAST)
+    assert costly.idle_s - free.idle_s == pytest.approx((m + p - 1) * 2 * 0.25)
+    dp_reduce = communication(dataclasses.replace(described, sends=tuple(
+        s for s in described.sends if s.axis == "dp")), {"dp": 2}, FAST)[""]
+    assert free.exposed_s > dp_reduce > 0
