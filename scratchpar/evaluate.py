@@ -13,7 +13,6 @@ import json
 import sys
 
 from .backend import DEVICES
-from .train.loop import finite_or_text
 from .train.trained import LOAD_ERRORS, load_trained
 
 EXIT_BAD_INPUT, EXIT_INTERRUPTED = 2, 130
@@ -40,15 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
 def evaluate(trained, batches: int, batch_size: int) -> dict:
     """The figures of ``trained`` on ``batches`` held-out batches of ``batch_size``."""
     task = trained.task
-    loss = task.evaluate(batches, batch_size)
-    floor = task.floor()
     return {"checkpoint": trained.directory, "step": trained.step,
             "data": trained.cfg.data.path or trained.cfg.data.source,
             "batches": batches, "batch_size": batch_size, "unit": task.unit,
-            "measure": task.measure, "loss": finite_or_text(loss),
-            "bits_per_char": task.bits_per_char(loss), "floor": floor,
-            "gap": None if floor is None else finite_or_text(loss - floor),
-            "accuracy": task.accuracy(batches, batch_size)}
+            "measure": task.measure, **task.scores(batches, batch_size)}
 
 
 def line(r: dict) -> str:

@@ -13,7 +13,7 @@ from ..backend import sync
 from ..comm.window import RemoteArray
 from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, save_checkpoint, split_state
-from .divergence import BadSteps, finite_or_text, held_out_diverged
+from .divergence import BadSteps, held_out_diverged
 from .progress import Progress
 from .task import HALF_SQUARED
 from .window import Window
@@ -181,15 +181,10 @@ class Trainer:
 
     def summary(self, units: int, elapsed: float, steps: int) -> dict:
         t = self.cfg.train
-        loss = self.task.evaluate(t.eval_batches, t.batch_size)
-        floor = self.task.floor()
+        scores = self.task.scores(t.eval_batches, t.batch_size)
         rate = units / elapsed if elapsed > 0 else 0.0  # units of the global batches
-        return {"step": self.step, "steps_run": steps, "eval_loss": finite_or_text(loss),
-                "bits_per_char": (self.task.bits_per_char(loss) if math.isfinite(loss)
-                                  else None),
-                "accuracy": self.task.accuracy(t.eval_batches, t.batch_size),
-                "floor": floor, "gap": None if floor is None else finite_or_text(loss - floor),
-                "skipped_steps": self.bad.total, "unit": self.task.unit,
+        return {"step": self.step, "steps_run": steps, "eval_loss": scores.pop("loss"),
+                **scores, "skipped_steps": self.bad.total, "unit": self.task.unit,
                 "measure": self.task.measure,
                 "units_per_s": rate, "units_per_s_per_rank": rate / self.world,
                 "units_per_s_per_worker": rate / self.workers, "workers": self.workers,

@@ -21,6 +21,7 @@ from ..data import (
     SyntheticLanguage,
 )
 from ..device_rng import DeviceRandom
+from .divergence import finite_or_text
 
 EVAL_OFFSET = 2**40  # held-out batches are drawn at data positions no training run reaches
 HALF_SQUARED = "½·squared error"  # a regression's measure, read as an RMSE in the summary
@@ -76,26 +77,37 @@ class Task:
 
     def evaluate(self, n_batches: int, batch_size: int) -> float:
         """Held-out loss per unit: Σ losses / Σ units over ``n_batches`` fresh batches."""
-        total = units = 0.0
-        for batch, n in self._held_out(n_batches, batch_size):
-            total += self.loss(self.model, batch, reduction="sum").item()
-            units += n
-        return total / max(units, 1)
+        return self.held_out(n_batches, batch_size)[0]
 
-    def accuracy(self, n_batches: int, batch_size: int) -> float | None:
-        """The held-out share of samples a classifier labels right (the largest logit, or a
-        logit above 0 for a binary one), over the batches :meth:`evaluate` reads; None for
-        a task that is not a classification."""
+    def held_out(self, n_batches: int, batch_size: int) -> tuple[float, float | None]:
+        """In one pass over ``n_batches`` fresh batches: the loss per unit, and the share of
+        samples a classifier labels right (the largest logit, or a logit above 0 for a binary
+        one), None for a task that is not a classification."""
         binary = self.criterion is F.binary_cross_entropy_with_logits
-        if self.unit != "sample" or not (binary or self.criterion is F.cross_entropy):
-            return None
-        right = total = 0
-        for (*inputs, targets), n in self._held_out(n_batches, batch_size):
-            out = self.model(*inputs).data  # (b, K) logits, or (b,) for a binary one
-            said = out > 0 if binary else out.argmax(axis=-1)  # (b,)
-            right += int((said == (targets > 0.5 if binary else targets)).sum())
-            total += n
-        return right / max(total, 1)
+        labels = self.unit == "sample" and (binary or self.criterion is F.cross_entropy)
+        total = units = right = 0.0
+        for batch, n in self._held_out(n_batches, batch_size):
+            if not labels:
+                total += self.loss(self.model, batch, reduction="sum").item()
+            else:
+                *inputs, targets = batch
+                out = self.model(*inputs)  # (b, K) logits, or (b,) for a binary one
+                total += self.criterion(out, targets, reduction="sum").item()
+                said = out.data > 0 if binary else out.data.argmax(axis=-1)  # (b,)
+                right += int((said == (targets > 0.5 if binary else targets)).sum())
+            units += n
+        return total / max(units, 1), (right / max(units, 1) if labels else None)
+
+    def scores(self, n_batches: int, batch_size: int) -> dict:
+        """The held-out figures a run ends on and ``evaluate`` prints: the loss (its text
+        where it is not finite), in bits per character for text, a classifier's accuracy,
+        and the floor and the gap to it where the data knows its floor."""
+        loss, accuracy = self.held_out(n_batches, batch_size)
+        floor = self.floor()
+        return {"loss": finite_or_text(loss),
+                "bits_per_char": self.bits_per_char(loss) if math.isfinite(loss) else None,
+                "accuracy": accuracy, "floor": floor,
+                "gap": None if floor is None else finite_or_text(loss - floor)}
 
     def bits_per_char(self, loss: float) -> float | None:
         """``loss`` (nats per token) in bits per character, the unit of character-level

@@ -49,7 +49,7 @@ def test_the_checkpoint_scores_as_its_run_ended(tmp_path, name):
         assert np.array_equal(p.data, q.data)
     assert back.task.evaluate(3, 16) == summary["eval_loss"]
     assert summary["bits_per_char"] is None  # no token here is a character
-    accuracy = back.task.accuracy(3, 16)
+    accuracy = back.task.held_out(3, 16)[1]
     assert accuracy == summary["accuracy"]
     if name in ("classification", "sparse-logreg"):
         assert accuracy == labels_right(back.task, 3, 16) and 0 < accuracy < 1
