@@ -19,22 +19,17 @@ def require_reduction(fn, what: str = "loss_fn") -> None:
     batch)`` or a pipeline's ``criterion(out, targets)``. Where Python cannot tell (a
     builtin), accept it."""
     try:
-        inspect.signature(fn).bind(None, None, reduction="sum")
+        signature = inspect.signature(fn)
     except (TypeError, ValueError):
-        if _signature_known(fn):
-            raise TypeError(
-                f"{what} {getattr(fn, '__name__', fn)!r} must take reduction= ('mean' or "
-                "'sum'): each rank sums the loss of its part of the batch (reduction='sum') "
-                "and the strategy divides by the units over every rank. For example: "
-                f"{EXAMPLES[what]}") from None
-
-
-def _signature_known(fn) -> bool:
+        return
     try:
-        inspect.signature(fn)
-    except (TypeError, ValueError):
-        return False
-    return True
+        signature.bind(None, None, reduction="sum")
+    except TypeError:
+        raise TypeError(
+            f"{what} {getattr(fn, '__name__', fn)!r} must take reduction= ('mean' or "
+            "'sum'): each rank sums the loss of its part of the batch (reduction='sum') "
+            "and the strategy divides by the units over every rank. For example: "
+            f"{EXAMPLES[what]}") from None
 
 
 class Strategy(abc.ABC):
