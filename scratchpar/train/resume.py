@@ -32,18 +32,19 @@ def fixed(section: str, name: str) -> bool:
             and (section, name) not in CHANGEABLE)
 
 
-def trained_with(directory: str, named: dict | None = None
+def trained_with(directory: str, named: dict | None = None, meta: dict | None = None
                  ) -> tuple[dict[str, dict], list[str]]:
     """The per-section values a checkpoint's run was trained with (``meta.json``'s config),
     those of one run alone left out, and any problem with them. Unknown sections and keys
     (another version's) are skipped. A strategy's own flags (its layout: the mesh's --pp and
     --tp, the servers, the ZeRO stage…) come as a whole or not at all: not where this run's
     ``[train]`` values (``named``) name another strategy or any such flag, since a layout
-    half changed rarely fits. A checkpoint that cannot be read gives nothing here: loading
-    it reports why, with its arrays."""
+    half changed rarely fits. ``meta``: the checkpoint's, where the caller has read it. A
+    checkpoint that cannot be read gives nothing here: loading it reports why, with its
+    arrays."""
     named = named or {}
     try:
-        config = read_meta(directory).get("config", {})
+        config = (meta if meta is not None else read_meta(directory)).get("config", {})
     except CheckpointError:
         return {}, []
     if not isinstance(config, dict) or not all(isinstance(v, dict) for v in config.values()):

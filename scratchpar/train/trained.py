@@ -44,7 +44,7 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None,
     config, or whose text is not there; ConfigError for a config this version cannot build;
     DataError for the data."""
     arrays, meta = load_checkpoint(directory)
-    trained, problems = trained_with(directory)
+    trained, problems = trained_with(directory, meta=meta)
     if problems:
         raise CheckpointError(problems[0])
     if "model" not in arrays:
