@@ -87,19 +87,6 @@ def sync() -> None:
         _xp.cuda.get_current_stream().synchronize()
 
 
-def scatter_add(target, indices, values) -> None:
-    """``target[indices] += values`` with repeated indices summed (unbuffered)."""
-    xp = get_array_module(target)
-    if xp is np:
-        np.add.at(target, indices, values)
-    elif xp is double:
-        double.scatter_add(target, indices, values)
-    else:
-        import cupyx
-
-        cupyx.scatter_add(target, indices, values)
-
-
 def rng(seed: int, *stream: int) -> np.random.Generator:
     """A host generator for ``seed``; extra integers (a rank, a step) give independent streams."""
     return np.random.default_rng([seed, *stream])

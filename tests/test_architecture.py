@@ -16,7 +16,7 @@ TRACE = ("scratchpar.trace.tracer", "scratchpar.trace.chrome")  # stdlib only; a
 LAYERS = (
     ("double/", ("double",)),
     ("backend.py", ("", "backend", "allocator")),
-    ("device_rng.py", ("device_rng",)),
+    ("device_rng.py scatter.py", ("device_rng", "scatter")),
     ("autograd/", ("autograd",)),
     ("nn/ optim/", ("nn", "optim")),
     ("comm/", ("comm",)),

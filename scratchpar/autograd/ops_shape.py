@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from ..backend import get_array_module, scatter_add
+from ..backend import get_array_module
+from ..scatter import scatter_add
 from .ops_math import unbroadcast
 from .tensor import Function
 

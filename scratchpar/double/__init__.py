@@ -13,9 +13,10 @@ from scratchpar.double import cuda, tally
 from scratchpar.double.device_array import DeviceArray, DoubleError, MPIReads
 from scratchpar.double.namespace import (
     Namespace,
+    add_runs,
+    argsort,
     asnumpy,
     empty_pinned,
-    scatter_add,
 )
 from scratchpar.double.tally import watch
 
@@ -31,8 +32,8 @@ def get_array_module(*arrays):
     return sys.modules[__name__] if any(type(a) is DeviceArray for a in arrays) else np
 
 
-__all__ = ["DeviceArray", "DoubleError", "MPIReads", "asnumpy", "cuda", "empty_pinned",
-           "get_array_module", "linalg", "ndarray", "random", "scatter_add", "tally", "watch"]
+__all__ = ["DeviceArray", "DoubleError", "MPIReads", "add_runs", "argsort", "asnumpy", "cuda",
+           "empty_pinned", "get_array_module", "linalg", "ndarray", "random", "tally", "watch"]
 
 
 def __getattr__(name: str):

@@ -1,9 +1,10 @@
 """The double's array module: NumPy's functions on device arrays, under CuPy's rules.
 
-``xp.zeros``, ``xp.exp``, ``xp.add.at``, ``xp.linalg.norm``… are NumPy's, wrapped: device arrays
-in, device arrays out (a reduction gives a 0-d array, as on CuPy), and a host array among the
-operands is refused where the engine passes it. Only ``xp.asarray``/``xp.array`` take host data:
-they are the explicit copy to the device.
+``xp.zeros``, ``xp.exp``, ``xp.linalg.norm``… are NumPy's, wrapped: device arrays in, device
+arrays out (a reduction gives a 0-d array, as on CuPy), and a host array among the operands is
+refused. Only ``xp.asarray``/``xp.array`` take host data: they are the explicit copy to the
+device. ``xp.add.at`` and the other ``ufunc.at`` are refused in the engine: CuPy's add with
+atomics, in no fixed order (``scratchpar/scatter.py``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class Ufunc:
 
     def __getattr__(self, name):
         attr = getattr(self._ufunc, name)
+        if name == "at" and tally.from_engine():
+            raise DoubleError(f"{self.__name__}.at on device arrays at {tally.caller()[1]}: on a "
+                              "GPU it adds with atomics, in no fixed order, and no two runs agree "
+                              "bit for bit; use scratchpar.scatter.scatter_add")
         return (lambda *args, **kwargs: _call(attr, args, kwargs)) if callable(attr) else attr
 
 
@@ -84,12 +89,18 @@ def empty_pinned(shape, dtype=np.float32) -> np.ndarray:
     return out
 
 
-def scatter_add(target, indices, values) -> None:
-    """``target[indices] += values``, repeated indices summed (``cupyx.scatter_add``)."""
-    if type(target) is not DeviceArray:
-        raise DoubleError("scatter_add's target must be a device array")
+def argsort(a, axis=-1, kind=None):
+    """Indices that sort ``a``, equal elements in their order (CuPy's sort is always stable)."""
+    return _call(np.argsort, (a,), {"axis": axis, "kind": "stable"})
+
+
+def add_runs(flat, positions, values) -> None:
+    """The stand-in for ``scratchpar/scatter.py``'s CUDA kernel: ``flat[p] += v`` for each pair,
+    ``positions`` sorted, each run of one position added in order."""
+    if not all(type(a) is DeviceArray for a in (flat, positions, values)):
+        raise DoubleError("add_runs takes device arrays")
     tally.Kernels.queued = True
-    np.add.at(target._a, _device(indices), _device(values))
+    np.add.at(flat._a, positions._a, values._a)
 
 
 def asnumpy(x, out=None) -> np.ndarray:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from ...autograd import Function, Tensor
 from ...autograd import functional as F
-from ...backend import get_array_module, scatter_add
+from ...backend import get_array_module
 from ...comm.chunks import bounds
 from ...nn.module import Module, Parameter
+from ...scatter import scatter_add
 from .. import duals
 from .layout import Split
 
