@@ -7,8 +7,10 @@ import functools
 import os
 import sys
 
+import numpy as np
 from mpi4py import MPI
 
+from scratchpar import backend
 from scratchpar.comm.errors import CommError
 
 ENV = "SCRATCHPAR_CUDA_AWARE"
@@ -55,6 +57,19 @@ def library_cuda_aware() -> bool:
 
 def refused(error: BaseException) -> str:
     """MPI's refusal of a device buffer, and the claim of CUDA-awareness that sent it there."""
+    return f"MPI refused a device buffer: {error}. {_sent_directly()}"
+
+
+def failed_directly(cuda_aware: bool) -> str:
+    """What to add to MPI's failure of a message, where device buffers go to MPI directly and
+    the library reports no CUDA support: such a library reads a device address as a host one
+    and fails inside its copy (MPICH: ``process_vm_readv failed (errno 14)``)."""
+    if not cuda_aware or library_cuda_aware() or backend.xp_default() is np:
+        return ""
+    return f"\nThe library may have read device memory as host memory. {_sent_directly()}"
+
+
+def _sent_directly() -> str:
     library = library_cuda_aware()
     if os.environ.get(ENV) == "1":
         claim = f"{ENV}=1 says"
@@ -62,7 +77,6 @@ def refused(error: BaseException) -> str:
         claim = "the library reports (MPIX_Query_cuda_support)"
     else:
         claim = "Communicator(cuda_aware=True) says"
-    return (f"MPI refused a device buffer: {error}. Device buffers go to MPI directly because "
-            f"{claim} that the MPI library is CUDA-aware (the library itself reports "
-            f"{'' if library else 'no '}CUDA support); {ENV}=0 or cuda_aware=False stages "
-            f"them through host memory instead")
+    return (f"Device buffers go to MPI directly because {claim} that the MPI library is "
+            f"CUDA-aware (the library itself reports {'' if library else 'no '}CUDA support); "
+            f"{ENV}=0 or cuda_aware=False stages them through host memory instead")

@@ -14,7 +14,7 @@ from mpi4py import MPI
 
 from scratchpar.comm import debug, staging
 from scratchpar.comm.buffers import Request, check_contiguous, spec
-from scratchpar.comm.cuda_aware import detect_cuda_aware, refused
+from scratchpar.comm.cuda_aware import detect_cuda_aware, failed_directly, refused
 from scratchpar.comm.errors import CommError, MessageError, WaitTimeout
 from scratchpar.comm.native import NativeCollectives
 from scratchpar.comm.watchdog import Recent, Wait, debug_enabled, default_timeout, failed, report
@@ -180,8 +180,8 @@ class Communicator(NativeCollectives):
             index, done = MPI.Request.Testany(mpi, status)
         except MPI.Exception as error:
             reason = MPI.Get_error_string(error.Get_error_code())
-            raise MessageError(failed(self.rank, self.name, [(r.wait, reason) for r in requests]))\
-                from None
+            raise MessageError(failed(self.rank, self.name, [(r.wait, reason) for r in requests])
+                               + failed_directly(self.cuda_aware)) from None
         return index if done and index != MPI.UNDEFINED else None
 
     def _testall(self, requests: list[Request], mpi: list, statuses: list) -> bool:
@@ -195,7 +195,8 @@ class Communicator(NativeCollectives):
                 codes = [error.Get_error_code()] * len(requests)
             failures = [(r.wait, MPI.Get_error_string(c)) for r, c in zip(requests, codes)
                         if MPI.Get_error_class(c) not in (MPI.SUCCESS, MPI.ERR_PENDING)]
-            raise MessageError(failed(self.rank, self.name, failures)) from None
+            raise MessageError(failed(self.rank, self.name, failures)
+                               + failed_directly(self.cuda_aware)) from None
 
     # -- collectives' bookkeeping ---------------------------------------------------------------
     def enter(self, wait: Wait | None) -> Wait | None:

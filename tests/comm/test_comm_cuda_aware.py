@@ -1,11 +1,13 @@
 """CUDA-aware MPI detection: the environment override, read before asking the library and
-logged once; a wrong override fails with an error that names it."""
+logged once; a wrong override fails with an error that names it, when MPI refuses the buffer
+and when a message fails inside the library."""
 
 import numpy as np
 import pytest
 from device_helpers import on_device
 
-from scratchpar.comm.cuda_aware import detect_cuda_aware, log_once
+from scratchpar.comm import cuda_aware
+from scratchpar.comm.cuda_aware import detect_cuda_aware, failed_directly, log_once
 from scratchpar.comm.errors import CommError
 from scratchpar.comm.mpi import Communicator
 
@@ -43,3 +45,14 @@ def test_a_wrong_override_fails_naming_it(monkeypatch, device):
     with pytest.raises(CommError, match="SCRATCHPAR_CUDA_AWARE=1 says that the MPI library is "
                                         "CUDA-aware"):
         comm.sendrecv(on_device(np.ones(3)), 0, on_device(np.zeros(3)), 0)
+
+
+def test_a_message_failed_under_a_wrong_claim_names_it(monkeypatch, device):
+    monkeypatch.setenv("SCRATCHPAR_CUDA_AWARE", "1")
+    monkeypatch.setattr(cuda_aware, "library_cuda_aware", lambda: False)
+    assert failed_directly(False) == ""
+    if device == "cpu":  # host buffers: the claim cannot be what failed
+        assert failed_directly(True) == ""
+    else:
+        assert "read device memory as host memory. Device buffers go to MPI directly because " \
+               "SCRATCHPAR_CUDA_AWARE=1 says" in failed_directly(True)
