@@ -10,14 +10,17 @@ show up on a CPU-only machine:
 - MPI may read it only where the simulated library is CUDA-aware and the stream is synchronized.
   Elsewhere a buffer must be staged through host memory first.
 
-The wall guards the engine: code outside ``scratchpar`` (the tests, comparing against NumPy)
-may look through it, and each look is still counted.
+The wall stands for every caller, tests included, as CuPy's does: a test reads a device array
+with ``.get()`` (``tests/device_helpers.host``). A NumPy function or ufunc called on device
+arrays outside the engine runs on the device, as CuPy's ``__array_function__`` makes it; in the
+engine it is refused, because CuPy lacks some of NumPy's functions.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +37,12 @@ class MPIReads:
     device = False
 
 
+class Flags(NamedTuple):
+    c_contiguous: bool
+    f_contiguous: bool
+    owndata: bool
+
+
 class DeviceArray:
     """An n-dimensional array 'on the device' (see the module docstring)."""
 
@@ -45,21 +54,23 @@ class DeviceArray:
 
     # -- what NumPy must not do implicitly ------------------------------------------------------
     def __array__(self, dtype=None, copy=None):
-        _refuse_in_engine("np.asarray (an implicit copy to the host)", "xp or .get()")
-        tally.copied(self._a.nbytes, to_host=True, pinned=False)
-        return self._a if dtype is None else self._a.astype(dtype)
+        _refuse("np.asarray on a device array (an implicit copy to the host)", "xp or .get()")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and any(isinstance(v, np.generic) for v in inputs) \
                 and not any(isinstance(v, np.ndarray) for v in (*inputs, *kwargs.values())):
             return wrap(  # a NumPy scalar's operator: CuPy computes it on the device
                 ufunc(*_device(inputs), **_device(kwargs)))
-        _refuse_in_engine(f"the NumPy ufunc {ufunc.__name__}", "xp = get_array_module(x)")
-        return getattr(ufunc, method)(*_host(inputs), **_host(kwargs))
+        _refuse_in_engine(f"the NumPy ufunc {ufunc.__name__} on a device array",
+                          "xp = get_array_module(x)")
+        tally.Kernels.queued = True
+        return wrap(getattr(ufunc, method)(*_device(inputs), **_device(kwargs)))
 
     def __array_function__(self, func, types, args, kwargs):
-        _refuse_in_engine(f"the NumPy function {func.__name__}", "xp = get_array_module(x)")
-        return func(*_host(args), **_host(kwargs))
+        _refuse_in_engine(f"the NumPy function {func.__name__} on a device array",
+                          "xp = get_array_module(x)")
+        tally.Kernels.queued = True
+        return wrap(func(*_device(args), **_device(kwargs)))
 
     @property
     def __cuda_array_interface__(self):
@@ -114,6 +125,11 @@ class DeviceArray:
     def __bool__(self):
         tally.host_sync("bool")
         return bool(self._a)
+
+    @property
+    def flags(self):
+        """CuPy's three flags; NumPy's others (``writeable``, ``aligned``…) a GPU array lacks."""
+        return Flags(self._a.flags.c_contiguous, self._a.flags.f_contiguous, self._a.flags.owndata)
 
     @property
     def data(self):
@@ -187,10 +203,8 @@ def _device(x):
     if type(x) is DeviceArray:
         return x._a
     if isinstance(x, np.ndarray):
-        _refuse_in_engine("a NumPy array in an operation on device arrays",
-                          "xp.asarray(…) to move it to the device first")
-        tally.copied(x.nbytes, to_host=False, pinned=False)
-        return x
+        _refuse("a NumPy array in an operation on device arrays",
+                "xp.asarray(…) to move it to the device first")
     if isinstance(x, (tuple, list)):
         return type(x)(_device(v) for v in x)
     if isinstance(x, dict):
@@ -209,10 +223,13 @@ def _host(x):
     return x
 
 
+def _refuse(what: str, instead: str) -> None:
+    raise DoubleError(f"{what} at {tally.caller()[1]}: a GPU refuses this; use {instead}")
+
+
 def _refuse_in_engine(what: str, instead: str) -> None:
     if tally.from_engine():
-        raise DoubleError(f"{what} on a device array at {tally.caller()[1]}: a GPU refuses "
-                          f"this; use {instead}")
+        _refuse(what, instead)
 
 
 OPERANDS = (DeviceArray, np.ndarray, np.generic, int, float, complex)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from device_helpers import on_device
+from device_helpers import host, on_device
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -42,8 +42,8 @@ def broadcast_pair(draw, min_dims: int = 0, max_dims: int = 3, max_side: int = 3
 
 def leaf(array) -> Tensor:
     """A fresh float64 leaf on the test's device that requires grad (its own contiguous copy of
-    ``array``)."""
-    return Tensor(on_device(np.array(array, dtype=np.float64)), requires_grad=True)
+    ``array``, which may be on the host or the device)."""
+    return Tensor(on_device(np.array(host(array), dtype=np.float64)), requires_grad=True)
 
 
 def normal(rng: np.random.Generator, shape) -> Tensor:

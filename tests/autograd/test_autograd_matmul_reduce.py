@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from autograd_helpers import PROPERTY, broadcast_pair, distinct, leaf, normal, seeds, shapes
+from device_helpers import host
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,7 +20,7 @@ def test_batched_matmul_broadcasts_batch_dims(batch, m, k, n, seed):
     a, b = normal(rng, batch[0] + (m, k)), normal(rng, batch[1] + (k, n))
     out = a @ b
     assert out.shape == np.broadcast_shapes(*batch) + (m, n)
-    np.testing.assert_allclose(out.data, np.matmul(a.data, b.data), rtol=1e-13)
+    np.testing.assert_allclose(host(out.data), np.matmul(host(a.data), host(b.data)), rtol=1e-13)
     grad_check(F.matmul, [a, b])
 
 
@@ -33,7 +34,7 @@ def test_matmul_batched_with_plain_matrix(lead, m, k, n, seed, batched_left):
         a, b = normal(rng, lead + (m, k)), normal(rng, (k, n))
     else:
         a, b = normal(rng, (m, k)), normal(rng, lead + (k, n))
-    np.testing.assert_allclose((a @ b).data, a.data @ b.data, rtol=1e-13)
+    np.testing.assert_allclose(host((a @ b).data), host(a.data) @ host(b.data), rtol=1e-13)
     grad_check(F.matmul, [a, b])
 
 
@@ -41,8 +42,8 @@ def test_matmul_grads_by_hand():
     a = leaf([[1.0, 2.0], [3.0, 4.0]])
     b = leaf([[5.0], [6.0]])
     (a @ b).backward(np.array([[1.0], [-1.0]]))
-    np.testing.assert_array_equal(a.grad, [[5.0, 6.0], [-5.0, -6.0]])  # g·bᵀ
-    np.testing.assert_array_equal(b.grad, [[-2.0], [-2.0]])  # aᵀ·g
+    np.testing.assert_array_equal(host(a.grad), [[5.0, 6.0], [-5.0, -6.0]])  # g·bᵀ
+    np.testing.assert_array_equal(host(b.grad), [[-2.0], [-2.0]])  # aᵀ·g
 
 
 def test_matmul_rejects_vectors():
@@ -79,9 +80,9 @@ def test_reduction_over_axis_subsets(name, case, keepdims, seed):
         return op(t, axis=axis, keepdims=keepdims)
 
     out = fn(x)
-    expected = reference(x.data, axis=axis, keepdims=keepdims)
+    expected = reference(host(x.data), axis=axis, keepdims=keepdims)
     assert out.shape == np.shape(expected)
-    np.testing.assert_allclose(out.data, expected, rtol=1e-13)
+    np.testing.assert_allclose(host(out.data), expected, rtol=1e-13)
     grad_check(fn, [x])
 
 
@@ -92,7 +93,8 @@ def test_reduction_methods_match_functional(case, keepdims, seed):
     x = normal(np.random.default_rng(seed), shape)
     for name, (op, _) in REDUCTIONS.items():
         method = getattr(x, name)(axis=axis, keepdims=keepdims)
-        np.testing.assert_array_equal(method.data, op(x, axis=axis, keepdims=keepdims).data)
+        functional = op(x, axis=axis, keepdims=keepdims)
+        np.testing.assert_array_equal(host(method.data), host(functional.data))
 
 
 @PROPERTY
@@ -100,14 +102,14 @@ def test_reduction_methods_match_functional(case, keepdims, seed):
 def test_mean_grad_is_one_over_count(shape, seed):
     x = normal(np.random.default_rng(seed), shape)
     F.mean(x, axis=0).backward(np.ones(shape[1:]))
-    np.testing.assert_allclose(x.grad, np.full(shape, 1.0 / shape[0]), rtol=1e-15)
+    np.testing.assert_allclose(host(x.grad), np.full(shape, 1.0 / shape[0]), rtol=1e-15)
 
 
 def test_max_ties_split_the_gradient_equally():
     x = leaf([[1.0, 3.0, 3.0, 2.0], [5.0, 5.0, 5.0, 5.0], [0.0, -1.0, -2.0, -3.0]])
     x.max(axis=1).backward(np.array([1.0, 2.0, 3.0]))
-    np.testing.assert_allclose(x.grad, [[0.0, 0.5, 0.5, 0.0], [0.5, 0.5, 0.5, 0.5],
-                                        [3.0, 0.0, 0.0, 0.0]], rtol=1e-15)
+    np.testing.assert_allclose(host(x.grad), [[0.0, 0.5, 0.5, 0.0], [0.5, 0.5, 0.5, 0.5],
+                                              [3.0, 0.0, 0.0, 0.0]], rtol=1e-15)
 
 
 @PROPERTY
@@ -118,8 +120,8 @@ def test_max_ties_over_all_axes_share_the_gradient(shape, seed, keepdims):
     x = leaf(data)
     F.max(x, keepdims=keepdims).backward(np.full((1,) * len(shape) if keepdims else (), 6.0))
     winners = data == data.max()
-    np.testing.assert_allclose(x.grad, 6.0 * winners / winners.sum(), rtol=1e-14)
-    assert x.grad.sum() == pytest.approx(6.0, rel=1e-14)
+    np.testing.assert_allclose(host(x.grad), 6.0 * winners / winners.sum(), rtol=1e-14)
+    assert host(x.grad).sum() == pytest.approx(6.0, rel=1e-14)
 
 
 @pytest.mark.parametrize("sa, sb", [((1, 2), (2, 0)), ((0, 2), (2, 3)), ((3, 0), (0, 2)),

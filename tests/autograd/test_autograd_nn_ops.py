@@ -29,11 +29,12 @@ def test_softmax_and_log_softmax_grads(case, seed):
     shape, axis = case
     x = normal(np.random.default_rng(seed), shape)
     y, logy = F.softmax(x, axis=axis), F.log_softmax(x, axis=axis)
-    np.testing.assert_allclose(logy.data, np_log_softmax(x.data, axis), rtol=1e-13, atol=1e-15)
-    np.testing.assert_allclose(y.data, np.exp(logy.data), rtol=1e-13)
-    np.testing.assert_allclose(y.data.sum(axis=axis), 1.0, rtol=1e-14)
-    np.testing.assert_array_equal(x.softmax(axis=axis).data, y.data)
-    np.testing.assert_array_equal(x.log_softmax(axis=axis).data, logy.data)
+    np.testing.assert_allclose(host(logy.data), np_log_softmax(host(x.data), axis), rtol=1e-13,
+                               atol=1e-15)
+    np.testing.assert_allclose(host(y.data), np.exp(host(logy.data)), rtol=1e-13)
+    np.testing.assert_allclose(host(y.data).sum(axis=axis), 1.0, rtol=1e-14)
+    np.testing.assert_array_equal(host(x.softmax(axis=axis).data), host(y.data))
+    np.testing.assert_array_equal(host(x.log_softmax(axis=axis).data), host(logy.data))
     grad_check(lambda t: F.softmax(t, axis=axis), [x])
     grad_check(lambda t: F.log_softmax(t, axis=axis), [x])
 
@@ -50,11 +51,12 @@ def test_softmax_stable_at_large_magnitude(case, seed, scale):
         (y * Tensor(on_device(rng.standard_normal(shape)))).sum().backward()
         logy.backward(rng.standard_normal(shape))
     for arr in (y.data, logy.data, x.grad):
-        assert np.isfinite(arr).all()
-    np.testing.assert_allclose(y.data.sum(axis=axis), 1.0, rtol=1e-13)
-    np.testing.assert_allclose(logy.data, np_log_softmax(x.data, axis), rtol=1e-12, atol=1e-9)
+        assert np.isfinite(host(arr)).all()
+    np.testing.assert_allclose(host(y.data).sum(axis=axis), 1.0, rtol=1e-13)
+    np.testing.assert_allclose(host(logy.data), np_log_softmax(host(x.data), axis), rtol=1e-12,
+                               atol=1e-9)
     shifted = F.log_softmax(leaf(x.data - 7.0 * scale), axis=axis)  # shift invariance
-    np.testing.assert_allclose(shifted.data, logy.data, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(host(shifted.data), host(logy.data), rtol=1e-9, atol=1e-9)
 
 
 def test_softmax_of_minus_infinity_is_exactly_zero_and_grads_are_finite():
@@ -65,11 +67,12 @@ def test_softmax_of_minus_infinity_is_exactly_zero_and_grads_are_finite():
     def causal(t):
         return F.softmax(F.masked_fill(t, on_device(future), float("-inf")), axis=-1)
 
-    y = causal(x)
-    assert (y.data[:, future] == 0.0).all()
-    np.testing.assert_allclose(y.data.sum(-1), 1.0, rtol=1e-15)
+    y = host(causal(x).data)
+    assert (y[:, future] == 0.0).all()
+    np.testing.assert_allclose(y.sum(-1), 1.0, rtol=1e-15)
     grad_check(causal, [x])
-    assert (x.grad[:, future] == 0.0).all() and np.isfinite(x.grad).all()
+    grad = host(x.grad)
+    assert (grad[:, future] == 0.0).all() and np.isfinite(grad).all()
 
 
 @PROPERTY
@@ -79,11 +82,12 @@ def test_dropout_mask_comes_from_the_generator(shape, seed, p):
     x = normal(rng, shape)
     a = F.dropout(x, p, DeviceRandom(seed + 1))
     b = F.dropout(x, p, DeviceRandom(seed + 1))
-    np.testing.assert_array_equal(a.data, b.data)  # same stream state, same mask
+    np.testing.assert_array_equal(host(a.data), host(b.data))  # same stream state, same mask
     keep = DeviceRandom(seed + 1).random(shape) >= p  # drawn on the host: the same bits
-    np.testing.assert_allclose(a.data, np.where(keep, x.data / (1.0 - p), 0.0), rtol=1e-15)
+    np.testing.assert_allclose(host(a.data), np.where(keep, host(x.data) / (1.0 - p), 0.0),
+                               rtol=1e-15)
     a.backward(np.ones(shape))
-    np.testing.assert_allclose(x.grad, keep / (1.0 - p), rtol=1e-15)
+    np.testing.assert_allclose(host(x.grad), keep / (1.0 - p), rtol=1e-15)
 
 
 @PROPERTY
@@ -124,8 +128,8 @@ def test_linear(lead, d, f, bias, seed):
     x, w = normal(rng, lead + (d,)), normal(rng, (d, f))
     args = [x, w] + ([normal(rng, (f,))] if bias else [])
     out = F.linear(*args)
-    expected = x.data @ w.data + (args[2].data if bias else 0.0)
-    np.testing.assert_allclose(out.data, expected, rtol=1e-13, atol=1e-15)
+    expected = host(x.data) @ host(w.data) + (host(args[2].data) if bias else 0.0)
+    np.testing.assert_allclose(host(out.data), expected, rtol=1e-13, atol=1e-15)
     grad_check(F.linear, args)
 
 
@@ -135,8 +139,9 @@ def test_linear_without_input_grad():
     w, b = normal(rng, (3, 4)), normal(rng, (4,))
     F.linear(x, w, b).backward(np.ones((2, 4)))
     assert x.grad is None
-    np.testing.assert_allclose(w.grad, x.data.sum(0)[:, None].repeat(4, axis=1), rtol=1e-14)
-    np.testing.assert_array_equal(b.grad, np.full(4, 2.0))
+    np.testing.assert_allclose(host(w.grad), host(x.data).sum(0)[:, None].repeat(4, axis=1),
+                               rtol=1e-14)
+    np.testing.assert_array_equal(host(b.grad), np.full(4, 2.0))
 
 
 @PROPERTY
@@ -146,11 +151,12 @@ def test_layer_norm(lead, d, seed):
     x = normal(rng, lead + (d,))
     gamma, beta = leaf(1.0 + 0.5 * rng.standard_normal(d)), normal(rng, (d,))
     out = F.layer_norm(x, gamma, beta)
-    mu = x.data.mean(-1, keepdims=True)
-    var = x.data.var(-1, keepdims=True)
-    expected = (x.data - mu) / np.sqrt(var + 1e-5) * gamma.data + beta.data
-    np.testing.assert_allclose(out.data, expected, rtol=1e-12, atol=1e-14)
-    plain = F.layer_norm(x, leaf(np.ones(d)), leaf(np.zeros(d))).data
+    x0 = host(x.data)
+    mu = x0.mean(-1, keepdims=True)
+    var = x0.var(-1, keepdims=True)
+    expected = (x0 - mu) / np.sqrt(var + 1e-5) * host(gamma.data) + host(beta.data)
+    np.testing.assert_allclose(host(out.data), expected, rtol=1e-12, atol=1e-14)
+    plain = host(F.layer_norm(x, leaf(np.ones(d)), leaf(np.zeros(d))).data)
     np.testing.assert_allclose(plain.mean(-1), 0.0, atol=1e-12)
     np.testing.assert_allclose(plain.var(-1), (var / (var + 1e-5))[..., 0], rtol=1e-12)
     grad_check(F.layer_norm, [x, gamma, beta])
@@ -184,13 +190,14 @@ def test_cross_entropy_matches_numpy(case, reduction, seed, scale):
     loss = F.cross_entropy(logits, on_device(targets), ignore_index=ignore_index,
                            reduction=reduction)
     assert loss.shape == ()
-    expected = np_cross_entropy(logits.data, targets, ignore_index, reduction)
-    np.testing.assert_allclose(loss.data, expected, rtol=1e-12, atol=1e-12)
+    expected = np_cross_entropy(host(logits.data), targets, ignore_index, reduction)
+    np.testing.assert_allclose(host(loss.data), expected, rtol=1e-12, atol=1e-12)
     loss.backward()
     ignored = targets == ignore_index
-    assert (logits.grad[ignored] == 0.0).all()  # ignored rows: no gradient at all
-    assert np.isfinite(logits.grad).all()
-    np.testing.assert_allclose(logits.grad.sum(axis=1), 0.0, atol=1e-12)  # softmax − onehot
+    grad = host(logits.grad)
+    assert (grad[ignored] == 0.0).all()  # ignored rows: no gradient at all
+    assert np.isfinite(grad).all()
+    np.testing.assert_allclose(grad.sum(axis=1), 0.0, atol=1e-12)  # softmax − onehot
 
 
 @PROPERTY
@@ -225,11 +232,11 @@ def test_cross_entropy_sum_is_mean_times_count(case, seed):
     targets = on_device(targets)
     total = F.cross_entropy(logits, targets, ignore_index, "sum")
     mean = F.cross_entropy(logits, targets, ignore_index, "mean")
-    np.testing.assert_allclose(total.data, mean.data * count, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(host(total.data), host(mean.data) * count, rtol=1e-13, atol=1e-15)
     total.backward()
     g_sum, logits.grad = logits.grad, None
     mean.backward()
-    np.testing.assert_allclose(g_sum, logits.grad * count, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(host(g_sum), host(logits.grad) * count, rtol=1e-13, atol=1e-15)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
@@ -238,14 +245,15 @@ def test_cross_entropy_all_ignored_gives_zero_loss_and_zero_grad(reduction):
     loss = F.cross_entropy(logits, on_device(np.array([-100, -100, -100])), reduction=reduction)
     assert loss.data == 0.0
     loss.backward()
-    np.testing.assert_array_equal(logits.grad, np.zeros((3, 4)))
+    np.testing.assert_array_equal(host(logits.grad), np.zeros((3, 4)))
 
 
 def test_cross_entropy_by_hand_and_bad_reduction():
     logits = leaf([[0.0, 0.0], [np.log(3.0), 0.0]])
     targets = on_device(np.array([1, 0]))
     loss = F.cross_entropy(logits, targets)
-    np.testing.assert_allclose(loss.data, (np.log(2.0) + np.log(4.0 / 3.0)) / 2, rtol=1e-15)
+    np.testing.assert_allclose(host(loss.data), (np.log(2.0) + np.log(4.0 / 3.0)) / 2,
+                               rtol=1e-15)
     with pytest.raises(ValueError, match="reduction"):
         F.cross_entropy(logits, targets, reduction="none")
 
@@ -260,10 +268,10 @@ def test_cross_entropy_equals_composed_primitives(n, v, seed):
     x2 = leaf(x1.data)
     fused = F.cross_entropy(x1, targets)
     composed = -F.mean(F.log_softmax(x2, axis=1)[on_device(np.arange(n)), targets])
-    np.testing.assert_allclose(fused.data, composed.data, rtol=1e-13)
+    np.testing.assert_allclose(host(fused.data), host(composed.data), rtol=1e-13)
     fused.backward()
     composed.backward()
-    np.testing.assert_allclose(x1.grad, x2.grad, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(host(x1.grad), host(x2.grad), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("d, f", [(3, 0), (0, 4)])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from autograd_helpers import PROPERTY, leaf, normal, seeds, shapes
-from device_helpers import on_device
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -30,8 +30,8 @@ def test_reshape(case, seed):
     shape, target = case
     x = normal(np.random.default_rng(seed), shape)
     out = x.reshape(target)
-    np.testing.assert_array_equal(out.data, x.data.reshape(target))
-    np.testing.assert_array_equal(F.reshape(x, *target).data, out.data)
+    np.testing.assert_array_equal(host(out.data), host(x.data).reshape(target))
+    np.testing.assert_array_equal(host(F.reshape(x, *target).data), host(out.data))
     grad_check(lambda t: t.reshape(target), [x])
 
 
@@ -47,8 +47,8 @@ def test_permute(case, seed):
     shape, axes = case
     x = normal(np.random.default_rng(seed), shape)
     out = x.permute(*axes)
-    np.testing.assert_array_equal(out.data, np.transpose(x.data, axes))
-    np.testing.assert_array_equal(F.permute(x, axes).data, out.data)
+    np.testing.assert_array_equal(host(out.data), np.transpose(host(x.data), axes))
+    np.testing.assert_array_equal(host(F.permute(x, axes).data), host(out.data))
     grad_check(lambda t: t.permute(*axes), [x])
 
 
@@ -56,11 +56,12 @@ def test_permute(case, seed):
 @given(shape=shapes(min_dims=2, max_dims=4), seed=seeds, data=st.data())
 def test_transpose_swaps_two_axes(shape, seed, data):
     x = normal(np.random.default_rng(seed), shape)
-    np.testing.assert_array_equal(x.T.data, np.swapaxes(x.data, -1, -2))
-    np.testing.assert_array_equal(x.transpose().data, np.swapaxes(x.data, -1, -2))
+    swapped = np.swapaxes(host(x.data), -1, -2)
+    np.testing.assert_array_equal(host(x.T.data), swapped)
+    np.testing.assert_array_equal(host(x.transpose().data), swapped)
     i = data.draw(st.integers(-len(shape), len(shape) - 1))
     j = data.draw(st.integers(-len(shape), len(shape) - 1))
-    np.testing.assert_array_equal(F.transpose(x, i, j).data, np.swapaxes(x.data, i, j))
+    np.testing.assert_array_equal(host(F.transpose(x, i, j).data), np.swapaxes(host(x.data), i, j))
     grad_check(lambda t: F.transpose(t, i, j), [x])
 
 
@@ -97,14 +98,14 @@ def test_getitem_basic(case, seed):
     shape, index = case
     x = normal(np.random.default_rng(seed), shape)
     out = x[index]
-    expected = x.data[index]
-    np.testing.assert_array_equal(out.data, expected)
+    expected = host(x.data)[index]
+    np.testing.assert_array_equal(host(out.data), expected)
     grad_check(lambda t: t[index], [x])
     x.grad = None
     x[index].backward(np.ones(np.shape(expected)))
     hit = np.zeros(shape)
     hit[index] = 1.0
-    np.testing.assert_array_equal(x.grad, hit)  # 1 where read, 0 elsewhere
+    np.testing.assert_array_equal(host(x.grad), hit)  # 1 where read, 0 elsewhere
 
 
 @PROPERTY
@@ -115,12 +116,12 @@ def test_getitem_integer_array_with_repeats_accumulates(shape, seed, data):
     ids = data.draw(hnp.arrays(np.int64, st.integers(1, 6),
                                elements=st.integers(-shape[0], shape[0] - 1)))
     device_ids = on_device(ids)
-    np.testing.assert_array_equal(x[device_ids].data, x.data[ids])
+    np.testing.assert_array_equal(host(x[device_ids].data), host(x.data)[ids])
     grad_check(lambda t: t[device_ids], [x])
     x.grad = None
     x[device_ids].backward(np.ones((len(ids),) + shape[1:]))
     counts = np.bincount(ids % shape[0], minlength=shape[0]).astype(np.float64)
-    np.testing.assert_array_equal(x.grad, np.broadcast_to(
+    np.testing.assert_array_equal(host(x.grad), np.broadcast_to(
         counts.reshape((-1,) + (1,) * (len(shape) - 1)), shape))
 
 
@@ -131,7 +132,7 @@ def test_getitem_paired_index_arrays_and_mixed(seed, rows, cols):
     x = normal(np.random.default_rng(seed), (3, 4))
     r = on_device(np.array(rows))
     c = on_device(np.full(len(rows), cols))
-    np.testing.assert_array_equal(x[r, c].data, x.data[r, c])
+    np.testing.assert_array_equal(host(x[r, c].data), host(x.data[r, c]))
     grad_check(lambda t: t[r, c], [x])
     grad_check(lambda t: t[1:, r], [x])  # a slice then an integer array
     grad_check(lambda t: t[Tensor(r)], [x])  # an index given as a Tensor
@@ -145,11 +146,11 @@ def test_getitem_boolean_mask(shape, seed, data):
     rows = data.draw(hnp.arrays(np.bool_, shape[:1]))
     for mask in (full, rows):
         device_mask = on_device(mask)
-        np.testing.assert_array_equal(x[device_mask].data, x.data[mask])
+        np.testing.assert_array_equal(host(x[device_mask].data), host(x.data)[mask])
         grad_check(lambda t, m=device_mask: t[m], [x])
     x.grad = None
     x[on_device(full)].backward(np.full(int(full.sum()), 2.0))
-    np.testing.assert_array_equal(x.grad, 2.0 * full)
+    np.testing.assert_array_equal(host(x.grad), 2.0 * full)
 
 
 @PROPERTY
@@ -161,12 +162,12 @@ def test_gather_with_repeated_ids(v, d, seed, data):
     device_ids = on_device(ids)
     out = F.gather(w, device_ids)
     assert out.shape == ids.shape + (d,)
-    np.testing.assert_array_equal(out.data, w.data[ids])
+    np.testing.assert_array_equal(host(out.data), host(w.data)[ids])
     grad_check(lambda t: F.gather(t, device_ids), [w])
     w.grad = None
     F.gather(w, Tensor(device_ids)).backward(np.ones(ids.shape + (d,)))
     counts = np.bincount(ids.reshape(-1), minlength=v).astype(np.float64)
-    np.testing.assert_array_equal(w.grad, np.repeat(counts[:, None], d, axis=1))
+    np.testing.assert_array_equal(host(w.grad), np.repeat(counts[:, None], d, axis=1))
 
 
 @st.composite
@@ -190,12 +191,13 @@ def test_concat_then_split_round_trip(case, seed):
     rng = np.random.default_rng(seed)
     parts = [normal(rng, s) for s in part_shapes]
     joined = F.concat(parts, axis=axis)
-    np.testing.assert_array_equal(joined.data, np.concatenate([p.data for p in parts], axis))
+    expected = np.concatenate([host(p.data) for p in parts], axis)
+    np.testing.assert_array_equal(host(joined.data), expected)
     grad_check(lambda *ts: F.concat(ts, axis=axis), parts)
     back = F.split(joined, sizes, axis=axis)
     assert len(back) == len(parts)
     for p, q in zip(parts, back, strict=True):
-        np.testing.assert_array_equal(q.data, p.data)
+        np.testing.assert_array_equal(host(q.data), host(p.data))
     whole = leaf(joined.data)
     weights = [on_device(rng.standard_normal(s)) for s in part_shapes]
 
@@ -213,11 +215,12 @@ def test_stack_and_equal_split(shape, n, seed, data):
     parts = [normal(rng, shape) for _ in range(n)]
     axis = data.draw(st.integers(-len(shape) - 1, len(shape)))
     stacked = F.stack(parts, axis=axis)
-    np.testing.assert_array_equal(stacked.data, np.stack([p.data for p in parts], axis))
+    expected = np.stack([host(p.data) for p in parts], axis)
+    np.testing.assert_array_equal(host(stacked.data), expected)
     grad_check(lambda *ts: F.stack(ts, axis=axis), parts)
     pieces = F.split(stacked, n, axis=axis)
     for p, q in zip(parts, pieces, strict=True):
-        np.testing.assert_array_equal(q.data.reshape(shape), p.data)
+        np.testing.assert_array_equal(host(q.data).reshape(shape), host(p.data))
 
 
 def test_split_rejects_bad_sections():
@@ -238,13 +241,13 @@ def test_where_broadcasts_condition_and_branches(shapes3, seed):
     device_cond = on_device(cond)
     a, b = normal(rng, a_shape), normal(rng, b_shape)
     out = F.where(device_cond, a, b)
-    np.testing.assert_array_equal(out.data, np.where(cond, a.data, b.data))
+    np.testing.assert_array_equal(host(out.data), np.where(cond, host(a.data), host(b.data)))
     grad_check(lambda x, y: F.where(device_cond, x, y), [a, b])
     grad_check(lambda x: F.where(Tensor(device_cond), x, 0.5), [a])  # constant branch
     a.grad = b.grad = None
     F.where(device_cond, a, b).backward(np.ones(shapes3.result_shape))
     full = np.broadcast_to(cond, shapes3.result_shape)
-    assert a.grad.sum() == full.sum() and b.grad.sum() == (~full).sum()
+    assert host(a.grad).sum() == full.sum() and host(b.grad).sum() == (~full).sum()
 
 
 @PROPERTY
@@ -257,7 +260,7 @@ def test_masked_fill(pair, seed, value):
     mask = rng.random(mask_shape) < 0.5
     device_mask = on_device(mask)
     out = F.masked_fill(a, device_mask, value)
-    np.testing.assert_array_equal(out.data, np.where(mask, value, a.data))
+    np.testing.assert_array_equal(host(out.data), np.where(mask, value, host(a.data)))
     grad_check(lambda t: F.masked_fill(t, device_mask, value), [a])
     a.grad = None
     F.masked_fill(a, device_mask, value).backward(np.ones(pair.result_shape))
@@ -265,12 +268,12 @@ def test_masked_fill(pair, seed, value):
     expected = kept.sum(axis=tuple(range(kept.ndim - len(a_shape))))
     expected = expected.sum(axis=tuple(i for i, n in enumerate(a_shape) if n == 1 and
                                        expected.shape[i] != 1), keepdims=True)
-    np.testing.assert_array_equal(a.grad, expected.reshape(a_shape))
+    np.testing.assert_array_equal(host(a.grad), expected.reshape(a_shape))
 
 
 def test_gather_accepts_python_lists_and_permute_without_axes_reverses():
     w = Tensor(on_device(np.arange(6.0).reshape(3, 2)), requires_grad=True)
     F.gather(w, [0, 2, 0]).sum().backward()
-    np.testing.assert_array_equal(w.grad, [[2, 2], [0, 0], [1, 1]])
+    np.testing.assert_array_equal(host(w.grad), [[2, 2], [0, 0], [1, 1]])
     x = Tensor(on_device(np.zeros((2, 3, 4))))
     assert F.permute(x).shape == (4, 3, 2)

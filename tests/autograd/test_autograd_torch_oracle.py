@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from autograd_helpers import PROPERTY, leaf, seeds
-from device_helpers import on_device
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,7 +19,7 @@ def both(array):
 
 
 def assert_same(ours, theirs, rtol=1e-11, atol=1e-13):
-    np.testing.assert_allclose(ours.data, theirs.detach().numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(host(ours.data), theirs.detach().numpy(), rtol=rtol, atol=atol)
 
 
 @PROPERTY
@@ -36,7 +36,7 @@ def test_cross_entropy_with_ignore_index_matches_torch(n, v, seed, reduction, sc
     assert_same(loss, ref)
     loss.backward()
     ref.backward()
-    np.testing.assert_allclose(ours.grad, theirs.grad.numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(host(ours.grad), theirs.grad.numpy(), rtol=1e-10, atol=1e-14)
 
 
 @PROPERTY
@@ -54,4 +54,4 @@ def test_layer_norm_gelu_log_softmax_match_torch(b, d, seed):
     out.backward(w)
     ref.backward(torch.tensor(w))
     for ours, theirs in ((x, tx), (g, tg), (beta, tbeta)):
-        np.testing.assert_allclose(ours.grad, theirs.grad.numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(host(ours.grad), theirs.grad.numpy(), rtol=1e-10, atol=1e-12)

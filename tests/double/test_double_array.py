@@ -1,4 +1,4 @@
-"""The device double refuses what CuPy refuses, in engine code, and counts the waits."""
+"""The device double refuses what CuPy refuses, and counts the waits."""
 
 import numpy as np
 import pytest
@@ -51,10 +51,20 @@ def test_reductions_stay_on_the_device_and_reading_them_is_a_counted_sync(dev):
     assert seen.syncs_from() == ["float at scratchpar/fake.py:1", "item at scratchpar/fake.py:1"]
 
 
-def test_tests_may_look_through_the_wall_and_each_look_is_a_copy(dev):
-    with watch() as seen:
+def test_tests_meet_the_wall_too_and_read_through_get(dev):
+    with pytest.raises(DoubleError, match=r"np.asarray .*test_double_array.py:\d+"):
         np.testing.assert_array_equal(dev, np.arange(6.0).reshape(2, 3))
-    assert seen.to_host_bytes >= dev.nbytes and seen.syncs_from() == []
+    with pytest.raises(DoubleError, match="NumPy array in an operation"):
+        _ = dev + np.ones(3)
+    with watch() as seen:
+        np.testing.assert_array_equal(dev.get(), np.arange(6.0).reshape(2, 3))
+    assert seen.to_host_bytes == dev.nbytes and seen.syncs_from() == []
+
+
+def test_numpy_functions_called_by_tests_run_on_the_device(dev):
+    out = np.exp(dev) + np.concatenate([dev, dev]).sum()
+    assert type(out) is double.ndarray
+    np.testing.assert_allclose(out.get(), np.exp(np.arange(6.0)).reshape(2, 3) + 30.0)
 
 
 def test_uploads_copy_host_memory_rather_than_alias_it():
@@ -70,6 +80,8 @@ def test_device_memory_has_no_host_view(dev):
         with pytest.raises(DoubleError, match="host"):
             getattr(dev, attribute)
     assert not hasattr(dev, "__dlpack__") and not hasattr(dev, "__array_interface__")
+    assert dev.flags.c_contiguous and not dev.T.flags.c_contiguous
+    assert not hasattr(dev.flags, "writeable")  # CuPy's flags are three
 
 
 def test_mpi_reads_device_memory_only_when_cuda_aware_and_synchronized(dev, monkeypatch):
@@ -94,7 +106,7 @@ def test_copies_through_pinned_memory_are_not_pageable(dev):
     assert [c.split(" at ")[0] for c in seen.pageable_copies] == ["to device", "to host"]
     assert seen.to_host_bytes == 2 * dev.nbytes and seen.to_device_bytes == dev.nbytes
     dev.set(pinned)
-    np.testing.assert_array_equal(dev, np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(dev.get(), np.arange(6.0).reshape(2, 3))
 
 
 def test_backend_selects_the_double_as_a_device():

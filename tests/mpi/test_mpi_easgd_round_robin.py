@@ -4,7 +4,7 @@ worker's weights."""
 
 import numpy as np
 import pytest
-from device_helpers import host
+from device_helpers import host, on_device
 from dp_helpers import make_batch, make_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,7 +30,7 @@ def emulate(kind: str, seed: int, workers: int, rho: float, momentum: float):
         loss.backward()
         before = [host(p.data).copy() for p in params]  # Wᵗʲ
         for p, c in zip(params, centre):
-            p.data -= alpha * (p.data - c)  # eq. 3's elastic term
+            p.data -= alpha * (p.data - on_device(c))  # eq. 3's elastic term
         guarded_step(optims[j], params, loss.data)
         for c, w in zip(centre, before):
             c += alpha * (w - c)  # eq. 4

@@ -3,6 +3,7 @@ language model; the draw obeys its temperature, top-k and seed."""
 
 import numpy as np
 import pytest
+from device_helpers import host
 
 from scratchpar import nn
 from scratchpar.autograd import no_grad
@@ -24,7 +25,7 @@ def full_logits(model, ids) -> np.ndarray:
     """(T, V): the model's own forward over ``ids``."""
     model.eval()
     with no_grad():
-        return model(np.array([ids])).data[0]
+        return host(model(np.array([ids])).data[0])
 
 
 @pytest.mark.parametrize("kind", ["gpt", "gpt-tied", "lstm", "rnn"])
@@ -35,7 +36,8 @@ def test_the_cache_gives_the_whole_forwards_logits_at_every_position(kind, promp
     want = full_logits(model, ids)  # (T, V)
     decoder = decoder_for(model)
     got = [decoder.prime(ids[:prompt])] + [decoder.advance(t) for t in ids[prompt:]]
-    np.testing.assert_allclose(np.array(got), want[prompt - 1:], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.array([host(g) for g in got]), want[prompt - 1:], rtol=1e-10,
+                               atol=1e-12)
 
 
 def test_a_full_gpt_window_slides_to_its_last_half():
@@ -47,7 +49,8 @@ def test_a_full_gpt_window_slides_to_its_last_half():
         got = decoder.advance(ids[k])
         kept = T // 2 + (k - T)  # the last half at the slide, then one more per token
         context = ids[k + 1 - kept:k + 1]
-        np.testing.assert_allclose(got, full_logits(model, context)[-1], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(host(got), full_logits(model, context)[-1], rtol=1e-10,
+                                   atol=1e-12)
         assert len(decoder.tokens) == len(context) <= T
 
 

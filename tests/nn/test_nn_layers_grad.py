@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from device_helpers import on_device
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from nn_helpers import FEW, MAX_LEN, MODEL_KINDS, SOME, VOCAB, check_module, make_model, perturb
@@ -44,7 +44,7 @@ def test_linear(lead, d, f, bias, relu_follows, seed):
     x = x64(rng, lead + (d,))
     out = layer(x)
     expected = x.data @ layer.weight.data + (layer.bias.data if bias else 0.0)
-    np.testing.assert_allclose(out.data, expected, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(host(out.data), host(expected), rtol=1e-13, atol=1e-15)
     check_module(layer, layer, [x])
 
 
@@ -57,12 +57,12 @@ def test_embedding(v, d, ids_shape, seed):
     device_ids = on_device(ids)
     out = layer(device_ids)
     assert out.shape == ids_shape + (d,)
-    np.testing.assert_array_equal(out.data, layer.weight.data[ids])
+    np.testing.assert_array_equal(host(out.data), host(layer.weight.data)[ids])
     check_module(layer, lambda: layer(device_ids))
     layer.zero_grad()
-    layer(device_ids).backward(np.ones(ids_shape + (d,)))
+    layer(device_ids).backward(on_device(np.ones(ids_shape + (d,))))
     counts = np.bincount(np.reshape(ids, -1), minlength=v)
-    np.testing.assert_array_equal(layer.weight.grad, np.repeat(counts[:, None], d, 1))
+    np.testing.assert_array_equal(host(layer.weight.grad), np.repeat(counts[:, None], d, 1))
 
 
 @SOME
@@ -70,14 +70,14 @@ def test_embedding(v, d, ids_shape, seed):
 def test_layer_norm_with_nontrivial_affine(lead, d, seed):
     rng = np.random.default_rng(seed)
     layer = LayerNorm(d, dtype=np.float64)
-    np.testing.assert_array_equal(layer.weight.data, np.ones(d))
-    np.testing.assert_array_equal(layer.bias.data, np.zeros(d))
+    np.testing.assert_array_equal(host(layer.weight.data), np.ones(d))
+    np.testing.assert_array_equal(host(layer.bias.data), np.zeros(d))
     perturb(layer, rng)
     x = x64(rng, lead + (d,))
     out = layer(x)
     xhat = (x.data - x.data.mean(-1, keepdims=True)) / np.sqrt(x.data.var(-1, keepdims=True)
                                                                + 1e-5)
-    np.testing.assert_allclose(out.data, xhat * layer.weight.data + layer.bias.data,
+    np.testing.assert_allclose(host(out.data), host(xhat * layer.weight.data + layer.bias.data),
                                rtol=1e-12, atol=1e-14)
     check_module(layer, layer, [x])
 
@@ -95,7 +95,7 @@ def test_mlp(sizes, batch, seed):
     for layer in model:
         h = np.maximum(h, 0.0) if isinstance(layer, ReLU) else h @ layer.weight.data + \
             layer.bias.data
-    np.testing.assert_allclose(model(x).data, h, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(host(model(x).data), host(h), rtol=1e-12, atol=1e-14)
     check_module(model, model, [x])
 
 
@@ -118,7 +118,7 @@ def test_sequential_of_activations_and_dropout(seed, p):
     model.eval()
     h = np.tanh(x.data @ model[0].weight.data + model[0].bias.data)
     h = h @ model[2].weight.data + model[2].bias.data
-    np.testing.assert_allclose(model(x).data, GELU()(Tensor(h)).data, rtol=1e-14)
+    np.testing.assert_allclose(host(model(x).data), host(GELU()(Tensor(h)).data), rtol=1e-14)
 
 
 @FEW
@@ -144,10 +144,10 @@ def test_causal_self_attention_with_dropout_and_a_reseeded_generator(seed, p):
 
     check_module(attn, forward, [x])
     attn.eval()
-    first = attn(x).data
-    np.testing.assert_array_equal(attn(x).data, first)  # eval: no dropout, deterministic
+    first = host(attn(x).data)
+    np.testing.assert_array_equal(host(attn(x).data), first)  # eval: no dropout, deterministic
     attn.train()
-    assert not np.array_equal(attn(x).data, first)
+    assert not np.array_equal(host(attn(x).data), first)
 
 
 @FEW

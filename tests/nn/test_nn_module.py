@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from device_helpers import on_device
+from device_helpers import host, on_device
 from hypothesis import given
 from hypothesis import strategies as st
 from nn_helpers import MODEL_KINDS, SOME, VOCAB, check_module, make_model
@@ -54,7 +54,8 @@ def test_named_parameters_are_deterministic_and_unique(kind, seed):
     assert len({n for n, _ in named_a}) == len(named_a)
     assert len({id(p) for _, p in named_a}) == len(named_a)
     for (_, p), (_, q) in zip(named_a, named_b, strict=True):
-        np.testing.assert_array_equal(p.data, q.data)  # the same seed, the same initialization
+        # the same seed, the same initialization
+        np.testing.assert_array_equal(host(p.data), host(q.data))
     assert [n for n, _ in named_a] == [n for n, _ in a.named_parameters()]  # stable on re-walk
 
 
@@ -82,16 +83,17 @@ def test_tied_parameter_appears_once_and_gets_both_gradients():
     w = model.a.weight
     model.zero_grad()
     h = np.tanh(x.data @ w.data + model.a.bias.data)
-    model(x).backward(np.ones((2, 3)))
-    via_b = h.T @ np.ones((2, 3))
-    assert np.abs(w.grad - via_b).max() > 1e-3  # so the first use contributed as well
+    ones = on_device(np.ones((2, 3)))
+    model(x).backward(ones)
+    via_b = h.T @ ones
+    assert np.abs(host(w.grad - via_b)).max() > 1e-3  # so the first use contributed as well
 
 
 def test_state_dict_round_trip_is_exact_and_in_place():
     src = make_model("gpt", 1)
     dst = make_model("gpt", 2)
     ids = on_device(np.random.default_rng(0).integers(0, VOCAB, (2, 4)))
-    assert not np.array_equal(src(ids).data, dst(ids).data)
+    assert not np.array_equal(host(src(ids).data), host(dst(ids).data))
     live = src.state_dict()
     for name, p in src.named_parameters():
         assert live[name] is p.data  # the live arrays, not copies
@@ -100,18 +102,19 @@ def test_state_dict_round_trip_is_exact_and_in_place():
     dst.load_state_dict(saved)
     for name, p in dst.named_parameters():
         assert before[name][0] is p and before[name][1] is p.data  # copied into, not replaced
-        np.testing.assert_array_equal(p.data, saved[name])
-    np.testing.assert_array_equal(dst(ids).data, src(ids).data)
+        np.testing.assert_array_equal(host(p.data), host(saved[name]))
+    np.testing.assert_array_equal(host(dst(ids).data), host(src(ids).data))
     for v in saved.values():
         v += 1.0  # the model holds no reference to the loaded arrays
-    np.testing.assert_array_equal(dst(ids).data, src(ids).data)
+    np.testing.assert_array_equal(host(dst(ids).data), host(src(ids).data))
 
 
 def test_load_state_dict_casts_to_the_parameter_dtype():
     model = Linear(2, 3, np.random.default_rng(0))  # float32
     model.load_state_dict({"weight": np.full((2, 3), 0.1), "bias": np.arange(3.0)})
     assert model.weight.dtype == np.float32 and model.bias.dtype == np.float32
-    np.testing.assert_array_equal(model.weight.data, np.full((2, 3), 0.1, dtype=np.float32))
+    np.testing.assert_array_equal(host(model.weight.data),
+                                  np.full((2, 3), 0.1, dtype=np.float32))
 
 
 def test_load_state_dict_names_every_problem_and_changes_nothing():
@@ -128,7 +131,7 @@ def test_load_state_dict_names_every_problem_and_changes_nothing():
     assert "unexpected head.extra" in message
     assert "layers.0.recurrent: shape (2, 2) != (3, 12)" in message
     for k, v in model.state_dict().items():
-        np.testing.assert_array_equal(v, original[k])  # all-or-nothing
+        np.testing.assert_array_equal(host(v), host(original[k]))  # all-or-nothing
 
 
 def all_modes(model):
@@ -158,9 +161,10 @@ def test_eval_turns_dropout_off_everywhere():
     drops = [m for _, m in with_drop.named_modules() if isinstance(m, Dropout)]
     assert len(drops) == 3 and all(d.gen is drops[0].gen for d in drops)
     ids = np.random.default_rng(5).integers(0, VOCAB, (2, 4))
-    assert not np.allclose(with_drop(ids).data, without(ids).data)  # training: masks applied
+    assert not np.allclose(host(with_drop(ids).data),
+                           host(without(ids).data))  # training: masks applied
     with_drop.eval()
-    np.testing.assert_array_equal(with_drop(ids).data, without(ids).data)
+    np.testing.assert_array_equal(host(with_drop(ids).data), host(without(ids).data))
 
 
 def test_dropout_without_a_generator_refuses_to_train():
@@ -187,7 +191,7 @@ def test_module_list_and_sequential():
     assert [n for n, _ in seq.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
     x = Tensor(on_device(rng.standard_normal((4, 2))))
     expected = layers[2](layers[1](layers[0](x))).data
-    np.testing.assert_array_equal(seq(x).data, expected)
+    np.testing.assert_array_equal(host(seq(x).data), host(expected))
     lst = ModuleList(layers[::-1])
     assert [n for n, _ in lst.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert lst[0] is layers[2]

@@ -72,15 +72,15 @@ def test_logits_and_loss_grads_match_torch(kind, seed, b, data):
     ids = torch.tensor(batch[:, :-1])
     logits = (torch_gpt(params, ids, 1, 2) if kind == "gpt"
               else torch_recurrent(params, ids, kind))
-    np.testing.assert_allclose(model(on_device(batch[:, :-1])).data, logits.detach().numpy(),
+    np.testing.assert_allclose(host(model(on_device(batch[:, :-1])).data), logits.detach().numpy(),
                                rtol=1e-10, atol=1e-12)
     targets = torch.tensor(batch[:, 1:].reshape(-1))
     ref = TF.cross_entropy(logits.reshape(-1, VOCAB), targets, ignore_index=0)
     loss = lm_loss(model, on_device(batch))
-    np.testing.assert_allclose(loss.data, ref.item(), rtol=1e-11)
+    np.testing.assert_allclose(host(loss.data), ref.item(), rtol=1e-11)
     ref.backward()
     loss.backward()
     for name, p in model.named_parameters():
         expected = params[name].grad
         expected = np.zeros(p.shape) if expected is None else expected.numpy()
-        np.testing.assert_allclose(p.grad, expected, rtol=1e-9, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(host(p.grad), expected, rtol=1e-9, atol=1e-12, err_msg=name)
