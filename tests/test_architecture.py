@@ -15,7 +15,7 @@ TRACE = ("scratchpar.trace.tracer", "scratchpar.trace.chrome")  # stdlib only; a
 # A module may import its own layer and the layers before it.
 LAYERS = (
     ("double/", ("double",)),
-    ("backend.py", ("", "backend", "allocator")),
+    ("backend.py", ("", "backend", "allocator", "table")),
     ("device_rng.py scatter.py", ("device_rng", "scatter")),
     ("autograd/", ("autograd",)),
     ("nn/ optim/", ("nn", "optim")),

@@ -6,10 +6,10 @@ import math
 import statistics
 from pathlib import Path
 
+from ...table import table
 from ..harness import Benchmark, describe, draw_figures, judged, machine
 from ..mpijob import job
 from ..standin import calibrated
-from ..table import table
 from .problems import SPARSE
 
 MLP = {"n_features": 32, "hidden": [64], "n_classes": 10}

@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 
+from ...table import table
 from ..harness import Benchmark, describe, ints, judged, machine, staging
 from ..mpijob import job
-from ..table import table
 from ..timing import medians
 from .report import algbw, busbw, crossovers, fits, human, targets
 

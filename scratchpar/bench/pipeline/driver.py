@@ -7,9 +7,9 @@ from pathlib import Path
 
 from ...parallel.pipeline import simulate
 from ...parallel.pipeline.simulator import bubble_formula
+from ...table import table
 from ..harness import Benchmark, describe, draw_figures, machine
 from ..mpijob import job
-from ..table import table
 from .worker import calibrate, schedule_for
 
 GPT = {"vocab": 64, "seq": 64, "d_model": 128, "heads": 4, "layers": 4, "batch": 64, "m": 8,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...table import table
 from ..harness import Benchmark, describe, draw_figures, ints, machine
 from ..mpijob import job
 from ..standin import calibrated
-from ..table import table
 from . import report
 
 BOTTLENECK = {"sizes": [256, 1024, 1024, 10], "batch": 96, "calibrate_rows": 32, "lr": 1e-3,

@@ -11,8 +11,8 @@ from ... import backend
 from ...allocator import keep_freed_memory
 from ...autograd import Tensor
 from ...autograd import functional as F
+from ...table import table
 from ..harness import Benchmark, describe, judged
-from ..table import table
 from ..timing import Timed, interleaved, on_host
 from .cases import Case, gpt_case, mlp_case, torch_twins
 

@@ -13,10 +13,10 @@ from ...parallel import Hybrid
 from ...parallel.description import Shape
 from ...parallel.tensor import ParallelFeedForward
 from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
+from ...table import table
 from ...trace.tracer import Tracer
 from ..harness import Benchmark, describe, ints, machine
 from ..mpijob import job
-from ..table import table
 from ..timing import against_one_device, speedup
 from .formulas import FLOAT32, activation_formula, korthikanti, param_formula
 

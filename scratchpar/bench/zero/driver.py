@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from ...parallel.zero.formula import formula
+from ...table import table
 from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
 from ..mpijob import job
-from ..table import table
 from .worker import CONTENDERS, stage_of
 
 CLI_GPT = {"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 2, "batch": 32,
