@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..parallel.pipeline.simulator import simulate
+from ..parallel.pipeline.simulator import micro_batches, simulate
 from .messages import communication
 
 
@@ -67,13 +67,25 @@ def pipeline(description, schedule, compute: tuple[float, float], message_s: flo
     of the model, each followed by its boundary message of ``message_s`` seconds; then the
     replicas' gradient all-reduce and the loss's, exposed after the flush (the pipeline's
     description, ``ranks`` its axes' sizes), and the stage's update. Its idle time is the
-    bubble, (p−1)/(m+p−1) of the makespan with uniform stages (Huang et al. 2019, §2.3)."""
-    forward, backward = compute
+    bubble, (p−1)/(m+p−1) of the makespan with uniform stages (Huang et al. 2019, §2.3).
+
+    A hybrid's tensor-parallel collectives (the ``tp`` axis) sit inside each slot: Megatron's
+    all-reduces wait for the matmul before them and the next one waits for them (Shoeybi et
+    al. 2019, §3), so they lengthen the slot's compute rather than hide behind it."""
+    m = micro_batches(schedule)
+    inline = communication(_only(description, "tp"), ranks, profile, across_nodes)
+    forward = compute[0] + inline.get("forward", 0.0) / m
+    backward = compute[1] + inline.get("backward", 0.0) / m
     timeline = simulate(schedule, forward + message_s, backward + message_s)
-    m = timeline.m
-    rest = dataclasses.replace(description, sends=tuple(
-        s for s in description.sends if s.axis != "pp"))  # the boundary messages are above
-    phases = communication(rest, ranks, profile, across_nodes)
+    phases = communication(_only(description, "dp", "world"), ranks, profile, across_nodes)
     update = update_bytes(description.holds) / profile.device.bytes_per_s
-    return Prediction(m * forward, m * backward, update, phases, sum(phases.values()),
-                      idle_s=timeline.makespan - m * (forward + backward))
+    tensor = sum(inline.values())  # exposed inside the slots
+    return Prediction(m * compute[0], m * compute[1], update, {**phases, **{
+        f"tp {phase}": t for phase, t in inline.items()}}, sum(phases.values()) + tensor,
+        idle_s=timeline.makespan - m * (compute[0] + compute[1]) - tensor)
+
+
+def _only(description, *axes: str):
+    """The description with only the messages on ``axes``."""
+    return dataclasses.replace(description, sends=tuple(
+        s for s in description.sends if s.axis in axes))

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from scratchpar.parallel import DataParallel, DataParallelNaive, Pipeline, ZeRO1, ZeRO3
+from scratchpar.parallel import DataParallel, DataParallelNaive, Hybrid, Pipeline, ZeRO1, ZeRO3
 from scratchpar.parallel.description import Shape
 from scratchpar.parallel.pipeline import schedules
 from scratchpar.parallel.pipeline.simulator import bubble_formula
@@ -90,3 +90,18 @@ def test_a_pipeline_s_messages_lengthen_every_slot_and_replicas_reduce_after_the
     dp_reduce = communication(dataclasses.replace(described, sends=tuple(
         s for s in described.sends if s.axis == "dp")), {"dp": 2}, FAST)[""]
     assert free.exposed_s > dp_reduce > 0
+
+
+def test_a_hybrid_s_tensor_collectives_lengthen_every_slot_and_are_exposed():
+    p, m = 2, 4
+    described = Hybrid.describe(dataclasses.replace(SHAPE, depth=4, boundary=64), 4, pp=p,
+                                m=m, rows=32, tp=2)
+    plain = dataclasses.replace(described, sends=tuple(
+        s for s in described.sends if s.axis != "tp"))
+    ranks = {"pp": p, "world": 4, "dp": 1, "tp": 2}
+    without = pipeline(plain, schedules.build("gpipe", p, m), (1.0, 2.0), 0.0, ranks, SLOW)
+    got = pipeline(described, schedules.build("gpipe", p, m), (1.0, 2.0), 0.0, ranks, SLOW)
+    tensor = got.communication_s["tp forward"] + got.communication_s["tp backward"]
+    assert tensor > 0 and got.exposed_s == pytest.approx(without.exposed_s + tensor)
+    makespan = got.step_s - got.update_s - (got.exposed_s - tensor)
+    assert makespan == pytest.approx((m + p - 1) * (3.0 + tensor / m))
