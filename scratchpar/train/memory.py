@@ -47,7 +47,7 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     """
     o, t = cfg.optim, cfg.train
     s = 8 if t.dtype == "float64" else 4
-    source = sparse_source(cfg) if cfg.data.source in SPARSE else dense_source(cfg)
+    source = source_of(cfg)
     rows = -(-t.batch_size // max(world_size, 1))  # rank 0's shard is the largest
     model = network(cfg, s, source.vocab, rows)
     shape, p = model.shape, model.shape.bytes
@@ -74,6 +74,11 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
         peaks.append({**training, "parameters": gathered, "activations": evaluating})
     peak = max(peaks, key=lambda part: sum(part.values()))
     return {**peak, "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}
+
+
+def source_of(cfg):
+    """The estimate of the data ``cfg.data`` names: what it builds, keeps and draws."""
+    return sparse_source(cfg) if cfg.data.source in SPARSE else dense_source(cfg)
 
 
 def network(cfg, s: int, vocab: int, rows: int) -> Model:

@@ -1,0 +1,71 @@
+"""A layout's step on a cluster, predicted: its strategy's own description (what each rank
+holds and sends, ``parallel/description.py``) fed to the cost function of its kind.
+
+- every rank runs the whole model on its rows (DP, naive DP, local SGD, ZeRO, synchronous
+  EASGD): :func:`step.data_parallel`;
+- stages, and a hybrid's tensor-parallel shards of them: :func:`step.pipeline`, the schedule
+  simulated with each slot's compute, 1/(p·t) of the model's on a micro-batch;
+- a parameter server, EASGD's master, Hogwild's shared θ: ``served.py``.
+
+``compute(rows)`` gives (forward, backward) seconds of the whole model on ``rows`` rows: from
+FLOP at the profile's rate, or timed on this machine (``compute.py``). An axis whose ranks
+lie on several nodes of ``profile.ranks_per_node`` takes the network link; the mesh puts tp
+innermost, then pp, then dp (``comm/mesh.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..parallel.pipeline import schedules
+from ..train.memory import network, source_of
+from ..train.strategies import REGISTRY
+from . import served, step
+from .messages import seconds
+
+Compute = Callable[[int], tuple[float, float]]
+
+
+def shape_of(cfg):
+    """The model's :class:`~scratchpar.parallel.description.Shape`, from the config alone."""
+    itemsize = 8 if cfg.train.dtype == "float64" else 4
+    return network(cfg, itemsize, source_of(cfg).vocab, 1).shape
+
+
+def predict(cfg, world: int, profile, compute: Compute) -> step.Prediction:
+    """The step of the run ``cfg`` (a layout the training command accepts) on ``world`` ranks."""
+    t = cfg.train
+    family, shape = REGISTRY[t.strategy], shape_of(cfg)
+    described = family.describe(cfg, shape, world)
+    spans = world > profile.ranks_per_node
+    if t.strategy in ("pipeline", "hybrid"):
+        return _mesh(cfg, world, profile, compute, described)
+    workers = family.workers(cfg, world) or world
+    rows = compute(-(-t.batch_size // workers))
+    if t.strategy == "ps":
+        return served.parameter_server(described, shape, rows, workers, t.servers,
+                                       "sync" if t.ps_mode == "sync" else "async", profile,
+                                       spans)
+    if t.strategy == "hogwild":
+        return served.hogwild(described, rows, workers, profile)
+    if t.strategy == "easgd" and t.easgd_mode != "sync":
+        return served.master(described, rows, workers, profile, spans)
+    return step.data_parallel(described, rows, world, profile, spans)
+
+
+def _mesh(cfg, world: int, profile, compute: Compute, described) -> step.Prediction:
+    """A pipeline of ``pp`` stages, each ``tp`` shards wide, ``dp`` replicas of it."""
+    t = cfg.train
+    tp = t.tp if t.strategy == "hybrid" else 1
+    dp = world // (t.pp * tp)
+    forward, backward = compute(-(-t.batch_size // (dp * t.m)))
+    share = t.pp * tp  # a balanced stage's shard: 1/(p·t) of the model's compute
+    node = profile.ranks_per_node
+    across = frozenset(axis for axis, span in (("tp", tp), ("pp", t.pp * tp), ("dp", world),
+                                               ("world", world)) if span > node)
+    boundary = [m for m in described.sends if m.axis == "pp" and m.count]
+    link = profile.link(same_node="pp" not in across)
+    message = seconds(boundary[0], 2, link, 0.0) / boundary[0].count if boundary else 0.0
+    schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
+    return step.pipeline(described, schedule, (forward / share, backward / share), message,
+                         {"dp": dp, "pp": t.pp, "tp": tp, "world": world}, profile, across)

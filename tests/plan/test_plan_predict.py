@@ -1,0 +1,64 @@
+"""Every layout the training command accepts gets a step from its strategy's cost function:
+the dispatch feeds each the right description, compute and links."""
+
+import dataclasses
+import math
+
+import pytest
+
+from scratchpar.plan import flops
+from scratchpar.plan.compute import roofline
+from scratchpar.plan.layouts import layouts
+from scratchpar.plan.predict import predict, shape_of
+from scratchpar.plan.profile import Device, Engine, Link, Profile, Reduce
+from scratchpar.plan.step import data_parallel
+from scratchpar.train.memory import source_of
+from scratchpar.train.strategies import REGISTRY
+
+RUN = ["--model", "gpt", "--d-model", "32", "--n-layers", "4", "--n-heads", "2",
+       "--batch-size", "32", "--seq-len", "16"]
+NODE = Link(2e-6, 1e-11)
+PROFILE = Profile("by hand", "test", 8, Device("d", 2**34, 1e12, 1e11), NODE, Reduce(1e-12),
+                  Engine(2**29), network=Link(2e-5, 1e-10))
+LAYOUTS = layouts(RUN, 8)
+
+
+def rate(cfg, profile=PROFILE):
+    work = flops.of(cfg, source_of(cfg).vocab)
+    return lambda rows: roofline(work, rows, profile)
+
+
+def test_every_layout_gets_a_finite_step_made_of_its_parts():
+    assert {lay.cfg.train.strategy for lay in LAYOUTS} >= {
+        "dp", "dp-naive", "local-sgd", "zero", "pipeline", "hybrid", "ps", "hogwild", "easgd"}
+    for lay in LAYOUTS:
+        got = predict(lay.cfg, 8, PROFILE, rate(lay.cfg))
+        parts = (got.forward_s, got.backward_s, got.update_s, got.exposed_s, got.idle_s)
+        assert all(math.isfinite(x) and x >= 0 for x in parts), lay.flags
+        assert got.step_s > 0
+
+
+def test_data_parallel_is_fed_its_own_description_and_its_rank_s_rows():
+    lay = next(lay for lay in LAYOUTS if lay.flags == ("--strategy", "dp"))
+    described = REGISTRY["dp"].describe(lay.cfg, shape_of(lay.cfg), 8)
+    want = data_parallel(described, rate(lay.cfg)(32 // 8), 8, PROFILE)
+    assert predict(lay.cfg, 8, PROFILE, rate(lay.cfg)) == want
+
+
+def test_a_hybrid_s_tensor_collectives_are_exposed_inside_its_slots():
+    for lay in LAYOUTS:
+        if lay.cfg.train.strategy != "hybrid":
+            continue
+        got = predict(lay.cfg, 8, PROFILE, rate(lay.cfg))
+        tensor = got.communication_s["tp forward"] + got.communication_s["tp backward"]
+        assert tensor > 0 and got.exposed_s >= tensor
+
+
+@pytest.mark.parametrize("flags", [("--strategy", "dp"), ("--strategy", "zero",
+                                   "--zero-stage", "3", "--offload", "none")])
+def test_a_world_wider_than_a_node_takes_the_network(flags):
+    lay = next(lay for lay in LAYOUTS if lay.flags == flags)
+    inside = predict(lay.cfg, 8, PROFILE, rate(lay.cfg))
+    four = dataclasses.replace(PROFILE, ranks_per_node=4)
+    across = predict(lay.cfg, 8, four, rate(lay.cfg))
+    assert sum(across.communication_s.values()) > 5 * sum(inside.communication_s.values())
