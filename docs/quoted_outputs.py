@@ -44,6 +44,7 @@ class Quote:
 
 EDIT_STREAM = ("python -c \"import json; p = 'ck/meta.json'; m = json.load(open(p)); "
                "m['dropout_rng'][1] = 'x'; json.dump(m, open(p, 'w'))\"")
+GPT = "--model gpt --d-model 1024 --n-layers 16 --n-heads 16 --seq-len 512 --batch-size 64"
 QUOTES = [
     Quote("README.md", "four-ranks", ["mpiexec -n 4 python -m scratchpar.train"]),
     Quote("README.md", "shakespeare",
@@ -58,6 +59,9 @@ QUOTES = [
     Quote("docs/failures.md", "memory",
           ["mpiexec -n 2 python -m scratchpar.train --n-layers 100000"], "stderr"),
     Quote("docs/failures.md", "divergence", ["python -m scratchpar.train --lr 1e6"], "stderr"),
+    Quote("docs/plan.md", "plan-rank", [f"python -m scratchpar.plan --world 16 --top 8 -- {GPT}"]),
+    Quote("docs/plan.md", "plan-explain",
+          [f"python -m scratchpar.plan --world 16 --explain 1 -- {GPT}"]),
 ]
 
 
@@ -82,7 +86,7 @@ def run(quote: Quote) -> str:
 
 
 def block(text: str, name: str) -> re.Match:
-    match = re.search(rf"<!-- output: {name} -->\n```\n(.*?)\n```", text, re.DOTALL)
+    match = re.search(rf"<!-- output: {name} -->\n```\n((?:(?!```).)*?)\n?```", text, re.DOTALL)
     if match is None:
         raise LookupError(f"no quoted block named {name}")
     return match
@@ -109,7 +113,8 @@ def main(argv=None) -> int:
         text, now = path.read_text(), run(quote)
         found = block(text, quote.name)
         if args.write:
-            path.write_text(text[:found.start(1)] + now + text[found.end(1):])
+            path.write_text(f"{text[:found.start()]}<!-- output: {quote.name} -->\n```\n{now}\n```"
+                            f"{text[found.end():]}")
         elif masked(found[1]) != masked(now):
             stale.append(f"{quote.doc}, {quote.name}: quoted\n{found[1]}\nnow prints\n{now}")
     print("\n\n".join(stale) or "every quoted output is what its commands print")

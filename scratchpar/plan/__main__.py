@@ -1,5 +1,8 @@
-"""``python -m scratchpar.plan calibrate|show``: measure this cluster, or read a profile.
+"""``python -m scratchpar.plan``: rank a run's layouts on a cluster, measure this cluster,
+or read a profile.
 
+    python -m scratchpar.plan --world 64 --profile dgx-h100 -- --model gpt --d-model 2048 …
+    python -m scratchpar.plan --world 8 --explain 1 -- --model gpt
     mpiexec -n 2 python -m scratchpar.plan calibrate --out cluster.toml
     python -m scratchpar.plan show scratchpar/plan/profiles/dgx-h100.toml
 """
@@ -13,6 +16,8 @@ from pathlib import Path
 from ..backend import DEVICES, BackendError, set_device
 from ..comm.abort import abort_on_exception, launched_by_mpi
 from .profile import ProfileError, dump, load
+
+PROFILES = Path(__file__).parent / "profiles"
 
 EXIT_BAD_INPUT = 2
 
@@ -40,7 +45,73 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def plan_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m scratchpar.plan",
+        usage="python -m scratchpar.plan [--world N] [--profile P] [--memory GIB] [--top K] "
+              "[--explain I] [-- TRAINING FLAGS]",
+        description="Rank every layout of a training run on a cluster: predicted step time, "
+                    "throughput, memory per rank and whether it fits. The training flags (the "
+                    "model, the data, --batch-size) follow --. Also: calibrate, show (see "
+                    "python -m scratchpar.plan calibrate --help).")
+    parser.add_argument("--world", type=int, default=4, help="ranks (default 4)")
+    parser.add_argument("--profile", default="dgx-h100", help="a cluster profile: a TOML file, "
+                        f"or one shipped: {', '.join(shipped())} (default dgx-h100)")
+    parser.add_argument("--memory", type=float, help="GiB a device may hold (default: the "
+                        "profile's)")
+    parser.add_argument("--top", type=int, default=20, help="rows shown (default 20; 0: all)")
+    parser.add_argument("--explain", type=int, metavar="I", help="the breakdown of row I, and "
+                        "the line that runs it")
+    return parser
+
+
+def shipped() -> list[str]:
+    return sorted(p.stem for p in PROFILES.glob("*.toml"))
+
+
+def rank_layouts(argv: list[str]) -> int:
+    """Rank the layouts of the run after ``--``; print the table, or one row's breakdown."""
+    from ..train.cli import load_config
+    from ..train.option import ConfigError
+    from .rank import explain, ranked, show
+
+    ours, run = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
+        else (argv, [])
+    args = plan_parser().parse_args(ours)
+    try:
+        if args.world < 1:
+            raise ValueError(f"--world must be at least 1, got {args.world}")
+        path = PROFILES / f"{args.profile}.toml" if args.profile in shipped() else args.profile
+        profile = load(path)
+        budget = None if args.memory is None else int(args.memory * 2**30)
+        if "--strategy" in run:
+            raise ValueError("the training flags name the model, the data and the batch; "
+                             "the planner weighs every --strategy itself")
+        load_config(run, world_size=1)  # the run's own flags, checked before any layout
+        rows = ranked(run, args.world, profile, budget)
+    except (ProfileError, ConfigError, ValueError) as e:
+        print(f"scratchpar.plan: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not rows:
+        print(f"scratchpar.plan: no layout of this run runs on {args.world} ranks",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.explain is not None:
+        if not 1 <= args.explain <= len(rows):
+            print(f"scratchpar.plan: --explain takes a row from 1 to {len(rows)}",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(explain(rows[args.explain - 1], args.world, run))
+        return 0
+    print(show(rows[:args.top or len(rows)], args.world, profile))
+    print(f"\nbest: {rows[0].layout.command(args.world, run)}")
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in ("calibrate", "show", "-h", "--help"):
+        return rank_layouts(argv)
     args = build_parser().parse_args(argv)
     if args.command == "show":
         try:

@@ -1,0 +1,137 @@
+"""Every layout of a run on a world, predicted and ranked: the layouts that fit first, and of
+them those that train as one device would (the rest change what a step learns, not only its
+speed), fastest first; then those that do not fit, with why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..table import table
+from ..train.memory import source_of
+from ..train.strategies import REGISTRY
+from . import flops
+from .compute import roofline
+from .layouts import Layout, layouts
+from .memory import Fit, per_rank
+from .predict import predict, shape_of
+from .step import Prediction
+
+LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
+# The layouts whose step is not one device's: stale or averaged updates change what is learnt
+# per step, not only how fast (local SGD, EASGD, Hogwild, asynchronous servers, PipeDream).
+APPROXIMATE = {"local-sgd", "easgd", "hogwild"}
+
+
+def exact(cfg) -> bool:
+    """Whether the layout's step equals one device's on the whole batch."""
+    t = cfg.train
+    return not (t.strategy in APPROXIMATE or (t.strategy == "ps" and t.ps_mode != "sync")
+                or (t.strategy in ("pipeline", "hybrid") and t.pp_schedule == "pipedream"))
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A layout, its predicted step and memory, and what it moves."""
+
+    layout: Layout
+    step: Prediction
+    fit: Fit
+    wire_bytes: float  # bytes a rank sends per step, the algorithms' own factors included
+
+    @property
+    def per_s(self) -> float:
+        """Tokens a second for a language model, else samples."""
+        cfg = self.layout.cfg
+        per_row = cfg.data.seq_len if cfg.model.kind in LANGUAGE_MODELS else 1
+        return cfg.train.batch_size * per_row / self.step.step_s
+
+    @property
+    def exposed_share(self) -> float:
+        """The share of communication on the critical path: exposed seconds over all of it."""
+        total = sum(self.step.communication_s.values())
+        return self.step.exposed_s / total if total else 0.0
+
+
+def ranked(run: list[str], world: int, profile, budget: int | None = None) -> list[Ranked]:
+    """The run's layouts on ``world`` ranks of ``profile`` (a device of ``budget`` bytes, if
+    given): those that fit first, of them those whose step is one device's, each group by
+    predicted step time."""
+    found = []
+    for layout in layouts(run, world):
+        cfg = layout.cfg
+        work = flops.of(cfg, source_of(cfg).vocab)
+        step = predict(cfg, world, profile, lambda rows, w=work: roofline(w, rows, profile))
+        fit = per_rank(cfg, world, profile)
+        if budget is not None:
+            fit = Fit(fit.parts, budget - profile.engine.process_bytes)
+        found.append(Ranked(layout, step, fit, wire(cfg, world)))
+    return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s))
+
+
+def wire(cfg, world: int) -> float:
+    """Bytes a rank sends per step: each message's payload times its algorithm's factor among
+    the ranks of its axis (the busiest rank's, as the description gives it)."""
+    t = cfg.train
+    described = REGISTRY[t.strategy].describe(cfg, shape_of(cfg), world)
+    tp = t.tp if t.strategy == "hybrid" else 1
+    pp = t.pp if t.strategy in ("pipeline", "hybrid") else 1
+    sizes = {"tp": tp, "pp": pp, "dp": world // (tp * pp), "world": world,
+             "servers": getattr(t, "servers", 1), "workers": world}
+    return sum(m.wire(sizes.get(m.axis, world)) * m.count for m in described.sends)
+
+
+SHORT = {"--pp-schedule": "", "--ps-mode": "", "--easgd-mode": "", "--microbatches": "m=",
+         "--virtual": "v=", "--zero-stage": "stage ", "--offload": "offload=",
+         "--servers": "servers=", "--dp": "dp=", "--pp": "pp=", "--tp": "tp="}
+
+
+def name(layout: Layout) -> str:
+    """A layout's flags, short: ``hybrid dp=2 pp=4 tp=2 1f1b m=8 sp``, ``zero stage 3``."""
+    words, flags = [layout.flags[1]], list(layout.flags[2:])
+    while flags:
+        flag = flags.pop(0)
+        if flag == "--sequence-parallel":
+            words.append("sp")
+        elif flag == "--offload" and flags[0] == "none":
+            flags.pop(0)
+        else:
+            words.append(SHORT[flag] + flags.pop(0))
+    return " ".join(words)
+
+
+def show(rows: list[Ranked], world: int, profile) -> str:
+    """The ranked table."""
+    unit = "tok" if rows and rows[0].layout.cfg.model.kind in LANGUAGE_MODELS else "samples"
+    cells = [{"#": i + 1, "layout": name(r.layout), "ms": 1e3 * r.step.step_s,
+              "rate": r.per_s, "gib": r.fit.need / 2**30, "fits": r.fit.fits,
+              "exact": exact(r.layout.cfg), "mb": r.wire_bytes / 2**20,
+              "idle": r.step.idle_s / r.step.step_s,
+              "exposed": r.exposed_share, "why": r.fit.why_not()} for i, r in enumerate(rows)]
+    columns = {"#": "#", "layout": "layout", "step ms": "{ms:.3f}", f"{unit}/s": "{rate:,.0f}",
+               "GiB/rank": "{gib:.2f}", "fits": "fits", "= 1 device": "exact",
+               "MiB sent": "{mb:.1f}",
+               "idle": "{idle:.0%}", "comm exposed": "{exposed:.0%}", "why not": "why"}
+    return table(f"{len(rows)} layouts on {world} ranks of {profile.name} ({profile.source})",
+                 cells, columns)
+
+
+def explain(row: Ranked, world: int, run: list[str]) -> str:
+    """One layout's breakdown: the step by part, the messages by the compute they hide
+    behind, the memory by part, and the line that runs it."""
+    s = row.step
+    lines = [f"{name(row.layout)} on {world} ranks", "",
+             f"step      {1e3 * s.step_s:10.3f} ms",
+             f"  forward {1e3 * s.forward_s:10.3f} ms",
+             f"  backward{1e3 * s.backward_s:10.3f} ms",
+             f"  update  {1e3 * s.update_s:10.3f} ms",
+             f"  exposed {1e3 * s.exposed_s:10.3f} ms  of the communication below",
+             f"  idle    {1e3 * s.idle_s:10.3f} ms  (a pipeline's bubble, a wait for a server)",
+             "communication, by the compute it runs behind:"]
+    lines += [f"  {phase or 'nothing':9} {1e3 * t:9.3f} ms"
+              for phase, t in sorted(s.communication_s.items())]
+    lines += [f"sent      {row.wire_bytes / 2**20:10.1f} MiB a rank, a step",
+              f"memory    {row.fit.need / 2**30:10.2f} GiB a rank of "
+              f"{row.fit.have / 2**30:.2f}" + ("" if row.fit.fits else
+                                               f": does not fit, {row.fit.why_not()}")]
+    lines += [f"  {part:11} {size / 2**30:8.3f} GiB" for part, size in row.fit.parts.items()]
+    return "\n".join(lines + ["", row.layout.command(world, run)])

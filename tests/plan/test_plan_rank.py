@@ -1,0 +1,86 @@
+"""``python -m scratchpar.plan``: every layout ranked, fitting first and fastest first, each
+command one the training command accepts, and a row's breakdown on request."""
+
+import shlex
+
+import pytest
+
+from scratchpar.plan.__main__ import main
+from scratchpar.plan.layouts import Layout
+from scratchpar.plan.predict import shape_of
+from scratchpar.plan.profile import load
+from scratchpar.plan.rank import exact, name, ranked, wire
+from scratchpar.train.cli import load_config
+from scratchpar.train.strategies import REGISTRY
+
+RUN = ["--model", "gpt", "--d-model", "32", "--n-layers", "4", "--n-heads", "2",
+       "--batch-size", "32", "--seq-len", "16"]
+H100 = load("scratchpar/plan/profiles/dgx-h100.toml")
+
+
+def test_layouts_that_fit_and_train_as_one_device_come_first_fastest_first():
+    rows = ranked(RUN, 8, H100)
+    assert all(r.fit.fits for r in rows)  # a small model fits everywhere
+    flags = [exact(r.layout.cfg) for r in rows]
+    assert flags == sorted(flags, reverse=True) and True in flags and False in flags
+    for group in (True, False):
+        steps = [r.step.step_s for r in rows if exact(r.layout.cfg) is group]
+        assert steps == sorted(steps)
+    assert rows[0].per_s == pytest.approx(32 * 16 / rows[0].step.step_s)
+    hogwild = next(r for r in rows if r.layout.flags == ("--strategy", "hogwild"))
+    assert not exact(hogwild.layout.cfg)
+
+
+def test_a_tight_budget_puts_every_layout_below_with_why():
+    rows = ranked(RUN, 4, H100, budget=H100.engine.process_bytes + 2**20)
+    assert rows and not any(r.fit.fits for r in rows)
+    assert all("needs" in r.fit.why_not() for r in rows)
+
+
+def test_every_command_is_one_the_training_command_accepts():
+    for row in ranked(RUN, 8, H100):
+        words = shlex.split(row.layout.command(8, RUN))
+        assert words[:6] == ["mpirun", "-n", "8", "python", "-m", "scratchpar.train"]
+        assert load_config(words[6:], world_size=8) == row.layout.cfg
+
+
+def test_the_bytes_sent_are_the_ring_s_for_data_parallelism():
+    row = next(r for r in ranked(RUN, 4, H100) if r.layout.flags == ("--strategy", "dp"))
+    described = REGISTRY["dp"].describe(row.layout.cfg, shape_of(row.layout.cfg), 4)
+    assert wire(row.layout.cfg, 4) == pytest.approx(sum(
+        m.count * m.nbytes * (2 * 3 / 4 if m.op == "all-reduce" else 1)
+        for m in described.sends))
+
+
+def test_the_command_prints_the_table_and_the_best_line(capsys):
+    assert main(["--world", "4", "--top", "5", "--", *RUN]) == 0
+    out = capsys.readouterr().out
+    assert "layouts on 4 ranks of" in out and "tok/s" in out
+    assert out.strip().splitlines()[-1].startswith("best: mpirun -n 4 python -m scratchpar.train")
+
+
+def test_explain_gives_a_row_s_breakdown_and_its_command(capsys):
+    assert main(["--world", "4", "--explain", "2", "--", *RUN]) == 0
+    out = capsys.readouterr().out
+    for word in ("forward", "backward", "update", "exposed", "idle", "memory", "mpirun -n 4"):
+        assert word in out
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--profile", "nowhere.toml"], "nowhere.toml"),
+    (["--world", "0"], "--world must be at least 1"),
+    (["--explain", "999"], "--explain takes a row from 1 to"),
+    (["--", "--model", "nope"], "--model"),
+])
+def test_bad_input_is_refused_with_a_line(capsys, argv, said):
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_layout_s_short_name_keeps_every_knob_but_the_defaults():
+    hybrid = ("--strategy", "hybrid", "--dp", "2", "--pp", "4", "--tp", "2", "--pp-schedule",
+              "1f1b", "--microbatches", "8", "--sequence-parallel")
+    assert name(Layout(hybrid, None)) == "hybrid dp=2 pp=4 tp=2 1f1b m=8 sp"
+    zero = ("--strategy", "zero", "--zero-stage", "3", "--offload", "none")
+    assert name(Layout(zero, None)) == "zero stage 3"
+    assert name(Layout((*zero[:4], "--offload", "cpu"), None)) == "zero stage 3 offload=cpu"
