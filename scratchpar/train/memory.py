@@ -33,7 +33,8 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     parameters   the weights; the float64 draw that initializes one; local SGD's averaging buffers
     gradients    one per weight, and a parallel strategy's buckets and collective scratch
     optimizer    momentum or Adam's two moments, the update's scratch, a checkpoint's copies
-    activations  a training step on ceil(batch/ranks) rows: what the autograd graph keeps for
+    activations  a training step on ceil(batch/workers) rows (the ranks that share a batch: all
+                 but a parameter server's or EASGD's master): what the autograd graph keeps for
                  backward, the most that backward holds at once, the graph's Python objects; or
                  the held-out evaluation of whole batches without a graph, if larger
     data         the source (a synthetic table and its CDF, a text's characters and ids, the
@@ -48,10 +49,11 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     o, t = cfg.optim, cfg.train
     s = 8 if t.dtype == "float64" else 4
     source = source_of(cfg)
-    rows = -(-t.batch_size // max(world_size, 1))  # rank 0's shard is the largest
+    family = REGISTRY[t.strategy]
+    sharing = family.workers(cfg, world_size) or world_size  # a server's or master's don't
+    rows = -(-t.batch_size // max(sharing, 1))  # the first shard is the largest
     model = network(cfg, s, source.vocab, rows)
     shape, p = model.shape, model.shape.bytes
-    family = REGISTRY[t.strategy]
     held = family.describe(cfg, shape, world_size)  # the strategy's own figures
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0)  # L2 decay needs a second one
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica

@@ -203,3 +203,15 @@ def test_a_lowered_address_space_limit_is_honoured():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_worker_s_activations_are_those_of_its_share_of_the_batch():
+    """A parameter server's workers share each batch, the servers do not: two workers of three
+    ranks compute on half of it each, as two data-parallel ranks do."""
+    run = {"model": {"kind": "gpt"}, "train": {"batch_size": 32}}
+    served = estimate(make_config({**run, "train": {**run["train"], "strategy": "ps",
+                                                    "servers": 1}}, world_size=3), 3)
+    split = estimate(make_config({**run, "train": {**run["train"], "strategy": "dp"}},
+                                 world_size=2), 2)
+    whole = estimate(make_config({**run, "train": {**run["train"], "strategy": "dp"}}), 1)
+    assert served["activations"] == split["activations"] < whole["activations"]
