@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-plan docs clean
 
 install: $(VENV)/.installed
 
@@ -54,6 +54,7 @@ bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data and p
 	$(BIN)/python -m scratchpar.bench ps $(ARGS)
 	$(BIN)/python -m scratchpar.bench async $(ARGS)
 	$(BIN)/python -m scratchpar.bench zero $(ARGS)
+	$(BIN)/python -m scratchpar.bench plan $(ARGS)
 
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
 	$(BIN)/python -m scratchpar.bench collectives $(ARGS)
@@ -79,6 +80,9 @@ bench-async: install  ## Hogwild's speed-up and collisions, EASGD against Downpo
 bench-zero: install  ## ZeRO stages 1-3 and offload: bytes per rank against the formula, step time against DP
 	$(BIN)/python -m scratchpar.bench zero $(ARGS)
 
+bench-plan: install  ## the planner against real runs: every layout runnable here, predicted beside measured
+	$(BIN)/python -m scratchpar.bench plan $(ARGS)
+
 docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs README and docs quote
 	$(BIN)/python docs/quoted_outputs.py --write
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
@@ -93,6 +97,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs READM
 	$(BIN)/python -m scratchpar.bench ps --json docs/figures/ps_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench async --json docs/figures/async_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench zero --json docs/figures/zero_bench.json --figures docs/figures
+	$(BIN)/python -m scratchpar.bench plan --json docs/figures/plan_bench.json --figures docs/figures
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -96,9 +96,18 @@ OPTIONAL = {"network"}
 def load(path: str | Path) -> Profile:
     """The profile in the TOML file ``path``. Raises ProfileError listing every problem."""
     try:
-        table = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:  # TOMLDecodeError is a ValueError
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
         raise ProfileError(path, [str(e)]) from None
+    return loads(text, path)
+
+
+def loads(text: str, where: str | Path = "<profile>") -> Profile:
+    """The profile in the TOML ``text`` (read from ``where``, for the messages)."""
+    try:
+        table = tomllib.loads(text)
+    except ValueError as e:  # TOMLDecodeError is a ValueError
+        raise ProfileError(where, [str(e)]) from None
     problems, values = [], {}
     top = {f.name: f for f in fields(Profile) if f.name not in TABLES}
     for key in table.keys() - top.keys() - TABLES.keys():
@@ -119,7 +128,7 @@ def load(path: str | Path) -> Profile:
         values[name] = cls(**{f.name: _value(entries, f.name, f.type, problems, f"{name}.")
                               for f in fields(cls)})
     if problems:
-        raise ProfileError(path, sorted(problems))
+        raise ProfileError(where, sorted(problems))
     return Profile(**values)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..parallel.pipeline.simulator import micro_batches, simulate
+from ..parallel.pipeline.simulator import chunks, micro_batches, simulate
 from .messages import communication
 
 
@@ -64,7 +64,7 @@ def pipeline(description, schedule, compute: tuple[float, float], message_s: flo
              profile, across_nodes: frozenset[str] = frozenset()) -> Prediction:
     """The step of a pipeline: ``schedule`` (stage → actions) timed by the schedule simulator
     with ``compute`` = (forward, backward) seconds of one micro-batch through a rank's share
-    of the model, each followed by its boundary message of ``message_s`` seconds; then the
+    of the model, each chunk's followed by its boundary message of ``message_s`` seconds; then the
     replicas' gradient all-reduce and the loss's, exposed after the flush (the pipeline's
     description, ``ranks`` its axes' sizes), and the stage's update. Its idle time is the
     bubble, (p−1)/(m+p−1) of the makespan with uniform stages (Huang et al. 2019, §2.3).
@@ -76,7 +76,8 @@ def pipeline(description, schedule, compute: tuple[float, float], message_s: flo
     inline = communication(_only(description, "tp"), ranks, profile, across_nodes)
     forward = compute[0] + inline.get("forward", 0.0) / m
     backward = compute[1] + inline.get("backward", 0.0) / m
-    timeline = simulate(schedule, forward + message_s, backward + message_s)
+    v = chunks(schedule)  # each chunk's action sends its own boundary message
+    timeline = simulate(schedule, forward + v * message_s, backward + v * message_s)
     phases = communication(_only(description, "dp", "world"), ranks, profile, across_nodes)
     update = update_bytes(description.holds) / profile.device.bytes_per_s
     tensor = sum(inline.values())  # exposed inside the slots

@@ -1,0 +1,1 @@
+"""The planner's validation: every layout runnable here, predicted and measured side by side."""

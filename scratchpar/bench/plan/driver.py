@@ -1,0 +1,119 @@
+"""The planner's validation: this machine calibrated, then one job per world size that runs
+every layout the training command accepts there, predicted beside measured.
+
+The targets (docs/plan.md, Validation): the step's median relative error ≤ 10% and worst
+≤ 25%, peak memory's median ≤ 5%, and Kendall's τ ≥ 0.8 between the predicted and the
+measured order.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from ...table import table
+from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
+from ..mpijob import job
+
+WORKER = "scratchpar.bench.plan.worker"
+RUN = ["--model", "gpt", "--d-model", "64", "--n-layers", "2", "--n-heads", "4",
+       "--seq-len", "64", "--batch-size", "32"]
+QUICK_RUN = ["--model", "gpt", "--d-model", "16", "--n-layers", "2", "--n-heads", "2",
+             "--seq-len", "16", "--batch-size", "8"]
+TIMING = {"warmup": 3, "repeats": 10}
+QUICK_TIMING = {"warmup": 1, "repeats": 3}
+TARGETS = {"step median": 0.10, "step worst": 0.25, "memory median": 0.05, "tau": 0.8}
+COLUMNS = {"N": "ranks", "layout": "layout", "= 1 device": "exact",
+           "predicted ms": "{predicted_ms:.2f}", "measured ms": "{measured_ms:.2f}",
+           "step error": "{step_error:+.0%}", "predicted MiB": "{predicted_mib:.1f}",
+           "measured MiB": "{measured_mib:.1f}", "memory error": "{memory_error:+.0%}",
+           "not run": "not_run"}
+
+
+def kendall_tau(xs: list[float], ys: list[float]) -> float:
+    """τ_b (Kendall 1945): (concordant − discordant pairs) / √(pairs untied in x · pairs untied
+    in y). Layouts the model prices alike (at one rank, most cost the same) neither agree nor
+    disagree with the measured order."""
+    n, score, untied_x, untied_y = len(xs), 0, 0, 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = (xs[i] > xs[j]) - (xs[i] < xs[j]), (ys[i] > ys[j]) - (ys[i] < ys[j])
+            score, untied_x, untied_y = score + dx * dy, untied_x + abs(dx), untied_y + abs(dy)
+    return score / (untied_x * untied_y) ** 0.5 if untied_x and untied_y else float("nan")
+
+
+def with_errors(rows: list[dict]) -> list[dict]:
+    """Each row with its figures in ms and MiB and its relative errors (predicted / measured
+    − 1), None where it did not run."""
+    out = []
+    for row in rows:
+        ran = "measured_s" in row
+        out.append({**row, "not_run": row.get("not_run"), **({
+            "predicted_ms": 1e3 * row["predicted_s"], "measured_ms": 1e3 * row["measured_s"],
+            "step_error": row["predicted_s"] / row["measured_s"] - 1,
+            "predicted_mib": row["predicted_bytes"] / 2**20,
+            "measured_mib": row["measured_bytes"] / 2**20,
+            "memory_error": row["predicted_bytes"] / row["measured_bytes"] - 1} if ran else
+            dict.fromkeys(("predicted_ms", "measured_ms", "step_error", "predicted_mib",
+                           "measured_mib", "memory_error")))})
+    return out
+
+
+def summary(rows: list[dict]) -> dict:
+    """The median and worst relative errors, and τ within each world size and pooled."""
+    ran = [r for r in rows if r["step_error"] is not None]
+    step = sorted(abs(r["step_error"]) for r in ran)
+    memory = sorted(abs(r["memory_error"]) for r in ran)
+    taus = {n: kendall_tau([r["predicted_s"] for r in ran if r["ranks"] == n],
+                           [r["measured_s"] for r in ran if r["ranks"] == n])
+            for n in sorted({r["ranks"] for r in ran})}
+    return {"layouts": len(ran), "step median": statistics.median(step), "step worst": step[-1],
+            "memory median": statistics.median(memory), "tau_by_ranks": taus,
+            "tau": kendall_tau([r["predicted_s"] for r in ran], [r["measured_s"] for r in ran])}
+
+
+def verdicts(found: dict, device: str) -> list[dict]:
+    rows = []
+    for key, bound in TARGETS.items():
+        ok = found[key] >= bound if key == "tau" else found[key] <= bound
+        rows.append({"target": f"{key} {'≥' if key == 'tau' else '≤'} {bound:g}",
+                     "measured": found[key], "verdict": judged(device, "PASS" if ok else "MISS")})
+    return rows
+
+
+def draw(directory: str, rows: list[dict]) -> list[str]:
+    from .plot import plot_validation
+
+    return [plot_validation([r for r in rows if r["step_error"] is not None],
+                            str(Path(directory) / "plan_validation.png"))]
+
+
+def measure(args) -> dict:
+    run, timing = (QUICK_RUN, QUICK_TIMING) if args.quick else (RUN, TIMING)
+    ranks = sorted(set(args.ranks or ([1, 2] if args.quick else [1, 2])))
+    if ranks[0] < 1:
+        raise SystemExit(f"plan: every world size must be ≥ 1, got {ranks}")
+    profile = job(2, f"{WORKER}:profile", {"device": args.device, "quick": args.quick},
+                  args.device)
+    rows = with_errors([row for n in ranks for row in job(
+        n, f"{WORKER}:world", {"run": run, "profile": profile, **timing}, args.device)])
+    print(f"plan benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}")
+    print(f"run: {' '.join(run)}; the profile calibrated here at 2 ranks; compute timed here")
+    print(table(f"predicted beside measured: the step (median of {timing['repeats']}, the "
+                "slowest rank) and the largest rank's peak traced bytes", rows, COLUMNS))
+    found = summary(rows)
+    print(table(f"errors over {found['layouts']} layouts; τ within each world size: "
+                + ", ".join(f"N={n} {t:.2f}" for n, t in found["tau_by_ranks"].items())
+                + "; the target's τ is over all of them", verdicts(found, args.device),
+                {"target": "target", "measured": "{measured:.2f}", "verdict": "verdict"}))
+    figures = draw_figures(args.figures, draw, rows)
+    return {"run": run, "ranks": ranks, "profile": profile, "rows": rows, "summary": found,
+            "figures": figures}
+
+
+BENCHMARK = Benchmark("the planner against real runs: every layout runnable here, its step "
+                      "and memory predicted beside measured, errors and Kendall's tau",
+                      "a tiny GPT, a few steps", measure, lambda parser: parser.add_argument(
+                          "--ranks", type=ints, help="comma-separated world sizes, one job "
+                          "each (default 1,2)"),
+                      figures="plan_validation.png")

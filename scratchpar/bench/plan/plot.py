@@ -1,0 +1,40 @@
+"""The planner's validation drawn: predicted against measured, one point per layout."""
+
+from __future__ import annotations
+
+from ...trace.figure import pyplot
+from ..harness import finish
+
+FAMILIES = {"dp": "#4c72b0", "dp-naive": "#4c72b0", "local-sgd": "#8172b3", "zero": "#55a868",
+            "pipeline": "#dd8452", "hybrid": "#c44e52", "ps": "#937860", "hogwild": "#da8bc3",
+            "easgd": "#8c8c8c"}
+MARKERS = {1: "o", 2: "s", 3: "^", 4: "D"}
+
+
+def plot_validation(rows: list[dict], out_path: str) -> str:
+    """Step time and peak memory, predicted (y) against measured (x), log-log, colour by
+    family and marker by world size, with y = x and the ±25% band of the step's target."""
+    fig, axes = pyplot().subplots(1, 2, figsize=(12, 5.4))
+    for ax, (unit, key) in zip(axes, (("ms", "ms"), ("MiB", "mib"))):
+        xs = [r[f"measured_{key}"] for r in rows]
+        ys = [r[f"predicted_{key}"] for r in rows]
+        for family, color in FAMILIES.items():
+            for n, marker in MARKERS.items():
+                mine = [(x, y) for x, y, r in zip(xs, ys, rows)
+                        if r["strategy"] == family and r["ranks"] == n]
+                if mine:
+                    ax.scatter(*zip(*mine), color=color, marker=marker, s=28, alpha=0.8,
+                               label=f"{family}, N = {n}")
+        low, high = min(xs + ys) / 1.3, max(xs + ys) * 1.3
+        ax.plot([low, high], [low, high], color="black", linewidth=1, label="predicted = measured")
+        if key == "ms":
+            ax.fill_between([low, high], [0.75 * low, 0.75 * high], [1.25 * low, 1.25 * high],
+                            color="grey", alpha=0.15, label="±25%")
+        ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high),
+               xlabel=f"measured ({unit})", ylabel=f"predicted ({unit})",
+               title="step time" if key == "ms" else "peak memory of the largest rank (traced)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    fig.legend(unique.values(), unique.keys(), loc="center right", frameon=False, fontsize=7)
+    fig.suptitle("the planner against this machine: every layout of the run", fontsize=10)
+    return finish(fig, out_path, axes, dpi=130, legend=False, rect=(0, 0, 0.82, 1))

@@ -1,0 +1,112 @@
+"""One rank of the planner's validation: this machine's profile, or every layout of a run on
+this world, each built by the training command's own path, timed, its memory traced, and
+predicted by the planner from the profile and the model's compute timed here."""
+
+from __future__ import annotations
+
+import functools
+import time
+import tracemalloc
+
+import numpy as np
+
+from ... import backend
+from ...comm.agree import RankErrors
+from ...device_rng import DeviceRandom
+from ...plan.calibrate import calibrate
+from ...plan.compute import measured
+from ...plan.layouts import layouts
+from ...plan.predict import predict
+from ...plan.profile import dump, loads
+from ...plan.rank import exact, name
+from ...train.build import build_trainer
+from ...train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
+from ...train.task import build_task
+from ..timing import slowest, sync
+
+
+def profile(comm, cfg: dict) -> str | None:
+    """This machine's profile, calibrated by ``python -m scratchpar.plan calibrate``'s own
+    measurement: rank 0's TOML."""
+    found, _ = calibrate(comm, cfg["device"], "float32", cfg["quick"])
+    return dump(found) if comm.rank == 0 else None
+
+
+def world(comm, cfg: dict) -> list[dict]:
+    """Per layout of ``cfg["run"]`` on this world: rank 0's prediction of its step and peak
+    bytes, then the measured step (the slowest rank's median) and peak (the largest rank's,
+    traced).
+    The predictions come first, in a fresh process with the other ranks waiting, so that the
+    compute they time is timed alike for every layout."""
+    cluster = loads(cfg["profile"], "the calibrated profile")
+    found = layouts(cfg["run"], comm.size)
+    rows = [{"ranks": comm.size, "layout": name(layout), "flags": list(layout.flags),
+             "strategy": layout.cfg.train.strategy, "exact": exact(layout.cfg)}
+            for layout in found]
+    if comm.rank == 0:
+        compute = model_compute(found[0].cfg, cfg["repeats"])
+        for row, layout in zip(rows, found):
+            step = predict(layout.cfg, comm.size, cluster, compute)
+            parts = estimate(layout.cfg, comm.size)
+            row.update(predicted_s=step.step_s, predicted_bytes=sum(parts.values())
+                       - RUNTIME_BYTES - ALLOCATOR_BYTES, parts_s={
+                           "forward": step.forward_s, "backward": step.backward_s,
+                           "update": step.update_s, "exposed": step.exposed_s,
+                           "idle": step.idle_s})
+    comm.barrier()
+    for row, layout in zip(rows, found):
+        try:
+            row["measured_s"] = timed(comm, layout.cfg, cfg)
+            row["measured_bytes"] = traced(comm, layout.cfg)
+        except RankErrors as e:
+            row["not_run"] = str(e).splitlines()[0]
+    return rows
+
+
+def timed(comm, cfg, settings: dict) -> float:
+    """The median over ``repeats`` steps, after ``warmup``, of the slowest rank's seconds."""
+    trainer = build_trainer(cfg, comm)
+    seconds = []
+    for k in range(settings["warmup"] + settings["repeats"]):
+        batch, _ = trainer.task.batch(k, cfg.train.batch_size)
+        sync(comm)
+        start = time.perf_counter()
+        trainer.strategy.step(batch)
+        backend.sync()
+        seconds.append(time.perf_counter() - start)
+    ended(trainer)
+    return float(np.median(slowest(comm, [seconds[settings["warmup"]:]])[0]))
+
+
+def traced(comm, cfg) -> int:
+    """The largest rank's peak of traced bytes (arrays and Python objects) over building the
+    run and two steps: what the memory estimate bounds (the rank that holds the most), less
+    the allocator's slack and the runtime."""
+    tracemalloc.start()
+    trainer = build_trainer(cfg, comm)
+    for k in range(2):
+        trainer.strategy.step(trainer.task.batch(k, cfg.train.batch_size)[0])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    ended(trainer)
+    return int(max(comm.allgather_obj(peak, "peak")))
+
+
+def ended(trainer) -> None:
+    """The end of a run, as the training loop ends it: servers' workers leave, replicas
+    settle, the strategy frees what it made."""
+    trainer.strategy.shutdown()
+    trainer.strategy.finish()
+    trainer.strategy.close()
+
+
+def model_compute(cfg, repeats: int):
+    """(forward, backward) seconds of the whole model on ``rows`` rows, timed here once per row
+    count (every layout of a run shares the model)."""
+    task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0))
+
+    @functools.cache
+    def compute(rows: int) -> tuple[float, float]:
+        return measured(task, rows, repeats)
+
+    return compute
