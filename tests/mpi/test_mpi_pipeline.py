@@ -154,3 +154,19 @@ def test_mebibyte_activations_flow_when_every_send_waits_for_its_receive(comm, s
     assert np.isfinite(pipe.step(batch)["loss"])
     assert comm.size == 1 or pipe.runtime.peak_bytes >= 2**20
 
+
+
+@shared_verdict
+def test_the_last_stage_keeps_its_losses_values_not_their_graphs(comm):
+    """Backward is where a micro-batch's activations go: a loss kept with its graph for the
+    step's total would hold every micro-batch's, and 1F1B's last stage would hold m of them
+    instead of one."""
+    gen = np.random.default_rng(0)
+    mine = Task(None, nn.MLP([8, 16, 16, 16, 4], gen, np.float64), "sample")
+    pipe = make_pipeline(comm, mine, "1f1b", comm.size, 4,
+                         optimizer=lambda params: SGD(params, lr=0.01))
+    batch = on_device(gen.standard_normal((16, 8))), on_device(gen.integers(0, 4, 16))
+    pipe.step(batch)
+    losses = pipe.runtime.losses.values()
+    assert len(losses) == (4 if comm.rank == comm.size - 1 else 0)
+    assert all(loss._ctx is None for loss in losses)

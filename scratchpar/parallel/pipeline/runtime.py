@@ -127,7 +127,7 @@ class Runtime:
         out = self.forward(a, x)
         if k == self.last:
             out = self.loss_fn(out, self.micro[a.mb][1], "sum")
-            self.losses[a.mb] = out
+            self.losses[a.mb] = out.detach()  # its value: the graph goes with its backward
         self.outputs[a.mb, a.chunk] = out
         self.held[a.mb, a.chunk] = _nbytes(x) + out.data.nbytes
         self.peak = max(self.peak, len(self.held))
