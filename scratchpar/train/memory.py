@@ -33,10 +33,12 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     parameters   the weights; the float64 draw that initializes one; local SGD's averaging buffers
     gradients    one per weight, and a parallel strategy's buckets and collective scratch
     optimizer    momentum or Adam's two moments, the update's scratch, a checkpoint's copies
-    activations  a training step on ceil(batch/workers) rows (the ranks that share a batch: all
-                 but a parameter server's or EASGD's master): what the autograd graph keeps for
-                 backward, the most that backward holds at once, the graph's Python objects; or
-                 the held-out evaluation of whole batches without a graph, if larger
+    activations  a training step's, as its strategy holds them (Family.activations): on
+                 ceil(batch/workers) rows (the ranks that share a batch: all but a parameter
+                 server's or EASGD's master), or a pipeline stage's stash of micro-batches, a
+                 tensor-parallel rank's share of it: what the autograd graph keeps for backward,
+                 the most that backward holds at once, the graph's Python objects; or the
+                 held-out evaluation of whole batches without a graph, if larger
     data         the source (a synthetic table and its CDF, a text's characters and ids, the
                  classifier's teacher, the sparse problems' truths) and the batches drawn
     checkpoint   a resumed checkpoint's arrays (its .npz files), held for the whole run
@@ -58,7 +60,8 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0)  # L2 decay needs a second one
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
     resumed = _checkpoint_bytes(t.resume)
-    activations = max(model.step, model.evaluation)
+    activations = max(family.activations(
+        cfg, lambda r: network(cfg, s, source.vocab, r).step, world_size), model.evaluation)
     setup = {"parameters": p + model.init, "data": source.built, "checkpoint": resumed}
     training = {
         "parameters": held.holds["parameters"],

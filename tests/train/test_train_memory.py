@@ -22,6 +22,8 @@ from scratchpar.train.memory import (
     memory_problems,
 )
 from scratchpar.train.optimizer import build_optimizer
+from scratchpar.train.strategies import REGISTRY
+from scratchpar.train.strategies.mesh import tensor_share
 from scratchpar.train.task import build_task
 
 # Over 600 configs drawn as below (tracemalloc peaks of build, entropy floor, one step and an
@@ -215,3 +217,24 @@ def test_a_worker_s_activations_are_those_of_its_share_of_the_batch():
                                  world_size=2), 2)
     whole = estimate(make_config({**run, "train": {**run["train"], "strategy": "dp"}}), 1)
     assert served["activations"] == split["activations"] < whole["activations"]
+
+
+def test_a_pipeline_stage_keeps_its_schedule_s_stash_of_micro_batches():
+    """GPipe holds all m micro-batches forwarded before the first backward; 1F1B's first stage
+    at most p (Narayanan et al. 2021): at p = 2 and m = 8, four times fewer."""
+    def held(schedule):
+        cfg = make_config({"model": {"kind": "gpt"}, "train": {
+            "batch_size": 32, "strategy": "pipeline", "pp": 2, "pp_schedule": schedule,
+            "microbatches": 8}}, world_size=2)
+        return REGISTRY["pipeline"].activations(cfg, lambda rows: 1000 * rows, 2)
+    assert held("gpipe") == 8 * 1000 * 4 // 2 and held("1f1b") == 2 * 1000 * 4 // 2
+
+
+@pytest.mark.parametrize("sp, want", [(True, 1 / 4), (False, (10 + (24 + 20) / 4) / (34 + 20))])
+def test_a_tensor_parallel_rank_keeps_korthikanti_s_share(sp, want):
+    cfg = make_config({"model": {"kind": "gpt", "d_model": 64, "n_heads": 4},
+                       "data": {"seq_len": 64},
+                       "train": {"strategy": "hybrid", "tp": 4, "sequence_parallel": sp}},
+                      world_size=4)  # 5·a·s/h = 5·4·64/64 = 20
+    assert tensor_share(cfg, 4) == pytest.approx(want)
+    assert tensor_share(cfg, 1) == 1.0

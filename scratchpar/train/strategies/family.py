@@ -16,7 +16,8 @@ class Family(abc.ABC):
       (asked of the running strategy's family only).
     - :meth:`build`: its strategy for this rank, from the config, task, optimizer and world.
     - :meth:`describe`: that strategy's description (what a rank holds and sends) for a
-      model's shape, which the memory estimate reads.
+      model's shape, which the memory estimate reads; :meth:`activations`, what its busiest
+      rank keeps for backward.
 
     It may refine where the base's defaults do not fit: the ranks that share each global
     batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), the checks that need
@@ -40,6 +41,13 @@ class Family(abc.ABC):
     def describe(self, cfg, shape, world_size: int):
         """The :class:`~scratchpar.parallel.description.Description` of the strategy
         ``cfg.train.strategy`` names on ``world_size`` ranks, for a model of ``shape``."""
+
+    def activations(self, cfg, step, world_size: int) -> int:
+        """Bytes of activations the busiest rank holds at its peak in training, given
+        ``step(rows)``, one device's training step on ``rows`` rows: here its share of the
+        batch, the whole model's."""
+        return step(-(-cfg.train.batch_size // max(self.workers(cfg, world_size) or world_size,
+                                                    1)))
 
     def gathered(self, cfg, shape, world_size: int, description) -> int | None:
         """Parameter bytes rank 0 holds while it evaluates the model it gathered whole, or

@@ -8,6 +8,7 @@ from ...comm.mesh import Mesh, draw
 from ...parallel import Hybrid, PipeDream, Pipeline
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
+from ...parallel.pipeline.simulator import simulate
 from ..optimizer import build_optimizer
 from ..option import count, opt
 from .family import Family
@@ -132,6 +133,18 @@ class MeshFamily(Family):
         cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
         return cls.describe(shape, world_size, **knobs)
 
+    def activations(self, cfg, step, world_size: int) -> int:
+        """A stage's stash at its fullest: the (micro-batch, chunk) pairs its schedule holds
+        forwarded and not yet backward (GPipe m, 1F1B p at the first stage, Huang et al. 2019;
+        Narayanan et al. 2021), each a chunk's even share, 1/(p·v), of one micro-batch's
+        activations; then a tensor-parallel rank's share of those (:func:`tensor_share`)."""
+        t = cfg.train
+        tp = t.tp if t.strategy == "hybrid" else 1
+        rows = -(-t.batch_size // (t.replicas(world_size) * t.m))
+        schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
+        held = max(simulate(schedule).peak_stash.values())
+        return int(step(rows) * held / (t.pp * t.virtual) * tensor_share(cfg, tp))
+
     def gathered(self, cfg, shape, world_size: int, description) -> int:
         """Rank 0's whole model, filled from every stage, beside its own stage."""
         return shape.bytes + description.holds["parameters"]
@@ -239,3 +252,16 @@ def tensor_problems(c) -> list[str]:
             problems.append(f"--tp {t.tp} must divide {name} ({n}): each tensor-parallel rank "
                             "holds an equal share")
     return problems
+
+
+def tensor_share(cfg, tp: int) -> float:
+    """The share of a GPT block's activations a tensor-parallel rank keeps (Korthikanti et al.
+    2022, eqs. 1-2, per layer in units of s·b·h): 34 + 5as/h on one device; 10 + 24/t + 5as/(ht)
+    with t-way tensor parallelism, the LayerNorms' and dropouts' inputs whole on every rank;
+    all of it split, (34 + 5as/h)/t, with sequence parallelism. Other models keep theirs whole."""
+    if tp == 1 or cfg.model.kind != "gpt":
+        return 1.0
+    attention = 5 * cfg.model.n_heads * cfg.data.seq_len / cfg.model.d_model
+    if cfg.train.sequence_parallel:
+        return 1 / tp
+    return (10 + (24 + attention) / tp) / (34 + attention)
