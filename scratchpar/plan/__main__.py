@@ -104,7 +104,12 @@ def rank_layouts(argv: list[str]) -> int:
         print(explain(rows[args.explain - 1], args.world, run))
         return 0
     print(show(rows[:args.top or len(rows)], args.world, profile))
-    print(f"\nbest: {rows[0].layout.command(args.world, run)}")
+    best = rows[0]
+    if best.fit.fits:
+        print(f"\nbest: {best.layout.command(args.world, run)}")
+    else:
+        print(f"\nno layout fits: the fastest {best.fit.why_not()}; more ranks, a smaller "
+              "batch or a device with more memory (--memory) may help")
     return 0
 
 

@@ -55,7 +55,7 @@ class Ranked:
 def ranked(run: list[str], world: int, profile, budget: int | None = None) -> list[Ranked]:
     """The run's layouts on ``world`` ranks of ``profile`` (a device of ``budget`` bytes, if
     given): those that fit first, of them those whose step is one device's, each group by
-    predicted step time."""
+    predicted step time, then by memory."""
     found = []
     for layout in layouts(run, world):
         cfg = layout.cfg
@@ -65,7 +65,8 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
         if budget is not None:
             fit = Fit(fit.parts, budget - profile.engine.process_bytes)
         found.append(Ranked(layout, step, fit, wire(cfg, world)))
-    return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s))
+    return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s,
+                                        r.fit.need))
 
 
 def wire(cfg, world: int) -> float:

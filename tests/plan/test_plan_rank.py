@@ -84,3 +84,9 @@ def test_a_layout_s_short_name_keeps_every_knob_but_the_defaults():
     zero = ("--strategy", "zero", "--zero-stage", "3", "--offload", "none")
     assert name(Layout(zero, None)) == "zero stage 3"
     assert name(Layout((*zero[:4], "--offload", "cpu"), None)) == "zero stage 3 offload=cpu"
+
+
+def test_when_nothing_fits_the_command_recommends_nothing(capsys):
+    assert main(["--world", "2", "--memory", "0.6", "--", *RUN]) == 0
+    out = capsys.readouterr().out
+    assert "best:" not in out and "no layout fits: the fastest needs" in out
