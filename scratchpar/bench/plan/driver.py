@@ -20,8 +20,8 @@ RUN = ["--model", "gpt", "--d-model", "64", "--n-layers", "2", "--n-heads", "4",
        "--seq-len", "64", "--batch-size", "32"]
 QUICK_RUN = ["--model", "gpt", "--d-model", "16", "--n-layers", "2", "--n-heads", "2",
              "--seq-len", "16", "--batch-size", "8"]
-TIMING = {"warmup": 3, "repeats": 10}
-QUICK_TIMING = {"warmup": 1, "repeats": 3}
+TIMING = {"warmup": 3, "repeats": 10, "rounds": 3}
+QUICK_TIMING = {"warmup": 1, "repeats": 3, "rounds": 1}
 TARGETS = {"step median": 0.10, "step worst": 0.25, "memory median": 0.05, "tau": 0.8}
 COLUMNS = {"N": "ranks", "layout": "layout", "= 1 device": "exact",
            "predicted ms": "{predicted_ms:.2f}", "measured ms": "{measured_ms:.2f}",
@@ -99,8 +99,9 @@ def measure(args) -> dict:
         n, f"{WORKER}:world", {"run": run, "profile": profile, **timing}, args.device)])
     print(f"plan benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}")
     print(f"run: {' '.join(run)}; the profile calibrated here at 2 ranks; compute timed here")
-    print(table(f"predicted beside measured: the step (median of {timing['repeats']}, the "
-                "slowest rank) and the largest rank's peak traced bytes", rows, COLUMNS))
+    print(table(f"predicted beside measured: the step (the slowest rank's median of "
+                f"{timing['repeats']}, the least of {timing['rounds']} rounds over the layouts) "
+                "and the largest rank's peak traced bytes", rows, COLUMNS))
     found = summary(rows)
     print(table(f"errors over {found['layouts']} layouts; τ within each world size: "
                 + ", ".join(f"N={n} {t:.2f}" for n, t in found["tau_by_ranks"].items())
