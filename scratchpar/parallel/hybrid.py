@@ -59,7 +59,8 @@ class Hybrid(Pipeline):
         layer and left out). Per layer of the stage and micro-batch, tp adds Megatron's two
         all-reduces of the activation forward and two backward (Shoeybi et al. 2019, §3). With
         sequence parallelism it adds an all-gather and a reduce-scatter for each instead
-        (Korthikanti et al. 2022, §4.2), and the pipeline messages carry 1/t of the sequence."""
+        (Korthikanti et al. 2022, §4.2), and the pipeline messages carry 1/t of the sequence.
+        The replicas all-reduce each rank's shard of its stage's gradient, 1/t of it."""
         base = Pipeline.describe(shape, world, pp, m, v, rows, bucket_bytes, tp)
         holds = {part: -(-size // tp) for part, size in base.holds.items()}
         dp = max(world // (pp * tp), 1)
@@ -69,7 +70,8 @@ class Hybrid(Pipeline):
         tensor = tuple(Message(op, "tp", micro, 2 * layers, phase)
                        for phase in ("forward", "backward") for op in ops)
         piped = tuple(replace(msg, nbytes=-(-msg.nbytes // tp))
-                      if msg.axis == "pp" and sequence_parallel else msg for msg in base.sends)
+                      if (msg.axis == "pp" and sequence_parallel) or msg.axis == "dp" else msg
+                      for msg in base.sends)  # the replicas reduce a shard of the stage
         return Description(holds, piped + tensor, chunk=base.chunk)
 
     def _output_loss(self):

@@ -9,6 +9,7 @@ from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel import (
     DataParallel,
     DataParallelNaive,
+    Hybrid,
     Pipeline,
     SingleDevice,
     ZeRO1,
@@ -107,3 +108,13 @@ def test_a_pipeline_sends_each_micro_batchs_activation_and_its_gradient(schedule
     assert pipe.holds["parameters"] < 4 * PSI  # a stage, not the model
     alone = Pipeline.describe(shape, 1, pp=1, m=4, v=2, rows=16)
     assert all(m.count == 0 for m in alone.sends if m.axis == "pp")  # hand-offs, no message
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_a_hybrid_s_replicas_reduce_each_rank_s_shard_of_its_stage(sp):
+    shape = Shape(PSI, 4, 2, PSI // 16, 32, depth=8, layer=PSI // 8, boundary=64 * 16 * 4)
+    piped = Pipeline.describe(shape, 16, pp=2, m=4, rows=32, tp=2)
+    mesh = Hybrid.describe(shape, 16, pp=2, m=4, rows=32, tp=2, sequence_parallel=sp)
+    (whole,), (shard,) = ([m for m in d.sends if m.axis == "dp"] for d in (piped, mesh))
+    assert shard.nbytes == -(-whole.nbytes // 2) and shard.count == whole.count
+    assert mesh.holds["gradients"] == -(-piped.holds["gradients"] // 2)
