@@ -44,7 +44,7 @@ class Quote:
 
 EDIT_STREAM = ("python -c \"import json; p = 'ck/meta.json'; m = json.load(open(p)); "
                "m['dropout_rng'][1] = 'x'; json.dump(m, open(p, 'w'))\"")
-GPT = "--model gpt --d-model 1024 --n-layers 16 --n-heads 16 --seq-len 512 --batch-size 64"
+GPT = "--model gpt --d-model 2048 --n-layers 20 --n-heads 16 --seq-len 1024 --batch-size 128"
 QUOTES = [
     Quote("README.md", "four-ranks", ["mpiexec -n 4 python -m scratchpar.train"]),
     Quote("README.md", "shakespeare",
@@ -59,9 +59,9 @@ QUOTES = [
     Quote("docs/failures.md", "memory",
           ["mpiexec -n 2 python -m scratchpar.train --n-layers 100000"], "stderr"),
     Quote("docs/failures.md", "divergence", ["python -m scratchpar.train --lr 1e6"], "stderr"),
-    Quote("docs/plan.md", "plan-rank", [f"python -m scratchpar.plan --world 16 --top 8 -- {GPT}"]),
+    Quote("docs/plan.md", "plan-rank", [f"python -m scratchpar.plan --world 64 --top 8 -- {GPT}"]),
     Quote("docs/plan.md", "plan-explain",
-          [f"python -m scratchpar.plan --world 16 --explain 1 -- {GPT}"]),
+          [f"python -m scratchpar.plan --world 64 --explain 1 -- {GPT}"]),
 ]
 
 
