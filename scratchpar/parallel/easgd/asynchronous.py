@@ -8,7 +8,6 @@ import math
 import numpy as np
 
 from ...backend import get_array_module
-from ...comm.flat import Layout
 from ...data.shard import shard
 from ...optim import guarded_step, skipped
 from ...optim.guard import backward_verdict
@@ -38,7 +37,6 @@ class AsyncEASGD(MasterAndWorkers):
                              f"ρ ≥ 0 and τ ≥ 1; got {comm.size} rank(s), ρ = {rho}, τ = {tau}")
         super().__init__(model, optimizer, loss_fn, count_fn, comm, rho, grad_clip, "easgd")
         self.tau, self.exchanges = tau, 0
-        self.layout = Layout([c.shape for c in self.centre], self.centre[0].dtype)  # x end to end
         if self.comm.rank == 0:
             self.clock = dict.fromkeys(range(1, comm.size), 0)
             self.served = dict.fromkeys(self.clock, 0)  # exchanges per worker

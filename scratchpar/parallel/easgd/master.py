@@ -4,6 +4,7 @@ asynchronous mode and the round-robin one)."""
 from __future__ import annotations
 
 from ...backend import get_array_module, to_device, to_host
+from ...comm.flat import Layout
 from ..strategy import Strategy
 from .state import ElasticState
 
@@ -11,7 +12,8 @@ from .state import ElasticState
 class MasterAndWorkers(ElasticState, Strategy):
     """The part the master's modes share: the strategy's own dup of ``comm`` (named ``name``),
     the centre as host arrays (NumPy whatever device the workers use; rank 0's is the one that
-    moves), the step count, and the model taking the centre for evaluation."""
+    moves), their layout end to end (a model travels as one message), the step count, and the
+    model taking the centre for evaluation."""
 
     lockstep = False  # a worker judges its own loss
     first = 1  # rank 0 is the master; the workers are ranks 1 … W
@@ -21,6 +23,7 @@ class MasterAndWorkers(ElasticState, Strategy):
         super().__init__(model, optimizer, loss_fn, count_fn, comm.dup(name=name), grad_clip)
         self.rho, self.workers = rho, comm.size - 1
         self.centre = [to_host(p.data).copy() for p in self.params]  # x̃, the master's (host)
+        self.layout = Layout([c.shape for c in self.centre], self.centre[0].dtype)  # x end to end
         self.steps = 0  # t
 
     def gather_model(self) -> None:

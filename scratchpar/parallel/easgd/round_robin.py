@@ -23,7 +23,9 @@ class RoundRobinEASGD(MasterAndWorkers):
     moves by eq. 3, Wʲ ← Wᵗʲ − ηρ (Wᵗʲ − W̄ₜ) − η ∇f(Wᵗʲ) (elastic term, then its optimizer's
     step), and the master by eq. 4 with one worker, W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ). The other
     workers wait for their turn, so every step is one worker's: a sequential algorithm that an
-    emulation on one process reproduces bit for bit."""
+    emulation on one process reproduces bit for bit. The centre and the weights travel end to
+    end, one message each: a master that waited out a worker's compute polls with naps, and
+    would answer each array's rendezvous up to a nap late."""
 
     mode = "round-robin"
 
@@ -58,14 +60,14 @@ class RoundRobinEASGD(MasterAndWorkers):
         arrays = batch if isinstance(batch, tuple) else (batch,)
         sends = [self.comm.isend(np.ascontiguousarray(to_host(a)), turn, SAMPLES + 1 + k)
                  for k, a in enumerate(arrays)]  # the master hands out the samples
-        sends += [self.comm.isend(c, turn, CENTRE) for c in self.centre]
-        weights = [np.empty_like(c) for c in self.centre]
+        sends.append(self.comm.isend(self.layout.flatten(np, self.centre), turn, CENTRE))
+        weights = np.empty(self.layout.n, self.layout.dtype)  # Wᵗʲ end to end (K,)
         report = np.empty(4)  # [loss, units, ‖g‖, finite]
-        self.comm.wait_all(sends + [self.comm.irecv(w, turn, WEIGHTS) for w in weights]
-                           + [self.comm.irecv(report, turn, REPORT)])
+        self.comm.wait_all(sends + [self.comm.irecv(weights, turn, WEIGHTS),
+                                    self.comm.irecv(report, turn, REPORT)])
         alpha = self.optimizer.lr * self.rho
         if report[3]:
-            for c, w in zip(self.centre, weights):
+            for c, w in zip(self.centre, self.layout.views(weights)):
                 c += alpha * (w - c)  # eq. 4, one worker: W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ)
         self.last = {"loss": float(report[0]), "grad_norm": float(report[2]),
                      "skipped": not report[3]}
@@ -75,16 +77,16 @@ class RoundRobinEASGD(MasterAndWorkers):
         xp = get_array_module(self.params[0].data)
         arrays = batch if isinstance(batch, tuple) else (batch,)
         samples = [xp.empty_like(a) for a in arrays]  # shapes from this rank's own copy
-        centre = [xp.empty_like(p.data) for p in self.params]  # W̄ₜ
+        flat = xp.empty(self.layout.n, self.layout.dtype)  # W̄ₜ end to end (K,)
         self.comm.wait_all([self.comm.irecv(s, 0, SAMPLES + 1 + k) for k, s in enumerate(samples)]
-                           + [self.comm.irecv(c, 0, CENTRE) for c in centre])
-        mine = [xp.ascontiguousarray(p.data).copy() for p in self.params]  # Wᵗʲ, before moving
+                           + [self.comm.irecv(flat, 0, CENTRE)])
+        centre = self.layout.views(flat)
+        mine = self.layout.flatten(xp, [p.data for p in self.params])  # Wᵗʲ, before moving
         given = tuple(samples) if isinstance(batch, tuple) else samples[0]
         self.optimizer.zero_grad()
         mean, norm, finite = backward_verdict(self.loss_fn(self.model, given), self.params)
         report = np.array([mean, float(self.count_fn(given)), norm, float(finite)])
-        sends = [self.comm.isend(w, 0, WEIGHTS) for w in mine] + [self.comm.isend(report, 0,
-                                                                                  REPORT)]
+        sends = [self.comm.isend(mine, 0, WEIGHTS), self.comm.isend(report, 0, REPORT)]
         if finite:
             alpha = self.optimizer.lr * self.rho
             for p, c in zip(self.params, centre):
