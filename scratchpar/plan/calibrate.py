@@ -7,7 +7,9 @@
 - compute: FLOP/s of a square matrix product and bytes/s of an elementwise op on the device,
   in the dtype asked;
 - memory: what a rank may hold (``train/memory.py``), and what a process maps before its
-  arrays.
+  arrays;
+- the engine's own cost per collective call: an all-reduce of 8 bytes among every rank,
+  less what α and β price its messages at.
 
 Every time is the median of repeats after a warm-up, every rank starting from a barrier.
 """
@@ -22,8 +24,11 @@ from datetime import date
 import numpy as np
 
 from .. import backend
+from ..comm import collectives
+from ..parallel.description import Message
 from ..train.memory import PROCESS_BYTES, available
 from .fit import alpha_beta, per_unit
+from .messages import seconds
 from .profile import Device, Engine, Link, Profile, Reduce
 
 SIZES = [8 << (2 * k) for k in range(11)]  # 8 B … 8 MiB, ×4 apart
@@ -75,6 +80,19 @@ def link(comm, peer: int, sizes: list[int], repeats: int) -> dict:
         fitted.update(alpha_s=seconds[0], beta_s_per_byte=seconds[-1] / sizes[-1],
                       read_off_the_ends=True)
     return {"peer": peer, "sizes": sizes, "seconds": seconds, **fitted}
+
+
+def collective_call(comm, link_found: dict, gamma_s_per_byte: float, repeats: int) -> dict:
+    """The engine's all-reduce of one float64 among every rank, and what it costs beyond the
+    messages the model prices (messages.py): the cost of a call, rank 0's figure."""
+    buf = backend.xp_default().zeros(1)
+    took = timed(lambda: collectives.all_reduce_(comm, buf), repeats, comm.barrier)
+    if comm.rank != 0:
+        return {}
+    link = Link(link_found["alpha_s"], link_found["beta_s_per_byte"])
+    priced = seconds(Message("all-reduce", "world", 8, 1), comm.size, link, gamma_s_per_byte)
+    return {"ranks": comm.size, "seconds": took, "priced_s": priced,
+            "call_s": max(0.0, took - priced)}
 
 
 def peers(comm) -> tuple[int | None, int | None]:
@@ -130,9 +148,13 @@ def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) ->
     node = link(comm, same if same is not None else other, sizes, repeats)
     network = link(comm, other, sizes, repeats) if other is not None and same is not None \
         else None
+    reduce = reduction(sizes, repeats) if comm.rank == 0 else None
+    gamma, fitted = comm.allgather_obj(None if reduce is None else (
+        reduce["per_unit_s"], network or node), "the fitted constants")[0]
+    call = collective_call(comm, fitted, gamma, repeats)
     if comm.rank != 0:
         return None, None
-    found = {"node": node, "network": network, "reduce": reduction(sizes, repeats),
+    found = {"node": node, "network": network, "reduce": reduce, "engine": call,
              "compute": compute(np.dtype(dtype), MATMUL // 4 if quick else MATMUL,
                                 ELEMENTS // 16 if quick else ELEMENTS, repeats)}
     name, memory = device_memory(device, comm.local_size)
@@ -147,5 +169,5 @@ def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) ->
         network=None if network is None else Link(network["alpha_s"],
                                                   network["beta_s_per_byte"]),
         reduce=Reduce(found["reduce"]["per_unit_s"]),
-        engine=Engine(PROCESS_BYTES))
+        engine=Engine(PROCESS_BYTES, call["call_s"]))
     return profile, found

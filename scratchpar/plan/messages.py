@@ -10,7 +10,8 @@ Each message kind costs what its algorithm sends one after another on a rank's c
 - a point-to-point message (a pipeline's activation, a server's push or pull, a header, a
   one-sided get): α + n·β; a one-sided accumulate adds on the owner too: α + n·(β + γ).
 
-A collective among p = 1 ranks sends nothing.
+A collective among p = 1 ranks sends nothing. Among more, each call also costs the engine's
+own time beyond its messages (its planning, buffers and handle), measured by calibration.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from .profile import Link, Profile
 POINT_TO_POINT = ("send", "recv", "push", "pull", "header", "report", "get")
 
 
-def seconds(message: Message, p: int, link: Link, gamma_s_per_byte: float) -> float:
-    """One step's time of ``message`` (its ``count`` times) among ``p`` ranks over ``link``."""
+def seconds(message: Message, p: int, link: Link, gamma_s_per_byte: float,
+            call_s: float = 0.0) -> float:
+    """One step's time of ``message`` (its ``count`` times) among ``p`` ranks over ``link``;
+    a collective call also costs the engine's own ``call_s``."""
     n, a, b, g = message.nbytes, link.alpha_s, link.beta_s_per_byte, gamma_s_per_byte
     share = (p - 1) / p
     if message.op == "all-reduce":
@@ -37,8 +40,8 @@ def seconds(message: Message, p: int, link: Link, gamma_s_per_byte: float) -> fl
         once = a + n * b
     else:
         raise ValueError(f"no cost for a message of kind {message.op!r}")
-    if message.op not in POINT_TO_POINT + ("accumulate",) and p == 1:
-        once = 0.0
+    if message.op not in POINT_TO_POINT + ("accumulate",):
+        once = 0.0 if p == 1 else once + call_s
     return message.count * once
 
 
@@ -53,6 +56,7 @@ def communication(description: Description, ranks: dict[str, int], profile: Prof
         if message.axis not in ranks:
             raise ValueError(f"no rank count for the {message.axis!r} axis of {message.op}")
         link = profile.link(same_node=message.axis not in across_nodes)
-        t = seconds(message, ranks[message.axis], link, profile.reduce.gamma_s_per_byte)
+        t = seconds(message, ranks[message.axis], link, profile.reduce.gamma_s_per_byte,
+                    profile.engine.call_s)
         by_phase[message.behind] = by_phase.get(message.behind, 0.0) + t
     return by_phase

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 
@@ -70,7 +70,11 @@ class Reduce:
 
 @dataclass(frozen=True)
 class Engine:
+    """What a process maps before its arrays, and the engine's own seconds per collective
+    call beyond its messages (planning, buffers, its handle: Python's cost), 0 where unknown."""
+
     process_bytes: int
+    call_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -125,16 +129,19 @@ def loads(text: str, where: str | Path = "<profile>") -> Profile:
         entries = table[name]
         for key in entries.keys() - {f.name for f in fields(cls)}:
             problems.append(f"unknown key {name}.{key}")
-        values[name] = cls(**{f.name: _value(entries, f.name, f.type, problems, f"{name}.")
-                              for f in fields(cls)})
+        values[name] = cls(**{f.name: _value(entries, f.name, f.type, problems, f"{name}.",
+                                             f.default)
+                              for f in fields(cls) if f.name in entries
+                              or f.default is MISSING})
     if problems:
         raise ProfileError(where, sorted(problems))
     return Profile(**values)
 
 
-def _value(table: dict, key: str, kind: str, problems: list[str], prefix: str = ""):
+def _value(table: dict, key: str, kind: str, problems: list[str], prefix: str = "",
+           default=MISSING):
     """``table[key]`` checked against its field's type: a string, or a positive finite
-    number (an integer where the field is one)."""
+    number (an integer where the field is one; 0 too where 0 is the field's default)."""
     if key not in table:
         problems.append(f"{prefix}{key} is missing")
         return None
@@ -144,9 +151,11 @@ def _value(table: dict, key: str, kind: str, problems: list[str], prefix: str = 
             problems.append(f"{prefix}{key} must be a string, not {value!r}")
         return value
     integer = kind == "int"
+    least = 0 if default == 0 else math.nextafter(0, 1)
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        what = "a positive integer" if integer else "a positive number"
+            or not math.isfinite(value) or value < least:
+        what = ("a positive integer" if integer else "a positive number") if least \
+            else "a number ≥ 0"
         problems.append(f"{prefix}{key} must be {what}, not {value!r}")
         return value
     return value if integer else float(value)

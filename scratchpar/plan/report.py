@@ -24,6 +24,9 @@ def table(profile, found: dict) -> str:
               f"compute  {comp['n']}×{comp['n']} matrix product: "
               f"{comp['flops'] / 1e9:.1f} GFLOP/s; c = a + b over {comp['elements']:,} "
               f"elements: {comp['bytes_per_s'] / 1e9:.2f} GB/s",
+              f"engine   an all-reduce of 8 B among {found['engine']['ranks']} ranks: "
+              f"{1e6 * found['engine']['seconds']:.1f} µs, {1e6 * profile.engine.call_s:.1f} µs "
+              "a collective call beyond what α, β and γ price",
               f"memory   {profile.device.memory_bytes / 2**30:.1f} GiB a rank may hold, "
               f"{profile.engine.process_bytes / 2**20:.0f} MiB a process maps first"]
     return "\n".join(lines)

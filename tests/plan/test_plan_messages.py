@@ -60,3 +60,13 @@ def test_an_axis_across_nodes_takes_the_network():
                                                            + 0.9375e6 * GAMMA))
     with pytest.raises(ValueError, match="no rank count for the 'dp' axis"):
         communication(described, {"tp": 2}, CLUSTER)
+
+
+def test_each_collective_call_costs_the_engine_s_own_time_and_a_message_does_not():
+    link = Link(1e-6, 1e-9)
+    reduce = Message("all-reduce", "dp", 1000, 3)
+    send = Message("send", "pp", 1000, 3)
+    assert seconds(reduce, 4, link, 0.0, call_s=5e-6) == pytest.approx(
+        seconds(reduce, 4, link, 0.0) + 3 * 5e-6)
+    assert seconds(send, 4, link, 0.0, call_s=5e-6) == seconds(send, 4, link, 0.0)
+    assert seconds(reduce, 1, link, 0.0, call_s=5e-6) == 0.0  # one rank: no call at all

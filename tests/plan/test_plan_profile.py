@@ -81,3 +81,12 @@ def test_show_prints_a_profile_or_refuses_it_in_one_message(tmp_path):
 def load_text(tmp_path, text: str) -> Profile:
     (tmp_path / "shown.toml").write_text(text)
     return load(tmp_path / "shown.toml")
+
+
+def test_the_engine_s_call_cost_may_be_left_out_and_never_negative(tmp_path):
+    text = dump(MEASURED)
+    assert "call_s" in text
+    without = load_text(tmp_path, text.replace("call_s = 0.0\n", ""))
+    assert without.engine.call_s == 0.0
+    with pytest.raises(ProfileError, match=r"engine.call_s must be a number ≥ 0, not -1"):
+        load_text(tmp_path, text.replace("call_s = 0.0", "call_s = -1"))
