@@ -125,7 +125,7 @@ def test_device_run_trains_every_contender_on_the_device(capsys, tmp_path):
     names = CONTENDERS | ({"torch-ddp", "torch-alone"} if with_torch else set())
     assert {(r[0], r[1]) for r in table_rows(out, "throughput")} == {
         (b, c) for b in ("4", "8") for c in names}
-    assert ("torch DDP (gloo backend)" in out) == with_torch
+    assert ("torch DDP (gloo at N=2)" in out) == with_torch
     result = json.loads(path.read_text())
     assert result["device"].startswith("double")
     run = result["per_world_size"]["2"]

@@ -94,8 +94,9 @@ def measure(args) -> dict:
                  "compute-only ms": lambda r: r["ms"]["compute-only"], "exposed": "exposed"}))
     ddp = [{**r, **r["ddp"]} for r in rows if r["ddp"]]
     if ddp:
-        print(table(f"scratchpar (bucketed) against torch DDP ({first['ddp_backend']} backend), "
-                    "the first steps' losses checked first", ddp,
+        backends = ", ".join(f"{results[n]['ddp_backend']} at N={n}" for n in ranks)
+        print(table(f"scratchpar (bucketed) against torch DDP ({backends}), the first steps' "
+                    "losses checked first", ddp,
                     {"MLP": "job", "n": "n", "scratchpar samples/s": "ours",
                      "ddp samples/s": "theirs", "scratchpar/ddp": "speedup",
                      "loss abs err": "loss_err"}))
