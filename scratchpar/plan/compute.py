@@ -22,12 +22,13 @@ def roofline(work: Work, rows: int, profile) -> tuple[float, float]:
     return rows * work.forward / profile.device.flops, rows * work.backward / profile.device.flops
 
 
-def measured(task, rows: int, repeats: int = 5) -> tuple[float, float]:
+def measured(task, rows: int, repeats: int = 5, warmup: int = 1) -> tuple[float, float]:
     """(forward, backward) seconds of ``task``'s model on ``rows`` rows of its own data: the
-    summed loss, as a data-parallel rank computes it, then its backward."""
+    summed loss, as a data-parallel rank computes it, then its backward; medians of
+    ``repeats`` after ``warmup`` (a fresh process maps its memory in the first few)."""
     batch, _ = task.batch(0, rows)
     model, samples = task.model, []
-    for _ in range(repeats + 1):
+    for _ in range(warmup + repeats):
         model.zero_grad()
         sync()
         start = time.perf_counter()
@@ -37,5 +38,5 @@ def measured(task, rows: int, repeats: int = 5) -> tuple[float, float]:
         loss.backward()
         sync()
         samples.append((middle - start, time.perf_counter() - middle))
-    forward, backward = zip(*samples[1:])  # the first is the warm-up
+    forward, backward = zip(*samples[warmup:])
     return statistics.median(forward), statistics.median(backward)

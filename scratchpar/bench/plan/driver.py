@@ -1,5 +1,6 @@
-"""The planner's validation: this machine calibrated, then one job per world size that runs
-every layout the training command accepts there, predicted beside measured.
+"""The planner's validation: this machine calibrated; then per world size, one job that
+predicts every layout the training command accepts there, and one job per layout that
+measures it as the command runs it (``--quick``: one job for them all).
 
 The targets (docs/plan.md, Validation): the step's median relative error ≤ 10% and worst
 ≤ 25%, peak memory's median ≤ 5%, and Kendall's τ ≥ 0.8 between the predicted and the
@@ -20,7 +21,7 @@ RUN = ["--model", "gpt", "--d-model", "64", "--n-layers", "2", "--n-heads", "4",
        "--seq-len", "64", "--batch-size", "32"]
 QUICK_RUN = ["--model", "gpt", "--d-model", "16", "--n-layers", "2", "--n-heads", "2",
              "--seq-len", "16", "--batch-size", "8"]
-TIMING = {"warmup": 3, "repeats": 10, "rounds": 3}
+TIMING = {"warmup": 6, "repeats": 10, "rounds": 3}
 QUICK_TIMING = {"warmup": 1, "repeats": 3, "rounds": 1}
 TARGETS = {"step median": 0.10, "step worst": 0.25, "memory median": 0.05, "tau": 0.8}
 COLUMNS = {"N": "ranks", "layout": "layout", "= 1 device": "exact",
@@ -88,6 +89,20 @@ def draw(directory: str, rows: list[dict]) -> list[str]:
                             str(Path(directory) / "plan_validation.png"))]
 
 
+def world(n: int, run: list[str], profile: str, timing: dict, device: str,
+          together: bool) -> list[dict]:
+    """Every layout of ``run`` on ``n`` ranks, predicted in one job, then measured: each in a
+    job of its own (the training command's conditions), or ``together`` in one (quicker)."""
+    rows = job(n, f"{WORKER}:predicted", {"run": run, "profile": profile, **timing}, device)
+    groups = [rows] if together else [[row] for row in rows]
+    for group in groups:
+        found = job(n, f"{WORKER}:runs", {"run": run, "flags": [r["flags"] for r in group],
+                                              **timing}, device)
+        for row, got in zip(group, found):
+            row.update(got)
+    return rows
+
+
 def measure(args) -> dict:
     run, timing = (QUICK_RUN, QUICK_TIMING) if args.quick else (RUN, TIMING)
     ranks = sorted(set(args.ranks or ([1, 2] if args.quick else [1, 2])))
@@ -95,13 +110,14 @@ def measure(args) -> dict:
         raise SystemExit(f"plan: every world size must be ≥ 1, got {ranks}")
     profile = job(2, f"{WORKER}:profile", {"device": args.device, "quick": args.quick},
                   args.device)
-    rows = with_errors([row for n in ranks for row in job(
-        n, f"{WORKER}:world", {"run": run, "profile": profile, **timing}, args.device)])
+    rows = with_errors([row for n in ranks for row in world(n, run, profile, timing,
+                                                             args.device, args.quick)])
     print(f"plan benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}")
     print(f"run: {' '.join(run)}; the profile calibrated here at 2 ranks; compute timed here")
+    alone = "all in one process" if args.quick else "each layout in a process of its own"
     print(table(f"predicted beside measured: the step (the slowest rank's median of "
-                f"{timing['repeats']}, the least of {timing['rounds']} rounds over the layouts) "
-                "and the largest rank's peak traced bytes", rows, COLUMNS))
+                f"{timing['repeats']}, the least of {timing['rounds']} rounds; {alone}) and the "
+                "largest rank's peak traced bytes", rows, COLUMNS))
     found = summary(rows)
     print(table(f"errors over {found['layouts']} layouts; τ within each world size: "
                 + ", ".join(f"N={n} {t:.2f}" for n, t in found["tau_by_ranks"].items())

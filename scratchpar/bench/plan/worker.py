@@ -20,6 +20,7 @@ from ...plan.predict import predict
 from ...plan.profile import dump, loads
 from ...plan.rank import exact, name
 from ...train.build import build_trainer
+from ...train.cli import load_config
 from ...train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
 from ...train.task import build_task
 from ..timing import slowest, sync
@@ -32,19 +33,17 @@ def profile(comm, cfg: dict) -> str | None:
     return dump(found) if comm.rank == 0 else None
 
 
-def world(comm, cfg: dict) -> list[dict]:
-    """Per layout of ``cfg["run"]`` on this world: rank 0's prediction of its step and peak
-    bytes, then the measured peak (the largest rank's, traced) and step (the slowest rank's
-    median, the least of ``rounds`` rounds over every layout).
-    The predictions come first, in a fresh process with the other ranks waiting, so that the
-    compute they time is timed alike for every layout."""
+def predicted(comm, cfg: dict) -> list[dict]:
+    """Per layout of ``cfg["run"]`` on this world, rank 0's prediction of its step and peak
+    bytes, made in a fresh process with the other ranks waiting, so that the compute it times
+    is timed alike for every layout."""
     cluster = loads(cfg["profile"], "the calibrated profile")
     found = layouts(cfg["run"], comm.size)
     rows = [{"ranks": comm.size, "layout": name(layout), "flags": list(layout.flags),
              "strategy": layout.cfg.train.strategy, "exact": exact(layout.cfg)}
             for layout in found]
     if comm.rank == 0:
-        compute = model_compute(found[0].cfg, cfg["repeats"])
+        compute = model_compute(found[0].cfg, cfg["repeats"], cfg["warmup"])
         for row, layout in zip(rows, found):
             step = predict(layout.cfg, comm.size, cluster, compute)
             parts = estimate(layout.cfg, comm.size)
@@ -54,15 +53,26 @@ def world(comm, cfg: dict) -> list[dict]:
                            "update": step.update_s, "exposed": step.exposed_s,
                            "idle": step.idle_s})
     comm.barrier()
-    for row, layout in zip(rows, found):
+    return rows
+
+
+def runs(comm, cfg: dict) -> list[dict]:
+    """For each of ``cfg["flags"]`` (layouts of ``cfg["run"]``), in turn in this process: the
+    peak (the largest rank's, traced), then the step (the slowest rank's median, the least of
+    ``rounds`` rounds over those layouts), or why it did not run. A full validation runs each
+    layout in a process of its own, as the training command does; one layout's leftovers slowed
+    the next one's messages here."""
+    configs = [load_config([*cfg["run"], *flags], world_size=comm.size) for flags in cfg["flags"]]
+    rows = [{} for _ in configs]
+    for row, run in zip(rows, configs):
         try:
-            row["measured_bytes"] = traced(comm, layout.cfg)
+            row["measured_bytes"] = traced(comm, run)
         except RankErrors as e:
             row["not_run"] = str(e).splitlines()[0]
-    for _ in range(cfg["rounds"]):  # the layouts in turn, each round: a burst of load from
-        for row, layout in zip(rows, found):  # elsewhere slows one round's step, not all
+    for _ in range(cfg["rounds"]):
+        for row, run in zip(rows, configs):
             if "not_run" not in row:
-                row.setdefault("rounds_s", []).append(timed(comm, layout.cfg, cfg))
+                row.setdefault("rounds_s", []).append(timed(comm, run, cfg))
     for row in rows:
         if "rounds_s" in row:
             row["measured_s"] = min(row["rounds_s"])
@@ -106,13 +116,13 @@ def ended(trainer) -> None:
     trainer.strategy.close()
 
 
-def model_compute(cfg, repeats: int):
+def model_compute(cfg, repeats: int, warmup: int):
     """(forward, backward) seconds of the whole model on ``rows`` rows, timed here once per row
     count (every layout of a run shares the model)."""
     task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0))
 
     @functools.cache
     def compute(rows: int) -> tuple[float, float]:
-        return measured(task, rows, repeats)
+        return measured(task, rows, repeats, warmup)
 
     return compute
