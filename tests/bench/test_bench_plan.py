@@ -6,8 +6,16 @@ import math
 import pytest
 from bench_helpers import run_quick
 
-from scratchpar.bench.plan.driver import QUICK_RUN, kendall_tau, summary, with_errors
+from scratchpar.bench.plan.driver import (
+    QUICK_RUN,
+    QUICK_TIMING,
+    kendall_tau,
+    summary,
+    with_errors,
+    world,
+)
 from scratchpar.plan.layouts import layouts
+from scratchpar.plan.profile import dump, load
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -53,3 +61,11 @@ def test_kendall_tau_by_hand():
     # ties in x drop out: pairs (1,2) tied; of the other two, both agree → 2/√(2·3)
     assert kendall_tau([1, 1, 2], [1, 2, 3]) == pytest.approx(2 / math.sqrt(6))
     assert math.isnan(kendall_tau([1, 1], [1, 2]))
+
+
+def test_a_full_run_measures_each_layout_in_a_job_of_its_own():
+    profile = dump(load("scratchpar/plan/profiles/dgx-h100.toml"))
+    alone = world(1, QUICK_RUN, profile, QUICK_TIMING, "cpu", together=False)
+    assert [r["flags"] for r in alone] == [list(lay.flags) for lay in layouts(QUICK_RUN, 1)]
+    assert all(r["measured_s"] > 0 and r["measured_bytes"] > 0 and r["predicted_s"] > 0
+               for r in alone)
