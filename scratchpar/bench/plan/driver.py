@@ -105,6 +105,7 @@ def world(n: int, run: list[str], profile: str, timing: dict, device: str,
 
 def measure(args) -> dict:
     run, timing = (QUICK_RUN, QUICK_TIMING) if args.quick else (RUN, TIMING)
+    run = [*run, "--device", args.device]  # the layouts train where the benchmark runs
     ranks = sorted(set(args.ranks or ([1, 2] if args.quick else [1, 2])))
     if ranks[0] < 1:
         raise SystemExit(f"plan: every world size must be ≥ 1, got {ranks}")
