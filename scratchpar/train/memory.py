@@ -52,9 +52,7 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     s = 8 if t.dtype == "float64" else 4
     source = source_of(cfg)
     family = REGISTRY[t.strategy]
-    sharing = family.workers(cfg, world_size) or world_size  # a server's or master's don't
-    rows = -(-t.batch_size // max(sharing, 1))  # the first shard is the largest
-    model = network(cfg, s, source.vocab, rows)
+    model = network(cfg, s, source.vocab, 1)  # its shape, initialization and evaluation
     shape, p = model.shape, model.shape.bytes
     held = family.describe(cfg, shape, world_size)  # the strategy's own figures
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0)  # L2 decay needs a second one
