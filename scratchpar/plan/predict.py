@@ -15,13 +15,13 @@ innermost, then pp, then dp (``comm/mesh.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ..parallel.pipeline import schedules
 from ..train.memory import network, source_of
 from ..train.strategies import REGISTRY
 from . import served, step
-from .messages import seconds
 
 Compute = Callable[[int], tuple[float, float]]
 
@@ -33,17 +33,36 @@ def shape_of(cfg):
 
 
 def predict(cfg, world: int, profile, compute: Compute) -> step.Prediction:
-    """The step of the run ``cfg`` (a layout the training command accepts) on ``world`` ranks."""
+    """The step of the run ``cfg`` (a layout the training command accepts) on ``world`` ranks,
+    with the bytes a rank sends in it."""
     t = cfg.train
     family, shape = REGISTRY[t.strategy], shape_of(cfg)
-    described = family.describe(cfg, shape, world)
+    described, ranks = family.describe(cfg, shape, world), axes(cfg, world)
+    sent = sum(m.wire(ranks[m.axis]) * m.count for m in described.sends)
+    return dataclasses.replace(_step(cfg, world, profile, compute, described, ranks),
+                               sent_bytes=sent)
+
+
+def axes(cfg, world: int) -> dict[str, int]:
+    """The ranks of each axis a layout's messages travel: the mesh's dp × pp × tp, the whole
+    world, and a parameter server's workers and servers."""
+    t = cfg.train
+    tp = t.tp if t.strategy == "hybrid" else 1
+    pp = t.pp if t.strategy in ("pipeline", "hybrid") else 1
+    servers = t.servers if t.strategy == "ps" else 0
+    return {"dp": world // (pp * tp), "pp": pp, "tp": tp, "world": world,
+            "workers": world - servers, "servers": servers}
+
+
+def _step(cfg, world: int, profile, compute: Compute, described, ranks) -> step.Prediction:
+    t = cfg.train
     spans = world > profile.ranks_per_node
     if t.strategy in ("pipeline", "hybrid"):
-        return _mesh(cfg, world, profile, compute, described)
-    workers = family.workers(cfg, world) or world
+        return _mesh(cfg, profile, compute, described, ranks)
+    workers = REGISTRY[t.strategy].workers(cfg, world) or world
     rows = compute(-(-t.batch_size // workers))
     if t.strategy == "ps":
-        return served.parameter_server(described, shape, rows, workers, t.servers,
+        return served.parameter_server(described, shape_of(cfg), rows, workers, t.servers,
                                        "sync" if t.ps_mode == "sync" else "async", profile,
                                        spans)
     if t.strategy == "hogwild":
@@ -53,19 +72,17 @@ def predict(cfg, world: int, profile, compute: Compute) -> step.Prediction:
     return step.data_parallel(described, rows, world, profile, spans)
 
 
-def _mesh(cfg, world: int, profile, compute: Compute, described) -> step.Prediction:
+def _mesh(cfg, profile, compute: Compute, described, ranks) -> step.Prediction:
     """A pipeline of ``pp`` stages, each ``tp`` shards wide, ``dp`` replicas of it."""
-    t = cfg.train
-    tp = t.tp if t.strategy == "hybrid" else 1
-    dp = world // (t.pp * tp)
+    t, (dp, pp, tp, world) = cfg.train, (ranks[a] for a in ("dp", "pp", "tp", "world"))
     forward, backward = compute(-(-t.batch_size // (dp * t.m)))
-    share = t.pp * tp  # a balanced stage's shard: 1/(p·t) of the model's compute
+    share = pp * tp  # a balanced stage's shard: 1/(p·t) of the model's compute
     node = profile.ranks_per_node
-    across = frozenset(axis for axis, span in (("tp", tp), ("pp", t.pp * tp), ("dp", world),
+    across = frozenset(axis for axis, span in (("tp", tp), ("pp", pp * tp), ("dp", world),
                                                ("world", world)) if span > node)
     boundary = [m for m in described.sends if m.axis == "pp" and m.count]
     link = profile.link(same_node="pp" not in across)
-    message = seconds(boundary[0], 2, link, 0.0) / boundary[0].count if boundary else 0.0
-    schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
+    message = link.seconds(boundary[0].nbytes) if boundary else 0.0
+    schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual)
     return step.pipeline(described, schedule, (forward / share, backward / share), message,
-                         {"dp": dp, "pp": t.pp, "tp": tp, "world": world}, profile, across)
+                         ranks, profile, across)

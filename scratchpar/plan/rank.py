@@ -8,12 +8,11 @@ from dataclasses import dataclass
 
 from ..table import table
 from ..train.memory import source_of
-from ..train.strategies import REGISTRY
 from . import flops
 from .compute import roofline
 from .layouts import Layout, layouts
 from .memory import Fit, per_rank
-from .predict import predict, shape_of
+from .predict import predict
 from .step import Prediction
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
@@ -31,12 +30,11 @@ def exact(cfg) -> bool:
 
 @dataclass(frozen=True)
 class Ranked:
-    """A layout, its predicted step and memory, and what it moves."""
+    """A layout, its predicted step (and what it moves), and its memory."""
 
     layout: Layout
     step: Prediction
     fit: Fit
-    wire_bytes: float  # bytes a rank sends per step, the algorithms' own factors included
 
     @property
     def per_s(self) -> float:
@@ -64,21 +62,9 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
         fit = per_rank(cfg, world, profile)
         if budget is not None:
             fit = Fit(fit.parts, budget - profile.engine.process_bytes)
-        found.append(Ranked(layout, step, fit, wire(cfg, world)))
+        found.append(Ranked(layout, step, fit))
     return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s,
                                         r.fit.need))
-
-
-def wire(cfg, world: int) -> float:
-    """Bytes a rank sends per step: each message's payload times its algorithm's factor among
-    the ranks of its axis (the busiest rank's, as the description gives it)."""
-    t = cfg.train
-    described = REGISTRY[t.strategy].describe(cfg, shape_of(cfg), world)
-    tp = t.tp if t.strategy == "hybrid" else 1
-    pp = t.pp if t.strategy in ("pipeline", "hybrid") else 1
-    sizes = {"tp": tp, "pp": pp, "dp": world // (tp * pp), "world": world,
-             "servers": getattr(t, "servers", 1), "workers": world}
-    return sum(m.wire(sizes.get(m.axis, world)) * m.count for m in described.sends)
 
 
 SHORT = {"--pp-schedule": "", "--ps-mode": "", "--easgd-mode": "", "--microbatches": "m=",
@@ -105,7 +91,7 @@ def show(rows: list[Ranked], world: int, profile) -> str:
     unit = "tok" if rows and rows[0].layout.cfg.model.kind in LANGUAGE_MODELS else "samples"
     cells = [{"#": i + 1, "layout": name(r.layout), "ms": 1e3 * r.step.step_s,
               "rate": r.per_s, "gib": r.fit.need / 2**30, "fits": r.fit.fits,
-              "exact": exact(r.layout.cfg), "mb": r.wire_bytes / 2**20,
+              "exact": exact(r.layout.cfg), "mb": r.step.sent_bytes / 2**20,
               "idle": r.step.idle_s / r.step.step_s,
               "exposed": r.exposed_share, "why": r.fit.why_not()} for i, r in enumerate(rows)]
     columns = {"#": "#", "layout": "layout", "step ms": "{ms:.3f}", f"{unit}/s": "{rate:,.0f}",
@@ -130,7 +116,7 @@ def explain(row: Ranked, world: int, run: list[str]) -> str:
              "communication, by the compute it runs behind:"]
     lines += [f"  {phase or 'nothing':9} {1e3 * t:9.3f} ms"
               for phase, t in sorted(s.communication_s.items())]
-    lines += [f"sent      {row.wire_bytes / 2**20:10.1f} MiB a rank, a step",
+    lines += [f"sent      {s.sent_bytes / 2**20:10.1f} MiB a rank, a step",
               f"memory    {row.fit.need / 2**30:10.2f} GiB a rank of "
               f"{row.fit.have / 2**30:.2f}" + ("" if row.fit.fits else
                                                f": does not fit, {row.fit.why_not()}")]

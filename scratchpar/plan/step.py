@@ -34,6 +34,7 @@ class Prediction:
     communication_s: dict[str, float]  # by the phase it hides behind ("" for none)
     exposed_s: float
     idle_s: float = 0.0  # a pipeline's makespan beyond its compute: the bubble, the messages
+    sent_bytes: float = 0.0  # what a rank sends, the algorithms' own factors included
 
     @property
     def step_s(self) -> float:

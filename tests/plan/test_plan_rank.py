@@ -9,7 +9,7 @@ from scratchpar.plan.__main__ import main
 from scratchpar.plan.layouts import Layout
 from scratchpar.plan.predict import shape_of
 from scratchpar.plan.profile import load
-from scratchpar.plan.rank import exact, name, ranked, wire
+from scratchpar.plan.rank import exact, name, ranked
 from scratchpar.train.cli import load_config
 from scratchpar.train.strategies import REGISTRY
 
@@ -47,7 +47,7 @@ def test_every_command_is_one_the_training_command_accepts():
 def test_the_bytes_sent_are_the_ring_s_for_data_parallelism():
     row = next(r for r in ranked(RUN, 4, H100) if r.layout.flags == ("--strategy", "dp"))
     described = REGISTRY["dp"].describe(row.layout.cfg, shape_of(row.layout.cfg), 4)
-    assert wire(row.layout.cfg, 4) == pytest.approx(sum(
+    assert row.step.sent_bytes == pytest.approx(sum(
         m.count * m.nbytes * (2 * 3 / 4 if m.op == "all-reduce" else 1)
         for m in described.sends))
 
