@@ -11,9 +11,11 @@ from ..train.memory import estimate
 
 @dataclass(frozen=True)
 class Fit:
-    """Bytes a rank needs by part, the bytes the device may hold, and whether they fit."""
+    """Bytes a rank is expected to need by part, the bound the training command refuses a run
+    by (an op's temporaries allowed for), and the bytes the device may hold."""
 
     parts: dict[str, int]
+    bound: int
     have: int
 
     @property
@@ -22,18 +24,21 @@ class Fit:
 
     @property
     def fits(self) -> bool:
-        return self.need <= self.have
+        """Whether the training command, on this device, would start the run."""
+        return self.bound <= self.have
 
     def why_not(self) -> str:
         """Empty where it fits; else the shortfall and the largest part, in a phrase."""
         if self.fits:
             return ""
         part, size = max(self.parts.items(), key=lambda item: item[1])
-        return (f"needs {self.need / 2**30:.1f} GiB per rank, {self.have / 2**30:.1f} GiB "
+        return (f"needs {self.bound / 2**30:.1f} GiB per rank, {self.have / 2**30:.1f} GiB "
                 f"available: {part} {size / 2**30:.1f} GiB is the largest part")
 
 
-def per_rank(cfg, world: int, profile) -> Fit:
-    """The peak a rank of ``cfg`` on ``world`` ranks needs, against the profile's device less
-    what a process maps before its arrays."""
-    return Fit(estimate(cfg, world), profile.device.memory_bytes - profile.engine.process_bytes)
+def per_rank(cfg, world: int, profile, budget: int | None = None) -> Fit:
+    """The peak a rank of ``cfg`` on ``world`` ranks needs, against the profile's device (or
+    ``budget`` bytes) less what a process maps before its arrays."""
+    have = profile.device.memory_bytes if budget is None else budget
+    return Fit(estimate(cfg, world, bound=False), sum(estimate(cfg, world).values()),
+               have - profile.engine.process_bytes)

@@ -59,9 +59,7 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
         cfg = layout.cfg
         work = flops.of(cfg, source_of(cfg).vocab)
         step = predict(cfg, world, profile, lambda rows, w=work: roofline(w, rows, profile))
-        fit = per_rank(cfg, world, profile)
-        if budget is not None:
-            fit = Fit(fit.parts, budget - profile.engine.process_bytes)
+        fit = per_rank(cfg, world, profile, budget)
         found.append(Ranked(layout, step, fit))
     return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s,
                                         r.fit.need))
@@ -121,4 +119,6 @@ def explain(row: Ranked, world: int, run: list[str]) -> str:
               f"{row.fit.have / 2**30:.2f}" + ("" if row.fit.fits else
                                                f": does not fit, {row.fit.why_not()}")]
     lines += [f"  {part:11} {size / 2**30:8.3f} GiB" for part, size in row.fit.parts.items()]
+    lines += [f"bound     {row.fit.bound / 2**30:10.2f} GiB with an op's temporaries allowed for: "
+              "the training command starts a run below it"]
     return "\n".join(lines + ["", row.layout.command(world, run)])

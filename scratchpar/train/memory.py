@@ -25,10 +25,12 @@ ALLOCATOR_BYTES = 160 * MiB
 PROCESS_BYTES = 512 * MiB
 
 
-def estimate(cfg, world_size: int) -> dict[str, int]:
+def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     """Peak bytes one rank (rank 0, which also evaluates) needs to train Config ``cfg`` among
     ``world_size`` ranks, by part, at the larger of the run's two peaks: setting up (weights,
     data source) or training. Python ints throughout: absurd sizes give huge figures, fast.
+    ``bound``: with an op's temporaries allowed for (MARGIN), an upper bound, by which the
+    training command refuses a run; without, the expected peak, which the planner predicts.
 
     parameters   the weights; the float64 draw that initializes one; local SGD's averaging buffers
     gradients    one per weight, and a parallel strategy's buckets and collective scratch
@@ -50,6 +52,7 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
     """
     o, t = cfg.optim, cfg.train
     s = 8 if t.dtype == "float64" else 4
+    margin = MARGIN if bound else None
     source = source_of(cfg)
     family = REGISTRY[t.strategy]
     model = network(cfg, s, source.vocab, 1)  # its shape, initialization and evaluation
@@ -66,17 +69,22 @@ def estimate(cfg, world_size: int) -> dict[str, int]:
         "gradients": held.holds["gradients"] + held.holds["buffers"],
         "optimizer": held.holds["optimizer"] + scratch * held.chunk * s
                      + (t.save is not None) * replicas * (shape.moments + 1) * p,
-        "activations": activations + activations // MARGIN,
+        "activations": allowed(activations, margin),
         "data": source.kept + source.batches,
         "checkpoint": resumed,
     }
     peaks = [setup, training]
     gathered = family.gathered(cfg, shape, world_size, held)
     if gathered is not None:  # gather_model() makes rank 0's model whole for its evaluation
-        evaluating = model.evaluation + model.evaluation // MARGIN
-        peaks.append({**training, "parameters": gathered, "activations": evaluating})
+        peaks.append({**training, "parameters": gathered,
+                      "activations": allowed(model.evaluation, margin)})
     peak = max(peaks, key=lambda part: sum(part.values()))
     return {**peak, "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}
+
+
+def allowed(activations: int, margin: int | None) -> int:
+    """Activations' bytes with the temporaries of an op allowed for: a ``margin``-th more."""
+    return activations + (activations // margin if margin else 0)
 
 
 def source_of(cfg):

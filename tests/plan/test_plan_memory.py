@@ -1,5 +1,5 @@
-"""A layout's memory per rank is the training command's estimate, set against the profile's
-device: ZeRO-3 needs less than DP, and what does not fit says why."""
+"""A layout's memory per rank is the training command's estimate, expected and bounded, set
+against the profile's device: ZeRO-3 needs less than DP, and what does not fit says why."""
 
 import dataclasses
 
@@ -17,8 +17,18 @@ BIG = Profile("big", "by hand", 8, Device("d", 80 * 2**30, 1e14, 2e12), Link(5e-
 def test_a_layout_needs_the_training_command_s_estimate():
     cfg = load_config(RUN, world_size=4)
     fit = per_rank(cfg, 4, BIG)
-    assert fit.parts == estimate(cfg, 4) and fit.need == sum(estimate(cfg, 4).values())
+    expected = estimate(cfg, 4, bound=False)
+    assert fit.parts == expected and fit.bound == sum(estimate(cfg, 4).values())
+    assert fit.bound - fit.need == expected["activations"] // 8 > 0  # an op's temporaries
     assert fit.have == 80 * 2**30 - 2**29 and fit.fits and fit.why_not() == ""
+
+
+def test_a_layout_fits_by_the_bound_the_training_command_refuses_by():
+    cfg = load_config(RUN, world_size=4)
+    need = per_rank(cfg, 4, BIG)
+    between = per_rank(cfg, 4, BIG, budget=2**29 + (need.need + need.bound) // 2)
+    assert between.need < between.have < between.bound and not between.fits
+    assert per_rank(cfg, 4, BIG, budget=2**29 + need.bound).fits
 
 
 def test_zero_3_needs_less_than_dp_and_a_small_device_says_why_not():
@@ -31,6 +41,6 @@ def test_zero_3_needs_less_than_dp_and_a_small_device_says_why_not():
                                                                 memory_bytes=2**29 + 2**20))
     tight = per_rank(found[("--strategy", "dp")], 4, small)
     assert not tight.fits
-    assert tight.why_not().startswith(f"needs {tight.need / 2**30:.1f} GiB per rank, 0.0 GiB "
+    assert tight.why_not().startswith(f"needs {tight.bound / 2**30:.1f} GiB per rank, 0.0 GiB "
                                       "available: ")
     assert "is the largest part" in tight.why_not()

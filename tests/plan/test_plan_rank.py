@@ -62,7 +62,8 @@ def test_the_command_prints_the_table_and_the_best_line(capsys):
 def test_explain_gives_a_row_s_breakdown_and_its_command(capsys):
     assert main(["--world", "4", "--explain", "2", "--", *RUN]) == 0
     out = capsys.readouterr().out
-    for word in ("forward", "backward", "update", "exposed", "idle", "memory", "mpirun -n 4"):
+    for word in ("forward", "backward", "update", "exposed", "idle", "memory", "bound",
+                 "mpirun -n 4"):
         assert word in out
 
 

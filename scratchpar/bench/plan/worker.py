@@ -5,6 +5,8 @@ predicted by the planner from the profile and the model's compute timed here."""
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 import time
 import tracemalloc
 
@@ -46,7 +48,7 @@ def predicted(comm, cfg: dict) -> list[dict]:
         compute = model_compute(found[0].cfg, cfg["repeats"], cfg["warmup"])
         for row, layout in zip(rows, found):
             step = predict(layout.cfg, comm.size, cluster, compute)
-            parts = estimate(layout.cfg, comm.size)
+            parts = estimate(layout.cfg, comm.size, bound=False)
             row.update(predicted_s=step.step_s, predicted_bytes=sum(parts.values())
                        - RUNTIME_BYTES - ALLOCATOR_BYTES, parts_s={
                            "forward": step.forward_s, "backward": step.backward_s,
@@ -58,15 +60,15 @@ def predicted(comm, cfg: dict) -> list[dict]:
 
 def runs(comm, cfg: dict) -> list[dict]:
     """For each of ``cfg["flags"]`` (layouts of ``cfg["run"]``), in turn in this process: the
-    peak (the largest rank's, traced), then the step (the slowest rank's median, the least of
-    ``rounds`` rounds over those layouts), or why it did not run. A full validation runs each
-    layout in a process of its own, as the training command does; one layout's leftovers slowed
-    the next one's messages here."""
+    peak of a short run (the largest rank's, traced), then the step (the slowest rank's
+    median, the least of ``rounds`` rounds over those layouts), or why it did not run. A full
+    validation runs each layout in a process of its own, as the training command does; one
+    layout's leftovers slowed the next one's messages here."""
     configs = [load_config([*cfg["run"], *flags], world_size=comm.size) for flags in cfg["flags"]]
     rows = [{} for _ in configs]
-    for row, run in zip(rows, configs):
+    for row, flags in zip(rows, cfg["flags"]):
         try:
-            row["measured_bytes"] = traced(comm, run)
+            row["measured_bytes"] = traced(comm, [*cfg["run"], *flags])
         except RankErrors as e:
             row["not_run"] = str(e).splitlines()[0]
     for _ in range(cfg["rounds"]):
@@ -94,17 +96,19 @@ def timed(comm, cfg, settings: dict) -> float:
     return float(np.median(slowest(comm, [seconds[settings["warmup"]:]])[0]))
 
 
-def traced(comm, cfg) -> int:
-    """The largest rank's peak of traced bytes (arrays and Python objects) over building the
-    run and two steps: what the memory estimate bounds (the rank that holds the most), less
-    the allocator's slack and the runtime."""
-    tracemalloc.start()
-    trainer = build_trainer(cfg, comm)
-    for k in range(2):
-        trainer.strategy.step(trainer.task.batch(k, cfg.train.batch_size)[0])
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    ended(trainer)
+def traced(comm, flags: list[str]) -> int:
+    """The largest rank's peak of traced bytes (arrays and Python objects) over the training
+    command's run of ``flags`` for two steps, from building it to its end (rank 0 gathers the
+    model and evaluates it): what the memory estimate predicts for the rank that holds the
+    most, less the allocator's slack and the runtime."""
+    with tempfile.TemporaryDirectory(prefix="scratchpar-plan-") as tmp:
+        short = ["--steps", "2", "--warmup", "0", "--no-progress",
+                 "--metrics", os.path.join(tmp, "metrics.jsonl")]
+        cfg = load_config([*flags, *short], world_size=comm.size)
+        tracemalloc.start()
+        build_trainer(cfg, comm).run()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
     return int(max(comm.allgather_obj(peak, "peak")))
 
 
