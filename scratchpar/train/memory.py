@@ -62,7 +62,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
     resumed = _checkpoint_bytes(t.resume)
     activations = max(family.activations(
-        cfg, lambda r: network(cfg, s, source.vocab, r).step, world_size), model.evaluation)
+        cfg, lambda r: network(cfg, s, source.vocab, r), world_size), model.evaluation)
     setup = {"parameters": p + model.init, "data": source.built, "checkpoint": resumed}
     training = {
         "parameters": held.holds["parameters"],

@@ -24,12 +24,14 @@ TEACHER, CALIBRATION = 64, 4096  # SyntheticClassification's hidden width and ca
 class Model(NamedTuple):
     """A model's :class:`~scratchpar.parallel.description.Shape` (what the strategies'
     descriptions read), and bytes: the float64 draw that initializes one parameter, a training
-    step on rank 0's rows, an evaluation."""
+    step on rank 0's rows, an evaluation, and the part of the step held once however many
+    micro-batches a pipeline stage stashes (cached masks, backward's widest moment)."""
 
     shape: Shape
     init: int
     step: int
     evaluation: int
+    once: int = 0
 
 
 class Source(NamedTuple):
@@ -71,14 +73,15 @@ def gpt(cfg, s: int, v: int, rows: int) -> Model:
         # three (N, 4C), more than q, k, v's (3, B, H, T, d) zeros and their running sum; or
         # in forward, dropout's float64 draw and mask. Residual gradients wait beside it.
         widest = max(nv * s, 2 * a * s, 12 * nc * s, drop * 9 * a)
-        return kept + widest + 3 * nc * s + (40 * layers + 16) * NODE_BYTES
+        return kept + (40 * layers + 16) * NODE_BYTES, widest + 3 * nc * s
 
     def evaluation(b: int) -> int:
         nc, a, nv = b * t * c, b * heads * t * t, b * t * v
         return 3 * nc * s + max(2 * a * s + 5 * nc * s, 12 * nc * s, 2 * nv * s + 25 * b * t)
 
-    batch = cfg.train.batch_size
-    return Model(shape, draw(s, largest), masks + step(rows), masks + evaluation(batch))
+    kept, widest = step(rows)
+    return Model(shape, draw(s, largest), masks + kept + widest,
+                 masks + evaluation(cfg.train.batch_size), masks + widest)
 
 
 def recurrent(cfg, s: int, v: int, rows: int) -> Model:
@@ -108,14 +111,15 @@ def recurrent(cfg, s: int, v: int, rows: int) -> Model:
         # gradient of the stacked states waits beside it.
         widest = max(nt * v * s, (3 * nt + 10 * b + 2 * h) * g * h * s,
                      8 * nt * e + nt * (e + g * h) * s)
-        return kept + widest + nt * h * s + (ops * t * m.n_layers + 10) * NODE_BYTES
+        return kept + (ops * t * m.n_layers + 10) * NODE_BYTES, widest + nt * h * s
 
     def evaluation(b: int) -> int:
         nt = b * t  # x·W_x, every step's state and their stack, a step's arrays; then logits
         states = (nt * (g * h + 2 * h) * m.n_layers + 10 * b * g * h) * s
         return states + max(nt * e * s, 2 * nt * v * s + 25 * nt)
 
-    return Model(shape, init, step(rows), evaluation(cfg.train.batch_size))
+    kept, widest = step(rows)
+    return Model(shape, init, kept + widest, evaluation(cfg.train.batch_size), widest)
 
 
 def mlp(cfg, s: int, rows: int) -> Model:
@@ -131,7 +135,7 @@ def mlp(cfg, s: int, rows: int) -> Model:
     evaluation = cfg.train.batch_size * (per_row + widest)  # a ReLU's mask beside three arrays
     shape = Shape(sum(layers), s, moments(cfg), largest, 2 * len(pairs), len(pairs), layers[-1],
                   sum(layers[-3:]), boundary=max(sizes[1:]) * s)
-    return Model(shape, draw(s, largest), step, evaluation)
+    return Model(shape, draw(s, largest), step, evaluation, rows * 3 * widest * s)
 
 
 def draw(s: int, largest: int) -> int:

@@ -21,6 +21,7 @@ from scratchpar.train.memory import (
     estimate,
     memory_problems,
 )
+from scratchpar.train.memory_models import Model
 from scratchpar.train.optimizer import build_optimizer
 from scratchpar.train.strategies import REGISTRY
 from scratchpar.train.strategies.mesh import tensor_share
@@ -221,13 +222,16 @@ def test_a_worker_s_activations_are_those_of_its_share_of_the_batch():
 
 def test_a_pipeline_stage_keeps_its_schedule_s_stash_of_micro_batches():
     """GPipe holds all m micro-batches forwarded before the first backward; 1F1B's first stage
-    at most p (Narayanan et al. 2021): at p = 2 and m = 8, four times fewer."""
-    def held(schedule):
+    at most p (Narayanan et al. 2021): at p = 2 and m = 8, four times fewer. What a micro-batch
+    holds once (backward's widest moment) is held once, not per micro-batch."""
+    def held(schedule, once=0):
         cfg = make_config({"model": {"kind": "gpt"}, "train": {
             "batch_size": 32, "strategy": "pipeline", "pp": 2, "pp_schedule": schedule,
             "microbatches": 8}}, world_size=2)
-        return REGISTRY["pipeline"].activations(cfg, lambda rows: 1000 * rows, 2)
+        step = lambda rows: Model(None, 0, (1000 + once) * rows, 0, once * rows)  # noqa: E731
+        return REGISTRY["pipeline"].activations(cfg, step, 2)
     assert held("gpipe") == 8 * 1000 * 4 // 2 and held("1f1b") == 2 * 1000 * 4 // 2
+    assert held("gpipe", 300) == held("gpipe") + 300 * 4
 
 
 @pytest.mark.parametrize("sp, want", [(True, 1 / 4), (False, (10 + (24 + 20) / 4) / (34 + 20))])

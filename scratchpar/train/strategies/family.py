@@ -44,10 +44,10 @@ class Family(abc.ABC):
 
     def activations(self, cfg, step, world_size: int) -> int:
         """Bytes of activations the busiest rank holds at its peak in training, given
-        ``step(rows)``, one device's training step on ``rows`` rows: here its share of the
-        batch, the whole model's."""
+        ``step(rows)``, one device's model training on ``rows`` rows (its ``step`` bytes, and
+        of them what is held ``once``): here its share of the batch, the whole model's."""
         return step(-(-cfg.train.batch_size // max(self.workers(cfg, world_size) or world_size,
-                                                    1)))
+                                                    1))).step
 
     def gathered(self, cfg, shape, world_size: int, description) -> int | None:
         """Parameter bytes rank 0 holds while it evaluates the model it gathered whole, or

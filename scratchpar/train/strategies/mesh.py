@@ -136,14 +136,17 @@ class MeshFamily(Family):
     def activations(self, cfg, step, world_size: int) -> int:
         """A stage's stash at its fullest: the (micro-batch, chunk) pairs its schedule holds
         forwarded and not yet backward (GPipe m, 1F1B p at the first stage, Huang et al. 2019;
-        Narayanan et al. 2021), each a chunk's even share, 1/(p·v), of one micro-batch's
-        activations; then a tensor-parallel rank's share of those (:func:`tensor_share`)."""
+        Narayanan et al. 2021), each a chunk's even share, 1/(p·v), of what one micro-batch
+        keeps, beside what a micro-batch holds once (backward's widest moment); then a
+        tensor-parallel rank's share of those (:func:`tensor_share`)."""
         t = cfg.train
         tp = t.tp if t.strategy == "hybrid" else 1
         rows = -(-t.batch_size // (t.replicas(world_size) * t.m))
         schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
         held = max(simulate(schedule).peak_stash.values())
-        return int(step(rows) * held / (t.pp * t.virtual) * tensor_share(cfg, tp))
+        micro = step(rows)
+        stash = (micro.step - micro.once) * held / (t.pp * t.virtual) + micro.once
+        return int(stash * tensor_share(cfg, tp))
 
     def gathered(self, cfg, shape, world_size: int, description) -> int:
         """Rank 0's whole model, filled from every stage, beside its own stage."""
