@@ -3,19 +3,25 @@ the errors summed up right, and Kendall's τ by hand."""
 
 import math
 
+import numpy as np
 import pytest
 from bench_helpers import run_quick
 
 from scratchpar.bench.plan.driver import (
     QUICK_RUN,
     QUICK_TIMING,
+    REAL_RANKS,
     kendall_tau,
     summary,
     with_errors,
     world,
 )
+from scratchpar.bench.plan.standin import SleepingTask, stands_in
+from scratchpar.device_rng import DeviceRandom
 from scratchpar.plan.layouts import layouts
 from scratchpar.plan.profile import dump, load
+from scratchpar.train import load_config
+from scratchpar.train.task import build_task
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -27,13 +33,19 @@ def quick(tmp_path_factory):
 
 def test_every_layout_of_each_world_is_predicted_and_measured(quick):
     out, result, figures = quick
+    assert max(result["ranks"]) > REAL_RANKS  # the stand-in's world is exercised
     for n in result["ranks"]:
-        want = [list(lay.flags) for lay in layouts(QUICK_RUN, n)]
+        want = [list(lay.flags) for lay in layouts(QUICK_RUN, n)
+                if n <= REAL_RANKS or stands_in(lay.cfg)]
         assert [r["flags"] for r in result["rows"] if r["ranks"] == n] == want
     for row in result["rows"]:
         assert row["not_run"] is None, row
-        assert row["measured_s"] > 0 and row["predicted_s"] > 0
-        assert row["measured_bytes"] > 0 and row["predicted_bytes"] > 0
+        assert row["measured_s"] > 0 and row["predicted_s"] > 0 and row["predicted_bytes"] > 0
+        assert row["standin"] == (row["ranks"] > REAL_RANKS)
+        if row["standin"]:  # it sleeps for the compute it was priced with, allocating nothing
+            assert row["seconds"] and row["memory_error"] is None
+        else:
+            assert row["measured_bytes"] > 0
         assert row["step_error"] == pytest.approx(row["predicted_s"] / row["measured_s"] - 1)
     assert "step median ≤ 0.1" in out and "tau ≥ 0.8" in out
     assert (figures / "plan_validation.png").read_bytes()[:8] == PNG
@@ -47,10 +59,12 @@ def test_the_summary_takes_medians_and_the_worst_of_the_absolute_errors():
          "measured_bytes": 100},
         {"ranks": 2, "predicted_s": 3.0, "measured_s": 2.0, "predicted_bytes": 104,
          "measured_bytes": 100},
+        {"ranks": 3, "predicted_s": 1.0, "measured_s": 1.0, "predicted_bytes": 100},
         {"ranks": 2, "not_run": "too big"}])
     found = summary(rows)
-    assert found["layouts"] == 3
-    assert found["step median"] == pytest.approx(0.25) and found["step worst"] == pytest.approx(0.5)
+    assert found["layouts"] == 4 and rows[3]["memory_error"] is None
+    assert found["step median"] == pytest.approx((0.1 + 0.25) / 2)
+    assert found["step worst"] == pytest.approx(0.5)
     assert found["memory median"] == pytest.approx(0.04)
 
 
@@ -69,3 +83,28 @@ def test_a_full_run_measures_each_layout_in_a_job_of_its_own():
     assert [r["flags"] for r in alone] == [list(lay.flags) for lay in layouts(QUICK_RUN, 1)]
     assert all(r["measured_s"] > 0 and r["measured_bytes"] > 0 and r["predicted_s"] > 0
                for r in alone)
+
+
+def test_a_stand_in_sleeps_its_rows_share_and_its_gradients_are_exact(monkeypatch):
+    """The stand-in's loss sleeps its rows' share of the priced compute, each way, and gives
+    each parameter of the real model scale · dᵢ: the strategy moves the real bytes."""
+    slept = []
+    monkeypatch.setattr("scratchpar.bench.standin.pause", slept.append)
+    cfg = load_config(QUICK_RUN)
+    task = build_task(cfg, DeviceRandom(0, 1))
+    sleeping = SleepingTask(task.dataset, task.model, task.unit, task.criterion, task.measure,
+                            (0.001, 0.003))
+    batch, units = sleeping.batch(0, 4)
+    sleeping.loss(task.model, batch, reduction="sum").backward()
+    assert slept == [pytest.approx(0.004), pytest.approx(0.012)]
+    for p, d in zip(task.model.parameters(), sleeping._directions):
+        np.testing.assert_allclose(p.grad, units * d, rtol=1e-6)
+
+
+@pytest.mark.parametrize("flags, stood", [
+    (["--strategy", "dp"], True), (["--strategy", "zero", "--zero-stage", "2"], True),
+    (["--strategy", "zero", "--zero-stage", "3"], False), (["--strategy", "ps"], True),
+    (["--strategy", "pipeline", "--pp", "2"], False), (["--strategy", "hybrid", "--tp", "2"],
+                                                        False)])
+def test_a_stand_in_takes_the_layouts_that_run_the_whole_model_through_the_loss(flags, stood):
+    assert stands_in(load_config([*QUICK_RUN, *flags], world_size=2)) == stood

@@ -13,14 +13,16 @@ MARKERS = {1: "o", 2: "s", 3: "^", 4: "D"}
 
 def plot_validation(rows: list[dict], out_path: str) -> str:
     """Step time and peak memory, predicted (y) against measured (x), log-log, colour by
-    family and marker by world size, with y = x and the ±25% band of the step's target."""
+    family and marker by world size (the memory of real compute only), with y = x and the
+    ±25% band of the step's target."""
     fig, axes = pyplot().subplots(1, 2, figsize=(12, 5.4))
     for ax, (unit, key) in zip(axes, (("ms", "ms"), ("MiB", "mib"))):
-        xs = [r[f"measured_{key}"] for r in rows]
-        ys = [r[f"predicted_{key}"] for r in rows]
+        shown = [r for r in rows if r[f"measured_{key}"] is not None]  # a stand-in's memory
+        xs = [r[f"measured_{key}"] for r in shown]
+        ys = [r[f"predicted_{key}"] for r in shown]
         for family, color in FAMILIES.items():
             for n, marker in MARKERS.items():
-                mine = [(x, y) for x, y, r in zip(xs, ys, rows)
+                mine = [(x, y) for x, y, r in zip(xs, ys, shown)
                         if r["strategy"] == family and r["ranks"] == n]
                 if mine:
                     ax.scatter(*zip(*mine), color=color, marker=marker, s=28, alpha=0.8,

@@ -4,6 +4,7 @@ predicted by the planner from the profile and the model's compute timed here."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import tempfile
@@ -26,6 +27,7 @@ from ...train.cli import load_config
 from ...train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
 from ...train.task import build_task
 from ..timing import slowest, sync
+from .standin import build_sleeping, stands_in
 
 
 def profile(comm, cfg: dict) -> str | None:
@@ -36,24 +38,28 @@ def profile(comm, cfg: dict) -> str | None:
 
 
 def predicted(comm, cfg: dict) -> list[dict]:
-    """Per layout of ``cfg["run"]`` on this world, rank 0's prediction of its step and peak
-    bytes, made in a fresh process with the other ranks waiting, so that the compute it times
-    is timed alike for every layout."""
+    """Per layout of ``cfg["run"]`` on this world (with ``cfg["standin"]``, those whose compute
+    a stand-in can take), rank 0's prediction of its step and peak bytes, and the compute it
+    priced them with (``seconds``: [rows, forward, backward]), made in a fresh process with the
+    other ranks waiting, so that the compute it times is timed alike for every layout."""
     cluster = loads(cfg["profile"], "the calibrated profile")
-    found = layouts(cfg["run"], comm.size)
+    found = [layout for layout in layouts(cfg["run"], comm.size)
+             if not cfg.get("standin") or stands_in(layout.cfg)]
     rows = [{"ranks": comm.size, "layout": name(layout), "flags": list(layout.flags),
-             "strategy": layout.cfg.train.strategy, "exact": exact(layout.cfg)}
-            for layout in found]
+             "strategy": layout.cfg.train.strategy, "exact": exact(layout.cfg),
+             "standin": bool(cfg.get("standin"))} for layout in found]
     if comm.rank == 0:
         compute = model_compute(found[0].cfg, cfg["repeats"], cfg["warmup"])
         for row, layout in zip(rows, found):
-            step = predict(layout.cfg, comm.size, cluster, compute)
+            recorded, priced = recording(compute)
+            step = predict(layout.cfg, comm.size, cluster, recorded)
             parts = estimate(layout.cfg, comm.size, bound=False)
             row.update(predicted_s=step.step_s, predicted_bytes=sum(parts.values())
                        - RUNTIME_BYTES - ALLOCATOR_BYTES, parts_s={
                            "forward": step.forward_s, "backward": step.backward_s,
                            "update": step.update_s, "exposed": step.exposed_s,
-                           "idle": step.idle_s})
+                           "idle": step.idle_s},
+                       seconds=[[n, *pair] for n, pair in priced.items()])
     comm.barrier()
     return rows
 
@@ -63,27 +69,45 @@ def runs(comm, cfg: dict) -> list[dict]:
     peak of a short run (the largest rank's, traced), then the step (the slowest rank's
     median, the least of ``rounds`` rounds over those layouts), or why it did not run. A full
     validation runs each layout in a process of its own, as the training command does; one
-    layout's leftovers slowed the next one's messages here."""
+    layout's leftovers slowed the next one's messages here. With ``cfg["seconds"]`` (per
+    layout, the [rows, forward, backward] its prediction priced), the compute is a stand-in's
+    sleep of the largest, pro rata, and the memory, which a stand-in does not allocate, is not
+    traced."""
     configs = [load_config([*cfg["run"], *flags], world_size=comm.size) for flags in cfg["flags"]]
+    seconds = cfg.get("seconds") or [None] * len(configs)
+    builds = [build_trainer if priced is None else
+              functools.partial(build_sleeping, **dict(zip(("rows", "forward_s", "backward_s"),
+                                                           max(priced))))
+              for priced in seconds]
     rows = [{} for _ in configs]
-    for row, flags in zip(rows, cfg["flags"]):
-        try:
-            row["measured_bytes"] = traced(comm, [*cfg["run"], *flags])
-        except RankErrors as e:
-            row["not_run"] = str(e).splitlines()[0]
+    for row, flags, priced in zip(rows, cfg["flags"], seconds):
+        with refusal(row):
+            if priced is None:
+                row["measured_bytes"] = traced(comm, [*cfg["run"], *flags])
     for _ in range(cfg["rounds"]):
-        for row, run in zip(rows, configs):
+        for row, run, build in zip(rows, configs, builds):
             if "not_run" not in row:
-                row.setdefault("rounds_s", []).append(timed(comm, run, cfg))
+                with refusal(row):
+                    row.setdefault("rounds_s", []).append(timed(comm, run, cfg, build))
     for row in rows:
         if "rounds_s" in row:
             row["measured_s"] = min(row["rounds_s"])
     return rows
 
 
-def timed(comm, cfg, settings: dict) -> float:
-    """The median over ``repeats`` steps, after ``warmup``, of the slowest rank's seconds."""
-    trainer = build_trainer(cfg, comm)
+@contextlib.contextmanager
+def refusal(row: dict):
+    """Where the training command refuses the layout, the first line of why, in ``row``."""
+    try:
+        yield
+    except RankErrors as e:
+        row["not_run"] = str(e).splitlines()[0]
+
+
+def timed(comm, cfg, settings: dict, build=build_trainer) -> float:
+    """The median over ``repeats`` steps, after ``warmup``, of the slowest rank's seconds, of
+    the trainer ``build`` makes."""
+    trainer = build(cfg, comm)
     seconds = []
     for k in range(settings["warmup"] + settings["repeats"]):
         batch, _ = trainer.task.batch(k, cfg.train.batch_size)
@@ -118,6 +142,17 @@ def ended(trainer) -> None:
     trainer.strategy.shutdown()
     trainer.strategy.finish()
     trainer.strategy.close()
+
+
+def recording(compute):
+    """``compute``, and the dict of each rows count it was asked for and what it gave."""
+    priced: dict[int, tuple[float, float]] = {}
+
+    def recorded(rows: int) -> tuple[float, float]:
+        priced[rows] = compute(rows)
+        return priced[rows]
+
+    return recorded, priced
 
 
 def model_compute(cfg, repeats: int, warmup: int):
