@@ -5,7 +5,10 @@ or measured on this one, for the model at hand.
   side of the roofline (Williams, Waterman & Patterson 2009): right where large products
   dominate, short where elementwise ops and the framework's cost per op weigh;
 - :func:`measured`: the model's own forward and backward on ``rows`` rows of its data, timed
-  on this device (medians after a warm-up), everything included.
+  on this device (medians after a warm-up), everything included;
+- :func:`measured_shard`: the same of a tensor-parallel shard, timed on the shard itself, less
+  the time inside its collectives: half a matrix does not cost half the time where the cost
+  per op weighs, and replicated ops (norms, residuals) are not split at all.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import statistics
 import time
 
 from ..backend import sync
+from ..parallel.tensor import tensor_parallel
+from ..trace.tracer import Tracer
 from .flops import Work
 
 
@@ -27,16 +32,54 @@ def measured(task, rows: int, repeats: int = 5, warmup: int = 1) -> tuple[float,
     summed loss, as a data-parallel rank computes it, then its backward; medians of
     ``repeats`` after ``warmup`` (a fresh process maps its memory in the first few)."""
     batch, _ = task.batch(0, rows)
-    model, samples = task.model, []
+    return _timed(task.model, lambda: task.loss(task.model, batch, reduction="sum"), None,
+                  repeats, warmup)
+
+
+def measured_shard(task, rows: int, comm, sequence_parallel: bool, repeats: int = 5,
+                   warmup: int = 1) -> tuple[float, float]:
+    """(forward, backward) seconds of this rank's shard of ``task``'s model over the tp group
+    ``comm`` (every rank of it calls this) on ``rows`` rows, as :func:`measured`, less the
+    seconds this rank spent inside the shard's collectives (traced), which the model of cost
+    prices apart."""
+    shard = tensor_parallel(task.model, comm, sequence_parallel)
+    inputs, targets = task.split(task.batch(0, rows)[0])
+    loss = getattr(shard, "output_loss", task.output_loss)  # a GPT's vocabulary-parallel loss
+    return _timed(shard, lambda: loss(shard(inputs), targets, reduction="sum"), comm, repeats,
+                  warmup)
+
+
+def _timed(model, forward, comm, repeats: int, warmup: int) -> tuple[float, float]:
+    """Medians of ``repeats`` after ``warmup`` of ``forward()`` and its loss's backward, each
+    less the time in ``comm``'s collectives (None: none)."""
+    samples = []
     for _ in range(warmup + repeats):
         model.zero_grad()
+        if comm is not None:
+            comm.tracer = Tracer(comm.rank)
         sync()
-        start = time.perf_counter()
-        loss = task.loss(model, batch, reduction="sum")
+        start = time.perf_counter_ns()
+        loss = forward()
         sync()
-        middle = time.perf_counter()
+        middle = time.perf_counter_ns()
         loss.backward()
         sync()
-        samples.append((middle - start, time.perf_counter() - middle))
-    forward, backward = zip(*samples[warmup:])
-    return statistics.median(forward), statistics.median(backward)
+        end = time.perf_counter_ns()
+        inside = _inside(comm, middle)
+        samples.append(((middle - start - inside[0]) / 1e9, (end - middle - inside[1]) / 1e9))
+    if comm is not None:
+        comm.tracer = None
+    forward_s, backward_s = zip(*samples[warmup:])
+    return statistics.median(forward_s), statistics.median(backward_s)
+
+
+def _inside(comm, middle: int) -> tuple[int, int]:
+    """Nanoseconds of this pass's collectives on ``comm`` (traced) before ``middle`` (the
+    forward's), and after (the backward's)."""
+    if comm is None:
+        return 0, 0
+    origin, spans = comm.tracer.origin_ns, [0, 0]
+    for event in comm.tracer.events:
+        if event.cat == "comm":
+            spans[origin + event.start >= middle] += event.end - event.start
+    return spans[0], spans[1]

@@ -8,7 +8,8 @@ holds and sends, ``parallel/description.py``) fed to the cost function of its ki
 - a parameter server, EASGD's master, Hogwild's shared θ: ``served.py``.
 
 ``compute(rows)`` gives (forward, backward) seconds of the whole model on ``rows`` rows: from
-FLOP at the profile's rate, or timed on this machine (``compute.py``). An axis whose ranks
+FLOP at the profile's rate, or timed on this machine (``compute.py``). A tensor-parallel shard
+costs 1/t of it, or what ``tensor(rows)`` says, timed on the shard itself. An axis whose ranks
 lie on several nodes of ``profile.ranks_per_node`` takes the network link; the mesh puts tp
 innermost, then pp, then dp (``comm/mesh.py``).
 """
@@ -32,15 +33,19 @@ def shape_of(cfg):
     return network(cfg, itemsize, source_of(cfg).vocab, 1).shape
 
 
-def predict(cfg, world: int, profile, compute: Compute) -> step.Prediction:
+def predict(cfg, world: int, profile, compute: Compute,
+            tensor: Compute | None = None) -> step.Prediction:
     """The step of the run ``cfg`` (a layout the training command accepts) on ``world`` ranks,
-    with the bytes a rank sends in it."""
+    with the bytes a rank sends in it (``tensor``: a tp shard's compute, if known)."""
     t = cfg.train
     family, shape = REGISTRY[t.strategy], shape_of(cfg)
     described, ranks = family.describe(cfg, shape, world), axes(cfg, world)
     sent = sum(m.wire(ranks[m.axis]) * m.count for m in described.sends)
-    return dataclasses.replace(_step(cfg, world, profile, compute, described, ranks),
-                               sent_bytes=sent)
+    if t.strategy in ("pipeline", "hybrid"):
+        found = _mesh(cfg, profile, compute, tensor, described, ranks)
+    else:
+        found = _step(cfg, world, profile, compute, described)
+    return dataclasses.replace(found, sent_bytes=sent)
 
 
 def axes(cfg, world: int) -> dict[str, int]:
@@ -54,11 +59,14 @@ def axes(cfg, world: int) -> dict[str, int]:
             "workers": world - servers, "servers": servers}
 
 
-def _step(cfg, world: int, profile, compute: Compute, described, ranks) -> step.Prediction:
+def micro_rows(cfg, world: int) -> int:
+    """Rows of one micro-batch of a pipeline's or a hybrid's replica."""
+    return -(-cfg.train.batch_size // (axes(cfg, world)["dp"] * cfg.train.m))
+
+
+def _step(cfg, world: int, profile, compute: Compute, described) -> step.Prediction:
     t = cfg.train
     spans = world > profile.ranks_per_node
-    if t.strategy in ("pipeline", "hybrid"):
-        return _mesh(cfg, profile, compute, described, ranks)
     workers = REGISTRY[t.strategy].workers(cfg, world) or world
     rows = compute(-(-t.batch_size // workers))
     if t.strategy == "ps":
@@ -72,11 +80,16 @@ def _step(cfg, world: int, profile, compute: Compute, described, ranks) -> step.
     return step.data_parallel(described, rows, world, profile, spans)
 
 
-def _mesh(cfg, profile, compute: Compute, described, ranks) -> step.Prediction:
-    """A pipeline of ``pp`` stages, each ``tp`` shards wide, ``dp`` replicas of it."""
-    t, (dp, pp, tp, world) = cfg.train, (ranks[a] for a in ("dp", "pp", "tp", "world"))
-    forward, backward = compute(-(-t.batch_size // (dp * t.m)))
-    share = pp * tp  # a balanced stage's shard: 1/(p·t) of the model's compute
+def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, described,
+          ranks) -> step.Prediction:
+    """A pipeline of ``pp`` stages, each ``tp`` shards wide, ``dp`` replicas of it: a balanced
+    stage's shard computes 1/p of a shard's compute, 1/(p·t) of the model's."""
+    t, (pp, tp, world) = cfg.train, (ranks[a] for a in ("pp", "tp", "world"))
+    rows = micro_rows(cfg, world)
+    if tensor is not None and tp > 1:
+        (forward, backward), share = tensor(rows), pp
+    else:
+        (forward, backward), share = compute(rows), pp * tp
     node = profile.ranks_per_node
     across = frozenset(axis for axis, span in (("tp", tp), ("pp", pp * tp), ("dp", world),
                                                ("world", world)) if span > node)

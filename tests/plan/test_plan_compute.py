@@ -1,13 +1,16 @@
 """A step's compute: FLOP at the device's rate, or the model's own forward and backward timed
-on its data."""
+on its data, a tensor-parallel shard's less the time inside its collectives."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.plan import flops
-from scratchpar.plan.compute import measured, roofline
+from scratchpar.plan.compute import _inside, measured, roofline
 from scratchpar.plan.profile import Device, Engine, Link, Profile, Reduce
+from scratchpar.trace.tracer import Event
 from scratchpar.train import load_config
 from scratchpar.train.task import build_task
 
@@ -38,3 +41,12 @@ def test_no_rows_is_refused_by_the_data(rows):
                        "--strategy", "single"])
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         measured(build_task(cfg, DeviceRandom(0, 1, 0)), rows)
+
+
+def test_a_shard_s_collectives_are_counted_out_of_the_phase_they_began_in():
+    """Events are ns since the tracer's origin; the forward ends at ``middle`` on the clock."""
+    tracer = SimpleNamespace(origin_ns=1000, events=[
+        Event("all_reduce", "comm", 0, 10), Event("matmul", "compute", 5, 50),
+        Event("all_gather", "comm", 60, 100), Event("reduce_scatter", "comm", 100, 130)])
+    assert _inside(SimpleNamespace(tracer=tracer), 1100) == (10 + 40, 30)
+    assert _inside(None, 1100) == (0, 0)

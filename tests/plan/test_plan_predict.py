@@ -9,7 +9,7 @@ import pytest
 from scratchpar.plan import flops
 from scratchpar.plan.compute import roofline
 from scratchpar.plan.layouts import layouts
-from scratchpar.plan.predict import predict, shape_of
+from scratchpar.plan.predict import micro_rows, predict, shape_of
 from scratchpar.plan.profile import Device, Engine, Link, Profile, Reduce
 from scratchpar.plan.step import data_parallel
 from scratchpar.train.memory import source_of
@@ -54,6 +54,19 @@ def test_a_hybrid_s_tensor_collectives_are_exposed_inside_its_slots():
         got = predict(lay.cfg, 8, PROFILE, rate(lay.cfg))
         tensor = got.communication_s["tp forward"] + got.communication_s["tp backward"]
         assert tensor > 0 and got.exposed_s >= tensor
+
+
+def test_a_shard_timed_on_itself_replaces_a_tth_of_the_model_s_compute():
+    lay = next(lay for lay in LAYOUTS if lay.cfg.train.strategy == "hybrid"
+               and lay.cfg.train.tp > 1)
+    t, asked = lay.cfg.train, []
+    whole = predict(lay.cfg, 8, PROFILE, lambda rows: (0.03, 0.05))
+    shard = predict(lay.cfg, 8, PROFILE, lambda rows: (0.03, 0.05),
+                    lambda rows: asked.append(rows) or (0.02, 0.04))
+    assert asked and set(asked) == {micro_rows(lay.cfg, 8)}
+    assert whole.forward_s == pytest.approx(t.m * 0.03 / (t.pp * t.tp))
+    assert shard.forward_s == pytest.approx(t.m * 0.02 / t.pp)
+    assert shard.backward_s == pytest.approx(t.m * 0.04 / t.pp)
 
 
 @pytest.mark.parametrize("flags", [("--strategy", "dp"), ("--strategy", "zero",

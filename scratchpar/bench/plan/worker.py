@@ -17,9 +17,9 @@ from ... import backend
 from ...comm.agree import RankErrors
 from ...device_rng import DeviceRandom
 from ...plan.calibrate import calibrate
-from ...plan.compute import measured
+from ...plan.compute import measured, measured_shard
 from ...plan.layouts import layouts
-from ...plan.predict import predict
+from ...plan.predict import micro_rows, predict
 from ...plan.profile import dump, loads
 from ...plan.rank import exact, name
 from ...train.build import build_trainer
@@ -48,11 +48,12 @@ def predicted(comm, cfg: dict) -> list[dict]:
     rows = [{"ranks": comm.size, "layout": name(layout), "flags": list(layout.flags),
              "strategy": layout.cfg.train.strategy, "exact": exact(layout.cfg),
              "standin": bool(cfg.get("standin"))} for layout in found]
+    shards = shard_compute(comm, found, cfg["repeats"], cfg["warmup"])
     if comm.rank == 0:
         compute = model_compute(found[0].cfg, cfg["repeats"], cfg["warmup"])
         for row, layout in zip(rows, found):
             recorded, priced = recording(compute)
-            step = predict(layout.cfg, comm.size, cluster, recorded)
+            step = predict(layout.cfg, comm.size, cluster, recorded, shard_of(shards, layout))
             parts = estimate(layout.cfg, comm.size, bound=False)
             row.update(predicted_s=step.step_s, predicted_bytes=sum(parts.values())
                        - RUNTIME_BYTES - ALLOCATOR_BYTES, parts_s={
@@ -142,6 +143,32 @@ def ended(trainer) -> None:
     trainer.strategy.shutdown()
     trainer.strategy.finish()
     trainer.strategy.close()
+
+
+def shard_compute(comm, found: list, repeats: int, warmup: int) -> dict:
+    """For each tensor-parallel shard among the layouts ``found`` (its tp, whether sequence
+    parallel, a micro-batch's rows), the slowest rank's (forward, backward) seconds of it less
+    its collectives, timed by every group of tp ranks at once, as a hybrid's ranks compute."""
+    wanted = sorted({(lay.cfg.train.tp, lay.cfg.train.sequence_parallel,
+                      micro_rows(lay.cfg, comm.size)) for lay in found
+                     if lay.cfg.train.strategy == "hybrid" and lay.cfg.train.tp > 1})
+    timed = {}
+    for tp, sp, rows in wanted:
+        group = comm.split(comm.rank // tp, name="shard timing")
+        pair = (0.0, 0.0)
+        if group.size == tp:  # ranks past the last whole group wait
+            task = build_task(found[0].cfg, DeviceRandom(found[0].cfg.train.seed, 1, 0))
+            pair = measured_shard(task, rows, group, sp, repeats, warmup)
+        pairs = comm.allgather_obj(pair, "shard compute")
+        timed[(tp, sp, rows)] = (max(f for f, _ in pairs), max(b for _, b in pairs))
+        group.free()
+    return timed
+
+
+def shard_of(shards: dict, layout):
+    """``layout``'s tp shard's compute by rows, from :func:`shard_compute`'s timings."""
+    t = layout.cfg.train
+    return lambda rows: shards[(t.tp, t.sequence_parallel, rows)]
 
 
 def recording(compute):
