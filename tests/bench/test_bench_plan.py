@@ -10,8 +10,8 @@ from bench_helpers import run_quick
 from scratchpar.bench.plan.driver import (
     QUICK_RUN,
     QUICK_TIMING,
-    REAL_RANKS,
     kendall_tau,
+    real_ranks,
     summary,
     with_errors,
     world,
@@ -33,15 +33,15 @@ def quick(tmp_path_factory):
 
 def test_every_layout_of_each_world_is_predicted_and_measured(quick):
     out, result, figures = quick
-    assert max(result["ranks"]) > REAL_RANKS  # the stand-in's world is exercised
+    real = real_ranks("cpu")
     for n in result["ranks"]:
         want = [list(lay.flags) for lay in layouts(QUICK_RUN, n)
-                if n <= REAL_RANKS or stands_in(lay.cfg)]
+                if n <= real or stands_in(lay.cfg)]
         assert [r["flags"] for r in result["rows"] if r["ranks"] == n] == want
     for row in result["rows"]:
         assert row["not_run"] is None, row
         assert row["measured_s"] > 0 and row["predicted_s"] > 0 and row["predicted_bytes"] > 0
-        assert row["standin"] == (row["ranks"] > REAL_RANKS)
+        assert row["standin"] == (row["ranks"] > real)
         if row["standin"]:  # it sleeps for the compute it was priced with, allocating nothing
             assert row["seconds"] and row["memory_error"] is None
         else:

@@ -1,8 +1,9 @@
 """The planner's validation: this machine calibrated; then per world size, one job that
 predicts every layout the training command accepts there, and one job per layout that
-measures it as the command runs it (``--quick``: one job for them all). Beyond REAL_RANKS,
-more ranks than this machine has cores, the model's compute is a stand-in's sleep of its
-measured time (``standin.py``), for the layouts that run the whole model through its loss.
+measures it as the command runs it (``--quick``: one job for them all). Beyond
+:func:`real_ranks`, more ranks than this machine has cores (or GPUs), the model's compute is a
+stand-in's sleep of its measured time (``standin.py``), for the layouts that run the whole
+model through its loss.
 
 The targets (docs/plan.md, Validation): the step's median relative error ≤ 10% and worst
 ≤ 25%, peak memory's median ≤ 5%, and Kendall's τ ≥ 0.8 between the predicted and the
@@ -11,6 +12,7 @@ measured order.
 
 from __future__ import annotations
 
+import os
 import statistics
 from pathlib import Path
 
@@ -25,13 +27,22 @@ QUICK_RUN = ["--model", "gpt", "--d-model", "16", "--n-layers", "2", "--n-heads"
              "--seq-len", "16", "--batch-size", "8"]
 TIMING = {"warmup": 6, "repeats": 10, "rounds": 3}
 QUICK_TIMING = {"warmup": 1, "repeats": 3, "rounds": 1}
-REAL_RANKS = 2  # the cores of the machine the validation was written on: real compute up to it
 TARGETS = {"step median": 0.10, "step worst": 0.25, "memory median": 0.05, "tau": 0.8}
 COLUMNS = {"N": "ranks", "layout": "layout", "= 1 device": "exact", "stand-in": "standin",
            "predicted ms": "{predicted_ms:.2f}", "measured ms": "{measured_ms:.2f}",
            "step error": "{step_error:+.0%}", "predicted MiB": "{predicted_mib:.1f}",
            "measured MiB": "{measured_mib:.1f}", "memory error": "{memory_error:+.0%}",
            "not run": "not_run"}
+
+
+def real_ranks(device: str) -> int:
+    """The ranks that compute for real: one per core, and on a GPU one per device."""
+    cores = os.cpu_count() or 1
+    if device != "cuda":
+        return cores
+    import cupy
+
+    return min(cores, cupy.cuda.runtime.getDeviceCount())
 
 
 def kendall_tau(xs: list[float], ys: list[float]) -> float:
@@ -98,10 +109,10 @@ def draw(directory: str, rows: list[dict]) -> list[str]:
 
 def world(n: int, run: list[str], profile: str, timing: dict, device: str,
           together: bool) -> list[dict]:
-    """Every layout of ``run`` on ``n`` ranks (beyond REAL_RANKS, those a stand-in computes
-    for), predicted in one job, then measured: each in a job of its own (the training
-    command's conditions), or ``together`` in one (quicker)."""
-    standin = n > REAL_RANKS
+    """Every layout of ``run`` on ``n`` ranks (beyond :func:`real_ranks`, those a stand-in
+    computes for), predicted in one job, then measured: each in a job of its own (the
+    training command's conditions), or ``together`` in one (quicker)."""
+    standin = n > real_ranks(device)
     rows = job(n, f"{WORKER}:predicted", {"run": run, "profile": profile, "standin": standin,
                                           **timing}, device)
     groups = [rows] if together else [[row] for row in rows]
@@ -126,7 +137,7 @@ def measure(args) -> dict:
                                                              args.device, args.quick)])
     print(f"plan benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}")
     print(f"run: {' '.join(run)}; the profile calibrated here at 2 ranks; compute timed here, "
-          f"and beyond {REAL_RANKS} ranks slept for its time by a stand-in")
+          f"and beyond {real_ranks(args.device)} ranks slept for its time by a stand-in")
     alone = "all in one process" if args.quick else "each layout in a process of its own"
     print(table(f"predicted beside measured: the step (the slowest rank's median of "
                 f"{timing['repeats']}, the least of {timing['rounds']} rounds; {alone}) and the "
