@@ -9,7 +9,9 @@ holds and sends, ``parallel/description.py``) fed to the cost function of its ki
 
 ``compute(rows)`` gives (forward, backward) seconds of the whole model on ``rows`` rows: from
 FLOP at the profile's rate, or timed on this machine (``compute.py``). A tensor-parallel shard
-costs 1/t of it, or what ``tensor(rows)`` says, timed on the shard itself. An axis whose ranks
+costs 1/t of it, or what ``tensor(rows)`` says, timed on the shard itself. A pipeline's P
+virtual stages each take 1/P of it, or the shares ``shares(rows, P)`` gives: those of the
+layers the engine's partition puts in each, timed on this machine. An axis whose ranks
 lie on several nodes of ``profile.ranks_per_node`` takes the network link; the mesh puts tp
 innermost, then pp, then dp (``comm/mesh.py``).
 """
@@ -25,6 +27,7 @@ from ..train.strategies import REGISTRY
 from . import served, step
 
 Compute = Callable[[int], tuple[float, float]]
+Shares = Callable[[int, int], list[tuple[float, float]]]  # (rows, P) → each stage's share
 
 
 def shape_of(cfg):
@@ -33,16 +36,17 @@ def shape_of(cfg):
     return network(cfg, itemsize, source_of(cfg).vocab, 1).shape
 
 
-def predict(cfg, world: int, profile, compute: Compute,
-            tensor: Compute | None = None) -> step.Prediction:
+def predict(cfg, world: int, profile, compute: Compute, tensor: Compute | None = None,
+            shares: Shares | None = None) -> step.Prediction:
     """The step of the run ``cfg`` (a layout the training command accepts) on ``world`` ranks,
-    with the bytes a rank sends in it (``tensor``: a tp shard's compute, if known)."""
+    with the bytes a rank sends in it (``tensor``: a tp shard's compute, and ``shares``: each
+    virtual stage's share of it, where known)."""
     t = cfg.train
     family, shape = REGISTRY[t.strategy], shape_of(cfg)
     described, ranks = family.describe(cfg, shape, world), axes(cfg, world)
     sent = sum(m.wire(ranks[m.axis]) * m.count for m in described.sends)
     if t.strategy in ("pipeline", "hybrid"):
-        found = _mesh(cfg, profile, compute, tensor, described, ranks)
+        found = _mesh(cfg, profile, compute, tensor, shares, described, ranks)
     else:
         found = _step(cfg, world, profile, compute, described)
     return dataclasses.replace(found, sent_bytes=sent)
@@ -80,16 +84,17 @@ def _step(cfg, world: int, profile, compute: Compute, described) -> step.Predict
     return step.data_parallel(described, rows, world, profile, spans)
 
 
-def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, described,
-          ranks) -> step.Prediction:
-    """A pipeline of ``pp`` stages, each ``tp`` shards wide, ``dp`` replicas of it: a balanced
-    stage's shard computes 1/p of a shard's compute, 1/(p·t) of the model's."""
+def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares | None,
+          described, ranks) -> step.Prediction:
+    """A pipeline of ``pp`` stages, each ``tp`` shards wide, ``dp`` replicas of it: virtual
+    stage k's shard computes its share of a shard's compute (1/t of the model's)."""
     t, (pp, tp, world) = cfg.train, (ranks[a] for a in ("pp", "tp", "world"))
-    rows = micro_rows(cfg, world)
+    rows, virtual = micro_rows(cfg, world), pp * t.virtual
     if tensor is not None and tp > 1:
-        (forward, backward), share = tensor(rows), pp
+        forward, backward = tensor(rows)
     else:
-        (forward, backward), share = compute(rows), pp * tp
+        forward, backward = (x / tp for x in compute(rows))
+    split = shares(rows, virtual) if shares is not None else [(1 / virtual,) * 2] * virtual
     node = profile.ranks_per_node
     across = frozenset(axis for axis, span in (("tp", tp), ("pp", pp * tp), ("dp", world),
                                                ("world", world)) if span > node)
@@ -97,5 +102,5 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, described,
     link = profile.link(same_node="pp" not in across)
     message = link.seconds(boundary[0].nbytes) if boundary else 0.0
     schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual)
-    return step.pipeline(described, schedule, (forward / share, backward / share), message,
-                         ranks, profile, across)
+    return step.pipeline(described, schedule, [(forward * f, backward * b) for f, b in split],
+                         message, ranks, profile, across)

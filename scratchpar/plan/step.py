@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..parallel.pipeline.simulator import chunks, micro_batches, simulate
+from ..parallel.pipeline.simulator import check, chunks, execute_eager, micro_batches
 from .messages import communication
 
 
@@ -61,30 +61,48 @@ def data_parallel(description, compute: tuple[float, float], ranks: int, profile
     return Prediction(forward, backward, update, phases, exposed)
 
 
-def pipeline(description, schedule, compute: tuple[float, float], message_s: float, ranks: dict,
-             profile, across_nodes: frozenset[str] = frozenset()) -> Prediction:
-    """The step of a pipeline: ``schedule`` (stage → actions) timed by the schedule simulator
-    with ``compute`` = (forward, backward) seconds of one micro-batch through a rank's share
-    of the model, each chunk's followed by its boundary message of ``message_s`` seconds; then the
-    replicas' gradient all-reduce and the loss's, exposed after the flush (the pipeline's
-    description, ``ranks`` its axes' sizes), and the stage's update. Its idle time is the
-    bubble, (p−1)/(m+p−1) of the makespan with uniform stages (Huang et al. 2019, §2.3).
+def even(compute: tuple[float, float], p: int, v: int) -> list[tuple[float, float]]:
+    """The virtual stages of ``p`` ranks of ``v`` chunks each, a rank's share of the compute,
+    ``compute`` = (forward, backward), split evenly among its chunks."""
+    return [(compute[0] / v, compute[1] / v)] * (p * v)
+
+
+def pipeline(description, schedule, stages: list[tuple[float, float]], message_s: float,
+             ranks: dict, profile, across_nodes: frozenset[str] = frozenset()) -> Prediction:
+    """The step of a pipeline: ``schedule`` (stage → actions) timed as the runtime runs it
+    (``simulator.execute_eager``), each F and B of chunk c on rank r costing virtual stage
+    k = c·p + r's seconds in ``stages`` (forward, backward of one micro-batch), followed by its
+    boundary message of ``message_s`` seconds; then the replicas' gradient all-reduce and the
+    loss's, exposed after the flush (the pipeline's description, ``ranks`` its axes' sizes),
+    and the stage's update. Its idle time is the busiest rank's wait: the bubble, (p−1)/(m+p−1)
+    of the makespan with uniform stages (Huang et al. 2019, §2.3), more where stages differ.
 
     A hybrid's tensor-parallel collectives (the ``tp`` axis) sit inside each slot: Megatron's
     all-reduces wait for the matmul before them and the next one waits for them (Shoeybi et
     al. 2019, §3), so they lengthen the slot's compute rather than hide behind it."""
-    m = micro_batches(schedule)
+    m, p, v = micro_batches(schedule), len(schedule), chunks(schedule)
     inline = communication(_only(description, "tp"), ranks, profile, across_nodes)
-    forward = compute[0] + inline.get("forward", 0.0) / m
-    backward = compute[1] + inline.get("backward", 0.0) / m
-    v = chunks(schedule)  # each chunk's action sends its own boundary message
-    timeline = simulate(schedule, forward + v * message_s, backward + v * message_s)
+    beside = {"F": inline.get("forward", 0.0) / (m * v) + message_s,
+              "B": inline.get("backward", 0.0) / (m * v) + message_s}
+
+    def cost(r: int, action) -> float:
+        if action.kind not in beside:  # W of a split backward, STEP: priced apart
+            return 0.0
+        forward, backward = stages[action.chunk * p + r]
+        return (forward if action.kind == "F" else backward) + beside[action.kind]
+
+    check(schedule)
+    makespan = max((s.end for row in execute_eager(schedule, cost).values() for s in row),
+                   default=0.0)
+    mine = [[stages[c * p + r] for c in range(v)] for r in range(p)]
+    busiest = max(mine, key=lambda chunks_of: sum(f + b for f, b in chunks_of))
+    forward, backward = m * sum(f for f, _ in busiest), m * sum(b for _, b in busiest)
     phases = communication(_only(description, "dp", "world"), ranks, profile, across_nodes)
     update = update_bytes(description.holds) / profile.device.bytes_per_s
     tensor = sum(inline.values())  # exposed inside the slots
-    return Prediction(m * compute[0], m * compute[1], update, {**phases, **{
+    return Prediction(forward, backward, update, {**phases, **{
         f"tp {phase}": t for phase, t in inline.items()}}, sum(phases.values()) + tensor,
-        idle_s=timeline.makespan - m * (compute[0] + compute[1]) - tensor)
+        idle_s=makespan - forward - backward - tensor)
 
 
 def _only(description, *axes: str):

@@ -134,7 +134,8 @@ def test_receives_placed_late_for_rendezvous_do_not_delay_the_runtime():
     schedule = interleaved(4, 4, 4, forward, backward)
     timeline = simulate(schedule, forward, backward)
     assert timeline.bubble == Fraction(3, 19)
-    spans, _ = execute(schedule, lambda a: {"F": forward / 4, "B": backward / 4}.get(a.kind, 0))
+    spans, _ = execute(schedule,
+                       lambda r, a: {"F": forward / 4, "B": backward / 4}.get(a.kind, 0))
     assert max(s.end for row in spans.values() for s in row) > timeline.makespan
 
 

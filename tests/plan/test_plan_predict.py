@@ -69,6 +69,22 @@ def test_a_shard_timed_on_itself_replaces_a_tth_of_the_model_s_compute():
     assert shard.backward_s == pytest.approx(t.m * 0.04 / t.pp)
 
 
+def test_a_pipeline_s_stages_take_the_shares_they_are_given():
+    """Two stages, the second three times the first: its slots set the pace, and the busiest
+    rank's compute is three quarters of the model's."""
+    lay = next(lay for lay in LAYOUTS if lay.flags == ("--strategy", "pipeline", "--pp", "2",
+                                                         "--pp-schedule", "gpipe",
+                                                         "--microbatches", "4"))
+    t, asked = lay.cfg.train, []
+    even = predict(lay.cfg, 8, PROFILE, lambda rows: (0.04, 0.08))
+    uneven = predict(lay.cfg, 8, PROFILE, lambda rows: (0.04, 0.08), shares=lambda rows, k: (
+        asked.append((rows, k)) or [(0.25, 0.25), (0.75, 0.75)]))
+    assert asked == [(micro_rows(lay.cfg, 8), t.pp * t.virtual)]
+    assert even.forward_s == pytest.approx(t.m * 0.04 / 2)
+    assert uneven.forward_s == pytest.approx(t.m * 0.04 * 0.75)
+    assert uneven.step_s > even.step_s
+
+
 @pytest.mark.parametrize("flags", [("--strategy", "dp"), ("--strategy", "zero",
                                    "--zero-stage", "3", "--offload", "none")])
 def test_a_world_wider_than_a_node_takes_the_network(flags):

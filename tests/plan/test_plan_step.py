@@ -13,7 +13,7 @@ from scratchpar.plan import flops
 from scratchpar.plan.compute import roofline
 from scratchpar.plan.messages import communication
 from scratchpar.plan.profile import Device, Engine, Link, Profile, Reduce
-from scratchpar.plan.step import data_parallel, pipeline, update_bytes
+from scratchpar.plan.step import data_parallel, even, pipeline, update_bytes
 
 SHAPE = Shape(psi=4_000_000, itemsize=4, moments=2, largest=1_000_000, count=8)
 WORK = flops.mlp([1000, 2000, 2000, 10])  # per sample
@@ -71,7 +71,7 @@ def test_a_pipeline_s_idle_time_is_the_bubble_of_its_schedule(p, m):
     """Uniform stages, free messages, one replica: the makespan is (m + p − 1) slots, and the
     idle share (p − 1)/(m + p − 1) (Huang et al. 2019, §2.3)."""
     described = Pipeline.describe(SHAPE, p, pp=p, m=m, rows=8 * m)
-    got = pipeline(described, schedules.build("gpipe", p, m), (1.0, 2.0), 0.0,
+    got = pipeline(described, schedules.build("gpipe", p, m), even((1.0, 2.0), p, 1), 0.0,
                    {"pp": p, "world": p, "dp": 1}, FAST)
     makespan = got.step_s - got.update_s - got.exposed_s
     assert makespan == pytest.approx((m + p - 1) * 3.0)
@@ -82,9 +82,9 @@ def test_a_pipeline_s_idle_time_is_the_bubble_of_its_schedule(p, m):
 def test_a_pipeline_s_messages_lengthen_every_slot_and_replicas_reduce_after_the_flush():
     p, m = 2, 4
     described = Pipeline.describe(SHAPE, 2 * p, pp=p, m=m, rows=32)
-    free = pipeline(described, schedules.build("1f1b", p, m), (1.0, 2.0), 0.0,
+    free = pipeline(described, schedules.build("1f1b", p, m), even((1.0, 2.0), p, 1), 0.0,
                     {"pp": p, "world": 2 * p, "dp": 2}, FAST)
-    costly = pipeline(described, schedules.build("1f1b", p, m), (1.0, 2.0), 0.25,
+    costly = pipeline(described, schedules.build("1f1b", p, m), even((1.0, 2.0), p, 1), 0.25,
                       {"pp": p, "world": 2 * p, "dp": 2}, FAST)
     assert costly.idle_s - free.idle_s == pytest.approx((m + p - 1) * 2 * 0.25)
     dp_reduce = communication(dataclasses.replace(described, sends=tuple(
@@ -99,9 +99,27 @@ def test_a_hybrid_s_tensor_collectives_lengthen_every_slot_and_are_exposed():
     plain = dataclasses.replace(described, sends=tuple(
         s for s in described.sends if s.axis != "tp"))
     ranks = {"pp": p, "world": 4, "dp": 1, "tp": 2}
-    without = pipeline(plain, schedules.build("gpipe", p, m), (1.0, 2.0), 0.0, ranks, SLOW)
-    got = pipeline(described, schedules.build("gpipe", p, m), (1.0, 2.0), 0.0, ranks, SLOW)
+    stages = even((1.0, 2.0), p, 1)
+    without = pipeline(plain, schedules.build("gpipe", p, m), stages, 0.0, ranks, SLOW)
+    got = pipeline(described, schedules.build("gpipe", p, m), stages, 0.0, ranks, SLOW)
     tensor = got.communication_s["tp forward"] + got.communication_s["tp backward"]
     assert tensor > 0 and got.exposed_s == pytest.approx(without.exposed_s + tensor)
     makespan = got.step_s - got.update_s - (got.exposed_s - tensor)
     assert makespan == pytest.approx((m + p - 1) * (3.0 + tensor / m))
+
+
+def test_uneven_stages_wait_on_the_slowest():
+    """Naive, one micro-batch through two stages: F₀, F₁, B₁, B₀ one after another, whatever
+    their sizes; GPipe's m micro-batches then wait on the slower stage: its m slots each way,
+    the faster one's first forward and last backward around them."""
+    p, m = 2, 4
+    described = Pipeline.describe(SHAPE, p, pp=p, m=m, rows=32)
+    ranks = {"pp": p, "world": p, "dp": 1}
+    stages = [(0.5, 1.0), (2.0, 3.0)]  # (forward, backward) of stages 0 and 1
+    naive = pipeline(described, schedules.build("naive", p, 1), stages, 0.0, ranks, FAST)
+    assert naive.step_s - naive.update_s - naive.exposed_s == pytest.approx(0.5 + 2 + 3 + 1)
+    assert (naive.forward_s, naive.backward_s) == (2.0, 3.0)  # the busiest rank's compute
+    got = pipeline(described, schedules.build("gpipe", p, m), stages, 0.0, ranks, FAST)
+    makespan = got.step_s - got.update_s - got.exposed_s
+    assert makespan == pytest.approx(0.5 + m * 2.0 + m * 3.0 + 1.0)
+    assert got.idle_s == pytest.approx(0.5 + 1.0)

@@ -16,6 +16,7 @@ import numpy as np
 from ... import backend
 from ...comm.agree import RankErrors
 from ...device_rng import DeviceRandom
+from ...parallel.pipeline.partition import layer_times, parameter_counts, partition
 from ...plan.calibrate import calibrate
 from ...plan.compute import measured, measured_shard
 from ...plan.layouts import layouts
@@ -51,9 +52,11 @@ def predicted(comm, cfg: dict) -> list[dict]:
     shards = shard_compute(comm, found, cfg["repeats"], cfg["warmup"])
     if comm.rank == 0:
         compute = model_compute(found[0].cfg, cfg["repeats"], cfg["warmup"])
+        shares = stage_shares(found[0].cfg, cfg["repeats"])
         for row, layout in zip(rows, found):
             recorded, priced = recording(compute)
-            step = predict(layout.cfg, comm.size, cluster, recorded, shard_of(shards, layout))
+            step = predict(layout.cfg, comm.size, cluster, recorded, shard_of(shards, layout),
+                           shares)
             parts = estimate(layout.cfg, comm.size, bound=False)
             row.update(predicted_s=step.step_s, predicted_bytes=sum(parts.values())
                        - RUNTIME_BYTES - ALLOCATOR_BYTES, parts_s={
@@ -163,6 +166,27 @@ def shard_compute(comm, found: list, repeats: int, warmup: int) -> dict:
         timed[(tp, sp, rows)] = (max(f for f, _ in pairs), max(b for _, b in pairs))
         group.free()
     return timed
+
+
+def stage_shares(cfg, repeats: int):
+    """``shares(rows, P)``: each of P virtual stages' share of the model's compute on a
+    micro-batch of ``rows``, the sum of its layers' forward and backward timed here
+    (``partition.layer_times``), the stages cut as the engine cuts them (``--balance``: by
+    parameter count, or by those times)."""
+    task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0))
+    layers = task.model.pipeline_layers()
+
+    @functools.cache
+    def times(rows: int) -> list[float]:
+        return layer_times(layers, task.split(task.batch(0, rows)[0])[0], repeats)
+
+    def shares(rows: int, stages: int) -> list[tuple[float, float]]:
+        seconds = times(rows)
+        weights = seconds if cfg.train.balance == "time" else parameter_counts(layers)
+        return [(sum(seconds[i] for i in cut) / sum(seconds),) * 2
+                for cut in partition(weights, stages)]
+
+    return shares
 
 
 def shard_of(shards: dict, layout):

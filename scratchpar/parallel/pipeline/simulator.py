@@ -69,17 +69,18 @@ def replay(schedule: Schedule, step) -> dict[int, int]:
 
 
 def execute(schedule: Schedule, cost) -> tuple[dict[int, list[Span]], dict[int, int]]:
-    """Run ``schedule`` with ``cost(action)`` per compute or STEP and rendezvous messages: a send
-    and its receive both complete when the later of the two arrives. A message to oneself (one
-    rank holding neighbouring chunks) is a hand-off whose receive must follow its send. Returns
-    the spans and, for each rank that cannot go on (deadlock), the action it blocks at."""
+    """Run ``schedule`` with ``cost(rank, action)`` seconds per compute or STEP and rendezvous
+    messages: a send and its receive both complete when the later of the two arrives. A
+    message to oneself (one rank holding neighbouring chunks) is a hand-off whose receive must
+    follow its send. Returns the spans and, for each rank that cannot go on (deadlock), the
+    action it blocks at."""
     p = len(schedule)
     clock = dict.fromkeys(schedule, 0)
     spans: dict[int, list[Span]] = {r: [] for r in schedule}
 
     def step(r: int, a: Action, pos: dict[int, int]) -> tuple[int, ...]:
         if not a.is_comm:
-            spans[r].append(Span(a, clock[r], clock[r] + cost(a)))
+            spans[r].append(Span(a, clock[r], clock[r] + cost(r, a)))
             clock[r] = spans[r][-1].end
             return (r,)
         q, other = matching(r, a, p)
@@ -101,8 +102,9 @@ def execute_eager(schedule: Schedule, cost) -> dict[int, list[Span]]:
     """Time an already checked ``schedule`` as the runtime runs it, with non-blocking messages:
     a send goes the moment the compute that produced its message ends, and a receive is only
     posted where the list has it. The compute that needs the message waits for it. So messages
-    take no time at their place in the list, and only computes wait. Never slower than
-    :func:`execute`'s rendezvous, and deadlock-free if that is."""
+    take no time at their place in the list, and only computes wait (``cost(rank, action)``
+    seconds each). Never slower than :func:`execute`'s rendezvous, and deadlock-free if that
+    is."""
     p, v = len(schedule), chunks(schedule)
     clock = dict.fromkeys(schedule, 0)
     sent: dict[tuple[int, Action], float] = {}  # (receiving rank, its receive) → send time
@@ -116,7 +118,7 @@ def execute_eager(schedule: Schedule, cost) -> dict[int, list[Span]]:
                 return ()
             if needed is not None:
                 start = max(start, sent.pop((r, needed)))
-            clock[r] = start + cost(a)
+            clock[r] = start + cost(r, a)
             out = send_for(r, a, p, v)
             if out is not None:
                 q, recv = matching(r, out, p)
@@ -137,7 +139,7 @@ def check(schedule: Schedule) -> None:
     problems += messages(schedule, p, v) + counts(schedule, p, v)
     for r, acts in schedule.items():
         problems += order(r, acts, p, v)
-    _, blocked = execute(schedule, lambda a: 0)
+    _, blocked = execute(schedule, lambda r, a: 0)
     if blocked:
         problems.append("deadlock with rendezvous sends: " + ", ".join(
             f"rank {r} blocks at {schedule[r][i]} (action {i})" for r, i in blocked.items()))
@@ -252,7 +254,7 @@ def simulate(schedule: Schedule, forward: float = 1.0, backward: float = 2.0,
     split = any(a.kind == "W" for acts in schedule.values() for a in acts)
     costs = {"F": forward / v, "B": (backward - weight if split else backward) / v,
              "W": weight / v, "STEP": step}
-    spans = execute_eager(schedule, lambda a: costs[a.kind])
+    spans = execute_eager(schedule, lambda r, a: costs[a.kind])
     makespan = max((s.end for row in spans.values() for s in row), default=0)
     busy = {r: sum(s.end - s.start for s in row if not s.action.is_comm)
             for r, row in spans.items()}
