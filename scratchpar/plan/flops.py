@@ -33,35 +33,64 @@ class Work:
 
 
 def gpt(vocab: int, seq_len: int, d_model: int, n_layers: int) -> Work:
+    return total(gpt_layers(vocab, seq_len, d_model, n_layers))
+
+
+def gpt_layers(vocab: int, seq_len: int, d_model: int, n_layers: int) -> list[Work]:
+    """[embedding, block 0, …, block L−1, final norm and head], as ``nn.GPT`` lists them."""
     t, c = seq_len, d_model
-    forward = n_layers * (24 * t * c * c + 4 * t * t * c) + 2 * t * c * vocab
-    return Work(forward, 2 * forward)  # the embedding feeds every product: all need gradients
+    block, head = 24 * t * c * c + 4 * t * t * c, 2 * t * c * vocab
+    # the embedding feeds every product: all need gradients
+    return [Work(0, 0), *[Work(block, 2 * block)] * n_layers, Work(head, 2 * head)]
 
 
 def recurrent(vocab: int, seq_len: int, d_embed: int, d_hidden: int, n_layers: int,
               gates: int) -> Work:
+    return total(recurrent_layers(vocab, seq_len, d_embed, d_hidden, n_layers, gates))
+
+
+def recurrent_layers(vocab: int, seq_len: int, d_embed: int, d_hidden: int, n_layers: int,
+                     gates: int) -> list[Work]:
+    """[embedding, recurrent layer 0, …, head], as ``nn.RNNLanguageModel`` lists them."""
     t, h = seq_len, d_hidden
-    layers = sum(2 * t * gates * h * ((d_embed if i == 0 else h) + h) for i in range(n_layers))
-    forward = layers + 2 * t * h * vocab
-    return Work(forward, 2 * forward - n_layers * 2 * gates * h * h)  # h₀ = 0: no gradient
+    found = [Work(0, 0)]
+    for i in range(n_layers):
+        forward = 2 * t * gates * h * ((d_embed if i == 0 else h) + h)
+        found.append(Work(forward, 2 * forward - 2 * gates * h * h))  # h₀ = 0: no gradient
+    head = 2 * t * h * vocab
+    return [*found, Work(head, 2 * head)]
 
 
 def mlp(sizes: list[int]) -> Work:
+    return total(mlp_layers(sizes))
+
+
+def mlp_layers(sizes: list[int]) -> list[Work]:
+    """[Linear+ReLU, …, Linear], as ``nn.MLP`` lists them."""
     products = [2 * a * b for a, b in zip(sizes, sizes[1:])]
-    forward = sum(products)
-    return Work(forward, 2 * forward - products[0])  # the data needs no gradient
+    return [Work(f, f if i == 0 else 2 * f)  # the data needs no gradient
+            for i, f in enumerate(products)]
+
+
+def total(layers: list[Work]) -> Work:
+    return Work(sum(w.forward for w in layers), sum(w.backward for w in layers))
 
 
 def of(cfg, vocab: int) -> Work:
     """The work per row of the model ``cfg`` (a run's Config) names, over a vocabulary of
     ``vocab`` symbols where it is a language model."""
+    return total(layers(cfg, vocab))
+
+
+def layers(cfg, vocab: int) -> list[Work]:
+    """The work per row of each of the model's pipeline layers, in order."""
     m, d = cfg.model, cfg.data
     if m.kind == "gpt":
-        return gpt(vocab, d.seq_len, m.d_model, m.n_layers)
+        return gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers)
     if m.kind in ("lstm", "rnn"):
-        return recurrent(vocab, d.seq_len, m.d_model, m.d_hidden, m.n_layers,
-                         4 if m.kind == "lstm" else 1)
+        return recurrent_layers(vocab, d.seq_len, m.d_model, m.d_hidden, m.n_layers,
+                                4 if m.kind == "lstm" else 1)
     if m.kind == "mlp":
-        return mlp([d.n_features, *m.hidden_sizes, d.n_classes])
+        return mlp_layers([d.n_features, *m.hidden_sizes, d.n_classes])
     raise ValueError(f"model {m.kind} does its work in gathers, not matrix products: "
                      "its FLOP count is not this model's")

@@ -13,6 +13,7 @@ from .compute import roofline
 from .layouts import Layout, layouts
 from .memory import Fit, per_rank
 from .predict import predict
+from .stages import flop_shares
 from .step import Prediction
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
@@ -57,8 +58,10 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
     found = []
     for layout in layouts(run, world):
         cfg = layout.cfg
-        work = flops.of(cfg, source_of(cfg).vocab)
-        step = predict(cfg, world, profile, lambda rows, w=work: roofline(w, rows, profile))
+        vocab = source_of(cfg).vocab
+        work = flops.of(cfg, vocab)
+        step = predict(cfg, world, profile, lambda rows, w=work: roofline(w, rows, profile),
+                       shares=flop_shares(cfg, vocab))
         fit = per_rank(cfg, world, profile, budget)
         found.append(Ranked(layout, step, fit))
     return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s,

@@ -1,0 +1,47 @@
+"""A pipeline's virtual stages from the config alone, for a machine that is not here: each
+layer's parameters, by which the engine cuts the stages (``partition.parameter_counts``), and
+its FLOP (``flops.py``), by which the roofline prices them.
+
+A GPT's embedding and head hold V·C parameters each and almost no products, a block 12C² and
+24TC²: cut by parameters, the stages that hold an end hold fewer blocks, and the pipeline's pace
+is set by the others, not by 1/P of the work.
+"""
+
+from __future__ import annotations
+
+from ..parallel.pipeline.partition import partition
+from . import flops
+
+
+def parameters(cfg, vocab: int) -> list[int]:
+    """Parameters of each pipeline layer, counted as ``partition.parameter_counts`` counts the
+    built model: a tied embedding in both layers that hold it."""
+    m, d = cfg.model, cfg.data
+    if m.kind == "gpt":
+        c, t = m.d_model, d.seq_len
+        # tokens and positions; Q, K, V, the projection and the feed-forward with their biases
+        # and two LayerNorms (12C² + 13C); the final LayerNorm and the head (or the tied table)
+        return [vocab * c + t * c, *[12 * c * c + 13 * c] * m.n_layers, 2 * c + vocab * c]
+    if m.kind in ("lstm", "rnn"):
+        e, h, g = m.d_model, m.d_hidden, 4 if m.kind == "lstm" else 1
+        cells = [(inputs + 1) * g * h + h * g * h for inputs in [e] + [h] * (m.n_layers - 1)]
+        return [vocab * e, *cells, (h + 1) * vocab]
+    sizes = [d.n_features, *m.hidden_sizes, d.n_classes]
+    return [i * o + o for i, o in zip(sizes, sizes[1:])]
+
+
+def flop_shares(cfg, vocab: int):
+    """``shares(rows, P)``: each of P virtual stages' share of the model's forward and backward
+    FLOP, the stages cut as the engine cuts them (``--balance``: by parameters, or by time,
+    which FLOP stands in for)."""
+    work = flops.layers(cfg, vocab)
+    whole = flops.total(work)
+    weights = ([w.step for w in work] if cfg.train.balance == "time"
+               else parameters(cfg, vocab))
+
+    def shares(rows: int, stages: int) -> list[tuple[float, float]]:
+        return [(sum(work[i].forward for i in cut) / whole.forward,
+                 sum(work[i].backward for i in cut) / whole.backward)
+                for cut in partition(weights, stages)]
+
+    return shares
