@@ -51,7 +51,8 @@ def predicted(comm, cfg: dict) -> list[dict]:
              "standin": bool(cfg.get("standin"))} for layout in found]
     shards = shard_compute(comm, found, cfg["repeats"], cfg["warmup"])
     if comm.rank == 0:
-        compute = model_compute(found[0].cfg, cfg["repeats"], cfg["warmup"])
+        asked = {n for layout in found for n in rows_asked(layout, comm.size, cluster)}
+        compute = model_compute(found[0].cfg, sorted(asked), cfg)
         shares = stage_shares(found[0].cfg, cfg["repeats"])
         for row, layout in zip(rows, found):
             recorded, priced = recording(compute)
@@ -206,13 +207,22 @@ def recording(compute):
     return recorded, priced
 
 
-def model_compute(cfg, repeats: int, warmup: int):
-    """(forward, backward) seconds of the whole model on ``rows`` rows, timed here once per row
-    count (every layout of a run shares the model)."""
+def rows_asked(layout, world: int, cluster) -> set[int]:
+    """The row counts whose compute the prediction of ``layout`` asks for."""
+    recorded, priced = recording(lambda rows: (1.0, 1.0))
+    predict(layout.cfg, world, cluster, recorded, lambda rows: (1.0, 1.0))
+    return set(priced)
+
+
+def model_compute(cfg, rows: list[int], settings: dict):
+    """``compute(rows)``: (forward, backward) seconds of the whole model on each of ``rows``
+    (every layout of a run shares the model), the least of ``rounds`` medians, the row counts
+    taking turns: as the steps are measured, so that a burst of another load on the machine
+    does not make the prediction."""
     task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0))
-
-    @functools.cache
-    def compute(rows: int) -> tuple[float, float]:
-        return measured(task, rows, repeats, warmup)
-
-    return compute
+    best: dict[int, tuple[float, float]] = {}
+    for _ in range(settings["rounds"]):
+        for n in rows:
+            timed = measured(task, n, settings["repeats"], settings["warmup"])
+            best[n] = min(best.get(n, timed), timed, key=sum)
+    return best.__getitem__
