@@ -32,7 +32,7 @@ from .messages import seconds
 from .profile import Device, Engine, Link, Profile, Reduce
 
 SIZES = [8 << (2 * k) for k in range(11)]  # 8 B … 8 MiB, ×4 apart
-QUICK_SIZES = SIZES[:5]  # 8 B … 2 KiB
+QUICK_SIZES = SIZES[::2][:5]  # 8 B … 512 KiB, ×16 apart: large enough for β to show
 MATMUL = 1024  # n of the n×n product timed for FLOP/s (quick: a quarter)
 ELEMENTS = 1 << 24  # of each array of the elementwise op timed for bytes/s (quick: 1/16)
 
