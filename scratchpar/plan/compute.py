@@ -52,7 +52,7 @@ def measured_shard(task, rows: int, comm, sequence_parallel: bool, repeats: int 
 def _timed(model, forward, comm, repeats: int, warmup: int) -> tuple[float, float]:
     """Medians of ``repeats`` after ``warmup`` of ``forward()`` and its loss's backward, each
     less the time in ``comm``'s collectives (None: none)."""
-    samples = []
+    samples, tracer = [], comm.tracer if comm is not None else None
     for _ in range(warmup + repeats):
         model.zero_grad()
         if comm is not None:
@@ -68,7 +68,7 @@ def _timed(model, forward, comm, repeats: int, warmup: int) -> tuple[float, floa
         inside = _inside(comm, middle)
         samples.append(((middle - start - inside[0]) / 1e9, (end - middle - inside[1]) / 1e9))
     if comm is not None:
-        comm.tracer = None
+        comm.tracer = tracer  # as it was found
     forward_s, backward_s = zip(*samples[warmup:])
     return statistics.median(forward_s), statistics.median(backward_s)
 

@@ -157,19 +157,35 @@ def shard_compute(comm, found: list, settings: dict) -> dict:
     wanted = sorted({(lay.cfg.train.tp, lay.cfg.train.sequence_parallel,
                       micro_rows(lay.cfg, comm.size)) for lay in found
                      if lay.cfg.train.strategy == "hybrid" and lay.cfg.train.tp > 1})
-    best: dict[tuple, tuple[float, float]] = {}
-    for _ in range(settings["rounds"] if wanted else 0):
-        for tp, sp, rows in wanted:
-            group = comm.split(comm.rank // tp, name="shard timing")
-            pair = (0.0, 0.0)
-            if group.size == tp:  # ranks past the last whole group wait
-                task = build_task(found[0].cfg, DeviceRandom(found[0].cfg.train.seed, 1, 0))
-                pair = measured_shard(task, rows, group, sp, settings["repeats"],
-                                      settings["warmup"])
-            pairs = comm.allgather_obj(pair, "shard compute")
-            slowest = (max(f for f, _ in pairs), max(b for _, b in pairs))
-            best[(tp, sp, rows)] = min(best.get((tp, sp, rows), slowest), slowest, key=sum)
-            group.free()
+    if not wanted:
+        return {}
+    task = build_task(found[0].cfg, DeviceRandom(found[0].cfg.train.seed, 1, 0))
+    groups = {tp: comm.split(comm.rank // tp, name="shard timing") for tp, _, _ in wanted}
+
+    def timing(key: tuple) -> tuple[float, float]:
+        tp, sp, rows = key
+        group, pair = groups[tp], (0.0, 0.0)
+        if group.size == tp:  # ranks past the last whole group wait
+            pair = measured_shard(task, rows, group, sp, settings["repeats"],
+                                  settings["warmup"])
+        pairs = comm.allgather_obj(pair, "shard compute")
+        return max(f for f, _ in pairs), max(b for _, b in pairs)
+
+    best = least(wanted, timing, settings["rounds"])
+    for group in groups.values():
+        group.free()
+    return best
+
+
+def least(keys: list, timing, rounds: int) -> dict:
+    """For each of ``keys``, the least (by its sum) of ``rounds`` of ``timing(key)``, the keys
+    taking turns in each round, as the steps are measured: a burst of another load on the
+    machine then makes no figure."""
+    best: dict = {}
+    for _ in range(rounds):
+        for key in keys:
+            found = timing(key)
+            best[key] = min(best.get(key, found), found, key=sum)
     return best
 
 
@@ -220,13 +236,7 @@ def rows_asked(layout, world: int, cluster) -> set[int]:
 
 def model_compute(cfg, rows: list[int], settings: dict):
     """``compute(rows)``: (forward, backward) seconds of the whole model on each of ``rows``
-    (every layout of a run shares the model), the least of ``rounds`` medians, the row counts
-    taking turns: as the steps are measured, so that a burst of another load on the machine
-    does not make the prediction."""
+    (every layout of a run shares the model), the least of ``rounds`` medians (:func:`least`)."""
     task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0))
-    best: dict[int, tuple[float, float]] = {}
-    for _ in range(settings["rounds"]):
-        for n in rows:
-            timed = measured(task, n, settings["repeats"], settings["warmup"])
-            best[n] = min(best.get(n, timed), timed, key=sum)
-    return best.__getitem__
+    return least(rows, lambda n: measured(task, n, settings["repeats"], settings["warmup"]),
+                 settings["rounds"]).__getitem__
