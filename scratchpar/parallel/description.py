@@ -41,6 +41,11 @@ class Shape:
         """sΨ: one copy of the parameters (or of their gradient)."""
         return self.itemsize * self.psi
 
+    @property
+    def stepped(self) -> int:
+        """Arrays an update of every parameter array touches: each, and its moments."""
+        return self.count * (1 + self.moments)
+
     @classmethod
     def of(cls, model, itemsize: int, moments: int, boundary: int = 0) -> Shape:
         """The shape of a built model; its ``pipeline_layers()``, where it lists them, own the
@@ -91,13 +96,16 @@ class Description:
     (with copies being averaged or gathered), ``gradients``, ``optimizer`` state and
     ``buffers`` (the buckets and scratch of the gradient's reduction). ``on_host`` is how many
     of those bytes lie in host memory beside a device, and ``chunk`` the elements the optimizer
-    updates at once (its work arrays' size). ``sends`` are the messages it takes part in each
+    updates at once (its work arrays' size), and ``arrays`` how many arrays its update steps
+    (each parameter array or flat shard, and its moments): an elementwise op per array costs
+    the engine its call beside its bytes. ``sends`` are the messages it takes part in each
     step."""
 
     holds: dict[str, int]
     sends: tuple[Message, ...] = ()
     on_host: int = 0
     chunk: int = 0
+    arrays: int = 0
 
     def held(self) -> int:
         return sum(self.holds.values())

@@ -40,7 +40,8 @@ class DataParallelNaive(Strategy):
         per = -(-shape.bytes // shape.count)  # the mean parameter's
         return Description(replicated(shape, buffers=shape.bytes),
                            (Message("all-reduce", "dp", per, shape.count),
-                            Message("all-reduce", "dp", TOTALS, 1)), chunk=shape.largest)
+                            Message("all-reduce", "dp", TOTALS, 1)), chunk=shape.largest,
+                           arrays=shape.stepped)
 
     def step(self, global_batch) -> dict:
         """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
@@ -124,7 +125,7 @@ class DataParallel(DataParallelNaive):
         return Description(replicated(shape, buffers=2 * shape.bytes),
                            (bucketed(shape, bucket_bytes, "all-reduce", "dp", "backward"),
                             Message("all-reduce", "dp", TOTALS, 1, "backward")),
-                           chunk=shape.largest)
+                           chunk=shape.largest, arrays=shape.stepped)
 
     @contextlib.contextmanager
     def no_sync(self):

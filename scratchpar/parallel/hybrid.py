@@ -72,7 +72,7 @@ class Hybrid(Pipeline):
         piped = tuple(replace(msg, nbytes=-(-msg.nbytes // tp))
                       if (msg.axis == "pp" and sequence_parallel) or msg.axis == "dp" else msg
                       for msg in base.sends)  # the replicas reduce a shard of the stage
-        return Description(holds, piped + tensor, chunk=base.chunk)
+        return Description(holds, piped + tensor, chunk=base.chunk, arrays=base.arrays)
 
     def _output_loss(self):
         """A GPT's shard scores its vocabulary-split logits itself (the vocabulary-parallel

@@ -42,7 +42,7 @@ class LocalSGD(Strategy):
         if every:
             sends.append(bucketed(shape, bucket_bytes, "all-reduce", "dp", every=every))
         return Description(replicated(shape, parameters=shape.bytes, buffers=2 * shape.bytes),
-                           tuple(sends), chunk=shape.largest)
+                           tuple(sends), chunk=shape.largest, arrays=shape.stepped)
 
     def step(self, global_batch) -> dict:
         """One step: ``{"loss": mean over the global batch, "grad_norm": this replica's,

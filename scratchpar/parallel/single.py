@@ -17,7 +17,7 @@ class SingleDevice(Strategy):
     @classmethod
     def describe(cls, shape, world: int = 1) -> Description:
         """The model, its gradient and its optimizer state; no message."""
-        return Description(replicated(shape), chunk=shape.largest)
+        return Description(replicated(shape), chunk=shape.largest, arrays=shape.stepped)
 
     def step(self, batch) -> dict:
         """One optimizer step on ``batch``: ``{"loss", "grad_norm" (unclipped), "skipped"}``."""

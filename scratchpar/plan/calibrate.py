@@ -9,7 +9,10 @@
 - memory: what a rank may hold (``train/memory.py``), and what a process maps before its
   arrays;
 - the engine's own cost per collective call: an all-reduce of 8 bytes among every rank,
-  less what α and β price its messages at.
+  less what α and β price its messages at;
+- the engine's own cost per array an update steps: AdamW's guarded step (its norm, its
+  ops) over many small parameters, on every rank at once as a step runs it, per array it
+  touches (each parameter and its two moments).
 
 Every time is the median of repeats after a warm-up, every rank starting from a barrier.
 """
@@ -25,6 +28,8 @@ import numpy as np
 
 from .. import backend
 from ..comm import collectives
+from ..nn.module import Parameter
+from ..optim import AdamW, guarded_step
 from ..parallel.description import Message
 from ..train.memory import PROCESS_BYTES, available
 from .fit import alpha_beta, per_unit
@@ -33,6 +38,7 @@ from .profile import Device, Engine, Link, Profile, Reduce
 
 SIZES = [8 << (2 * k) for k in range(11)]  # 8 B … 8 MiB, ×4 apart
 QUICK_SIZES = SIZES[::2][:5]  # 8 B … 512 KiB, ×16 apart: large enough for β to show
+ARRAYS = 64  # small parameters the update's cost per array is timed over
 MATMUL = 1024  # n of the n×n product timed for FLOP/s (quick: a quarter)
 ELEMENTS = 1 << 24  # of each array of the elementwise op timed for bytes/s (quick: 1/16)
 
@@ -95,6 +101,21 @@ def collective_call(comm, link_found: dict, gamma_s_per_byte: float, repeats: in
             "call_s": max(0.0, took - priced)}
 
 
+def update_array(comm, repeats: int) -> dict:
+    """Seconds per array of AdamW's guarded step over ``ARRAYS`` parameters of 16 elements,
+    each with its gradient and two moments (3 arrays each), every rank stepping at once: the
+    slowest rank's, where ranks share a node's cores."""
+    gen = np.random.default_rng(0)
+    params = [Parameter(backend.to_device(gen.standard_normal(16).astype(np.float32)))
+              for _ in range(ARRAYS)]
+    for p in params:
+        p.grad = backend.xp_default().ones_like(p.data)
+    optimizer = AdamW(params, lr=1e-6)
+    took = max(comm.allgather_obj(timed(lambda: guarded_step(optimizer, params, 0.0), repeats,
+                                        comm.barrier), "update timing"))
+    return {"arrays": 3 * ARRAYS, "seconds": took, "array_s": took / (3 * ARRAYS)}
+
+
 def peers(comm) -> tuple[int | None, int | None]:
     """A rank on rank 0's node other than 0, and a rank on another node (None: there is none)."""
     hosts = comm.allgather_obj(socket.gethostname(), "calibration hosts")
@@ -152,9 +173,11 @@ def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) ->
     gamma, fitted = comm.allgather_obj(None if reduce is None else (
         reduce["per_unit_s"], network or node), "the fitted constants")[0]
     call = collective_call(comm, fitted, gamma, repeats)
+    update = update_array(comm, repeats)
     if comm.rank != 0:
         return None, None
     found = {"node": node, "network": network, "reduce": reduce, "engine": call,
+             "update": update,
              "compute": compute(np.dtype(dtype), MATMUL // 4 if quick else MATMUL,
                                 ELEMENTS // 16 if quick else ELEMENTS, repeats)}
     name, memory = device_memory(device, comm.local_size)
@@ -169,5 +192,5 @@ def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) ->
         network=None if network is None else Link(network["alpha_s"],
                                                   network["beta_s_per_byte"]),
         reduce=Reduce(found["reduce"]["per_unit_s"]),
-        engine=Engine(PROCESS_BYTES, call["call_s"]))
+        engine=Engine(PROCESS_BYTES, call["call_s"], update["array_s"]))
     return profile, found

@@ -21,6 +21,8 @@ one for a machine that is not here)::
     gamma_s_per_byte = …             adding n bytes into a buffer costs n·gamma_s_per_byte
     [engine]
     process_bytes = 536870912        what a rank maps before its arrays
+    call_s = 1.5e-5                  a collective call's own seconds beyond its messages
+    array_s = 9e-6                   an update's seconds per array it steps, beyond its bytes
 
 A file is read whole or refused with every problem listed.
 """
@@ -71,10 +73,12 @@ class Reduce:
 @dataclass(frozen=True)
 class Engine:
     """What a process maps before its arrays, and the engine's own seconds per collective
-    call beyond its messages (planning, buffers, its handle: Python's cost), 0 where unknown."""
+    call beyond its messages (planning, buffers, its handle: Python's cost) and per array an
+    update steps beyond its bytes (the optimizer's ops on it, each a call), 0 where unknown."""
 
     process_bytes: int
     call_s: float = 0.0
+    array_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ def table(profile, found: dict) -> str:
               f"engine   an all-reduce of 8 B among {found['engine']['ranks']} ranks: "
               f"{1e6 * found['engine']['seconds']:.1f} µs, {1e6 * profile.engine.call_s:.1f} µs "
               "a collective call beyond what α, β and γ price",
+              f"         AdamW's step over {found['update']['arrays']} small arrays, every "
+              f"rank at once: {1e6 * found['update']['seconds']:.1f} µs, "
+              f"{1e6 * profile.engine.array_s:.2f} µs an array",
               f"memory   {profile.device.memory_bytes / 2**30:.1f} GiB a rank may hold, "
               f"{profile.engine.process_bytes / 2**20:.0f} MiB a process maps first"]
     return "\n".join(lines)

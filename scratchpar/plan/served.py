@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from .messages import communication
-from .step import Prediction, update_bytes
+from .step import Prediction, update_s
 
 
 def parameter_server(description, shape, compute: tuple[float, float], workers: int,
@@ -26,8 +26,9 @@ def parameter_server(description, shape, compute: tuple[float, float], workers: 
     axes = frozenset({"workers", "servers"}) if across_nodes else frozenset()
     served = communication(description, {"workers": workers, "servers": servers}, profile, axes)
     keys = -(-shape.psi // servers) * shape.itemsize  # K_s, in bytes
-    one_update = update_bytes({"parameters": keys, "gradients": keys,
-                               "optimizer": shape.moments * keys}) / profile.device.bytes_per_s
+    one_update = update_s(dataclasses.replace(description, holds={  # its range, one flat array
+        "parameters": keys, "gradients": keys, "optimizer": shape.moments * keys},
+        arrays=1 + shape.moments), profile)
     if mode == "sync":  # one combined update a step, after every worker's push
         return Prediction(forward, backward, one_update, served, sum(served.values()))
     own = servers * sum(served.values()) / workers  # a worker's share: its messages to S servers
@@ -44,7 +45,7 @@ def master(description, compute: tuple[float, float], workers: int, profile,
     forward, backward = compute
     axes = frozenset({"world"}) if across_nodes else frozenset()
     own = communication(description, {"world": workers + 1}, profile, axes)
-    update = update_bytes(description.holds) / profile.device.bytes_per_s
+    update = update_s(description, profile)
     exchanges = sum(m.count for m in description.sends if m.op == "send")
     centre = 4 * description.holds["parameters"] * exchanges / profile.device.bytes_per_s
     busy = workers * (sum(own.values()) + centre)
@@ -58,7 +59,7 @@ def hogwild(description, compute: tuple[float, float], workers: int, profile) ->
     worker's update: W updates' bytes at its bandwidth bound the step."""
     forward, backward = compute
     own = communication(description, {"world": workers}, profile)
-    update = update_bytes(description.holds) / profile.device.bytes_per_s
+    update = update_s(description, profile)
     exposed = max(0.0, own.get("forward", 0.0) - forward) + own.get("", 0.0)
     return _bounded(forward, backward, update, exposed, workers * update, own)
 

@@ -6,7 +6,7 @@ DP, local SGD, ZeRO 1–3 and synchronous EASGD), one step on ⌈B/p⌉ rows is
 
     t = t_forward + t_backward + t_update + exposed,
     t_forward, t_backward: the rank's compute on its rows              (plan/compute.py)
-    t_update = bytes the optimizer reads and writes / bandwidth
+    t_update = bytes the optimizer reads and writes / bandwidth + arrays · the engine's per array
     exposed = max(0, c_forward − t_forward) + max(0, c_backward − t_backward) + c_exposed
 
 with c_phase the seconds of the messages the strategy's description hides behind that phase
@@ -47,6 +47,13 @@ def update_bytes(holds: dict[str, int]) -> int:
     return 2 * holds["parameters"] + holds["gradients"] + 2 * holds["optimizer"]
 
 
+def update_s(description, profile) -> float:
+    """Seconds of the update of a rank the description describes: its bytes at the device's
+    bandwidth, and the engine's own cost of each array it steps (a call per op on each)."""
+    return (update_bytes(description.holds) / profile.device.bytes_per_s
+            + description.arrays * profile.engine.array_s)
+
+
 def data_parallel(description, compute: tuple[float, float], ranks: int, profile,
                   across_nodes: bool = False) -> Prediction:
     """The step of a strategy that splits the batch over ``ranks`` ranks on the dp axis,
@@ -57,7 +64,7 @@ def data_parallel(description, compute: tuple[float, float], ranks: int, profile
                            frozenset({"dp", "world"}) if across_nodes else frozenset())
     exposed = (max(0.0, phases.get("forward", 0.0) - forward)
                + max(0.0, phases.get("backward", 0.0) - backward) + phases.get("", 0.0))
-    update = update_bytes(description.holds) / profile.device.bytes_per_s
+    update = update_s(description, profile)
     return Prediction(forward, backward, update, phases, exposed)
 
 
@@ -98,7 +105,7 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
     busiest = max(mine, key=lambda chunks_of: sum(f + b for f, b in chunks_of))
     forward, backward = m * sum(f for f, _ in busiest), m * sum(b for _, b in busiest)
     phases = communication(_only(description, "dp", "world"), ranks, profile, across_nodes)
-    update = update_bytes(description.holds) / profile.device.bytes_per_s
+    update = update_s(description, profile)
     tensor = sum(inline.values())  # exposed inside the slots
     return Prediction(forward, backward, update, {**phases, **{
         f"tp {phase}": t for phase, t in inline.items()}}, sum(phases.values()) + tensor,

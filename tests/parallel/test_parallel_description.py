@@ -18,6 +18,7 @@ from scratchpar.parallel import (
 )
 from scratchpar.parallel.description import Shape
 from scratchpar.parallel.pipeline.schedules import build
+from scratchpar.parallel.ps.roles import Roles
 from scratchpar.train import make_config
 from scratchpar.train.memory import network
 from scratchpar.train.task import build_task
@@ -66,6 +67,19 @@ def test_each_rank_holds_the_papers_bytes_with_adam_in_float32():
         (4 * PSI // N + 4 * SHAPE.stack, 4 * PSI // N, 8 * PSI // N)]  # + the layers gathered
     offloaded = ZeRO2.describe(SHAPE, N, bucket_bytes=PSI, offload=True)
     assert offloaded.on_host == (8 + 4 + 4) * PSI // N  # Ren et al. 2021: state, grads, master
+
+
+def test_each_description_counts_the_arrays_its_update_steps():
+    """Each parameter array (or flat shard) and its moments: an op on each costs a call."""
+    sgd = Shape(PSI, 4, 0, PSI // 16, 32, depth=4)
+    assert DataParallel.describe(SHAPE, N).arrays == 32 * 3
+    assert DataParallel.describe(sgd, N).arrays == SingleDevice.describe(sgd).arrays == 32
+    groups = DataParallel.describe(SHAPE, N, bucket_bytes=PSI).sends[0].count  # one a bucket
+    assert ZeRO1.describe(SHAPE, N, bucket_bytes=PSI).arrays == groups * 3
+    assert ZeRO3.describe(SHAPE, N).arrays == SHAPE.depth * 3  # a flat group a layer
+    server = Roles.describe(SHAPE, 6, servers=1)
+    assert server.on_host and server.arrays == 3  # its range of the keys: one flat array
+    assert Pipeline.describe(SHAPE, 2, pp=2, m=2, rows=4).arrays == 16 * 3  # half the arrays
 
 
 def test_zero3_moves_one_and_a_half_times_data_parallels_bytes():

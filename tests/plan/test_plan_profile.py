@@ -83,10 +83,11 @@ def load_text(tmp_path, text: str) -> Profile:
     return load(tmp_path / "shown.toml")
 
 
-def test_the_engine_s_call_cost_may_be_left_out_and_never_negative(tmp_path):
+@pytest.mark.parametrize("key", ["call_s", "array_s"])
+def test_the_engine_s_own_costs_may_be_left_out_and_never_negative(tmp_path, key):
     text = dump(MEASURED)
-    assert "call_s" in text
-    without = load_text(tmp_path, text.replace("call_s = 0.0\n", ""))
-    assert without.engine.call_s == 0.0
-    with pytest.raises(ProfileError, match=r"engine.call_s must be a number ≥ 0, not -1"):
-        load_text(tmp_path, text.replace("call_s = 0.0", "call_s = -1"))
+    assert f"{key} = 0.0\n" in text
+    without = load_text(tmp_path, text.replace(f"{key} = 0.0\n", ""))
+    assert getattr(without.engine, key) == 0.0
+    with pytest.raises(ProfileError, match=rf"engine.{key} must be a number ≥ 0, not -1"):
+        load_text(tmp_path, text.replace(f"{key} = 0.0", f"{key} = -1"))

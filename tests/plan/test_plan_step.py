@@ -32,6 +32,14 @@ def test_fast_links_hide_dp_s_buckets_behind_backward():
     assert got.step_s == pytest.approx(got.forward_s + got.backward_s + got.update_s)
 
 
+def test_the_update_pays_the_engine_s_cost_for_each_array_it_steps():
+    described = DataParallel.describe(SHAPE, 4)
+    engine = dataclasses.replace(FAST, engine=Engine(2**29, array_s=2e-6))
+    got, bare = (data_parallel(described, (0.0, 0.0), 4, p) for p in (engine, FAST))
+    assert described.arrays == 8 * 3  # each parameter array and Adam's two moments
+    assert got.update_s == pytest.approx(bare.update_s + 24 * 2e-6)
+
+
 def test_slow_links_expose_what_backward_cannot_cover():
     described = DataParallel.describe(SHAPE, 4)
     got = data_parallel(described, roofline(WORK, 64, SLOW), 4, SLOW)

@@ -53,7 +53,8 @@ class AsyncEASGD(MasterAndWorkers):
         return Description(replicated(shape, buffers=2 * p),
                            (Message("header", "world", Header.buffer().nbytes, 1),
                             Message("send", "world", p, 1 / tau),
-                            Message("recv", "world", p, 1 / tau)), chunk=shape.largest)
+                            Message("recv", "world", p, 1 / tau)), chunk=shape.largest,
+                           arrays=shape.stepped)
 
     def _post(self, w: int):
         buf = Header.buffer()

@@ -47,7 +47,8 @@ class RoundRobinEASGD(MasterAndWorkers):
         p = shape.bytes
         return Description(replicated(shape, buffers=2 * p),
                            (Message("send", "world", p, 1), Message("recv", "world", p, 1),
-                            Message("report", "world", 32, 1)), chunk=shape.largest)
+                            Message("report", "world", 32, 1)), chunk=shape.largest,
+                           arrays=shape.stepped)
 
     def step(self, batch) -> dict:
         t, self.steps = self.steps, self.steps + 1

@@ -51,7 +51,7 @@ class SyncEASGD(ElasticState, Strategy):
         return Description(replicated(shape, parameters=p, buffers=2 * p),
                            (Message("all-reduce", "dp", 24, 1),
                             bucketed(shape, bucket_bytes, "all-reduce", "dp", every=tau)),
-                           chunk=shape.largest)
+                           chunk=shape.largest, arrays=shape.stepped)
 
     def step(self, global_batch) -> dict:
         """One step of every worker: ``{"loss": mean over the global batch, "grad_norm": this

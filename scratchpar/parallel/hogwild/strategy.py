@@ -62,7 +62,8 @@ class Hogwild(Strategy):
         sends = () if window == "shared" else (Message("get", "world", p, 1, "forward"),
                                                Message("accumulate", "world", p, 1))
         return Description({"parameters": 2 * p, "gradients": p, "optimizer": 0,
-                            "buffers": p}, sends, on_host=p, chunk=shape.largest)
+                            "buffers": p}, sends, on_host=p, chunk=shape.largest,
+                           arrays=shape.stepped)
 
     def _rows(self, batch) -> list[tuple]:
         """Per parameter, the rows this batch touches, on the batch's device and on the host

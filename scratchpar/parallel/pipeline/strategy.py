@@ -87,7 +87,7 @@ class Pipeline(Strategy):
         if dp > 1:
             messages.append(bucketed(stage, bucket_bytes, "all-reduce", "dp"))
         return Description(replicated(stage, buffers=stage.bytes if dp > 1 else 0),
-                           tuple(messages), chunk=shape.largest)
+                           tuple(messages), chunk=shape.largest, arrays=stage.stepped)
 
     def _output_loss(self):
         """The loss of the last stage's output: ``loss_fn(out, targets, reduction)``."""

@@ -64,7 +64,8 @@ class Roles(ServerState, Strategy):
                  Message("header", "workers", header, w),
                  Message("all-reduce", "servers", 8, 1))  # the squared norm of every range
         if sum(server.values()) > sum(worker.values()):
-            return Description(server, sends, on_host=sum(host.values()), chunk=ks)
+            return Description(server, sends, on_host=sum(host.values()), chunk=ks,
+                               arrays=1 + shape.moments)  # its range, one flat array
         return Description(worker, sends, chunk=shape.largest)
 
     def close(self) -> None:

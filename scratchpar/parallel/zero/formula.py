@@ -69,5 +69,6 @@ def describe(stage: int, shape, world: int, bucket_bytes: int, offload: bool) ->
         gathers = Message("all-gather", "dp", -(-full // units), 2 * units, "forward")
     sends = (scattered, gathers, Message("all-reduce", "dp", TOTALS, 1, "backward"),
              Message("all-reduce", "dp", 8, 1))  # the squared norm of every rank's chunks
+    groups = int(scattered.count) if stage < 3 else units  # one flat shard each
     return Description(holds, sends, on_host=paper.get("host", 0),
-                       chunk=-(-group // world))
+                       chunk=-(-group // world), arrays=groups * (1 + k))
