@@ -84,6 +84,7 @@ def test_a_full_run_measures_each_layout_in_a_job_of_its_own():
     assert [r["flags"] for r in alone] == [list(lay.flags) for lay in layouts(QUICK_RUN, 1)]
     assert all(r["measured_s"] > 0 and r["measured_bytes"] > 0 and r["predicted_s"] > 0
                for r in alone)
+    assert all(r["rounds_s"] == [r["measured_s"]] for r in alone)  # a job a round
 
 
 def test_a_stand_in_sleeps_its_rows_share_and_its_gradients_are_exact(monkeypatch):

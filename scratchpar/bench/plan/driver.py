@@ -1,6 +1,7 @@
-"""The planner's validation: this machine calibrated; then per world size, one job that
-predicts every layout the training command accepts there, and one job per layout that
-measures it as the command runs it (``--quick``: one job for them all). Beyond
+"""The planner's validation: this machine calibrated at each world size, as a person would
+calibrate it for a run of that many ranks; then per world size, one job that predicts every
+layout the training command accepts there, and one job per layout and round that measures it
+as the command runs it (``--quick``: one job for them all). Beyond
 :func:`real_ranks`, more ranks than this machine has cores (or GPUs), the model's compute is a
 stand-in's sleep of its measured time (``standin.py``), for the layouts that run the whole
 model through its loss.
@@ -111,17 +112,26 @@ def world(n: int, run: list[str], profile: str, timing: dict, device: str,
           together: bool) -> list[dict]:
     """Every layout of ``run`` on ``n`` ranks (beyond :func:`real_ranks`, those a stand-in
     computes for), predicted in one job, then measured: each in a job of its own (the
-    training command's conditions), or ``together`` in one (quicker)."""
+    training command's conditions), or ``together`` in one (quicker). Each round of the
+    timing is a job of its own, the layouts taking turns, and a layout's step is the least of
+    its rounds: the same layout's steps differed by 15% from one fresh job to the next here,
+    and a burst of other load spoils one round of a few layouts, not every round of one."""
     standin = n > real_ranks(device)
     rows = job(n, f"{WORKER}:predicted", {"run": run, "profile": profile, "standin": standin,
                                           **timing}, device)
     groups = [rows] if together else [[row] for row in rows]
-    for group in groups:
-        seconds = [row["seconds"] for row in group] if standin else None
-        found = job(n, f"{WORKER}:runs", {"run": run, "flags": [r["flags"] for r in group],
-                                          "seconds": seconds, **timing}, device)
-        for row, got in zip(group, found):
-            row.update(got)
+    for k in range(timing["rounds"]):
+        for group in groups:
+            seconds = [row["seconds"] for row in group] if standin else None
+            found = job(n, f"{WORKER}:runs", {"run": run, "flags": [r["flags"] for r in group],
+                                              "seconds": seconds, "traced": k == 0,
+                                              **timing, "rounds": 1}, device)
+            for row, got in zip(group, found):
+                row.setdefault("rounds_s", []).extend(got.pop("rounds_s", []))
+                row.update(got)
+    for row in rows:
+        if row.get("rounds_s"):
+            row["measured_s"] = min(row["rounds_s"])
     return rows
 
 
@@ -131,16 +141,19 @@ def measure(args) -> dict:
     ranks = sorted(set(args.ranks or ([1, 2, 3] if args.quick else [1, 2, 3, 4])))
     if ranks[0] < 1:
         raise SystemExit(f"plan: every world size must be ≥ 1, got {ranks}")
-    profile = job(2, f"{WORKER}:profile", {"device": args.device, "quick": args.quick},
-                  args.device)
-    rows = with_errors([row for n in ranks for row in world(n, run, profile, timing,
+    calibrated = {k: job(k, f"{WORKER}:profile", {"device": args.device, "quick": args.quick},
+                         args.device) for k in sorted({max(n, 2) for n in ranks})}
+    profiles = {n: calibrated[max(n, 2)] for n in ranks}  # a message needs two ranks
+    rows = with_errors([row for n in ranks for row in world(n, run, profiles[n], timing,
                                                              args.device, args.quick)])
     print(f"plan benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}")
-    print(f"run: {' '.join(run)}; the profile calibrated here at 2 ranks; compute timed here, "
-          f"and beyond {real_ranks(args.device)} ranks slept for its time by a stand-in")
+    print(f"run: {' '.join(run)}; the profile calibrated here at each world size (1 rank: 2's), "
+          f"compute timed here, and beyond {real_ranks(args.device)} ranks slept for its time "
+          "by a stand-in")
     alone = "all in one process" if args.quick else "each layout in a process of its own"
     print(table(f"predicted beside measured: the step (the slowest rank's median of "
-                f"{timing['repeats']}, the least of {timing['rounds']} rounds; {alone}) and the "
+                f"{timing['repeats']}, the least of {timing['rounds']} rounds in turns; {alone}) "
+                "and the "
                 "largest rank's peak traced bytes", rows, COLUMNS))
     found = summary(rows)
     print(table(f"errors over {found['layouts']} layouts; τ within each world size: "
@@ -148,7 +161,7 @@ def measure(args) -> dict:
                 + "; the target's τ is over all of them", verdicts(found, args.device),
                 {"target": "target", "measured": "{measured:.2f}", "verdict": "verdict"}))
     figures = draw_figures(args.figures, draw, rows)
-    return {"run": run, "ranks": ranks, "profile": profile, "rows": rows, "summary": found,
+    return {"run": run, "ranks": ranks, "profiles": profiles, "rows": rows, "summary": found,
             "figures": figures}
 
 

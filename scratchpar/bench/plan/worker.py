@@ -41,8 +41,9 @@ def profile(comm, cfg: dict) -> str | None:
 def predicted(comm, cfg: dict) -> list[dict]:
     """Per layout of ``cfg["run"]`` on this world (with ``cfg["standin"]``, those whose compute
     a stand-in can take), rank 0's prediction of its step and peak bytes, and the compute it
-    priced them with (``seconds``: [rows, forward, backward]), made in a fresh process with the
-    other ranks waiting, so that the compute it times is timed alike for every layout."""
+    priced them with (``seconds``: [rows, forward, backward]), made in a fresh process, so
+    that the compute it times is timed alike for every layout: by every rank at once, as a
+    step's ranks compute, or, for a stand-in, by one rank alone, as on a device of its own."""
     cluster = loads(cfg["profile"], "the calibrated profile")
     found = [layout for layout in layouts(cfg["run"], comm.size)
              if not cfg.get("standin") or stands_in(layout.cfg)]
@@ -50,9 +51,10 @@ def predicted(comm, cfg: dict) -> list[dict]:
              "strategy": layout.cfg.train.strategy, "exact": exact(layout.cfg),
              "standin": bool(cfg.get("standin"))} for layout in found]
     shards = shard_compute(comm, found, cfg)
+    asked = {n for layout in found for n in rows_asked(layout, comm.size, cluster)}
+    compute = model_compute(comm, found[0].cfg, sorted(asked), cfg,
+                            1 if cfg.get("standin") else comm.size)
     if comm.rank == 0:
-        asked = {n for layout in found for n in rows_asked(layout, comm.size, cluster)}
-        compute = model_compute(found[0].cfg, sorted(asked), cfg)
         shares = stage_shares(found[0].cfg, cfg["repeats"])
         for row, layout in zip(rows, found):
             recorded, priced = recording(compute)
@@ -71,10 +73,11 @@ def predicted(comm, cfg: dict) -> list[dict]:
 
 def runs(comm, cfg: dict) -> list[dict]:
     """For each of ``cfg["flags"]`` (layouts of ``cfg["run"]``), in turn in this process: the
-    peak of a short run (the largest rank's, traced), then the step (the slowest rank's
-    median, the least of ``rounds`` rounds over those layouts), or why it did not run. A full
-    validation runs each layout in a process of its own, as the training command does; one
-    layout's leftovers slowed the next one's messages here. With ``cfg["seconds"]`` (per
+    peak of a short run (the largest rank's, traced; unless ``cfg["traced"]`` is false), then
+    the step (the slowest rank's median) of each of ``rounds`` rounds over those layouts, or
+    why it did not run. A full validation runs each layout in a process of its own, as the
+    training command does; one layout's leftovers slowed the next one's messages here. With
+    ``cfg["seconds"]`` (per
     layout, the [rows, forward, backward] its prediction priced), the compute is a stand-in's
     sleep of the largest, pro rata, and the memory, which a stand-in does not allocate, is not
     traced."""
@@ -87,16 +90,13 @@ def runs(comm, cfg: dict) -> list[dict]:
     rows = [{} for _ in configs]
     for row, flags, priced in zip(rows, cfg["flags"], seconds):
         with refusal(row):
-            if priced is None:
+            if priced is None and cfg.get("traced", True):
                 row["measured_bytes"] = traced(comm, [*cfg["run"], *flags])
     for _ in range(cfg["rounds"]):
         for row, run, build in zip(rows, configs, builds):
             if "not_run" not in row:
                 with refusal(row):
                     row.setdefault("rounds_s", []).append(timed(comm, run, cfg, build))
-    for row in rows:
-        if "rounds_s" in row:
-            row["measured_s"] = min(row["rounds_s"])
     return rows
 
 
@@ -234,9 +234,17 @@ def rows_asked(layout, world: int, cluster) -> set[int]:
     return set(priced)
 
 
-def model_compute(cfg, rows: list[int], settings: dict):
+def model_compute(comm, cfg, rows: list[int], settings: dict, computing: int):
     """``compute(rows)``: (forward, backward) seconds of the whole model on each of ``rows``
-    (every layout of a run shares the model), the least of ``rounds`` medians (:func:`least`)."""
+    (every layout of a run shares the model), timed by the first ``computing`` ranks at once
+    (the others wait), the slowest's: ranks computing together share the node's memory and
+    caches. The least of ``rounds`` medians (:func:`least`)."""
     task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0))
-    return least(rows, lambda n: measured(task, n, settings["repeats"], settings["warmup"]),
-                 settings["rounds"]).__getitem__
+
+    def timing(n: int) -> tuple[float, float]:
+        pair = measured(task, n, settings["repeats"], settings["warmup"]) \
+            if comm.rank < computing else (0.0, 0.0)
+        pairs = comm.allgather_obj(pair, "model compute")
+        return max(f for f, _ in pairs), max(b for _, b in pairs)
+
+    return least(rows, timing, settings["rounds"]).__getitem__
