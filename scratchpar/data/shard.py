@@ -5,6 +5,11 @@ from __future__ import annotations
 from scratchpar.comm.chunks import bounds
 
 
+def rows(batch) -> int:
+    """The rows of ``batch``: an array's, or those of a tuple of arrays cut alike."""
+    return len(batch[0] if isinstance(batch, tuple) else batch)
+
+
 def shard(batch, rank: int, size: int):
     """Rows ``bounds(len, size)[rank]`` of ``batch``: an array, or a tuple of arrays cut alike.
 

@@ -40,13 +40,19 @@ def estimate(small_sq: Sequence[float], small_rows: Sequence[int], big_sq: float
         tr(Σ) ≈ (x̄ − y) / (h − 1/B),      |G|² ≈ (h·y − x̄/B) / (h − 1/B).
     """
     held = [(sq, rows) for sq, rows in zip(small_sq, small_rows) if rows > 0]
-    if len(held) < 2:
+    return from_sums(sum(sq for sq, _ in held), sum(1 / rows for _, rows in held), len(held),
+                     sum(rows for _, rows in held), big_sq)
+
+
+def from_sums(sum_sq: float, sum_inverse: float, shards: int, rows: int,
+              big_sq: float) -> Sample | None:
+    """:func:`estimate` from what one all-reduce gives: over the ``shards`` shards that hold
+    rows, the sum of their |g_r|² and of their 1/b_r, and their ``rows`` in all."""
+    if shards < 2:
         return None
-    total = sum(rows for _, rows in held)
-    h = sum(1 / rows for _, rows in held) / len(held)
-    mean_sq = sum(sq for sq, _ in held) / len(held)
-    gap = h - 1 / total
-    return Sample((h * big_sq - mean_sq / total) / gap, (mean_sq - big_sq) / gap)
+    h, mean_sq = sum_inverse / shards, sum_sq / shards
+    gap = h - 1 / rows
+    return Sample((h * big_sq - mean_sq / rows) / gap, (mean_sq - big_sq) / gap)
 
 
 class NoiseScale:

@@ -8,10 +8,11 @@ from ..backend import get_array_module
 from ..comm import collectives
 from ..comm.buckets import Buckets
 from ..comm.overlap import Overlap
-from ..data.shard import shard
+from ..data.shard import rows, shard
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
 from .description import TOTALS, Description, Message, bucketed, replicated
+from .noise import LocalNoise
 from .strategy import Strategy, require_reduction
 
 
@@ -22,12 +23,18 @@ class DataParallelNaive(Strategy):
     units (samples or tokens), the full-batch mean gradient is ∇(Σᵣ Lᵣ)/N with N = Σᵣ nᵣ: every
     rank backpropagates its Lᵣ, the gradients are summed over ranks and scaled by 1/N. This is
     exact for unequal shards (a rank may hold 0 rows), where averaging per-rank means is not.
+
+    With ``noise`` (a :class:`~scratchpar.optim.noise_scale.NoiseScale`), each step also
+    estimates the gradient noise scale from every rank's own gradient and the reduced one
+    (``noise.py``), at the cost of a pass over the gradient and one all-reduce of four numbers.
     """
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm, grad_clip: float = 0.0):
+    def __init__(self, model, optimizer, loss_fn, count_fn, comm, grad_clip: float = 0.0,
+                 noise=None):
         require_reduction(loss_fn)
         super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
         self.xp = get_array_module(*(p.data for p in self.params))
+        self.noise = None if noise is None else LocalNoise(comm, self.xp, noise)
         for p in self.params:  # every replica starts from rank 0's parameters
             collectives.broadcast_(comm, p.data)
         self._pending = None  # (2,) [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
@@ -71,11 +78,17 @@ class DataParallelNaive(Strategy):
         if self._pending is None:
             self.optimizer.zero_grad()
         batch = shard(global_batch, self.comm.rank, self.comm.size)
-        return self.loss_fn(self.model, batch, reduction="sum"), self.count_fn(batch)
+        units = self.count_fn(batch)
+        if self.noise is not None:
+            self.noise.count(rows(batch), units)
+        return self.loss_fn(self.model, batch, reduction="sum"), units
 
     def _reduce_grads(self, totals):
         for p in self.params:
-            p.grad = collectives.all_reduce_(self.comm, self._grad_or_zeros(p))
+            grad = self._grad_or_zeros(p)
+            if self.noise is not None:
+                self.noise.add(grad)
+            p.grad = collectives.all_reduce_(self.comm, grad)
         return totals
 
     def _grad_or_zeros(self, p):
@@ -91,7 +104,10 @@ class DataParallelNaive(Strategy):
             scale = 1.0 / self.xp.maximum(n, 1.0)
             for p in self.params:
                 p.grad *= scale
-            return guarded_step(self.optimizer, self.params, loss_sum * scale, self.grad_clip)
+            metrics = guarded_step(self.optimizer, self.params, loss_sum * scale, self.grad_clip)
+        if self.noise is not None:
+            metrics.update(self.noise.metrics(metrics["grad_norm"]))
+        return metrics
 
 
 class DataParallel(DataParallelNaive):
@@ -110,8 +126,8 @@ class DataParallel(DataParallelNaive):
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
-                 grad_clip: float = 0.0):
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+                 grad_clip: float = 0.0, noise=None):
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip, noise)
         self.order = self.params[::-1]
         self.plan = Buckets([p.data for p in self.order], bucket_bytes)
         self.index = {id(p): j for j, p in enumerate(self.order)}
@@ -176,6 +192,10 @@ class DataParallel(DataParallelNaive):
         if alone is not None and alone.grad is not None:  # its own bucket: reduce in place
             alone.grad = self.xp.ascontiguousarray(alone.grad)
             self._in_place.add(members[0])
+            if self.noise is not None:
+                self.noise.add(alone.grad)
             return collectives.all_reduce_start(self.comm, alone.grad)
         self.plan.pack([p.grad for p in self.order], bucket=k)
+        if self.noise is not None:
+            self.noise.add(self.plan.buffer(k))
         return self.plan.start(self.comm, k)

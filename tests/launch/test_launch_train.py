@@ -47,7 +47,8 @@ def assert_same_model(checkpoint, params):
 @pytest.mark.parametrize("strategy", ["dp", "dp-naive"])
 def test_two_ranks_train_as_one_device_and_rank_0_alone_reports(tmp_path, strategy):
     metrics, ck = tmp_path / "m.jsonl", tmp_path / "ck"
-    out = train(2, "--strategy", strategy, "--metrics", str(metrics), "--save", str(ck))
+    out = train(2, "--strategy", strategy, "--metrics", str(metrics), "--save", str(ck),
+                "--noise-scale")  # it measures, and changes nothing of the run
     assert out.stdout.count("final: step 6") == 1, out.stdout
     assert "per rank × 2" in out.stdout
     log = records(metrics)  # two writers would repeat or interleave the records
@@ -56,6 +57,8 @@ def test_two_ranks_train_as_one_device_and_rank_0_alone_reports(tmp_path, strate
     steps = log[1:-1]
     assert [r["step"] for r in steps] == [1, 2, 3, 4, 5, 6]
     assert all(r["tok_per_s_per_rank"] == pytest.approx(r["tok_per_s"] / 2) for r in steps)
+    assert all(isinstance(r["gradient_trace"], float) and r["gradient_trace"] > 0
+               for r in steps)  # 5 rows on 2 ranks: each step tells noise from signal
     want, params = one_device(tmp_path)
     np.testing.assert_allclose([r["loss"] for r in steps], want, rtol=1e-9)
     assert_same_model(ck, params)

@@ -32,6 +32,14 @@ def test_every_parallel_problem_is_listed_at_once():
         assert fragment in text
 
 
+def test_the_noise_scale_goes_with_data_parallelism():
+    assert load_config(["--noise-scale"], world_size=2).train.noise_scale
+    assert load_config(["--strategy", "dp-naive", "--noise-scale"], world_size=2).train.noise_scale
+    with pytest.raises(ConfigError) as err:
+        load_config(["--strategy", "zero", "--noise-scale"], world_size=2)
+    assert err.value.problems == ["--noise-scale goes with --strategy dp or dp-naive, not zero"]
+
+
 def test_the_same_flags_are_valid_on_fewer_ranks():
     assert load_config(["--batch-size", "3"], world_size=3).train.batch_size == 3
     assert make_config({"train": {"strategy": "single"}}).train.strategy == "single"
