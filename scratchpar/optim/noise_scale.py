@@ -57,10 +57,11 @@ def from_sums(sum_sq: float, sum_inverse: float, shards: int, rows: int,
 
 class NoiseScale:
     """B_simple = tr(Σ)/|G|² in rows of the batch, from exponential moving averages of each
-    step's estimates with ``decay`` (the ratio of averages: both start at 0 and share their
-    bias, which cancels)."""
+    step's estimates with ``decay``, over about 1/(1 − decay) steps (the ratio of averages:
+    both start at 0 and share their bias, which cancels). Late in training |G|² is small
+    beside tr(Σ)/B and one step's estimate of it often negative: a short average swings."""
 
-    def __init__(self, decay: float = 0.95):
+    def __init__(self, decay: float = 0.99):
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"decay must lie in [0, 1), got {decay}")
         self.decay = decay

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from ..backend import get_array_module
+from ..data.shard import rows, shard
 from ..optim import guarded_step
+from ..optim.noise_scale import estimate
 from .description import Description, replicated
 from .strategy import Strategy
 
 
 class SingleDevice(Strategy):
     """Forward, backward, clip, update: θ ← θ − η·∇L(θ; batch), on one device. A step whose
-    loss or gradient is not finite is skipped (:func:`~scratchpar.optim.guarded_step`)."""
+    loss or gradient is not finite is skipped (:func:`~scratchpar.optim.guarded_step`).
 
-    def __init__(self, model, optimizer, loss_fn, grad_clip: float = 0.0):
-        super().__init__(model, optimizer, loss_fn, grad_clip=grad_clip)
+    With ``noise`` (a :class:`~scratchpar.optim.noise_scale.NoiseScale`; ``count_fn`` then
+    counts a batch's units), the step runs its batch in two halves, as data parallelism's two
+    ranks would, and estimates the gradient noise scale from each half's gradient and their
+    sum (McCandlish et al. 2018, Appendix A.1): the same step, up to the rounding of a sum
+    taken in two parts, for one gradient's copy more."""
+
+    def __init__(self, model, optimizer, loss_fn, grad_clip: float = 0.0, noise=None,
+                 count_fn=None):
+        if noise is not None and count_fn is None:
+            raise ValueError("the noise scale needs count_fn, a batch's units")
+        super().__init__(model, optimizer, loss_fn, count_fn, grad_clip=grad_clip)
+        self.noise = noise
 
     @classmethod
     def describe(cls, shape, world: int = 1) -> Description:
@@ -20,8 +33,37 @@ class SingleDevice(Strategy):
         return Description(replicated(shape), chunk=shape.largest, arrays=shape.stepped)
 
     def step(self, batch) -> dict:
-        """One optimizer step on ``batch``: ``{"loss", "grad_norm" (unclipped), "skipped"}``."""
+        """One optimizer step on ``batch``: ``{"loss", "grad_norm" (unclipped), "skipped"}``,
+        and with a noise scale ``gradient_sq``, ``gradient_trace`` and ``noise_scale``."""
         self.optimizer.zero_grad()
+        if self.noise is not None:
+            return self._in_halves(batch)
         loss = self.loss_fn(self.model, batch)
         loss.backward()
         return guarded_step(self.optimizer, self.params, loss.data, self.grad_clip)
+
+    def _in_halves(self, batch) -> dict:
+        """The step's mean gradient as the units-weighted sum of its halves' summed ones."""
+        halves = [half for half in (shard(batch, k, 2) for k in range(2)) if rows(half)]
+        summed, squares, units, total = [], [], [], 0.0
+        for half in halves:
+            self.optimizer.zero_grad()
+            loss = self.loss_fn(self.model, half, reduction="sum")
+            loss.backward()
+            grads = [p.grad for p in self.params]
+            n = float(self.count_fn(half))
+            squares.append(sum(float(get_array_module(g).vdot(g.ravel(), g.ravel()))
+                               for g in grads if g is not None) / max(n, 1.0) ** 2)
+            summed.append(grads)
+            units.append(n)
+            total += loss.data
+        scale = 1.0 / max(sum(units), 1.0)
+        for i, p in enumerate(self.params):
+            parts = [grads[i] for grads in summed if grads[i] is not None]
+            p.grad = None if not parts else sum(parts[1:], parts[0]) * scale
+        metrics = guarded_step(self.optimizer, self.params, total * scale, self.grad_clip)
+        sample = None if metrics["skipped"] else estimate(
+            squares, [rows(half) for half in halves], metrics["grad_norm"] ** 2)
+        return {**metrics, "gradient_sq": None if sample is None else sample.gradient_sq,
+                "gradient_trace": None if sample is None else sample.trace,
+                "noise_scale": self.noise.update(sample)}

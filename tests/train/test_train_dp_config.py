@@ -32,12 +32,19 @@ def test_every_parallel_problem_is_listed_at_once():
         assert fragment in text
 
 
-def test_the_noise_scale_goes_with_data_parallelism():
+def test_the_noise_scale_goes_with_data_parallelism_and_one_device():
     assert load_config(["--noise-scale"], world_size=2).train.noise_scale
     assert load_config(["--strategy", "dp-naive", "--noise-scale"], world_size=2).train.noise_scale
+    assert load_config(["--strategy", "single", "--noise-scale"]).train.noise_scale
     with pytest.raises(ConfigError) as err:
         load_config(["--strategy", "zero", "--noise-scale"], world_size=2)
-    assert err.value.problems == ["--noise-scale goes with --strategy dp or dp-naive, not zero"]
+    assert err.value.problems == [
+        "--noise-scale goes with --strategy single or dp or dp-naive, not zero"]
+    with pytest.raises(ConfigError) as err:  # one rank has no shards to compare
+        load_config(["--noise-scale"], world_size=1)
+    assert err.value.problems == [
+        "--noise-scale with --strategy dp compares the ranks' shards, and needs 2 ranks or "
+        "more; on one device, --strategy single compares the batch's two halves"]
 
 
 def test_the_same_flags_are_valid_on_fewer_ranks():

@@ -24,10 +24,11 @@ class BucketFlags:
     local_sgd_every: int = opt(8, "local-sgd: average the models every this many steps "
                                   "(0 = once, at the end)")
     local_sgd_warmup: int = opt(0, "local-sgd: synchronous (dp) steps before local ones")
-    noise_scale: bool = opt(False, "dp, dp-naive: log the gradient noise scale B_simple (rows), "
-                                   "from every rank's gradient and the reduced one (McCandlish "
-                                   "et al. 2018); one more all-reduce of 4 numbers a step",
-                            owners=("dp", "dp-naive"))
+    noise_scale: bool = opt(False, "dp, dp-naive, single: log the gradient noise scale B_simple "
+                                   "(rows) from every rank's gradient and the reduced one "
+                                   "(McCandlish et al. 2018): one more all-reduce of 4 numbers "
+                                   "a step; single: from the batch's two halves",
+                            owners=("single", "dp", "dp-naive"))
 
     @property
     def bucket_bytes(self) -> int:
@@ -57,7 +58,7 @@ class DataParallelFamily(Family):
     flags = BucketFlags
 
     def problems(self, c, world_size: int) -> list[str]:
-        """One device's rules: no trace, one rank."""
+        """One device's rules: no trace, one rank; and a noise scale from shards needs two."""
         t, problems = c.train, []
         if t.strategy == "single":
             if t.trace is not None:
@@ -65,6 +66,10 @@ class DataParallelFamily(Family):
                                 "single has none")
             if world_size != 1:
                 problems.append(f"--strategy single runs on one rank; launched on {world_size}")
+        elif t.noise_scale and world_size == 1 and t.strategy in ("dp", "dp-naive"):
+            problems.append(f"--noise-scale with --strategy {t.strategy} compares the ranks' "
+                            "shards, and needs 2 ranks or more; on one device, --strategy "
+                            "single compares the batch's two halves")
         return problems
 
     def describe(self, cfg, shape, world_size: int):
@@ -79,10 +84,10 @@ class DataParallelFamily(Family):
 
     def build(self, cfg, task, optimizer, comm):
         t, clip = cfg.train, cfg.optim.grad_clip
-        if t.strategy == "single":
-            return SingleDevice(task.model, optimizer, task.loss, clip)
-        common = (task.model, optimizer, task.loss, task.count, comm)
         noise = NoiseScale() if t.noise_scale else None
+        if t.strategy == "single":
+            return SingleDevice(task.model, optimizer, task.loss, clip, noise, task.count)
+        common = (task.model, optimizer, task.loss, task.count, comm)
         if t.strategy == "dp-naive":
             return DataParallelNaive(*common, grad_clip=clip, noise=noise)
         if t.strategy == "local-sgd":
