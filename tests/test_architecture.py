@@ -24,7 +24,7 @@ LAYERS = (
     ("parallel/", ("parallel",)),
     ("train/", ("train", "sample", "evaluate")),
     ("plan/", ("plan",)),
-    ("trace/ bench/", ("trace", "bench")),
+    ("trace/ bench/ batch/", ("trace", "bench", "batch")),
 )
 PLACE = {name: (rank, layer) for rank, (layer, names) in enumerate(LAYERS) for name in names}
 ONLY = {"comm/": ("backend.py",)}  # the layers below it that §1 narrows a layer to
