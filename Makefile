@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-plan docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-plan batch-throughput docs clean
 
 install: $(VENV)/.installed
 
@@ -83,6 +83,9 @@ bench-zero: install  ## ZeRO stages 1-3 and offload: bytes per rank against the 
 bench-plan: install  ## the planner against real runs: every layout runnable here, predicted beside measured
 	$(BIN)/python -m scratchpar.bench plan $(ARGS)
 
+batch-throughput: install  ## throughput against the batch on one device (GPT, LSTM, MLP) and its knee
+	$(BIN)/python -m scratchpar.batch throughput $(ARGS)
+
 docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs README and docs quote
 	$(BIN)/python docs/quoted_outputs.py --write
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
@@ -98,6 +101,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs READM
 	$(BIN)/python -m scratchpar.bench async --json docs/figures/async_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench zero --json docs/figures/zero_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench plan --json docs/figures/plan_bench.json --figures docs/figures
+	$(BIN)/python -m scratchpar.batch throughput --json docs/figures/batch_throughput.json --figures docs/figures
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -27,10 +27,10 @@ class Benchmark:
     indent: int | None = 2  # of the JSON; None: compact (records of every step)
 
 
-def main(benchmarks: dict[str, Benchmark], argv=None) -> int:
+def main(benchmarks: dict[str, Benchmark], argv=None, prog: str = "python -m scratchpar.bench",
+         description: str = "Run one of scratchpar's benchmarks.") -> int:
     """Parse ``<name> [flags]``, run that benchmark, write its JSON; the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m scratchpar.bench",
-                                     description="Run one of scratchpar's benchmarks.")
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     names = parser.add_subparsers(dest="name", metavar="<name>", required=True,
                                   help=f"one of: {', '.join(benchmarks)}")
     for name, bench in benchmarks.items():
