@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..bench.harness import Benchmark, describe, draw_figures, machine
+from ..bench.mpijob import JobFailed, job
 from ..table import table
+from ..train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
+from .fits import config, largest
 from .throughput import KNEE, MODELS, knee, sweep
 
 QUICK_MODELS = {
@@ -50,6 +53,61 @@ def throughput(args) -> dict:
     return {"timing": timing, "sweeps": sweeps, "knees": knees, "figures": figures}
 
 
+FIT_LAYOUTS = [  # (name, flags beyond the model's, ranks)
+    ("one device", ["--strategy", "single"], 1),
+    ("dp", ["--strategy", "dp"], 2),
+    ("zero-1", ["--strategy", "zero", "--zero-stage", "1"], 2),
+    ("zero-3", ["--strategy", "zero", "--zero-stage", "3"], 2),
+    ("zero-2, offload", ["--strategy", "zero", "--zero-stage", "2", "--offload", "cpu"], 2),
+    ("1F1B, pp 2, m 4", ["--strategy", "pipeline", "--pp", "2", "--microbatches", "4"], 2),
+    ("tp 2", ["--strategy", "hybrid", "--tp", "2"], 2),
+]
+FIT_MODEL = ["--model", "gpt", "--d-model", "128", "--n-layers", "4", "--n-heads", "4",
+             "--seq-len", "64", "--vocab-size", "512", "--order", "1"]
+QUICK_FIT_MODEL = QUICK_MODELS["gpt"]
+
+
+def fits(args) -> dict:
+    """Per layout, the largest batch the budget fits by the training command's estimate, then
+    the command's own two steps at that batch under an address-space limit of the budget:
+    whether they ran, and their traced peak beside the estimate's."""
+    model = QUICK_FIT_MODEL if args.quick else FIT_MODEL
+    budget = int(args.budget * 2**30)
+    print(f"the largest batch in {args.budget:g} GiB a rank (an address-space limit), on "
+          f"{describe(args.device)}, {machine(args)}; model: {' '.join(model)}")
+    rows = []
+    for name, more, world in FIT_LAYOUTS:
+        flags = [*model, *more, "--device", args.device]
+        found = largest(flags, world, budget)
+        row = {"layout": name, "ranks": world, "step": found["step"], "batch": found["batch"],
+               "need_mib": found["need"] / 2**20, "have_mib": found["have"] / 2**20}
+        if found["batch"] is not None:
+            cfg = config(flags, world, found["batch"])
+            parts = estimate(cfg, world, bound=False)
+            row["expected_mib"] = (sum(parts.values()) - RUNTIME_BYTES - ALLOCATOR_BYTES) / 2**20
+            try:
+                got = job(world, "scratchpar.batch.worker:check", {
+                    "flags": [*flags, "--batch-size", str(found["batch"])], "budget": budget},
+                    args.device)
+            except JobFailed as failed:
+                got = {"not_run": f"the job failed: {str(failed).splitlines()[-1][:80]}"}
+            row.update(got)
+            if "peak" in got:
+                row["peak_mib"] = got["peak"] / 2**20
+                row["error"] = row["expected_mib"] / row["peak_mib"] - 1
+        rows.append(row)
+    shown = [{"expected_mib": None, "peak_mib": None, "error": None, "not_run": None, **r,
+              "ran": "peak" in r} for r in rows]
+    print(table("each layout's largest batch by the estimate, and the command's two steps at "
+                "it under the budget", shown,
+                {"layout": "layout", "N": "ranks", "batch": "batch", "a multiple of": "step",
+                 "estimate MiB (bound)": "{need_mib:.0f}", "a rank has MiB": "{have_mib:.0f}",
+                 "ran": "ran", "expected peak MiB": "{expected_mib:.1f}",
+                 "traced peak MiB": "{peak_mib:.1f}", "error": "{error:+.0%}",
+                 "why not": "not_run"}))
+    return {"model": model, "budget_bytes": budget, "rows": rows}
+
+
 def _plot(directory: str, sweeps: dict, knees: dict) -> str:
     from .plot import plot_throughput
 
@@ -64,4 +122,9 @@ COMMANDS = {
                                            help="the largest batch tried, a power of two "
                                                 "(default 512; --quick 8)"),
         figures="batch_throughput.png"),
+    "fits": Benchmark(
+        "the largest batch a memory budget fits, for each strategy, by the training command's "
+        "estimate, then checked by its own steps under that budget", "a tiny GPT", fits,
+        lambda parser: parser.add_argument("--budget", type=float, default=1.0, metavar="GIB",
+                                           help="memory a rank may use, in GiB (default 1)")),
 }

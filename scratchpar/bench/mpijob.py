@@ -36,7 +36,7 @@ def job(n: int, target: str, cfg: dict, device: str = "cpu", env: dict | None = 
     session, so a timeout kills every rank."""
     env = {**THREADS, **(env or {})}
     module, _, name = target.partition(":")
-    print(f"{module.split('.')[2]}: {name}, {n} ranks", file=sys.stderr, flush=True)
+    print(f"{module.split('.')[-2]}: {name}, {n} ranks", file=sys.stderr, flush=True)
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="scratchpar-bench-") as tmp:
         out = Path(tmp) / "result.json"

@@ -1,12 +1,16 @@
 """The largest batch that fits a budget, by the training command's own estimate: it fits and
-the next batch the command accepts does not, a strategy that frees model states fits more, and
-a budget too small for any batch says so."""
+the next batch the command accepts does not, a strategy that frees model states fits more, a
+budget too small for any batch says so, and the command's steps at it run under the budget."""
+
+import json
 
 import pytest
 
+from scratchpar.batch.__main__ import main
+from scratchpar.batch.commands import FIT_LAYOUTS
 from scratchpar.batch.fits import largest, least_batch, need
 from scratchpar.train import ConfigError
-from scratchpar.train.memory import PROCESS_BYTES
+from scratchpar.train.memory import ALLOCATOR_BYTES, PROCESS_BYTES, RUNTIME_BYTES
 
 GiB = 1 << 30
 GPT = ["--model", "gpt", "--d-model", "32", "--n-layers", "2", "--n-heads", "2",
@@ -46,3 +50,15 @@ def test_zero_frees_model_states_for_rows():
 def test_a_budget_below_the_least_batch_says_so():
     found = largest(GPT, 2, PROCESS_BYTES + (1 << 20))
     assert found["batch"] is None and found["need"] > found["have"] == 1 << 20
+
+
+def test_the_command_s_steps_run_at_the_largest_batch_within_the_estimate(tmp_path):
+    """Under an address-space limit of the budget, the training command's own two steps at
+    each layout's largest batch run, and their traced peak is within the estimate's bound."""
+    out = tmp_path / "fits.json"
+    assert main(["fits", "--quick", "--budget", "0.75", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["layout"] for r in rows] == [name for name, _, _ in FIT_LAYOUTS]
+    for r in rows:
+        assert r["batch"] and "not_run" not in r, r
+        assert r["peak"] <= (r["need_mib"] * 2**20 - RUNTIME_BYTES - ALLOCATOR_BYTES)

@@ -117,6 +117,7 @@ FLAGS: dict[str, Pools] = {
     "--bucket-mb": floats(["0.001", "1"], ["1e-6", "1e-12", "2048"]),
     "--local-sgd-every": ints(["2", "4"], ["5", "6"]),
     "--local-sgd-warmup": ints(["1", "2"], ["6", "7"]),
+    "--noise-scale": Pools(("--noise-scale",), ("--no-noise-scale",), ()),
     "--zero-stage": ints(["1", "2", "3"], ["4"]),
     "--offload": choices("--offload"),
     "--pp": ints(["1", "2"], ["3", "4", "5"]),
