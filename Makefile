@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-plan batch-throughput docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-plan batch-throughput batch-fits docs clean
 
 install: $(VENV)/.installed
 
@@ -86,6 +86,9 @@ bench-plan: install  ## the planner against real runs: every layout runnable her
 batch-throughput: install  ## throughput against the batch on one device (GPT, LSTM, MLP) and its knee
 	$(BIN)/python -m scratchpar.batch throughput $(ARGS)
 
+batch-fits: install  ## the largest batch a memory budget fits, per strategy, checked by real steps
+	$(BIN)/python -m scratchpar.batch fits $(ARGS)
+
 docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs README and docs quote
 	$(BIN)/python docs/quoted_outputs.py --write
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
@@ -102,6 +105,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs READM
 	$(BIN)/python -m scratchpar.bench zero --json docs/figures/zero_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench plan --json docs/figures/plan_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.batch throughput --json docs/figures/batch_throughput.json --figures docs/figures
+	$(BIN)/python -m scratchpar.batch fits --json docs/figures/batch_fits.json
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis
