@@ -105,6 +105,11 @@ class RunConfig:
     resume: str | None = opt(None, "checkpoint directory to resume from", kind=str)
     stop_after: int | None = opt(None, "stop after this step, as if interrupted (schedule "
                                        "unchanged)", kind=int)
+    target_loss: float | None = opt(
+        None, "stop at the first metrics record whose training loss (the mean over its "
+              "--log-every steps) is at most this; the final record says the step it was "
+              "reached at (single, dp, dp-naive, zero: every rank reads the same loss)",
+        kind=float)
     max_bad_steps: int = opt(5, "stop (exit 3) after this many steps in a row whose loss or "
                                 "gradient is not finite; each is skipped")
     progress: bool = opt(True, "show a progress bar")

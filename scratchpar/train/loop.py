@@ -89,7 +89,8 @@ class Trainer:
         self.bar = Progress(stop, self.step, t.progress and self.is_logger, self.task.unit)
         window = Window(self.task.unit, self.world)
         run_start, first, units_done = time.perf_counter(), self.step, 0
-        while self.step < stop:
+        self.reached = None  # the step a record's loss first met --target-loss
+        while self.step < stop and self.reached is None:
             units_done += self._train_step(window, run_start, stop)
         self.bar.close()
         report = self.strategy.shutdown()  # parameter servers: the workers leave
@@ -138,6 +139,9 @@ class Trainer:
             record["elapsed_s"] = now - run_start
             self._write(record, flush=True)
             self.bar.show(record["loss"], record[window.rate])
+            if t.target_loss is not None and record["loss"] is not None \
+                    and record["loss"] <= t.target_loss:
+                self.reached = self.step
         self.bar.update()
         if t.save and t.save_every and self.step % t.save_every == 0:
             self.save(t.save)
@@ -188,7 +192,8 @@ class Trainer:
                 "measure": self.task.measure,
                 "units_per_s": rate, "units_per_s_per_rank": rate / self.world,
                 "units_per_s_per_worker": rate / self.workers, "workers": self.workers,
-                "world": self.world, "elapsed_s": elapsed}
+                "world": self.world, "elapsed_s": elapsed,
+                **({"reached_step": self.reached} if t.target_loss is not None else {})}
 
 
 def _open_metrics(path: str, append: bool):
@@ -228,4 +233,7 @@ def format_summary(s: dict) -> str:
                  f" ({s['units_per_s_per_worker']:,.0f} per worker × {workers} of "
                  f"{s['world']} ranks)")
     line += f" · {s['steps_run']} steps in {s['elapsed_s']:.1f} s"
+    if "reached_step" in s:
+        line += (f" · the target loss reached at step {s['reached_step']}"
+                 if s["reached_step"] is not None else " · the target loss not reached")
     return line + (f"\n{s['strategy']['summary']}" if "strategy" in s else "")

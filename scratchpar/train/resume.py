@@ -23,7 +23,7 @@ FIXED_SECTIONS = ("model", "data")
 FIXED_FIELDS = {("optim", "optimizer")}  # another optimizer's state would not fit
 CHANGEABLE = {("model", "dropout")}  # changes no array
 THIS_RUN_ONLY = {("train", "stop_after"), ("train", "resume"), ("train", "trace"),
-                 ("train", "save"), ("train", "save_every")}
+                 ("train", "save"), ("train", "save_every"), ("train", "target_loss")}
 
 
 def fixed(section: str, name: str) -> bool:

@@ -124,12 +124,18 @@ def _optim_problems(o, t) -> list[str]:
     return [message for ok, message in checks if not ok]
 
 
+ONE_LOSS = ("single", "dp", "dp-naive", "zero")  # every rank reads the step's reduced loss
+
+
 def _run_problems(t) -> list[str]:
     checks = [
         (t.save_every >= 0, f"train.save_every must be non-negative; got {t.save_every}"),
         (t.save_every == 0 or t.save is not None, "train.save_every needs --save DIR"),
         (t.stop_after is None or 1 <= t.stop_after <= t.steps,
          f"train.stop_after must be in [1, steps]; got {t.stop_after}"),
+        (t.target_loss is None or t.strategy in ONE_LOSS,
+         f"--target-loss goes with --strategy {' or '.join(ONE_LOSS)}, not {t.strategy}: its "
+         "ranks' losses differ"),
         (t.seed >= 0, f"train.seed must be non-negative; got {t.seed}")]
     return [message for ok, message in checks if not ok] + t.value_problems()
 

@@ -154,6 +154,7 @@ FLAGS: dict[str, Pools] = {
     "--resume": paths([], ["{tmp}/nothing-here", "{tmp}/dir"], ["{tmp}/file.txt"]),  # valid
     # resumes, from checkpoints of other configs and world sizes, are fuzz_cases' scenarios
     "--stop-after": ints(["2", "3"], ["6", "7"]),
+    "--target-loss": floats(["3.5", "2.5"], ["-1e300", "1e300"]),
     "--progress": Pools(("--no-progress",), ("--progress",), ()),
     "--print-config": Pools((), ("--print-config",), ()),  # prints the config, trains nothing
     "--trace": paths(["{tmp}/trace.json", "{tmp}/new/deep/trace.json"]),
