@@ -134,8 +134,8 @@ def _run_problems(t) -> list[str]:
         (t.stop_after is None or 1 <= t.stop_after <= t.steps,
          f"train.stop_after must be in [1, steps]; got {t.stop_after}"),
         (t.target_loss is None or t.strategy in ONE_LOSS,
-         f"--target-loss goes with --strategy {' or '.join(ONE_LOSS)}, not {t.strategy}: its "
-         "ranks' losses differ"),
+         f"--target-loss goes with --strategy {' or '.join(ONE_LOSS)}, not {t.strategy}: "
+         "those stop where every rank reads one reduced loss"),
         (t.seed >= 0, f"train.seed must be non-negative; got {t.seed}")]
     return [message for ok, message in checks if not ok] + t.value_problems()
 

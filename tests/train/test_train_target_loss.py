@@ -1,6 +1,6 @@
 """``--target-loss``: a run stops at the first metrics record whose training loss meets it and
-says at which step; a run that never meets it trains every step; asynchronous strategies,
-whose ranks read different losses, refuse it."""
+says at which step; a run that never meets it trains every step; the strategies it is not
+checked with refuse it."""
 
 import json
 
@@ -44,7 +44,7 @@ def test_only_the_strategies_whose_ranks_read_one_loss_take_it():
     with pytest.raises(ConfigError) as err:
         load_config(["--strategy", "ps", "--target-loss", "2.5"], world_size=2)
     assert err.value.problems == [
-        "--target-loss goes with --strategy single or dp or dp-naive or zero, not ps: its "
-        "ranks' losses differ"]
+        "--target-loss goes with --strategy single or dp or dp-naive or zero, not ps: those "
+        "stop where every rank reads one reduced loss"]
     with pytest.raises(ConfigError, match="--target-loss must be a finite number; got inf"):
         load_config(["--target-loss", "inf"], world_size=2)
