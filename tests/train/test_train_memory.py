@@ -234,11 +234,13 @@ def test_a_pipeline_stage_keeps_its_schedule_s_stash_of_micro_batches():
     assert held("gpipe", 300) == held("gpipe") + 300 * 4
 
 
-@pytest.mark.parametrize("sp, want", [(True, 1 / 4), (False, (10 + (24 + 20) / 4) / (34 + 20))])
-def test_a_tensor_parallel_rank_keeps_korthikanti_s_share(sp, want):
+@pytest.mark.parametrize("sp, want", [(True, (4 + (27 + 16) / 4) / (25 + 16)),
+                                      (False, (12 + (17 + 16) / 4) / (25 + 16))])
+def test_a_tensor_parallel_rank_keeps_its_share_of_the_engine_s_arrays(sp, want):
     cfg = make_config({"model": {"kind": "gpt", "d_model": 64, "n_heads": 4},
                        "data": {"seq_len": 64},
                        "train": {"strategy": "hybrid", "tp": 4, "sequence_parallel": sp}},
-                      world_size=4)  # 5·a·s/h = 5·4·64/64 = 20
+                      world_size=4)  # four (B,H,T,T) arrays: 4·H·T/C = 4·4·64/64 = 16 (N,C)
     assert tensor_share(cfg, 4) == pytest.approx(want)
     assert tensor_share(cfg, 1) == 1.0
+

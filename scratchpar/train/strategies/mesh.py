@@ -258,13 +258,25 @@ def tensor_problems(c) -> list[str]:
 
 
 def tensor_share(cfg, tp: int) -> float:
-    """The share of a GPT block's activations a tensor-parallel rank keeps (Korthikanti et al.
-    2022, eqs. 1-2, per layer in units of s·b·h): 34 + 5as/h on one device; 10 + 24/t + 5as/(ht)
-    with t-way tensor parallelism, the LayerNorms' and dropouts' inputs whole on every rank;
-    all of it split, (34 + 5as/h)/t, with sequence parallelism. Other models keep theirs whole."""
+    """The share of a GPT block's activations a tensor-parallel rank keeps, counted as
+    Korthikanti et al. 2022 (§4.2, eqs. 1-2) count Megatron's, here for this engine's graph,
+    which keeps every op's output until backward. In (N, C) arrays (N = B·T) and (B, H, T, T)
+    ones, A = H·T/C of the first: one device keeps 25 + 4A (``memory_models.gpt``). A rank of
+    t keeps the heads' and the MLP's inner arrays split (qkv 3, attention·v 2, fc1 4, GELU 8,
+    the four score arrays) and, without sequence parallelism, 12 whole: the LayerNorms' 4, the
+    residuals' 2, and each row-parallel product's partial sum, its all-reduced copy and its
+    bias-add, 3 for each of two (Korthikanti's 10 + 24/t + 5as/(ht) has one). With sequence
+    parallelism only the two all-gathers' outputs and the two partial sums stay whole, 4.
+    Dropout's masks and outputs (attention's split by heads; the MLP output's whole without
+    sequence parallelism) are counted as one device counts them. Other models keep theirs
+    whole."""
     if tp == 1 or cfg.model.kind != "gpt":
         return 1.0
-    attention = 5 * cfg.model.n_heads * cfg.data.seq_len / cfg.model.d_model
-    if cfg.train.sequence_parallel:
-        return 1 / tp
-    return (10 + (24 + attention) / tp) / (34 + attention)
+    s, drop = 8 if cfg.train.dtype == "float64" else 4, int(cfg.model.dropout > 0)
+    scores = cfg.model.n_heads * cfg.data.seq_len / cfg.model.d_model  # A: (B,H,T,T) per (N,C)
+    whole, split = (4, 27) if cfg.train.sequence_parallel else (12, 17)
+    one = 25 * s + 4 * scores * s + drop * (2 * s + 1) * (scores + 1)
+    mlp_out = 1 / tp if cfg.train.sequence_parallel else 1  # its dropout, after the reduction
+    rank = ((whole + split / tp) * s + 4 * scores * s / tp
+            + drop * (2 * s + 1) * (scores / tp + mlp_out))
+    return rank / one
