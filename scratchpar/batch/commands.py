@@ -9,7 +9,9 @@ from ..bench.harness import Benchmark, describe, draw_figures, machine
 from ..bench.mpijob import JobFailed, job
 from ..table import table
 from ..train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
+from . import steps as steps_sweep
 from .fits import config, largest
+from .regimes import fit
 from .throughput import KNEE, MODELS, knee, sweep
 
 QUICK_MODELS = {
@@ -108,6 +110,70 @@ def fits(args) -> dict:
     return {"model": model, "budget_bytes": budget, "rows": rows}
 
 
+RATES = [1e-3, 3e-3, 1e-2, 3e-2]  # AdamW's: a run at 3e-4 was never a batch's best here
+STEP_STUDIES = {  # model flags, the gap above the floor, the batches and the rates tried
+    "gpt": (["--model", "gpt", "--d-model", "32", "--n-layers", "1", "--n-heads", "2",
+             "--seq-len", "32", "--vocab-size", "16", "--order", "2"], 0.5,
+            [4, 8, 16, 32, 64, 128, 256], RATES),
+    "mlp": (["--model", "mlp", "--source", "classification", "--n-features", "32",
+             "--hidden-sizes", "64"], 1.0, [4, 8, 16, 32, 64, 128, 256], RATES),
+}
+QUICK_STEP_STUDIES = {
+    "gpt": (QUICK_MODELS["gpt"][:-2] + ["--seq-len", "16", "--vocab-size", "8", "--order", "1"],
+            0.15, [4, 16, 64], [1e-3, 3e-3]),
+    "mlp": (QUICK_MODELS["mlp"], 1.6, [4, 16, 64], [1e-3, 3e-3]),
+}
+
+
+def steps(args) -> dict:
+    """Per model and batch, the steps to the floor plus a gap at the best of a few rates, the
+    regimes fitted to them (S_min, E_min, B_crit), and B_simple where the target was met."""
+    studies, most, every = (QUICK_STEP_STUDIES, 400, 5) if args.quick else (STEP_STUDIES,
+                                                                             4000, 10)
+    print(f"steps to a target against the batch on {describe(args.device)}, {machine(args)}; "
+          f"one device, AdamW at a constant rate after 10 steps, at most {most} steps, the "
+          f"training loss read every {every}")
+    found = {}
+    for model, (flags, gap, batches, rates) in studies.items():
+        result = steps_sweep.sweep([*flags, "--device", args.device], batches, rates, gap,
+                                   most, every)
+        met = [r for r in result["rows"] if r["best"] is not None]
+        regimes = fit([r["batch"] for r in met], [r["best"]["steps"] for r in met]) \
+            if len(met) >= 2 else None
+        shown = [{"batch": r["batch"], **{f"lr {lr:g}": run["steps"]
+                                          for lr, run in zip(rates, r["runs"])},
+                  "best lr": None if r["best"] is None else r["best"]["lr"],
+                  "steps": None if r["best"] is None else r["best"]["steps"],
+                  "examples": None if r["best"] is None else r["batch"] * r["best"]["steps"],
+                  "b_simple": None if r["best"] is None else r["best"]["b_simple"],
+                  "fitted": None if regimes is None else regimes.steps(r["batch"])}
+                 for r in result["rows"]]
+        columns = {"batch": "batch", **{f"steps at lr {lr:g}": f"lr {lr:g}" for lr in rates},
+                   "best lr": "{best lr:g}", "steps": "steps", "B·S": "examples",
+                   "fitted S": "{fitted:.0f}", "B_simple there": "{b_simple:.0f}"}
+        print(table(f"{model} ({' '.join(flags)}): steps to a training loss of "
+                    f"{result['target']:.4f} (the floor + {gap:g})", shown, columns))
+        summary = {"target": result["target"], "rows": result["rows"]}
+        if regimes is not None:
+            measured = sorted(r["b_simple"] for r in shown if r["b_simple"] is not None)
+            b_simple = measured[len(measured) // 2] if measured else None
+            summary.update(s_min=regimes.s_min, e_min=regimes.e_min, b_crit=regimes.b_crit,
+                           rms=regimes.rms, b_simple=b_simple)
+            print(f"fit S = S_min + E_min/B: S_min {regimes.s_min:.0f} steps, E_min "
+                  f"{regimes.e_min:,.0f} rows, B_crit {regimes.b_crit:.1f} rows (rms "
+                  f"{regimes.rms:.1%}); B_simple where the target was met, the median over the "
+                  f"batches: {'-' if b_simple is None else f'{b_simple:.1f} rows'}")
+        found[model] = summary
+    figures = draw_figures(args.figures, lambda d: [_plot_steps(d, found)])
+    return {"models": found, "figures": figures}
+
+
+def _plot_steps(directory: str, found: dict) -> str:
+    from .plot import plot_steps
+
+    return plot_steps(found, str(Path(directory) / "batch_steps.png"))
+
+
 def _plot(directory: str, sweeps: dict, knees: dict) -> str:
     from .plot import plot_throughput
 
@@ -127,4 +193,8 @@ COMMANDS = {
         "estimate, then checked by its own steps under that budget", "a tiny GPT", fits,
         lambda parser: parser.add_argument("--budget", type=float, default=1.0, metavar="GIB",
                                            help="memory a rank may use, in GiB (default 1)")),
+    "steps": Benchmark(
+        "steps to a target loss against the batch, each at its best of a few learning rates; "
+        "the regimes fitted (S_min, E_min, B_crit) beside the noise scale B_simple",
+        "tiny models, three batches, two rates", steps, figures="batch_steps.png"),
 }

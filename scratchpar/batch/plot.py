@@ -27,3 +27,33 @@ def plot_throughput(sweeps: dict[str, list[dict]], knees: dict, out_path: str) -
 
     ax.xaxis.set_major_formatter(ScalarFormatter())
     return finish(fig, out_path, [ax], dpi=130)
+
+
+def plot_steps(found: dict, out_path: str) -> str:
+    """Steps to the target against the batch, log-log, per model: the measured best, the
+    fitted S_min + E_min/B, the perfect-scaling line through the smallest batch, and B_crit
+    and B_simple marked."""
+    fig, axes = pyplot().subplots(1, len(found), figsize=(5.2 * len(found), 4.2), squeeze=False)
+    for ax, (model, summary) in zip(axes[0], found.items()):
+        met = [r for r in summary["rows"] if r["best"] is not None]
+        if not met:
+            ax.set_title(f"{model}: the target was not met")
+            continue
+        bs, ss = [r["batch"] for r in met], [r["best"]["steps"] for r in met]
+        ax.plot(bs, ss, "o", label="measured (best rate)")
+        ax.plot(bs, [ss[0] * bs[0] / b for b in bs], ":", color="grey", label="perfect scaling")
+        if "s_min" in summary:
+            ax.plot(bs, [summary["s_min"] + summary["e_min"] / b for b in bs], "-",
+                    label="S_min + E_min/B")
+            ax.axvline(summary["b_crit"], color="C3", linestyle="--",
+                       label=f"B_crit {summary['b_crit']:.0f}")
+            if summary.get("b_simple"):
+                ax.axvline(summary["b_simple"], color="C2", linestyle="-.",
+                           label=f"B_simple {summary['b_simple']:.0f}")
+        ax.set(xscale="log", yscale="log", xlabel="batch (rows)", ylabel="steps to the target",
+               title=f"{model}: target {summary['target']:.3f}")
+        ax.set_xscale("log", base=2)
+        from matplotlib.ticker import ScalarFormatter  # after pyplot(): matplotlib is there
+
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+    return finish(fig, out_path, list(axes[0]), dpi=130)

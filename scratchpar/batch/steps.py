@@ -1,0 +1,64 @@
+"""Steps to a target loss against the batch, each batch at its best learning rate (Shallue et
+al. 2019, §3.3: a small sweep per batch size), then the regimes fitted (``regimes.py``).
+
+Every run is the training command's own, on one device, at a constant rate after a short
+warm-up, stopped by ``--target-loss`` at the first record whose training loss (the mean over
+``every`` steps) meets the floor plus ``gap``: on a synthetic source each batch is fresh data,
+so the training loss estimates the population's. Each run also measures the gradient noise
+scale (``--noise-scale``), whose value where the target is met sits beside the fitted B_crit
+(McCandlish et al. 2018, §2.3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from ..train.build import build_trainer
+from ..train.cli import load_config
+
+
+def steps_to(flags: list[str], batch: int, lr: float, target: float, most: int,
+             every: int) -> dict:
+    """One run of ``flags`` at ``batch`` rows and rate ``lr`` until its training loss meets
+    ``target`` or ``most`` steps pass: the step it was met at (None: not met) and B_simple
+    there."""
+    with tempfile.TemporaryDirectory(prefix="scratchpar-steps-") as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        summary = build_trainer(load_config([
+            *flags, "--strategy", "single", "--batch-size", str(batch), "--lr", repr(lr),
+            "--schedule", "constant", "--warmup", str(min(10, most - 1)), "--steps", str(most),
+            "--log-every", str(every), f"--target-loss={target!r}", "--noise-scale",
+            "--eval-batches", "1", "--no-progress", "--metrics", metrics])).run()
+        with open(metrics) as f:
+            last = [r for r in map(json.loads, f) if r["event"] == "step"][-1]
+    return {"lr": lr, "steps": summary["reached_step"], "b_simple": last.get("noise_scale")}
+
+
+def floor_of(flags: list[str]) -> float:
+    """The source's loss floor (the synthetic language's entropy rate), from its own run."""
+    from ..device_rng import DeviceRandom
+    from ..train.task import build_task
+
+    cfg = load_config([*flags, "--strategy", "single"])
+    return build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0)).floor()
+
+
+def sweep(flags: list[str], batches: list[int], rates: list[float], gap: float, most: int,
+          every: int) -> dict:
+    """For each batch, every rate's steps to floor + ``gap``, and the best: the fewest steps
+    (the first rate on a tie), None where no rate met the target within ``most`` steps. A rate
+    runs at most as many steps as the best before it took: one that cannot beat it stops
+    there, and counts as not met."""
+    target = floor_of(flags) + gap
+    rows = []
+    for batch in batches:
+        runs, cap = [], most
+        for lr in rates:
+            runs.append(steps_to(flags, batch, lr, target, cap, every))
+            cap = min(cap, runs[-1]["steps"] or cap)
+        met = [r for r in runs if r["steps"] is not None]
+        best = min(met, key=lambda r: r["steps"]) if met else None
+        rows.append({"batch": batch, "runs": runs, "best": best})
+    return {"target": target, "rows": rows}
