@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-plan batch-throughput batch-fits batch-steps docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-plan batch-throughput batch-fits batch-steps batch-scaling docs clean
 
 install: $(VENV)/.installed
 
@@ -92,6 +92,9 @@ batch-fits: install  ## the largest batch a memory budget fits, per strategy, ch
 batch-steps: install  ## steps to a target against the batch at each batch's best rate; the regimes fitted
 	$(BIN)/python -m scratchpar.batch steps $(ARGS)
 
+batch-scaling: install  ## the linear scaling rule: loss at fixed examples, rate scaled with the batch or fixed
+	$(BIN)/python -m scratchpar.batch scaling $(ARGS)
+
 docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs README and docs quote
 	$(BIN)/python docs/quoted_outputs.py --write
 	$(BIN)/mpiexec -n 4 $(BIN)/python -m scratchpar.train --no-progress --metrics docs/figures/train_metrics.jsonl
@@ -110,6 +113,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs READM
 	$(BIN)/python -m scratchpar.batch throughput --json docs/figures/batch_throughput.json --figures docs/figures
 	$(BIN)/python -m scratchpar.batch fits --json docs/figures/batch_fits.json
 	$(BIN)/python -m scratchpar.batch steps --json docs/figures/batch_steps.json --figures docs/figures
+	$(BIN)/python -m scratchpar.batch scaling --json docs/figures/batch_scaling.json --figures docs/figures
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .hypothesis

@@ -9,6 +9,7 @@ from ..bench.harness import Benchmark, describe, draw_figures, machine
 from ..bench.mpijob import JobFailed, job
 from ..table import table
 from ..train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
+from . import scaling as scaling_sweep
 from . import steps as steps_sweep
 from .fits import config, largest
 from .regimes import fit
@@ -168,6 +169,34 @@ def steps(args) -> dict:
     return {"models": found, "figures": figures}
 
 
+SCALING = (STEP_STUDIES["gpt"][0], [8, 16, 32, 64, 128, 256], 0.05, 16384)
+QUICK_SCALING = (QUICK_STEP_STUDIES["gpt"][0], [4, 16, 64], 0.05, 512)
+
+
+def scaling(args) -> dict:
+    """The held-out loss at a fixed number of examples against the batch, with the rate
+    scaled as the batch and with it fixed."""
+    flags, batches, base_lr, examples = QUICK_SCALING if args.quick else SCALING
+    print(f"the linear scaling rule on {describe(args.device)}, {machine(args)}; one device, SGD "
+          f"with momentum 0.9, {examples:,} rows whatever the batch, the rate {base_lr:g} at "
+          f"{batches[0]} rows, a tenth of the steps warming up")
+    rows = scaling_sweep.sweep([*flags, "--device", args.device], batches, base_lr, examples)
+    floor = steps_sweep.floor_of(flags)
+    print(table(f"gpt ({' '.join(flags)}): held-out loss after {examples:,} rows (the floor "
+                f"{floor:.4f})", rows,
+                {"batch": "batch", "steps": "steps", "scaled rate": "{scaled_lr:g}",
+                 "loss, rate ∝ batch": "{scaled:.4f}", "loss, rate fixed": "{fixed:.4f}"}))
+    figures = draw_figures(args.figures, lambda d: [_plot_scaling(d, rows, floor)])
+    return {"flags": flags, "base_lr": base_lr, "examples": examples, "floor": floor,
+            "rows": rows, "figures": figures}
+
+
+def _plot_scaling(directory: str, rows: list[dict], floor: float) -> str:
+    from .plot import plot_scaling
+
+    return plot_scaling(rows, floor, str(Path(directory) / "batch_scaling.png"))
+
+
 def _plot_steps(directory: str, found: dict) -> str:
     from .plot import plot_steps
 
@@ -197,4 +226,8 @@ COMMANDS = {
         "steps to a target loss against the batch, each at its best of a few learning rates; "
         "the regimes fitted (S_min, E_min, B_crit) beside the noise scale B_simple",
         "tiny models, three batches, two rates", steps, figures="batch_steps.png"),
+    "scaling": Benchmark(
+        "the linear scaling rule: the held-out loss at a fixed number of examples against the "
+        "batch, the rate scaled as the batch (with warm-up) and fixed", "a tiny GPT, three "
+        "batches", scaling, figures="batch_scaling.png"),
 }

@@ -57,3 +57,21 @@ def plot_steps(found: dict, out_path: str) -> str:
 
         ax.xaxis.set_major_formatter(ScalarFormatter())
     return finish(fig, out_path, list(axes[0]), dpi=130)
+
+
+def plot_scaling(rows: list[dict], floor: float, out_path: str) -> str:
+    """The held-out loss at a fixed number of examples against the batch: the rate scaled as
+    the batch, and held at the base batch's; the source's floor beneath (log-scaled: a rate
+    scaled too far diverges)."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 4.4))
+    batches = [r["batch"] for r in rows]
+    ax.plot(batches, [r["scaled"] for r in rows], "o-", label="rate ∝ batch (Goyal et al.)")
+    ax.plot(batches, [r["fixed"] for r in rows], "s--", label="rate fixed")
+    ax.axhline(floor, color="grey", linestyle=":", label=f"entropy floor {floor:.3f}")
+    ax.set(xlabel="batch (rows), the same examples in all", ylabel="held-out loss (nats)",
+           title="the linear scaling rule at a fixed number of examples", yscale="log")
+    ax.set_xscale("log", base=2)
+    from matplotlib.ticker import ScalarFormatter  # after pyplot(): matplotlib is there
+
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    return finish(fig, out_path, [ax], dpi=130)
