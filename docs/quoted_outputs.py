@@ -62,6 +62,8 @@ QUOTES = [
     Quote("docs/plan.md", "plan-rank", [f"python -m scratchpar.plan --world 64 --top 8 -- {GPT}"]),
     Quote("docs/plan.md", "plan-explain",
           [f"python -m scratchpar.plan --world 64 --explain 1 -- {GPT}"]),
+    Quote("docs/plan.md", "plan-target",
+          [f"python -m scratchpar.plan --world 64 --target 88,2959 -- {GPT}"]),
 ]
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from ..bench.harness import Benchmark, describe, draw_figures, machine
 from ..bench.mpijob import JobFailed, job
+from ..plan.regimes import fit
 from ..table import table
 from ..train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
 from . import scaling as scaling_sweep
 from . import steps as steps_sweep
 from .fits import config, largest
-from .regimes import fit
 from .throughput import KNEE, MODELS, knee, sweep
 
 QUICK_MODELS = {

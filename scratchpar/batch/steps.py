@@ -1,5 +1,5 @@
 """Steps to a target loss against the batch, each batch at its best learning rate (Shallue et
-al. 2019, §3.3: a small sweep per batch size), then the regimes fitted (``regimes.py``).
+al. 2019, §3.3: a small sweep per batch size), then the regimes fitted (``plan/regimes.py``).
 
 Every run is the training command's own, on one device, at a constant rate after a short
 warm-up, stopped by ``--target-loss`` at the first record whose training loss (the mean over

@@ -3,6 +3,7 @@ or read a profile.
 
     python -m scratchpar.plan --world 64 --profile dgx-h100 -- --model gpt --d-model 2048 …
     python -m scratchpar.plan --world 8 --explain 1 -- --model gpt
+    python -m scratchpar.plan --world 64 --target 88,2959 -- --model gpt …
     mpiexec -n 2 python -m scratchpar.plan calibrate --out cluster.toml
     python -m scratchpar.plan show scratchpar/plan/profiles/dgx-h100.toml
 """
@@ -49,7 +50,7 @@ def plan_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m scratchpar.plan",
         usage="python -m scratchpar.plan [--world N] [--profile P] [--memory GIB] [--top K] "
-              "[--explain I] [-- TRAINING FLAGS]",
+              "[--explain I] [--target S_MIN,E_MIN [--batches B,…]] [-- TRAINING FLAGS]",
         description="Rank every layout of a training run on a cluster: predicted step time, "
                     "throughput, memory per rank and whether it fits. The training flags (the "
                     "model, the data, --batch-size) follow --. Also: calibrate, show (see "
@@ -62,6 +63,11 @@ def plan_parser() -> argparse.ArgumentParser:
     parser.add_argument("--top", type=int, default=20, help="rows shown (default 20; 0: all)")
     parser.add_argument("--explain", type=int, metavar="I", help="the breakdown of row I, and "
                         "the line that runs it")
+    parser.add_argument("--target", metavar="S_MIN,E_MIN", help="rank global batches by the "
+                        "time to a target loss instead: the run needs S_min + E_min/B steps at "
+                        "batch B (python -m scratchpar.batch steps fits them)")
+    parser.add_argument("--batches", metavar="B,…", help="with --target, the global batches "
+                        "weighed (default: the run's --batch-size ×1/4 to ×16, by doubling)")
     return parser
 
 
@@ -87,7 +93,9 @@ def rank_layouts(argv: list[str]) -> int:
         if "--strategy" in run:
             raise ValueError("the training flags name the model, the data and the batch; "
                              "the planner weighs every --strategy itself")
-        load_config(run, world_size=1)  # the run's own flags, checked before any layout
+        base = load_config(run, world_size=1)  # the run's own flags, checked before any layout
+        if args.target is not None:
+            return reach_target(args, run, profile, budget, base.train.batch_size)
         rows = ranked(run, args.world, profile, budget)
     except (ProfileError, ConfigError, ValueError) as e:
         print(f"scratchpar.plan: {e}", file=sys.stderr)
@@ -110,6 +118,41 @@ def rank_layouts(argv: list[str]) -> int:
     else:
         print(f"\nno layout fits: the fastest {best.fit.why_not()}; more ranks, a smaller "
               "batch or a device with more memory (--memory) may help")
+    return 0
+
+
+def positive_numbers(text: str, what: str, kind=float) -> list:
+    """``text``'s comma-separated numbers, each positive, or a ValueError saying ``what``."""
+    try:
+        values = [kind(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{what} takes comma-separated numbers, got {text!r}") from None
+    if not all(v > 0 for v in values):
+        raise ValueError(f"{what} takes positive numbers, got {text!r}")
+    return values
+
+
+def reach_target(args, run: list[str], profile, budget: int | None, batch: int) -> int:
+    """Rank global batches by the predicted time to the target; print the table and the line
+    that runs the fastest."""
+    from .regimes import Regimes
+    from .target import at_batch, reaches, show
+
+    values = positive_numbers(args.target, "--target")
+    if len(values) != 2:
+        raise ValueError(f"--target takes S_MIN,E_MIN, got {args.target!r}")
+    regimes = Regimes(*values)
+    batches = positive_numbers(args.batches, "--batches", int) if args.batches else \
+        sorted({max(1, batch * 2**k // 4) for k in range(7)})
+    found = reaches(run, args.world, profile, regimes, batches, budget)
+    if not found:
+        print(f"scratchpar.plan: no exact layout fits at any of the batches {batches}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(show(found[:args.top or len(found)], args.world, profile, regimes))
+    fastest = found[0]
+    line = fastest.best.layout.command(args.world, at_batch(run, fastest.batch))
+    print(f"\nbest: {line}")
     return 0
 
 

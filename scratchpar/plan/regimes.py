@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..plan.fit import least_squares
+from .fit import least_squares
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from scratchpar.batch.regimes import Regimes, fit
+from scratchpar.plan.regimes import Regimes, fit
 
 BATCHES = [2**k for k in range(1, 12)]
 
