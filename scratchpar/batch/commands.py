@@ -165,8 +165,36 @@ def steps(args) -> dict:
                   f"{regimes.rms:.1%}); B_simple where the target was met, the median over the "
                   f"batches: {'-' if b_simple is None else f'{b_simple:.1f} rows'}")
         found[model] = summary
+    check = _check_time(found["gpt"], studies["gpt"][0], most, every, args)
     figures = draw_figures(args.figures, lambda d: [_plot_steps(d, found)])
-    return {"models": found, "figures": figures}
+    return {"models": found, "check": check, "figures": figures}
+
+
+def _check_time(summary: dict, flags: list[str], most: int, every: int, args) -> dict | None:
+    """The planner's time to the target (its step at the batch nearest B_crit, profiled here,
+    times the fitted steps) beside a run of it, at that batch's best rate."""
+    if "b_crit" not in summary:
+        return None
+    from ..plan.profile import loads
+    from ..plan.regimes import Regimes
+
+    row = min((r for r in summary["rows"] if r["best"]),
+              key=lambda r: abs(r["batch"] - summary["b_crit"]))
+    profile = loads(job(2, "scratchpar.bench.plan.worker:profile",
+                        {"device": args.device, "quick": args.quick}, args.device))
+    flags = [*flags, "--device", args.device]
+    regimes = Regimes(summary["s_min"], summary["e_min"])
+    want = steps_sweep.predicted_seconds(flags, row["batch"], regimes.steps(row["batch"]),
+                                         profile)
+    got = steps_sweep.steps_to(flags, row["batch"], row["best"]["lr"], summary["target"], most,
+                               every, noise=False)
+    check = {**want, "measured_s": got["seconds"], "measured_steps": got["steps"]}
+    print(f"\ntime to the target at {row['batch']} rows, rate {row['best']['lr']:g}: predicted "
+          f"{want['seconds']:.2f} s ({want['steps']:.0f} fitted steps of "
+          f"{1e3 * want['step_s']:.2f} ms, plan.predict with this model's compute timed here); "
+          f"measured {got['seconds']:.2f} s ({got['steps']} steps): "
+          f"{want['seconds'] / got['seconds'] - 1:+.0%}")
+    return check
 
 
 SCALING = (STEP_STUDIES["gpt"][0], [8, 16, 32, 64, 128, 256], 0.05, 16384)

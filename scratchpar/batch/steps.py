@@ -20,20 +20,36 @@ from ..train.cli import load_config
 
 
 def steps_to(flags: list[str], batch: int, lr: float, target: float, most: int,
-             every: int) -> dict:
+             every: int, noise: bool = True) -> dict:
     """One run of ``flags`` at ``batch`` rows and rate ``lr`` until its training loss meets
-    ``target`` or ``most`` steps pass: the step it was met at (None: not met) and B_simple
-    there."""
+    ``target`` or ``most`` steps pass: the step it was met at (None: not met), B_simple there
+    (with ``noise``) and the seconds the training took."""
     with tempfile.TemporaryDirectory(prefix="scratchpar-steps-") as tmp:
         metrics = os.path.join(tmp, "metrics.jsonl")
         summary = build_trainer(load_config([
             *flags, "--strategy", "single", "--batch-size", str(batch), "--lr", repr(lr),
             "--schedule", "constant", "--warmup", str(min(10, most - 1)), "--steps", str(most),
-            "--log-every", str(every), f"--target-loss={target!r}", "--noise-scale",
-            "--eval-batches", "1", "--no-progress", "--metrics", metrics])).run()
+            "--log-every", str(every), f"--target-loss={target!r}",
+            *(["--noise-scale"] if noise else []), "--eval-batches", "1", "--no-progress",
+            "--metrics", metrics])).run()
         with open(metrics) as f:
             last = [r for r in map(json.loads, f) if r["event"] == "step"][-1]
-    return {"lr": lr, "steps": summary["reached_step"], "b_simple": last.get("noise_scale")}
+    return {"lr": lr, "steps": summary["reached_step"], "b_simple": last.get("noise_scale"),
+            "seconds": summary["elapsed_s"]}
+
+
+def predicted_seconds(flags: list[str], batch: int, steps: float, profile) -> dict:
+    """The planner's one-device step at ``batch`` rows (``plan.predict`` with this model's
+    compute timed here), and ``steps`` of it: the time to the target it predicts."""
+    from ..device_rng import DeviceRandom
+    from ..plan.compute import measured
+    from ..plan.predict import predict
+    from ..train.task import build_task
+
+    cfg = load_config([*flags, "--strategy", "single", "--batch-size", str(batch)])
+    task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0))
+    step = predict(cfg, 1, profile, lambda rows: measured(task, rows, 10, 3)).step_s
+    return {"batch": batch, "step_s": step, "steps": steps, "seconds": step * steps}
 
 
 def floor_of(flags: list[str]) -> float:

@@ -1,6 +1,6 @@
 """``python -m scratchpar.batch steps``: each batch's best rate by its steps to the target,
 a rate that cannot beat the best before it stopped at that count, and the quick command's
-regimes fitted and drawn."""
+regimes fitted and drawn, with the planner's time to the target beside a run's."""
 
 import json
 
@@ -39,4 +39,7 @@ def test_the_quick_study_meets_its_targets_fits_and_draws(tmp_path):
         assert summary["s_min"] > 0 and summary["b_crit"] > 0 and summary["b_simple"] > 0
         for r in summary["rows"]:
             assert r["best"]["steps"] == min(x["steps"] for x in r["runs"] if x["steps"])
+    check = json.loads(out.read_text())["check"]  # the planner's time beside a run's
+    assert check["seconds"] == check["step_s"] * check["steps"] > 0 and check["measured_s"] > 0
+    assert check["measured_steps"] is not None  # the run met the target
     assert (figures / "batch_steps.png").read_bytes()[:8] == PNG
