@@ -10,11 +10,13 @@ if __name__ == "__main__":  # one thread per library, set before NumPy loads
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
+from ..allocator import keep_freed_memory  # noqa: E402
 from ..bench import harness  # noqa: E402
 from .commands import COMMANDS  # noqa: E402
 
 
 def main(argv=None) -> int:
+    keep_freed_memory()  # the training command's allocator: its steps are what is measured
     return harness.main(COMMANDS, argv, prog="python -m scratchpar.batch",
                         description="Measure what the batch size does to training.")
 

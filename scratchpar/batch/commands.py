@@ -165,36 +165,41 @@ def steps(args) -> dict:
                   f"{regimes.rms:.1%}); B_simple where the target was met, the median over the "
                   f"batches: {'-' if b_simple is None else f'{b_simple:.1f} rows'}")
         found[model] = summary
-    check = _check_time(found["gpt"], studies["gpt"][0], most, every, args)
+    checks = _check_time(found["gpt"], studies["gpt"][0], most, every, args)
     figures = draw_figures(args.figures, lambda d: [_plot_steps(d, found)])
-    return {"models": found, "check": check, "figures": figures}
+    return {"models": found, "checks": checks, "figures": figures}
 
 
-def _check_time(summary: dict, flags: list[str], most: int, every: int, args) -> dict | None:
-    """The planner's time to the target (its step at the batch nearest B_crit, profiled here,
-    times the fitted steps) beside a run of it, at that batch's best rate."""
+def _check_time(summary: dict, flags: list[str], most: int, every: int, args) -> list[dict]:
+    """The planner's time to the target (its one-device step, profiled here, times the fitted
+    steps) beside a run of it at the batch's best rate: at the batch nearest B_crit, and at
+    the largest that met the target, where the step is longest and the steps fewest."""
     if "b_crit" not in summary:
-        return None
+        return []
     from ..plan.profile import loads
     from ..plan.regimes import Regimes
 
-    row = min((r for r in summary["rows"] if r["best"]),
-              key=lambda r: abs(r["batch"] - summary["b_crit"]))
+    met = [r for r in summary["rows"] if r["best"]]
+    near = min(met, key=lambda r: abs(r["batch"] - summary["b_crit"]))
     profile = loads(job(2, "scratchpar.bench.plan.worker:profile",
                         {"device": args.device, "quick": args.quick}, args.device))
     flags = [*flags, "--device", args.device]
     regimes = Regimes(summary["s_min"], summary["e_min"])
-    want = steps_sweep.predicted_seconds(flags, row["batch"], regimes.steps(row["batch"]),
-                                         profile)
-    got = steps_sweep.steps_to(flags, row["batch"], row["best"]["lr"], summary["target"], most,
-                               every, noise=False)
-    check = {**want, "measured_s": got["seconds"], "measured_steps": got["steps"]}
-    print(f"\ntime to the target at {row['batch']} rows, rate {row['best']['lr']:g}: predicted "
-          f"{want['seconds']:.2f} s ({want['steps']:.0f} fitted steps of "
-          f"{1e3 * want['step_s']:.2f} ms, plan.predict with this model's compute timed here); "
-          f"measured {got['seconds']:.2f} s ({got['steps']} steps): "
-          f"{want['seconds'] / got['seconds'] - 1:+.0%}")
-    return check
+    checks = []
+    for row in [near] + ([met[-1]] if met[-1] is not near else []):
+        want = steps_sweep.predicted_seconds(flags, row["batch"], regimes.steps(row["batch"]),
+                                             profile)
+        got = steps_sweep.steps_to(flags, row["batch"], row["best"]["lr"], summary["target"],
+                                   most, every, noise=False)
+        checks.append({**want, "lr": row["best"]["lr"], "measured_s": got["seconds"],
+                       "measured_steps": got["steps"]})
+    print(table("the planner's time to the target (plan.predict's one-device step, this "
+                "model's compute timed here, times the fitted steps) beside a run", checks,
+                {"batch": "batch", "rate": "{lr:g}", "step ms": lambda c: 1e3 * c["step_s"],
+                 "fitted steps": "{steps:.0f}", "predicted s": "{seconds:.2f}",
+                 "run's steps": "measured_steps", "measured s": "{measured_s:.2f}",
+                 "error": lambda c: f"{c['seconds'] / c['measured_s'] - 1:+.0%}"}))
+    return checks
 
 
 SCALING = (STEP_STUDIES["gpt"][0], [8, 16, 32, 64, 128, 256], 0.05, 16384)

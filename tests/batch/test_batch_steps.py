@@ -39,7 +39,9 @@ def test_the_quick_study_meets_its_targets_fits_and_draws(tmp_path):
         assert summary["s_min"] > 0 and summary["b_crit"] > 0 and summary["b_simple"] > 0
         for r in summary["rows"]:
             assert r["best"]["steps"] == min(x["steps"] for x in r["runs"] if x["steps"])
-    check = json.loads(out.read_text())["check"]  # the planner's time beside a run's
-    assert check["seconds"] == check["step_s"] * check["steps"] > 0 and check["measured_s"] > 0
-    assert check["measured_steps"] is not None  # the run met the target
+    checks = json.loads(out.read_text())["checks"]  # the planner's time beside a run's
+    assert [c["batch"] for c in checks] == [4, 64]  # nearest B_crit, and the largest
+    for check in checks:
+        assert check["seconds"] == check["step_s"] * check["steps"] > 0
+        assert check["measured_s"] > 0 and check["measured_steps"] is not None  # it met it
     assert (figures / "batch_steps.png").read_bytes()[:8] == PNG
