@@ -14,6 +14,7 @@ import statistics
 import time
 
 from .. import backend
+from ..bench.timing import least
 from ..comm.agree import RankErrors
 from ..train.build import build_trainer
 from ..train.cli import load_config
@@ -27,10 +28,10 @@ MODELS = {  # the training command's models at their defaults, as a user would s
 KNEE = 1.10  # doubling the batch past the knee gains less than this factor of throughput
 
 
-def step_seconds(trainer, batch: int, repeats: int, warmup: int) -> tuple[float, float]:
-    """The median seconds of one step of ``trainer`` on batches of ``batch`` rows, and the
-    mean units (tokens, samples) of the batches timed."""
-    seconds, units = [], []
+def step_seconds(trainer, batch: int, repeats: int, warmup: int) -> float:
+    """The median seconds of one step of ``trainer`` on batches of ``batch`` rows (the
+    batches ``warmup`` … ``warmup + repeats − 1`` of its data are the ones timed)."""
+    seconds = []
     for k in range(warmup + repeats):
         rows, _ = trainer.task.batch(k, batch)
         backend.sync()
@@ -38,8 +39,13 @@ def step_seconds(trainer, batch: int, repeats: int, warmup: int) -> tuple[float,
         trainer.strategy.step(rows)
         backend.sync()
         seconds.append(time.perf_counter() - start)
-        units.append(float(trainer.task.count(rows)))
-    return statistics.median(seconds[warmup:]), statistics.mean(units[warmup:])
+    return statistics.median(seconds[warmup:])
+
+
+def mean_units(task, batch: int, repeats: int, warmup: int) -> float:
+    """The mean units (tokens, samples) of the batches :func:`step_seconds` times."""
+    return statistics.mean(float(task.count(task.batch(k, batch)[0]))
+                           for k in range(warmup, warmup + repeats))
 
 
 def sweep(flags: list[str], batches: list[int], repeats: int, warmup: int,
@@ -56,17 +62,14 @@ def sweep(flags: list[str], batches: list[int], repeats: int, warmup: int,
             found.append({**row, "refused": str(e).splitlines()[-1].strip(" -")})
             break
         found.append(row)
-    for _ in range(rounds):
-        for row in found:
-            if row["batch"] in trainers:
-                took, row["units"] = step_seconds(trainers[row["batch"]], row["batch"], repeats,
-                                                  warmup)
-                row["seconds"] = min(row.get("seconds", took), took)
+    best = least(list(trainers), lambda batch: (step_seconds(trainers[batch], batch, repeats,
+                                                               warmup),), rounds)
     for row in found:
-        if "seconds" in row:
-            row.update(rows_per_s=row["batch"] / row["seconds"],
-                       unit=trainers[row["batch"]].task.unit,
-                       units_per_s=row["units"] / row["seconds"])
+        if row["batch"] in best:
+            (seconds,), task = best[row["batch"]], trainers[row["batch"]].task
+            row.update(seconds=seconds, units=mean_units(task, row["batch"], repeats, warmup),
+                       unit=task.unit)
+            row.update(rows_per_s=row["batch"] / seconds, units_per_s=row["units"] / seconds)
     return found
 
 

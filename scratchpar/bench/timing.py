@@ -161,3 +161,15 @@ def speedup(timed: dict, name: str) -> dict:
     speed-up."""
     one, split = timed["alone"]["median_s"], timed["split"]["median_s"]
     return {"alone_ms": 1e3 * one, f"{name}_ms": 1e3 * split, "speedup": one / split}
+
+
+def least(keys: list, timing, rounds: int) -> dict:
+    """For each of ``keys``, the least (by its sum) of ``rounds`` of ``timing(key)``, a tuple
+    of seconds, the keys taking turns in each round, as the steps are measured: a burst of
+    another load on the machine then makes no figure."""
+    best: dict = {}
+    for _ in range(rounds):
+        for key in keys:
+            found = timing(key)
+            best[key] = min(best.get(key, found), found, key=sum)
+    return best

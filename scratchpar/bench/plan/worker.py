@@ -27,7 +27,7 @@ from ...train.build import build_trainer
 from ...train.cli import load_config
 from ...train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
 from ...train.task import build_task
-from ..timing import slowest, sync
+from ..timing import least, slowest, sync
 from .standin import build_sleeping, stands_in
 
 
@@ -168,8 +168,7 @@ def shard_compute(comm, found: list, settings: dict) -> dict:
         if group.size == tp:  # ranks past the last whole group wait
             pair = measured_shard(task, rows, group, sp, settings["repeats"],
                                   settings["warmup"])
-        pairs = comm.allgather_obj(pair, "shard compute")
-        return max(f for f, _ in pairs), max(b for _, b in pairs)
+        return slowest_pair(comm, pair, "shard compute")
 
     best = least(wanted, timing, settings["rounds"])
     for group in groups.values():
@@ -177,16 +176,10 @@ def shard_compute(comm, found: list, settings: dict) -> dict:
     return best
 
 
-def least(keys: list, timing, rounds: int) -> dict:
-    """For each of ``keys``, the least (by its sum) of ``rounds`` of ``timing(key)``, the keys
-    taking turns in each round, as the steps are measured: a burst of another load on the
-    machine then makes no figure."""
-    best: dict = {}
-    for _ in range(rounds):
-        for key in keys:
-            found = timing(key)
-            best[key] = min(best.get(key, found), found, key=sum)
-    return best
+def slowest_pair(comm, pair: tuple[float, float], what: str) -> tuple[float, float]:
+    """Every rank's (forward, backward) seconds, the slowest of each: a step waits for it."""
+    pairs = comm.allgather_obj(pair, what)
+    return max(f for f, _ in pairs), max(b for _, b in pairs)
 
 
 def stage_shares(cfg, repeats: int):
@@ -244,7 +237,6 @@ def model_compute(comm, cfg, rows: list[int], settings: dict, computing: int):
     def timing(n: int) -> tuple[float, float]:
         pair = measured(task, n, settings["repeats"], settings["warmup"]) \
             if comm.rank < computing else (0.0, 0.0)
-        pairs = comm.allgather_obj(pair, "model compute")
-        return max(f for f, _ in pairs), max(b for _, b in pairs)
+        return slowest_pair(comm, pair, "model compute")
 
     return least(rows, timing, settings["rounds"]).__getitem__
