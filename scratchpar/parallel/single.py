@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..backend import get_array_module
 from ..data.shard import rows, shard
-from ..optim import guarded_step
+from ..optim import global_grad_norm, guarded_step
 from ..optim.noise_scale import estimate
 from .description import Description, replicated
 from .strategy import Strategy
@@ -50,11 +49,9 @@ class SingleDevice(Strategy):
             self.optimizer.zero_grad()
             loss = self.loss_fn(self.model, half, reduction="sum")
             loss.backward()
-            grads = [p.grad for p in self.params]
             n = float(self.count_fn(half))
-            squares.append(sum(float(get_array_module(g).vdot(g.ravel(), g.ravel()))
-                               for g in grads if g is not None) / max(n, 1.0) ** 2)
-            summed.append(grads)
+            squares.append((global_grad_norm(self.params) / max(n, 1.0)) ** 2)
+            summed.append([p.grad for p in self.params])
             units.append(n)
             total += loss.data
         scale = 1.0 / max(sum(units), 1.0)
