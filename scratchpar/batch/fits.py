@@ -11,6 +11,8 @@ model states for activations, a pipeline stage and a tensor-parallel shard hold 
 
 from __future__ import annotations
 
+import functools
+
 from ..train.cli import load_config
 from ..train.memory import PROCESS_BYTES, estimate
 from ..train.option import ConfigError
@@ -47,13 +49,14 @@ def largest(flags: list[str], world: int, budget: int) -> dict:
     have = budget - PROCESS_BYTES
     step = least_batch(flags, world)
     found = {"step": step, "have": have}
-    if need(flags, world, step) > have:
-        return {**found, "batch": None, "need": need(flags, world, step)}
+    at = functools.cache(lambda k: need(flags, world, k * step))  # bytes at k·step rows
+    if at(1) > have:
+        return {**found, "batch": None, "need": at(1)}
     low, high = 1, 2  # multiples of step: low fits; find a high that does not
-    while high * step <= LARGEST and need(flags, world, high * step) <= have:
+    while high * step <= LARGEST and at(high) <= have:
         low, high = high, 2 * high
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (middle, high) if need(flags, world, middle * step) <= have else (low, middle)
-    return {**found, "batch": low * step, "need": need(flags, world, low * step),
-            "next": need(flags, world, high * step) if high * step <= LARGEST else None}
+        low, high = (middle, high) if at(middle) <= have else (low, middle)
+    return {**found, "batch": low * step, "need": at(low),
+            "next": at(high) if high * step <= LARGEST else None}

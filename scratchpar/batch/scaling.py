@@ -11,23 +11,18 @@ than the loss needs (McCandlish et al. 2018, §2.3).
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 from ..optim.schedule import linear_scaling
-from ..train.build import build_trainer
-from ..train.cli import load_config
+from .steps import one_device
 
 
 def final_loss(flags: list[str], batch: int, lr: float, steps: int) -> float:
     """The held-out loss after ``steps`` steps of ``batch`` rows at ``lr``."""
-    with tempfile.TemporaryDirectory(prefix="scratchpar-scaling-") as tmp:
-        return build_trainer(load_config([
-            *flags, "--strategy", "single", "--optimizer", "sgd", "--momentum", "0.9",
-            "--batch-size", str(batch), "--lr", repr(lr), "--schedule", "constant",
-            "--warmup", str(max(steps // 10, 1) if steps > 1 else 0), "--steps", str(steps),
-            "--log-every", str(steps), "--eval-batches", "4", "--no-progress",
-            "--metrics", os.path.join(tmp, "metrics.jsonl")])).run()["eval_loss"]
+    summary, _ = one_device([
+        *flags, "--optimizer", "sgd", "--momentum", "0.9", "--batch-size", str(batch),
+        "--lr", repr(lr), "--schedule", "constant",
+        "--warmup", str(max(steps // 10, 1) if steps > 1 else 0), "--steps", str(steps),
+        "--log-every", str(steps), "--eval-batches", "4"])
+    return summary["eval_loss"]
 
 
 def sweep(flags: list[str], batches: list[int], base_lr: float, examples: int) -> list[dict]:

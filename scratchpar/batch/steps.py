@@ -19,23 +19,29 @@ from ..train.build import build_trainer
 from ..train.cli import load_config
 
 
+def one_device(argv: list[str]) -> tuple[dict, list[dict]]:
+    """The training command's run of ``argv`` on one device, its metrics in a scratch file:
+    rank 0's summary and the step records."""
+    with tempfile.TemporaryDirectory(prefix="scratchpar-batch-") as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        summary = build_trainer(load_config([*argv, "--strategy", "single", "--no-progress",
+                                             "--metrics", metrics])).run()
+        with open(metrics) as f:
+            return summary, [r for r in map(json.loads, f) if r["event"] == "step"]
+
+
 def steps_to(flags: list[str], batch: int, lr: float, target: float, most: int,
              every: int, noise: bool = True) -> dict:
     """One run of ``flags`` at ``batch`` rows and rate ``lr`` until its training loss meets
     ``target`` or ``most`` steps pass: the step it was met at (None: not met), B_simple there
     (with ``noise``) and the seconds the training took."""
-    with tempfile.TemporaryDirectory(prefix="scratchpar-steps-") as tmp:
-        metrics = os.path.join(tmp, "metrics.jsonl")
-        summary = build_trainer(load_config([
-            *flags, "--strategy", "single", "--batch-size", str(batch), "--lr", repr(lr),
-            "--schedule", "constant", "--warmup", str(min(10, most - 1)), "--steps", str(most),
-            "--log-every", str(every), f"--target-loss={target!r}",
-            *(["--noise-scale"] if noise else []), "--eval-batches", "1", "--no-progress",
-            "--metrics", metrics])).run()
-        with open(metrics) as f:
-            last = [r for r in map(json.loads, f) if r["event"] == "step"][-1]
-    return {"lr": lr, "steps": summary["reached_step"], "b_simple": last.get("noise_scale"),
-            "seconds": summary["elapsed_s"]}
+    summary, records = one_device([
+        *flags, "--batch-size", str(batch), "--lr", repr(lr), "--schedule", "constant",
+        "--warmup", str(min(10, most - 1)), "--steps", str(most), "--log-every", str(every),
+        f"--target-loss={target!r}", *(["--noise-scale"] if noise else []),
+        "--eval-batches", "1"])
+    return {"lr": lr, "steps": summary["reached_step"],
+            "b_simple": records[-1].get("noise_scale"), "seconds": summary["elapsed_s"]}
 
 
 def predicted_seconds(flags: list[str], batch: int, steps: float, profile) -> dict:
