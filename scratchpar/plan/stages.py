@@ -10,6 +10,7 @@ is set by the others, not by 1/P of the work.
 from __future__ import annotations
 
 from ..parallel.pipeline.partition import partition
+from ..train.memory_models import gpt_block
 from . import flops
 
 
@@ -19,9 +20,8 @@ def parameters(cfg, vocab: int) -> list[int]:
     m, d = cfg.model, cfg.data
     if m.kind == "gpt":
         c, t = m.d_model, d.seq_len
-        # tokens and positions; Q, K, V, the projection and the feed-forward with their biases
-        # and two LayerNorms (12C² + 13C); the final LayerNorm and the head (or the tied table)
-        return [vocab * c + t * c, *[12 * c * c + 13 * c] * m.n_layers, 2 * c + vocab * c]
+        # tokens and positions; the blocks; the final LayerNorm and the head (or the tied table)
+        return [vocab * c + t * c, *[gpt_block(c)] * m.n_layers, 2 * c + vocab * c]
     if m.kind in ("lstm", "rnn"):
         e, h, g = m.d_model, m.d_hidden, 4 if m.kind == "lstm" else 1
         cells = [(inputs + 1) * g * h + h * g * h for inputs in [e] + [h] * (m.n_layers - 1)]

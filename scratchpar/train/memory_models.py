@@ -50,10 +50,16 @@ def moments(cfg) -> int:
     return 2 if o.optimizer in ("adam", "adamw") else int(o.momentum > 0)
 
 
+def gpt_block(c: int) -> int:
+    """Parameters of one GPT block of width C: Q, K, V and the projection (4C²), the
+    feed-forward (8C²), their biases (9C) and two LayerNorms (4C)."""
+    return 12 * c * c + 13 * c
+
+
 def gpt(cfg, s: int, v: int, rows: int) -> Model:
     m, t = cfg.model, cfg.data.seq_len
     c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
-    tied, block = v * c if m.tie_embeddings else 0, 12 * c * c + 13 * c  # W: 3c², c², 8c²
+    tied, block = v * c if m.tie_embeddings else 0, gpt_block(c)
     n = 2 * v * c + t * c + layers * block + 2 * c - tied
     largest = max(v * c, t * c, 4 * c * c)
     own = sorted([v * c + t * c - tied, v * c + 2 * c - tied, *[block] * min(layers, 3)])

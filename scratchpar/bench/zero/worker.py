@@ -17,6 +17,7 @@ from ...parallel.zero.ledger import Ledger
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.defaults import ADAM_LR
+from ...train.memory_models import gpt_block
 from ...train.task import Task
 from ..timing import Timed, turns
 
@@ -176,10 +177,10 @@ def world(comm, cfg: dict) -> dict:
 
 
 def gpt_parameters(spec: dict) -> int:
-    """Ψ of nn.GPT (untied head): token V·C, position T·C, per block 12C² + 13C, final norm 2C,
+    """Ψ of nn.GPT (untied head): token V·C, position T·C, the blocks, final norm 2C,
     head C·V."""
     v, t, c = spec["vocab"], spec["seq"], spec["d_model"]
-    return 2 * v * c + t * c + spec["layers"] * (12 * c * c + 13 * c) + 2 * c
+    return 2 * v * c + t * c + spec["layers"] * gpt_block(c) + 2 * c
 
 
 def largest(comm, cfg: dict, attempt) -> dict:
