@@ -119,3 +119,12 @@ def test_a_stage_s_share_is_its_layers_time_cut_as_the_engine_cuts_them():
         got = shares(2, stages)
         assert len(got) == stages and all(f == b > 0 for f, b in got)
         assert sum(f for f, _ in got) == pytest.approx(1.0)
+
+
+def test_rounds_below_one_are_refused_before_any_job(capsys):
+    from scratchpar.bench.harness import main
+    from scratchpar.bench.plan.driver import BENCHMARK
+
+    with pytest.raises(SystemExit, match="--rounds must be ≥ 1, got 0"):
+        main({"plan": BENCHMARK}, ["plan", "--rounds", "0"])
+    assert "plan:" not in capsys.readouterr().err  # no job was launched

@@ -137,6 +137,10 @@ def world(n: int, run: list[str], profile: str, timing: dict, device: str,
 
 def measure(args) -> dict:
     run, timing = (QUICK_RUN, QUICK_TIMING) if args.quick else (RUN, TIMING)
+    if args.rounds is not None:
+        if args.rounds < 1:
+            raise SystemExit(f"plan: --rounds must be ≥ 1, got {args.rounds}")
+        timing = {**timing, "rounds": args.rounds}
     run = [*run, "--device", args.device]  # the layouts train where the benchmark runs
     ranks = sorted(set(args.ranks or ([1, 2, 3] if args.quick else [1, 2, 3, 4])))
     if ranks[0] < 1:
@@ -165,9 +169,15 @@ def measure(args) -> dict:
             "figures": figures}
 
 
+def arguments(parser) -> None:
+    parser.add_argument("--ranks", type=ints, help="comma-separated world sizes, one job each "
+                        "(default 1,2,3,4)")
+    parser.add_argument("--rounds", type=int, help="timing rounds per layout, each a job "
+                        f"(default {TIMING['rounds']}; fewer on a device lent by the minute)")
+
+
 BENCHMARK = Benchmark("the planner against real runs: every layout runnable here, its step "
                       "and memory predicted beside measured, errors and Kendall's tau",
-                      "a tiny GPT, a few steps", measure, lambda parser: parser.add_argument(
-                          "--ranks", type=ints, help="comma-separated world sizes, one job "
-                          "each (default 1,2,3,4)"),
+                      "a tiny GPT, a few steps", measure, arguments,
                       figures="plan_validation.png")
+
