@@ -3,6 +3,7 @@ forward and a backward counted as the autograd runs it, for each model."""
 
 import numpy as np
 import pytest
+from device_helpers import on_device
 
 from scratchpar import nn
 from scratchpar.autograd import functional as F
@@ -37,7 +38,7 @@ def counted(monkeypatch):
 def run(model, batch, rows: int, counted) -> flops.Work:
     """The counted work per row of one forward and backward of ``model`` on ``batch``."""
     loss = (nn.lm_loss(model, batch) if batch.dtype.kind == "i" else
-            F.cross_entropy(model(batch), np.zeros(len(batch), dtype=np.int64)))
+            F.cross_entropy(model(batch), on_device(np.zeros(len(batch), dtype=np.int64))))
     loss.backward()
     return flops.Work(counted["forward"] // rows, counted["backward"] // rows)
 
@@ -46,7 +47,7 @@ def run(model, batch, rows: int, counted) -> flops.Work:
 def test_a_gpt_does_the_work_its_formula_says(counted, tied):
     v, t, c, layers, rows = 13, 9, 8, 3, 4
     model = nn.GPT(v, t, c, 2, layers, np.random.default_rng(0), tie_embeddings=tied)
-    ids = np.random.default_rng(1).integers(1, v, (rows, t + 1))
+    ids = on_device(np.random.default_rng(1).integers(1, v, (rows, t + 1)))
     assert run(model, ids, rows, counted) == flops.gpt(v, t, c, layers)
 
 
@@ -54,14 +55,14 @@ def test_a_gpt_does_the_work_its_formula_says(counted, tied):
 def test_a_recurrent_model_does_the_work_its_formula_says(counted, cls, gates):
     v, t, e, h, layers, rows = 11, 6, 5, 7, 2, 3
     model = cls(v, e, h, np.random.default_rng(0), n_layers=layers)
-    ids = np.random.default_rng(1).integers(1, v, (rows, t + 1))
+    ids = on_device(np.random.default_rng(1).integers(1, v, (rows, t + 1)))
     assert run(model, ids, rows, counted) == flops.recurrent(v, t, e, h, layers, gates)
 
 
 def test_an_mlp_does_the_work_its_formula_says(counted):
     sizes, rows = [12, 16, 8, 5], 7
     model = nn.MLP(sizes, np.random.default_rng(0))
-    x = np.random.default_rng(1).standard_normal((rows, sizes[0])).astype(np.float32)
+    x = on_device(np.random.default_rng(1).standard_normal((rows, sizes[0])).astype(np.float32))
     assert run(model, x, rows, counted) == flops.mlp(sizes)
 
 
