@@ -9,7 +9,7 @@ from ..bench.harness import Benchmark, describe, draw_figures, machine
 from ..bench.mpijob import JobFailed, job
 from ..plan.regimes import fit
 from ..table import table
-from ..train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
+from ..train.memory import estimate, measurable
 from . import scaling as scaling_sweep
 from . import steps as steps_sweep
 from .fits import config, largest
@@ -72,11 +72,13 @@ QUICK_FIT_MODEL = QUICK_MODELS["gpt"]
 
 def fits(args) -> dict:
     """Per layout, the largest batch the budget fits by the training command's estimate, then
-    the command's own two steps at that batch under an address-space limit of the budget:
-    whether they ran, and their traced peak beside the estimate's."""
+    the command's own two steps at that batch with the budget as all its memory (an
+    address-space limit on the CPU, CuPy's pool capped on a GPU): whether they ran, and their
+    measured peak beside the estimate's."""
     model = QUICK_FIT_MODEL if args.quick else FIT_MODEL
     budget = int(args.budget * 2**30)
-    print(f"the largest batch in {args.budget:g} GiB a rank (an address-space limit), on "
+    kind = "of GPU memory" if args.device == "cuda" else "(an address-space limit)"
+    print(f"the largest batch in {args.budget:g} GiB a rank {kind}, on "
           f"{describe(args.device)}, {machine(args)}; model: {' '.join(model)}")
     rows = []
     for name, more, world in FIT_LAYOUTS:
@@ -87,7 +89,7 @@ def fits(args) -> dict:
         if found["batch"] is not None:
             cfg = config(flags, world, found["batch"])
             parts = estimate(cfg, world, bound=False)
-            row["expected_mib"] = (sum(parts.values()) - RUNTIME_BYTES - ALLOCATOR_BYTES) / 2**20
+            row["expected_mib"] = measurable(cfg, parts) / 2**20
             try:
                 got = job(world, "scratchpar.batch.worker:check", {
                     "flags": [*flags, "--batch-size", str(found["batch"])], "budget": budget},

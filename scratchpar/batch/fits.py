@@ -1,8 +1,9 @@
 """The largest batch that fits a memory budget, predicted from the training command's own
 memory estimate (``train/memory.py``): the batch at which the command would still start.
 
-A rank under a budget of M bytes (an address-space limit on the CPU, a device's memory on a
-GPU) has M less what a process maps before its arrays, as the command reckons it. The estimate
+A rank under a budget of M bytes has, on the CPU (an address-space limit), M less what a
+process maps before its arrays, as the command reckons it; on a GPU, M of device memory for
+the parts of the estimate that live there (``train/memory.on_device``). The estimate
 grows with the batch (activations, the batches drawn) and never shrinks, so the largest batch is
 found by doubling, then bisecting, over the batches the command accepts: multiples of the least
 one (a rank a row; a pipeline's micro-batches). The strategy shifts it: ZeRO and offload free
@@ -14,7 +15,7 @@ from __future__ import annotations
 import functools
 
 from ..train.cli import load_config
-from ..train.memory import PROCESS_BYTES, estimate
+from ..train.memory import PROCESS_BYTES, estimate, on_device
 from ..train.option import ConfigError
 
 LARGEST = 1 << 30  # rows: no budget here reaches it
@@ -26,8 +27,10 @@ def config(flags: list[str], world: int, batch: int):
 
 def need(flags: list[str], world: int, batch: int) -> int:
     """Bytes a rank needs for the run of ``flags`` at ``batch`` rows on ``world`` ranks, by
-    the training command's estimate (the bound it refuses a run by)."""
-    return sum(estimate(config(flags, world, batch), world).values())
+    the training command's estimate (the bound it refuses a run by): on a GPU, of the
+    device's memory."""
+    cfg = config(flags, world, batch)
+    return sum(on_device(cfg, estimate(cfg, world)).values())
 
 
 def least_batch(flags: list[str], world: int, search: int = 4096) -> int:
@@ -46,8 +49,9 @@ def least_batch(flags: list[str], world: int, search: int = 4096) -> int:
 def largest(flags: list[str], world: int, budget: int) -> dict:
     """The largest batch whose estimate fits ``budget`` bytes a rank (``batch`` None where not
     even the least does), with the bytes it needs and those the next batch up would."""
-    have = budget - PROCESS_BYTES
     step = least_batch(flags, world)
+    gpu = config(flags, world, step).train.device == "cuda"
+    have = budget if gpu else budget - PROCESS_BYTES
     found = {"step": step, "have": have}
     at = functools.cache(lambda k: need(flags, world, k * step))  # bytes at k·step rows
     if at(1) > have:

@@ -23,6 +23,10 @@ ALLOCATOR_BYTES = 160 * MiB
 # shared-memory segments. A rank's VmSize at start-up measured 415-420 MiB. A constant, not a
 # reading, so that every rank refuses a run alike and the refusal is printed once.
 PROCESS_BYTES = 512 * MiB
+# On a GPU the arrays of the model's states and of the step live in the device's memory; the
+# data source, the batches drawn (copied over once a step), a resumed checkpoint and the
+# runtime stay on the host. ZeRO-Offload keeps the optimizer's state on the host too.
+HOST_PARTS = ("data", "checkpoint", "runtime")
 
 
 def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
@@ -78,8 +82,34 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     if gathered is not None:  # gather_model() makes rank 0's model whole for its evaluation
         peaks.append({**training, "parameters": gathered,
                       "activations": allowed(model.evaluation, margin)})
-    peak = max(peaks, key=lambda part: sum(part.values()))
-    return {**peak, "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}
+    return {**at_peak(cfg, peaks), "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}
+
+
+def at_peak(cfg, peaks: list[dict[str, int]]) -> dict[str, int]:
+    """The parts at the run's peak among its moments ``peaks``: on the CPU, the moment that
+    holds the most; on a GPU, the device's memory and the host's each at its own (a run's
+    host peaks at setting up, building its data, and its device's in training)."""
+    if cfg.train.device != "cuda":
+        return max(peaks, key=lambda part: sum(part.values()))
+    device = max((on_device(cfg, part) for part in peaks), key=lambda held: sum(held.values()))
+    host = max(({k: v for k, v in part.items() if k not in device} for part in peaks),
+               key=lambda held: sum(held.values()))
+    return {**host, **device}
+
+
+def on_device(cfg, parts: dict[str, int]) -> dict[str, int]:
+    """The parts of an estimate that a rank holds in its device's memory (on the CPU, all)."""
+    if cfg.train.device != "cuda":
+        return dict(parts)
+    host = {*HOST_PARTS, *(["optimizer"] if cfg.train.offload == "cpu" else [])}
+    return {k: v for k, v in parts.items() if k not in host}
+
+
+def measurable(cfg, parts: dict[str, int]) -> int:
+    """The bytes of an estimate that ``scratchpar.peak`` measures: the device's arrays on a
+    GPU; on the CPU every part but the runtime (modules, the allocator's slack)."""
+    held = on_device(cfg, parts)
+    return sum(held.values()) - held.get("runtime", 0)
 
 
 def allowed(activations: int, margin: int | None) -> int:
@@ -144,11 +174,44 @@ def _proc_field(path: str, name: str) -> int | None:
     return None
 
 
+def device_available(ranks_on_node: int) -> tuple[int, str] | None:
+    """Bytes a rank may hold on its GPU, and where the figure comes from: the device's memory
+    split among the node's ranks that share it (rank r uses GPU r % count), or CuPy's memory
+    pool limit (``CUPY_GPU_MEMORY_LIMIT``, bytes or a percentage of the device) where lower.
+    None without CuPy: selecting the device says so next, with what to install."""
+    try:
+        import cupy
+    except ImportError:
+        return None
+
+    count = cupy.cuda.runtime.getDeviceCount()
+    total = int(cupy.cuda.runtime.getDeviceProperties(0)["totalGlobalMem"])
+    sharing = -(-max(ranks_on_node, 1) // count)
+    have = total // sharing
+    where = f"{_show(total)} a GPU" + (f" shared by {sharing} ranks" if sharing > 1 else "")
+    limit = os.environ.get("CUPY_GPU_MEMORY_LIMIT", "").strip()
+    if limit:
+        cap = int(float(limit[:-1]) / 100 * total) if limit.endswith("%") else int(limit)
+        if cap < have:
+            have, where = cap, f"CuPy's memory pool limit {_show(cap)} (CUPY_GPU_MEMORY_LIMIT)"
+    return have, where
+
+
 def memory_problems(cfg, world_size: int, ranks_on_node: int) -> list[str]:
-    """``[]`` if the estimate fits what this rank has, else one message with the figures."""
+    """``[]`` if the estimate fits what this rank has, else a message with the figures for
+    each memory it overflows: on a GPU the device's and the host's apart (:func:`on_device`)."""
     parts = estimate(cfg, world_size)
+    if cfg.train.device != "cuda":
+        return _overflow(cfg, parts, *available(ranks_on_node))
+    device = on_device(cfg, parts)
+    host = {k: v for k, v in parts.items() if k not in device}
+    gpu = device_available(ranks_on_node)
+    return ((_overflow(cfg, device, *gpu) if gpu else [])
+            + _overflow(cfg, host, *available(ranks_on_node)))
+
+
+def _overflow(cfg, parts: dict[str, int], have: int, where: str) -> list[str]:
     need = sum(parts.values())
-    have, where = available(ranks_on_node)
     if need <= have:
         return []
     shown = sorted(((v, k) for k, v in parts.items() if v * 100 >= need), reverse=True)

@@ -3,30 +3,26 @@ gives it (``mesh.tensor_share``): the traced peak of its forward and backward ag
 whole model's, on pairs of ranks, within 6%. The share is the blocks'; the parts outside
 them (the embedding, the head, backward's widest moment) have shares of their own."""
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel.tensor import tensor_parallel
+from scratchpar.peak import peak_bytes
 from scratchpar.train import make_config
 from scratchpar.train.strategies.mesh import tensor_share
 from scratchpar.train.task import build_task
 
 
 def peak(model, loss_of, inputs, targets) -> int:
-    """Traced bytes at the peak of one forward and backward, after one untimed (the
-    collectives' scratch and the caches are made then)."""
-    for trace in (False, True):
-        model.zero_grad()
-        if trace:
-            tracemalloc.start()
-            base = tracemalloc.get_traced_memory()[0]
+    """Bytes held at the peak of one forward and backward (``scratchpar.peak``), after one
+    unmeasured (the collectives' scratch and the caches are made then)."""
+    model.zero_grad()
+    loss_of(model(inputs), targets, reduction="sum").backward()
+    model.zero_grad()
+    with peak_bytes() as seen:
         loss_of(model(inputs), targets, reduction="sum").backward()
-    found = tracemalloc.get_traced_memory()[1] - base
-    tracemalloc.stop()
-    return found
+    return seen.bytes
 
 
 @pytest.mark.parametrize("sp", [False, True])

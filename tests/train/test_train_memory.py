@@ -5,21 +5,26 @@ import dataclasses
 import subprocess
 import sys
 import time
-import tracemalloc
+import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scratchpar import backend
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel import SingleDevice
+from scratchpar.peak import peak_bytes
 from scratchpar.train import make_config
 from scratchpar.train.memory import (
     ALLOCATOR_BYTES,
     RUNTIME_BYTES,
     available,
+    device_available,
     estimate,
+    measurable,
     memory_problems,
+    on_device,
 )
 from scratchpar.train.memory_models import Model
 from scratchpar.train.optimizer import build_optimizer
@@ -82,28 +87,27 @@ def config(kind: str, d: dict, path=None):
         "model": model, "data": data,
         "optim": {k: d[k] for k in ("optimizer", "weight_decay", "momentum")},
         "train": {"strategy": "single", "steps": 2, "dtype": d["dtype"],
+                  "device": backend.device(),
                   "batch_size": d["batch_size"], "eval_batches": d["eval_batches"]}})
 
 
 def measured_peak(cfg) -> int:
-    """Bytes allocated at the peak (tracemalloc sees NumPy's buffers) while building the task,
-    computing its entropy floor, building the optimizer, taking one step and evaluating."""
-    tracemalloc.start()
-    try:
+    """Bytes held at the peak (``scratchpar.peak``: NumPy's buffers and Python's objects on the
+    CPU, the device's arrays on a GPU) while building the task, computing its entropy floor,
+    building the optimizer, taking one step and evaluating."""
+    with peak_bytes() as seen:
         task = build_task(cfg, DeviceRandom(cfg.train.seed, 1))
         task.floor()
         optimizer = build_optimizer(cfg, task.model.parameters())
         strategy = SingleDevice(task.model, optimizer, task.loss, cfg.optim.grad_clip)
         strategy.step(task.batch(0, cfg.train.batch_size)[0])
         task.evaluate(cfg.train.eval_batches, cfg.train.batch_size)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return seen.bytes
 
 
 def check_bounds(cfg) -> None:
     peak = measured_peak(cfg)
-    estimated = sum(estimate(cfg, 1).values()) - ALLOCATOR_BYTES  # what tracemalloc can see
+    estimated = measurable(cfg, estimate(cfg, 1)) + RUNTIME_BYTES  # modules imported on the way
     assert peak <= estimated, (peak, estimate(cfg, 1))
     assert estimated <= LOOSENESS * peak + SLACK, (peak, estimate(cfg, 1))
 
@@ -244,3 +248,44 @@ def test_a_tensor_parallel_rank_keeps_its_share_of_the_engine_s_arrays(sp, want)
     assert tensor_share(cfg, 4) == pytest.approx(want)
     assert tensor_share(cfg, 1) == 1.0
 
+
+
+def gpu_cfg(**train):
+    cfg = make_config({"train": {"device": "cuda", **train}})
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=4096))
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """A CuPy that reports two GPUs of 8 GiB: the arithmetic of a GPU's share, checked on CI."""
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: 2,
+                                    getDeviceProperties=lambda i: {"totalGlobalMem": 8 << 30})
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=runtime)))
+    monkeypatch.delenv("CUPY_GPU_MEMORY_LIMIT", raising=False)
+    return monkeypatch
+
+
+def test_a_gpu_is_shared_by_the_ranks_placed_on_it_and_capped_by_cupy_s_limit(two_gpus):
+    assert device_available(1) == (8 << 30, "8.0 GiB a GPU")
+    assert device_available(4) == (4 << 30, "8.0 GiB a GPU shared by 2 ranks")
+    assert device_available(3)[0] == 4 << 30  # GPU 0 holds ranks 0 and 2
+    two_gpus.setenv("CUPY_GPU_MEMORY_LIMIT", "25%")
+    assert device_available(1)[0] == 2 << 30
+    two_gpus.setenv("CUPY_GPU_MEMORY_LIMIT", str(1 << 30))
+    assert device_available(1) == (1 << 30, "CuPy's memory pool limit 1.0 GiB "
+                                            "(CUPY_GPU_MEMORY_LIMIT)")
+
+
+def test_on_a_gpu_the_model_and_the_step_meet_the_device_s_memory(two_gpus):
+    parts = estimate(gpu_cfg(), 1)
+    assert set(on_device(gpu_cfg(), parts)) == {"parameters", "gradients", "optimizer",
+                                                "activations"}
+    offload = gpu_cfg(strategy="zero", offload="cpu")
+    assert "optimizer" not in on_device(offload, estimate(offload, 2))
+    assert measurable(gpu_cfg(), parts) == sum(on_device(gpu_cfg(), parts).values())
+    assert memory_problems(gpu_cfg(), 1, 1) == []
+    two_gpus.setenv("CUPY_GPU_MEMORY_LIMIT", str(64 << 20))
+    (problem,) = memory_problems(gpu_cfg(), 1, 1)  # the host's parts still fit
+    assert "(activations " in problem and "CUPY_GPU_MEMORY_LIMIT" in problem, problem
+    assert "data " not in problem and "runtime " not in problem, problem

@@ -9,7 +9,6 @@ import functools
 import os
 import tempfile
 import time
-import tracemalloc
 
 import numpy as np
 
@@ -17,6 +16,7 @@ from ... import backend
 from ...comm.agree import RankErrors
 from ...device_rng import DeviceRandom
 from ...parallel.pipeline.partition import layer_times, parameter_counts, partition
+from ...peak import peak_bytes
 from ...plan.calibrate import calibrate
 from ...plan.compute import measured, measured_shard
 from ...plan.layouts import layouts
@@ -25,7 +25,7 @@ from ...plan.profile import dump, loads
 from ...plan.rank import exact, name
 from ...train.build import build_trainer
 from ...train.cli import load_config
-from ...train.memory import ALLOCATOR_BYTES, RUNTIME_BYTES, estimate
+from ...train.memory import estimate, measurable
 from ...train.task import build_task
 from ..timing import least, slowest, sync
 from .standin import build_sleeping, stands_in
@@ -61,8 +61,8 @@ def predicted(comm, cfg: dict) -> list[dict]:
             step = predict(layout.cfg, comm.size, cluster, recorded, shard_of(shards, layout),
                            shares)
             parts = estimate(layout.cfg, comm.size, bound=False)
-            row.update(predicted_s=step.step_s, predicted_bytes=sum(parts.values())
-                       - RUNTIME_BYTES - ALLOCATOR_BYTES, parts_s={
+            row.update(predicted_s=step.step_s, predicted_bytes=measurable(layout.cfg, parts),
+                       parts_s={
                            "forward": step.forward_s, "backward": step.backward_s,
                            "update": step.update_s, "exposed": step.exposed_s,
                            "idle": step.idle_s},
@@ -126,19 +126,18 @@ def timed(comm, cfg, settings: dict, build=build_trainer) -> float:
 
 
 def traced(comm, flags: list[str]) -> int:
-    """The largest rank's peak of traced bytes (arrays and Python objects) over the training
-    command's run of ``flags`` for two steps, from building it to its end (rank 0 gathers the
-    model and evaluates it): what the memory estimate predicts for the rank that holds the
-    most, less the allocator's slack and the runtime."""
+    """The largest rank's peak of measured bytes (``scratchpar.peak``: on the CPU arrays and
+    Python objects, on a GPU the device's arrays) over the training command's run of ``flags``
+    for two steps, from building it to its end (rank 0 gathers the model and evaluates it):
+    what the memory estimate predicts for the rank that holds the most
+    (``train.memory.measurable``)."""
     with tempfile.TemporaryDirectory(prefix="scratchpar-plan-") as tmp:
         short = ["--steps", "2", "--warmup", "0", "--no-progress",
                  "--metrics", os.path.join(tmp, "metrics.jsonl")]
         cfg = load_config([*flags, *short], world_size=comm.size)
-        tracemalloc.start()
-        build_trainer(cfg, comm).run()
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return int(max(comm.allgather_obj(peak, "peak")))
+        with peak_bytes() as seen:
+            build_trainer(cfg, comm).run()
+    return int(max(comm.allgather_obj(seen.bytes, "peak")))
 
 
 def ended(trainer) -> None:
