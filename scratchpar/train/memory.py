@@ -77,7 +77,9 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
         "data": source.kept + source.batches,
         "checkpoint": resumed,
     }
-    peaks = [setup, training]
+    drawing = {**training, "activations": 0,  # a batch drawn between steps: no graph alive
+               "data": source.kept + source.batches + source.drawing}
+    peaks = [setup, training, drawing]
     gathered = family.gathered(cfg, shape, world_size, held)
     if gathered is not None:  # gather_model() makes rank 0's model whole for its evaluation
         peaks.append({**training, "parameters": gathered,

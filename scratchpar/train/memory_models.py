@@ -36,12 +36,14 @@ class Model(NamedTuple):
 
 class Source(NamedTuple):
     """A data source's vocabulary, and bytes: its peak while built (entropy floor included),
-    what it keeps, and the batches a run holds and draws."""
+    what it keeps, the batches a run holds and draws, and the temporaries of drawing one,
+    which are gone before the step that uses it allocates anything (its own moment)."""
 
     vocab: int
     built: int
     kept: int
     batches: int
+    drawing: int = 0
 
 
 def moments(cfg) -> int:
@@ -157,7 +159,8 @@ def dense_source(cfg) -> Source:
         built = F64 * (CALIBRATION * (f + 3 * TEACHER + k) + TEACHER * (f + k))
         batch = 4 * f + I64  # float32 inputs and int64 labels
         labels = F64 * (f + 2 * TEACHER + 2 * k) + 2 * I64  # the teacher labels in float64
-        return Source(0, built, F64 * TEACHER * (f + k + 2), b * (2 * batch + labels))
+        # one batch held (the step's, or an evaluation's); drawing it computes its labels
+        return Source(0, built, F64 * TEACHER * (f + k + 2), b * batch, b * labels)
     # the step's batch stays alive while evaluation draws one: ids and uniforms, or indices
     batches = b * (3 * I64 * (t + 1) + F64 * t)
     if d.source == "text":
