@@ -65,52 +65,62 @@ FIT_LAYOUTS = [  # (name, flags beyond the model's, ranks)
     ("1F1B, pp 2, m 4", ["--strategy", "pipeline", "--pp", "2", "--microbatches", "4"], 2),
     ("tp 2", ["--strategy", "hybrid", "--tp", "2"], 2),
 ]
-FIT_MODEL = ["--model", "gpt", "--d-model", "128", "--n-layers", "4", "--n-heads", "4",
-             "--seq-len", "64", "--vocab-size", "512", "--order", "1"]
-QUICK_FIT_MODEL = QUICK_MODELS["gpt"]
+FIT_MODELS = {  # a GPT's rows are long sequences; the default MLP's are single samples
+    "gpt": ["--model", "gpt", "--d-model", "128", "--n-layers", "4", "--n-heads", "4",
+            "--seq-len", "64", "--vocab-size", "512", "--order", "1"],
+    "mlp": ["--model", "mlp", "--source", "classification"],
+}
+QUICK_FIT_MODELS = {"gpt": QUICK_MODELS["gpt"], "mlp": QUICK_MODELS["mlp"]}
 
 
 def fits(args) -> dict:
-    """Per layout, the largest batch the budget fits by the training command's estimate, then
-    the command's own two steps at that batch with the budget as all its memory (an
-    address-space limit on the CPU, CuPy's pool capped on a GPU): whether they ran, and their
-    measured peak beside the estimate's."""
-    model = QUICK_FIT_MODEL if args.quick else FIT_MODEL
+    """Per model and layout, the largest batch the budget fits by the training command's
+    estimate, then the command's own two steps at that batch with the budget as all its
+    memory (an address-space limit on the CPU, CuPy's pool capped on a GPU): whether they
+    ran, and their measured peak beside the estimate's."""
+    models = QUICK_FIT_MODELS if args.quick else FIT_MODELS
     budget = int(args.budget * 2**30)
     kind = "of GPU memory" if args.device == "cuda" else "(an address-space limit)"
     print(f"the largest batch in {args.budget:g} GiB a rank {kind}, on "
-          f"{describe(args.device)}, {machine(args)}; model: {' '.join(model)}")
-    rows = []
-    for name, more, world in FIT_LAYOUTS:
-        flags = [*model, *more, "--device", args.device]
-        found = largest(flags, world, budget)
-        row = {"layout": name, "ranks": world, "step": found["step"], "batch": found["batch"],
-               "need_mib": found["need"] / 2**20, "have_mib": found["have"] / 2**20}
-        if found["batch"] is not None:
-            cfg = config(flags, world, found["batch"])
-            parts = estimate(cfg, world, bound=False)
-            row["expected_mib"] = measurable(cfg, parts) / 2**20
-            try:
-                got = job(world, "scratchpar.batch.worker:check", {
-                    "flags": [*flags, "--batch-size", str(found["batch"])], "budget": budget},
-                    args.device)
-            except JobFailed as failed:
-                got = {"not_run": f"the job failed: {str(failed).splitlines()[-1][:80]}"}
-            row.update(got)
-            if "peak" in got:
-                row["peak_mib"] = got["peak"] / 2**20
-                row["error"] = row["expected_mib"] / row["peak_mib"] - 1
-        rows.append(row)
-    shown = [{"expected_mib": None, "peak_mib": None, "error": None, "not_run": None, **r,
-              "ran": "peak" in r} for r in rows]
-    print(table("each layout's largest batch by the estimate, and the command's two steps at "
-                "it under the budget", shown,
-                {"layout": "layout", "N": "ranks", "batch": "batch", "a multiple of": "step",
-                 "estimate MiB (bound)": "{need_mib:.0f}", "a rank has MiB": "{have_mib:.0f}",
-                 "ran": "ran", "expected peak MiB": "{expected_mib:.1f}",
-                 "traced peak MiB": "{peak_mib:.1f}", "error": "{error:+.0%}",
-                 "why not": "not_run"}))
-    return {"model": model, "budget_bytes": budget, "rows": rows}
+          f"{describe(args.device)}, {machine(args)}")
+    found = {}
+    for model, flags in models.items():
+        rows = [fit_layout([*flags, *more, "--device", args.device], name, world, budget,
+                           args.device) for name, more, world in FIT_LAYOUTS]
+        shown = [{"expected_mib": None, "peak_mib": None, "error": None, "not_run": None,
+                  **r, "ran": "peak" in r} for r in rows]
+        print(table(f"{model} ({' '.join(flags)}): each layout's largest batch by the "
+                    "estimate, and the command's two steps at it under the budget", shown,
+                    {"layout": "layout", "N": "ranks", "batch": "batch",
+                     "a multiple of": "step", "estimate MiB (bound)": "{need_mib:.0f}",
+                     "a rank has MiB": "{have_mib:.0f}", "ran": "ran",
+                     "expected peak MiB": "{expected_mib:.1f}",
+                     "measured peak MiB": "{peak_mib:.1f}", "error": "{error:+.0%}",
+                     "why not": "not_run"}))
+        found[model] = {"flags": flags, "rows": rows}
+    figures = draw_figures(args.figures, lambda d: [_plot_fits(d, found, args.budget)])
+    return {"budget_bytes": budget, "models": found, "figures": figures}
+
+
+def fit_layout(flags: list[str], name: str, world: int, budget: int, device: str) -> dict:
+    """One layout's largest batch in ``budget`` bytes a rank, then its two real steps there."""
+    found = largest(flags, world, budget)
+    row = {"layout": name, "ranks": world, "step": found["step"], "batch": found["batch"],
+           "need_mib": found["need"] / 2**20, "have_mib": found["have"] / 2**20}
+    if found["batch"] is None:
+        return row
+    cfg = config(flags, world, found["batch"])
+    row["expected_mib"] = measurable(cfg, estimate(cfg, world, bound=False)) / 2**20
+    try:
+        got = job(world, "scratchpar.batch.worker:check", {
+            "flags": [*flags, "--batch-size", str(found["batch"])], "budget": budget}, device)
+    except JobFailed as failed:
+        got = {"not_run": f"the job failed: {str(failed).splitlines()[-1][:80]}"}
+    row.update(got)
+    if "peak" in got:
+        row["peak_mib"] = got["peak"] / 2**20
+        row["error"] = row["expected_mib"] / row["peak_mib"] - 1
+    return row
 
 
 RATES = [1e-3, 3e-3, 1e-2, 3e-2]  # AdamW's: a run at 3e-4 was never a batch's best here
@@ -119,7 +129,7 @@ STEP_STUDIES = {  # model flags, the gap above the floor, the batches and the ra
              "--seq-len", "32", "--vocab-size", "16", "--order", "2"], 0.5,
             [4, 8, 16, 32, 64, 128, 256], RATES),
     "mlp": (["--model", "mlp", "--source", "classification", "--n-features", "32",
-             "--hidden-sizes", "64"], 1.0, [4, 8, 16, 32, 64, 128, 256], RATES),
+             "--hidden-sizes", "64"], 1.0, [4, 8, 16, 32, 64, 128, 256], [*RATES, 1e-1]),
 }
 QUICK_STEP_STUDIES = {
     "gpt": (QUICK_MODELS["gpt"][:-2] + ["--seq-len", "16", "--vocab-size", "8", "--order", "1"],
@@ -128,34 +138,44 @@ QUICK_STEP_STUDIES = {
 }
 
 
+READ_ROWS, SEEDS = 64, 3  # the training loss read over at least 64 rows; three seeds a batch
+
+
 def steps(args) -> dict:
-    """Per model and batch, the steps to the floor plus a gap at the best of a few rates, the
-    regimes fitted to them (S_min, E_min, B_crit), and B_simple where the target was met."""
-    studies, most, every = (QUICK_STEP_STUDIES, 400, 5) if args.quick else (STEP_STUDIES,
-                                                                             4000, 10)
+    """Per model and batch, the steps to the floor plus a gap at the best of a few rates (the
+    median seed's), the regimes fitted to them (S_min, E_min, B_crit), and B_simple where the
+    target was met."""
+    studies, most, rows, seeds = (QUICK_STEP_STUDIES, 400, 16, 1) if args.quick else \
+        (STEP_STUDIES, 4000, READ_ROWS, SEEDS)
     print(f"steps to a target against the batch on {describe(args.device)}, {machine(args)}; "
           f"one device, AdamW at a constant rate after 10 steps, at most {most} steps, the "
-          f"training loss read every {every}")
+          f"training loss read over at least {rows} rows, the median of {seeds} seeds")
     found = {}
     for model, (flags, gap, batches, rates) in studies.items():
         result = steps_sweep.sweep([*flags, "--device", args.device], batches, rates, gap,
-                                   most, every)
+                                   most, rows, seeds)
         met = [r for r in result["rows"] if r["best"] is not None]
         regimes = fit([r["batch"] for r in met], [r["best"]["steps"] for r in met]) \
             if len(met) >= 2 else None
-        shown = [{"batch": r["batch"], **{f"lr {lr:g}": run["steps"]
-                                          for lr, run in zip(rates, r["runs"])},
+        shown = [{"batch": r["batch"], "every": r["every"],
+                  **{f"lr {lr:g}": steps_sweep.median_steps([t["runs"][k]["steps"]
+                                                             for t in r["seeds"]])
+                     for k, lr in enumerate(rates)},
                   "best lr": None if r["best"] is None else r["best"]["lr"],
                   "steps": None if r["best"] is None else r["best"]["steps"],
+                  "spread": "-" if seeds == 1 else _spread(r["seeds"]),
                   "examples": None if r["best"] is None else r["batch"] * r["best"]["steps"],
                   "b_simple": None if r["best"] is None else r["best"]["b_simple"],
                   "fitted": None if regimes is None else regimes.steps(r["batch"])}
                  for r in result["rows"]]
-        columns = {"batch": "batch", **{f"steps at lr {lr:g}": f"lr {lr:g}" for lr in rates},
-                   "best lr": "{best lr:g}", "steps": "steps", "B·S": "examples",
-                   "fitted S": "{fitted:.0f}", "B_simple there": "{b_simple:.0f}"}
+        columns = {"batch": "batch", "read every": "every",
+                   **{f"steps at lr {lr:g}": f"lr {lr:g}" for lr in rates},
+                   "best lr": "{best lr:g}", "steps": "steps", "seeds' best": "spread",
+                   "B·S": "examples", "fitted S": "{fitted:.0f}",
+                   "B_simple there": "{b_simple:.0f}"}
         print(table(f"{model} ({' '.join(flags)}): steps to a training loss of "
-                    f"{result['target']:.4f} (the floor + {gap:g})", shown, columns))
+                    f"{result['target']:.4f} (the floor + {gap:g}), the median seed's; at "
+                    "each rate, the median over the seeds", shown, columns))
         summary = {"target": result["target"], "rows": result["rows"]}
         if regimes is not None:
             measured = sorted(r["b_simple"] for r in shown if r["b_simple"] is not None)
@@ -167,12 +187,19 @@ def steps(args) -> dict:
                   f"{regimes.rms:.1%}); B_simple where the target was met, the median over the "
                   f"batches: {'-' if b_simple is None else f'{b_simple:.1f} rows'}")
         found[model] = summary
-    checks = _check_time(found["gpt"], studies["gpt"][0], most, every, args)
+    checks = _check_time(found["gpt"], studies["gpt"][0], most, rows, args)
     figures = draw_figures(args.figures, lambda d: [_plot_steps(d, found)])
-    return {"models": found, "checks": checks, "figures": figures}
+    return {"models": found, "read_rows": rows, "seeds": seeds, "checks": checks,
+            "figures": figures}
 
 
-def _check_time(summary: dict, flags: list[str], most: int, every: int, args) -> list[dict]:
+def _spread(tries: list[dict]) -> str:
+    """The seeds' best steps, least to most ('-' for a seed that did not meet the target)."""
+    met = sorted(t["best"]["steps"] for t in tries if t["best"])
+    return "–".join(map(str, [met[0], met[-1]])) if met else "-"
+
+
+def _check_time(summary: dict, flags: list[str], most: int, rows: int, args) -> list[dict]:
     """The planner's time to the target (its one-device step, profiled here, times the fitted
     steps) beside a run of it at the batch's best rate: at the batch nearest B_crit, and at
     the largest that met the target, where the step is longest and the steps fewest."""
@@ -191,8 +218,9 @@ def _check_time(summary: dict, flags: list[str], most: int, every: int, args) ->
     for row in [near] + ([met[-1]] if met[-1] is not near else []):
         want = steps_sweep.predicted_seconds(flags, row["batch"], regimes.steps(row["batch"]),
                                              profile)
-        got = steps_sweep.steps_to(flags, row["batch"], row["best"]["lr"], summary["target"],
-                                   most, every, noise=False)
+        got = steps_sweep.steps_to([*flags, "--seed", str(row["best"]["seed"])], row["batch"],
+                                   row["best"]["lr"], summary["target"], most,
+                                   steps_sweep.every_for(row["batch"], rows), noise=False)
         checks.append({**want, "lr": row["best"]["lr"], "measured_s": got["seconds"],
                        "measured_steps": got["steps"]})
     print(table("the planner's time to the target (plan.predict's one-device step, this "
@@ -232,6 +260,12 @@ def _plot_scaling(directory: str, rows: list[dict], floor: float) -> str:
     return plot_scaling(rows, floor, str(Path(directory) / "batch_scaling.png"))
 
 
+def _plot_fits(directory: str, found: dict, budget_gib: float) -> str:
+    from .plot import plot_fits
+
+    return plot_fits(found, budget_gib, str(Path(directory) / "batch_fits.png"))
+
+
 def _plot_steps(directory: str, found: dict) -> str:
     from .plot import plot_steps
 
@@ -254,9 +288,10 @@ COMMANDS = {
         figures="batch_throughput.png"),
     "fits": Benchmark(
         "the largest batch a memory budget fits, for each strategy, by the training command's "
-        "estimate, then checked by its own steps under that budget", "a tiny GPT", fits,
+        "estimate, then checked by its own steps under that budget", "a tiny GPT and MLP", fits,
         lambda parser: parser.add_argument("--budget", type=float, default=1.0, metavar="GIB",
-                                           help="memory a rank may use, in GiB (default 1)")),
+                                           help="memory a rank may use, in GiB (default 1)"),
+        figures="batch_fits.png"),
     "steps": Benchmark(
         "steps to a target loss against the batch, each at its best of a few learning rates; "
         "the regimes fitted (S_min, E_min, B_crit) beside the noise scale B_simple",

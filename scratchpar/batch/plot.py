@@ -30,9 +30,9 @@ def plot_throughput(sweeps: dict[str, list[dict]], knees: dict, out_path: str) -
 
 
 def plot_steps(found: dict, out_path: str) -> str:
-    """Steps to the target against the batch, log-log, per model: the measured best, the
-    fitted S_min + E_min/B, the perfect-scaling line through the smallest batch, and B_crit
-    and B_simple marked."""
+    """Steps to the target against the batch, log-log, per model: each seed's best and the
+    median seed's, the fitted S_min + E_min/B, the perfect-scaling line through the smallest
+    batch, and B_crit and B_simple marked."""
     fig, axes = pyplot().subplots(1, len(found), figsize=(5.2 * len(found), 4.2), squeeze=False)
     for ax, (model, summary) in zip(axes[0], found.items()):
         met = [r for r in summary["rows"] if r["best"] is not None]
@@ -40,7 +40,10 @@ def plot_steps(found: dict, out_path: str) -> str:
             ax.set_title(f"{model}: the target was not met")
             continue
         bs, ss = [r["batch"] for r in met], [r["best"]["steps"] for r in met]
-        ax.plot(bs, ss, "o", label="measured (best rate)")
+        seeds = [(r["batch"], t["best"]["steps"]) for r in met for t in r["seeds"] if t["best"]]
+        if len(seeds) > len(met):
+            ax.plot(*zip(*seeds), ".", color="C0", alpha=0.35, label="each seed (best rate)")
+        ax.plot(bs, ss, "o", color="C0", label="the median seed")
         ax.plot(bs, [ss[0] * bs[0] / b for b in bs], ":", color="grey", label="perfect scaling")
         if "s_min" in summary:
             ax.plot(bs, [summary["s_min"] + summary["e_min"] / b for b in bs], "-",
@@ -75,3 +78,22 @@ def plot_scaling(rows: list[dict], floor: float, out_path: str) -> str:
 
     ax.xaxis.set_major_formatter(ScalarFormatter())
     return finish(fig, out_path, [ax], dpi=130)
+
+
+def plot_fits(found: dict, budget_gib: float, out_path: str) -> str:
+    """Per model, each layout's largest batch in the budget (bars), with the measured peak's
+    share of what the estimate expected written beside it, or why it did not run."""
+    fig, axes = pyplot().subplots(1, len(found), figsize=(5.2 * len(found), 3.8), squeeze=False)
+    for ax, (model, summary) in zip(axes[0], found.items()):
+        rows = summary["rows"][::-1]  # the first layout on top
+        names = [f"{r['layout']} (N={r['ranks']})" for r in rows]
+        colors = ["C0" if "peak" in r else "C3" for r in rows]
+        ax.barh(names, [r["batch"] or 0 for r in rows], alpha=0.45, color=colors)
+        for y, r in enumerate(rows):
+            note = (f" {r['batch']:,}: measured {r['peak'] / 2**20:.0f} MiB "
+                    f"({r['error']:+.0%} expected)" if "peak" in r else
+                    f" {r.get('not_run') or 'not even the least batch fits'}"[:40])
+            ax.text(0, y, note, va="center", fontsize=8)
+        ax.set(xlabel="the largest batch (rows) a rank's memory holds",
+               title=f"{model}: {budget_gib:g} GiB a rank")
+    return finish(fig, out_path, list(axes[0]), dpi=130, legend=False, axis="x")

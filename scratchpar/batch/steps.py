@@ -3,10 +3,11 @@ al. 2019, §3.3: a small sweep per batch size), then the regimes fitted (``plan/
 
 Every run is the training command's own, on one device, at a constant rate after a short
 warm-up, stopped by ``--target-loss`` at the first record whose training loss (the mean over
-``every`` steps) meets the floor plus ``gap``: on a synthetic source each batch is fresh data,
-so the training loss estimates the population's. Each run also measures the gradient noise
-scale (``--noise-scale``), whose value where the target is met sits beside the fitted B_crit
-(McCandlish et al. 2018, §2.3).
+the steps of at least a fixed number of rows) meets the floor plus ``gap``: on a synthetic
+source each batch is fresh data, so the training loss estimates the population's. Each batch
+is run from a few seeds, and its figure is the median seed's. Each run also measures the
+gradient noise scale (``--noise-scale``), whose value where the target is met sits beside the
+fitted B_crit (McCandlish et al. 2018, §2.3).
 """
 
 from __future__ import annotations
@@ -67,20 +68,54 @@ def floor_of(flags: list[str]) -> float:
     return build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0)).floor()
 
 
+def every_for(batch: int, rows: int) -> int:
+    """The steps one reading of the training loss averages, so that it covers at least
+    ``rows`` rows. A batch's loss is a sample mean over its rows: read step by step, a small
+    batch's is so noisy that it dips below a target by luck, long before the model is there,
+    and small batches would look cheaper than they are. Read over the same rows, every batch's
+    reading is alike noisy."""
+    return max(1, -(-rows // batch))
+
+
 def sweep(flags: list[str], batches: list[int], rates: list[float], gap: float, most: int,
-          every: int) -> dict:
-    """For each batch, every rate's steps to floor + ``gap``, and the best: the fewest steps
-    (the first rate on a tie), None where no rate met the target within ``most`` steps. A rate
-    runs at most as many steps as the best before it took: one that cannot beat it stops
-    there, and counts as not met."""
+          rows: int, seeds: int = 1) -> dict:
+    """For each batch and seed, every rate's steps to floor + ``gap`` (the training loss read
+    over at least ``rows`` rows, :func:`every_for`) and that seed's best (:func:`best_rate`);
+    the batch's figure is the median seed's best (:func:`median_seed`)."""
     target = floor_of(flags) + gap
-    rows = []
+    found = []
     for batch in batches:
-        runs, cap = [], most
-        for lr in rates:
-            runs.append(steps_to(flags, batch, lr, target, cap, every))
-            cap = min(cap, runs[-1]["steps"] or cap)
-        met = [r for r in runs if r["steps"] is not None]
-        best = min(met, key=lambda r: r["steps"]) if met else None
-        rows.append({"batch": batch, "runs": runs, "best": best})
-    return {"target": target, "rows": rows}
+        every = every_for(batch, rows)
+        tries = [{"seed": seed, **best_rate([*flags, "--seed", str(seed)], batch, rates, target,
+                                            most, every)} for seed in range(seeds)]
+        found.append({"batch": batch, "every": every, "seeds": tries,
+                      "best": median_seed(tries)})
+    return {"target": target, "rows": found}
+
+
+def best_rate(flags: list[str], batch: int, rates: list[float], target: float, most: int,
+              every: int) -> dict:
+    """Every rate's steps to ``target`` and the best: the fewest steps (the first rate on a
+    tie), None where no rate met it within ``most`` steps. A rate runs at most as many steps
+    as the best before it took: one that cannot beat it stops there, and counts as not met."""
+    runs, cap = [], most
+    for lr in rates:
+        runs.append(steps_to(flags, batch, lr, target, cap, every))
+        cap = min(cap, runs[-1]["steps"] or cap)
+    met = [r for r in runs if r["steps"] is not None]
+    return {"runs": runs, "best": min(met, key=lambda r: r["steps"]) if met else None}
+
+
+def median_seed(tries: list[dict]) -> dict | None:
+    """The best run of the median seed, by steps, a seed that never met the target counting
+    as slower than any (None where that is the median): a real run, its rate and its
+    B_simple, not a mixture of several."""
+    ranked = sorted(tries, key=lambda t: (t["best"] is None, t["best"] and t["best"]["steps"]))
+    middle = ranked[(len(ranked) - 1) // 2]
+    return None if middle["best"] is None else {"seed": middle["seed"], **middle["best"]}
+
+
+def median_steps(values: list[int | None]) -> int | None:
+    """The median of steps counts, the lower middle, None (not met) counting as the most."""
+    ranked = sorted(values, key=lambda v: (v is None, v))
+    return ranked[(len(ranked) - 1) // 2]

@@ -54,11 +54,17 @@ def test_a_budget_below_the_least_batch_says_so():
 
 def test_the_command_s_steps_run_at_the_largest_batch_within_the_estimate(tmp_path):
     """Under an address-space limit of the budget, the training command's own two steps at
-    each layout's largest batch run, and their traced peak is within the estimate's bound."""
-    out = tmp_path / "fits.json"
-    assert main(["fits", "--quick", "--budget", "0.75", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
-    assert [r["layout"] for r in rows] == [name for name, _, _ in FIT_LAYOUTS]
-    for r in rows:
-        assert r["batch"] and "not_run" not in r, r
-        assert r["peak"] <= (r["need_mib"] * 2**20 - RUNTIME_BYTES - ALLOCATOR_BYTES)
+    each model's and layout's largest batch run, their measured peak is within the estimate's
+    bound, and the figure is drawn."""
+    out, figures = tmp_path / "fits.json", tmp_path / "figures"
+    assert main(["fits", "--quick", "--budget", "0.75", "--json", str(out),
+                 "--figures", str(figures)]) == 0
+    models = json.loads(out.read_text())["models"]
+    assert list(models) == ["gpt", "mlp"]
+    for found in models.values():
+        rows = found["rows"]
+        assert [r["layout"] for r in rows] == [name for name, _, _ in FIT_LAYOUTS]
+        for r in rows:
+            assert r["batch"] and "not_run" not in r, r
+            assert r["peak"] <= (r["need_mib"] * 2**20 - RUNTIME_BYTES - ALLOCATOR_BYTES)
+    assert (figures / "batch_fits.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

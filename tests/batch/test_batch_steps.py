@@ -15,18 +15,38 @@ def test_each_rate_runs_at_most_the_best_steps_before_it(monkeypatch):
     took = {1e-3: 300, 3e-3: 120, 1e-2: None}  # the third never meets the target
 
     def fake(flags, batch, lr, target, most, every):
-        asked.append((lr, most))
+        asked.append((lr, most, every))
         met = took[lr] if took[lr] is not None and took[lr] <= most else None
         return {"lr": lr, "steps": met, "b_simple": 10.0}
 
     monkeypatch.setattr(steps, "steps_to", fake)
     monkeypatch.setattr(steps, "floor_of", lambda flags: 1.0)
-    found = steps.sweep([], [8], [1e-3, 3e-3, 1e-2], gap=0.5, most=1000, every=5)
+    found = steps.sweep([], [8], [1e-3, 3e-3, 1e-2], gap=0.5, most=1000, rows=36)
     assert found["target"] == 1.5
-    assert asked == [(1e-3, 1000), (3e-3, 300), (1e-2, 120)]
+    assert asked == [(1e-3, 1000, 5), (3e-3, 300, 5), (1e-2, 120, 5)]  # 5 steps of 8: 40 rows
     (row,) = found["rows"]
-    assert row["best"] == {"lr": 3e-3, "steps": 120, "b_simple": 10.0}
-    assert [r["steps"] for r in row["runs"]] == [300, 120, None]
+    assert row["best"] == {"seed": 0, "lr": 3e-3, "steps": 120, "b_simple": 10.0}
+    assert [r["steps"] for r in row["seeds"][0]["runs"]] == [300, 120, None]
+
+
+def test_a_reading_covers_the_rows_asked_in_whole_steps():
+    assert [steps.every_for(b, 64) for b in (1, 4, 5, 64, 256)] == [64, 16, 13, 1, 1]
+
+
+def test_the_batch_s_figure_is_the_median_seed_s_a_miss_counting_as_slowest(monkeypatch):
+    took = {"0": 90, "1": 70, "2": None}  # by seed; seed 2 never meets the target
+
+    def fake(flags, batch, lr, target, most, every):
+        return {"lr": lr, "steps": took[flags[flags.index("--seed") + 1]], "b_simple": 5.0}
+
+    monkeypatch.setattr(steps, "steps_to", fake)
+    monkeypatch.setattr(steps, "floor_of", lambda flags: 0.0)
+    (row,) = steps.sweep([], [4], [1e-3], gap=1.0, most=100, rows=4, seeds=3)["rows"]
+    assert row["best"] == {"seed": 0, "lr": 1e-3, "steps": 90, "b_simple": 5.0}
+    took["0"] = None  # two of three miss: the median seed missed
+    (row,) = steps.sweep([], [4], [1e-3], gap=1.0, most=100, rows=4, seeds=3)["rows"]
+    assert row["best"] is None
+    assert steps.median_steps([None, 40, 10]) == 40 and steps.median_steps([None, None, 3]) is None
 
 
 def test_the_quick_study_meets_its_targets_fits_and_draws(tmp_path):
@@ -38,7 +58,8 @@ def test_the_quick_study_meets_its_targets_fits_and_draws(tmp_path):
         assert all(r["best"] is not None for r in summary["rows"])  # every batch met it
         assert summary["s_min"] > 0 and summary["b_crit"] > 0 and summary["b_simple"] > 0
         for r in summary["rows"]:
-            assert r["best"]["steps"] == min(x["steps"] for x in r["runs"] if x["steps"])
+            (seed,) = r["seeds"]  # one seed in the quick study
+            assert r["best"]["steps"] == min(x["steps"] for x in seed["runs"] if x["steps"])
     checks = json.loads(out.read_text())["checks"]  # the planner's time beside a run's
     assert [c["batch"] for c in checks] == [4, 64]  # nearest B_crit, and the largest
     for check in checks:
