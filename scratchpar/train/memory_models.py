@@ -159,8 +159,9 @@ def dense_source(cfg) -> Source:
         built = F64 * (CALIBRATION * (f + 3 * TEACHER + k) + TEACHER * (f + k))
         batch = 4 * f + I64  # float32 inputs and int64 labels
         labels = F64 * (f + 2 * TEACHER + 2 * k) + 2 * I64  # the teacher labels in float64
-        # one batch held (the step's, or an evaluation's); drawing it computes its labels
-        return Source(0, built, F64 * TEACHER * (f + k + 2), b * batch, b * labels)
+        # a step holds its batch; drawing one computes its labels while the last batch is
+        # still held (the evaluation's loop): two batches and the labels' temporaries
+        return Source(0, built, F64 * TEACHER * (f + k + 2), b * batch, b * (batch + labels))
     # the step's batch stays alive while evaluation draws one: ids and uniforms, or indices
     batches = b * (3 * I64 * (t + 1) + F64 * t)
     if d.source == "text":
