@@ -111,7 +111,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs READM
 	$(BIN)/python -m scratchpar.bench zero --json docs/figures/zero_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench plan --json docs/figures/plan_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.batch throughput --json docs/figures/batch_throughput.json --figures docs/figures
-	$(BIN)/python -m scratchpar.batch fits --json docs/figures/batch_fits.json
+	$(BIN)/python -m scratchpar.batch fits --json docs/figures/batch_fits.json --figures docs/figures
 	$(BIN)/python -m scratchpar.batch steps --json docs/figures/batch_steps.json --figures docs/figures
 	$(BIN)/python -m scratchpar.batch scaling --json docs/figures/batch_scaling.json --figures docs/figures
 

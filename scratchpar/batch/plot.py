@@ -90,8 +90,8 @@ def plot_fits(found: dict, budget_gib: float, out_path: str) -> str:
         colors = ["C0" if "peak" in r else "C3" for r in rows]
         ax.barh(names, [r["batch"] or 0 for r in rows], alpha=0.45, color=colors)
         for y, r in enumerate(rows):
-            note = (f" {r['batch']:,}: measured {r['peak'] / 2**20:.0f} MiB "
-                    f"({r['error']:+.0%} expected)" if "peak" in r else
+            note = (f" {r['batch']:,} rows: {r['peak'] / 2**20:.0f} MiB measured, the "
+                    f"estimate {r['error']:+.0%}" if "peak" in r else
                     f" {r.get('not_run') or 'not even the least batch fits'}"[:40])
             ax.text(0, y, note, va="center", fontsize=8)
         ax.set(xlabel="the largest batch (rows) a rank's memory holds",
