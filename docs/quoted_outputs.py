@@ -63,7 +63,7 @@ QUOTES = [
     Quote("docs/plan.md", "plan-explain",
           [f"python -m scratchpar.plan --world 64 --explain 1 -- {GPT}"]),
     Quote("docs/plan.md", "plan-target",
-          [f"python -m scratchpar.plan --world 64 --target 88,2959 -- {GPT}"]),
+          [f"python -m scratchpar.plan --world 64 --target 69,2939 -- {GPT}"]),
 ]
 
 
