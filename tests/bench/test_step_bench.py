@@ -34,6 +34,13 @@ def test_step_quick_prints_every_row_after_the_equivalence_check(capsys, tmp_pat
     assert len(result["targets"]) == 3
     assert all(r["loss_rel_err"] <= 1e-4 for r in result["equivalence"])
     assert result["per_step"]["mlp"]["scratchpar"]["ms"] > 0
+    lengths = result["lengths"]  # the LSTM's step against its sequence length
+    assert [r["length"] for r in lengths] == [8, 16] and all(r["ms"] > 0 for r in lengths)
+    for r in lengths:
+        assert r["us_per_token"] == pytest.approx(1e3 * r["ms"] / (32 * r["length"]))
+    assert result["lengths_flatness"] == pytest.approx(
+        lengths[1]["us_per_token"] / lengths[0]["us_per_token"])
+    assert "a step against the sequence length" in out
 
 
 def test_step_without_torch_keeps_scratchpar_and_the_floor(capsys, monkeypatch):

@@ -15,6 +15,7 @@ from ...table import table
 from ..harness import Benchmark, describe, judged
 from ..timing import Timed, interleaved, on_host
 from .cases import Case, gpt_case, mlp_case, torch_twins
+from .lengths import BATCH, FLAT, HIDDEN, flatness, per_token
 
 LOSS_RTOL, GRAD_RTOL = 1e-4, 1e-3
 TARGETS = {"cpu": [("mlp", "pytorch", 0.85), ("mlp", "floor", 1.10), ("gpt", "pytorch", 1.20)],
@@ -150,11 +151,20 @@ def measure(args) -> dict:
     print(table(f"autograd overhead per op on {SHAPE} float32 host arrays, minus bare NumPy (µs)",
                 overhead, {"op": "op", "numpy": "numpy_us", "scratchpar": "scratchpar_us",
                            "overhead": "overhead_us"}))
+    lengths = per_token([8, 16] if args.quick else [32, 64, 128, 256, 512],
+                        3 if args.quick else 10, 1 if args.quick else 2)
+    flat = flatness(lengths)
+    print(table(f"LSTM language model, batch {BATCH}, hidden {HIDDEN}: a step against the "
+                f"sequence length; per token, T = {lengths[-1]['length']} is {flat:.2f}x "
+                f"T = {lengths[0]['length']} (target <= {FLAT}: "
+                f"{judged(args.device, 'PASS' if flat <= FLAT else 'MISS')})", lengths,
+                {"T": "length", "ms/step": "{ms:.1f}", "µs/token": "{us_per_token:.1f}"}))
     return {"repeats": repeats, "warmup": warmup, "versions": libraries, "malloc": malloc,
             "cases": {c.name: c.description for c in cases}, "equivalence": equivalence,
             "per_step": {case: {name: {"ms": ms} for name, ms in ts.items()}
                          for case, ts in timings.items()},
-            "targets": targets, "overhead_us": overhead}
+            "targets": targets, "overhead_us": overhead, "lengths": lengths,
+            "lengths_flatness": flat}
 
 
 BENCHMARK = Benchmark("one training step against PyTorch eager and a NumPy floor, from the "
