@@ -7,6 +7,7 @@ import itertools
 from ..backend import get_array_module
 from ..scatter import scatter_add
 from .ops_math import unbroadcast
+from .sums import Partial
 from .tensor import Function
 
 
@@ -51,12 +52,10 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx, g):
-        xp = get_array_module(g)
-        grad = xp.zeros(ctx.shape, dtype=g.dtype)
-        if _is_basic(ctx.index):
-            grad[ctx.index] = g
-        else:
-            scatter_add(grad, ctx.index, g)
+        if _is_basic(ctx.index):  # zeros but the slice: summed into one buffer (autograd/sums.py)
+            return Partial(ctx.shape, ctx.index, g)
+        grad = get_array_module(g).zeros(ctx.shape, dtype=g.dtype)
+        scatter_add(grad, ctx.index, g)
         return grad
 
 

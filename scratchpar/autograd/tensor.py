@@ -7,6 +7,7 @@ import contextlib
 import numpy as np
 
 from ..backend import get_array_module, xp_default
+from .sums import Sums
 
 _grad_enabled = True
 _saved_hooks = None  # (pack, unpack) while a saved_arrays_hooks block is open
@@ -154,10 +155,11 @@ class Tensor:
             grad = self.xp.array(grad.data if isinstance(grad, Tensor) else grad, copy=True)
             if grad.shape != self.shape:
                 raise ValueError(f"grad of shape {grad.shape} for a tensor of shape {self.shape}")
-        grads = {id(self): grad}
+        grads = Sums()
+        grads.add(id(self), grad)
         given = set()
         for node in self._topological_order():
-            g = grads.pop(id(node), None)
+            g = grads.pop(id(node))
             if g is None:
                 continue
             ctx = node._ctx
@@ -175,8 +177,7 @@ class Tensor:
                 input_grads = (input_grads,)
             for parent, need, pg in zip(ctx.parents, ctx.needs_input_grad, input_grads):
                 if need and pg is not None:
-                    key = id(parent)
-                    grads[key] = pg if key not in grads else grads[key] + pg
+                    grads.add(id(parent), pg)
 
     def _accumulate(self, g, given: set) -> None:
         # A leaf must own its gradient: an array already handed to another leaf, or a view of

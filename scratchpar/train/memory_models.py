@@ -113,11 +113,11 @@ def recurrent(cfg, s: int, v: int, rows: int) -> Model:
         kept = (nt * (e + g * h + h + 2 * v) * s + b * h * s  # embed, x·W_x, h, logits, softmax
                 + t * per_step * b * h * s + 25 * nt  # every time step's arrays; targets
                 + extra * (nt * (g * h + h) * s + t * per_step * b * h * s))
-        # backward at its widest: the logits' gradient; or each step's slice of x·W_x getting
-        # a whole (B, T, G·H) of zeros to add into the running sum, with the step's own
+        # backward at its widest: the logits' gradient; or the one (B, T, G·H) buffer that
+        # every step's slice of x·W_x is added into (autograd/sums.py), with the step's own
         # arrays and W_h's gradient sum; or the embedding's int64 indices. The (B, T, H)
         # gradient of the stacked states waits beside it.
-        widest = max(nt * v * s, (3 * nt + 10 * b + 2 * h) * g * h * s,
+        widest = max(nt * v * s, (nt + 10 * b + 2 * h) * g * h * s,
                      8 * nt * e + nt * (e + g * h) * s)
         return kept + (ops * t * m.n_layers + 10) * NODE_BYTES, widest + nt * h * s
 
