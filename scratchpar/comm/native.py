@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from scratchpar.comm.buffers import Request, spec
+from scratchpar.comm.buffers import Request, mpi_type, spec
 from scratchpar.comm.watchdog import Wait
 
 MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
@@ -26,6 +26,26 @@ class NativeCollectives:
                 finish()
             return
         self._mpi("Iallreduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op]))
+
+    def mpi_send(self, buf, dest: int) -> None:
+        """MPI's own blocking send (MPI_Send), staged like any message: the floor a benchmark
+        sets beside :meth:`send`. On the collectives' channel, at the one tag an operation's
+        sequence number reaches last (``tag_ub``)."""
+        self._blocking_mpi(self._coll.Send, buf, None, dest)
+
+    def mpi_recv(self, buf, source: int) -> None:
+        """MPI's own blocking receive (MPI_Recv), the counterpart of :meth:`mpi_send`."""
+        self._blocking_mpi(self._coll.Recv, None, buf, source)
+
+    def _blocking_mpi(self, call, sendbuf, recvbuf, peer: int) -> None:
+        buf = sendbuf if sendbuf is not None else recvbuf
+        if type(buf) is np.ndarray:  # bare: nothing of this engine's between the call and MPI
+            call([buf, mpi_type(buf.dtype)], peer, self.tag_ub)
+            return
+        (send, recv), finish = self._stage(sendbuf, recvbuf)
+        self._post(call, buf, spec(send if sendbuf is not None else recv), peer, self.tag_ub)
+        if finish is not None:
+            finish()
 
     def mpi_reduce_scatter(self, sendbuf, recvbuf, counts: list[int], op: str) -> None:
         self._mpi("Ireduce_scatter", sendbuf, recvbuf, lambda s, r: (s, r, counts, MPI_OPS[op]))

@@ -60,6 +60,12 @@ def test_quick_run_times_every_algorithm_and_both_mpi_baselines(capsys, tmp_path
     assert {f["model"] for f in result["fits"]} == {"ring", "recursive_doubling"}
     pingpong = result["per_world_size"]["2"]["pingpong"]
     assert pingpong["large_bytes"] == 16 * KIB and pingpong["large_s"] > 0
+    assert "one message one way" in out  # the Communicator's against MPI's own send and recv
+    assert [(m["size"], m["target"]) for m in result["messages"]] == [("8 B", "≤ 1.3"),
+                                                                      ("4 KiB", "≤ 1.2")]
+    for m in result["messages"]:
+        assert m["ours_us"] > 0 and m["ratio"] == pytest.approx(m["ours_us"] / m["mpi_us"])
+        assert m["verdict"] in ("PASS", "MISS") and m["verdict"] in out
 
 
 @pytest.mark.parametrize("p", [2, 3, 4, 8])

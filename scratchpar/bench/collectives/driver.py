@@ -22,6 +22,7 @@ JOBS = [  # (contenders as the worker names them, environment, name of its "mpi"
 ]
 QUICK_SIZES = [4 * KIB, 64 * KIB, MIB]
 MEMCPY_BYTES = 64 * MIB
+MESSAGE_TARGETS = {8: 1.3, 4 * KIB: 1.2}  # one way through the Communicator ÷ MPI's own
 
 
 def byte_size(text: str) -> int:
@@ -59,6 +60,11 @@ def plan(args) -> tuple[list[int], list[int], int, float]:
     return (ranks, sizes, 2, 0.001) if args.quick else (ranks, sizes, 15, 0.01)
 
 
+def trips(args) -> int:
+    """Round trips a block of the messages' timing makes."""
+    return 50 if args.quick else 2000
+
+
 def memcpy_seconds(nbytes: int, repeats: int) -> float:
     """Median seconds of one np.copyto of ``nbytes`` in this (single) process."""
     src = np.ones(nbytes // 4, dtype=np.float32)  # (N/4,)
@@ -75,7 +81,7 @@ def memcpy_seconds(nbytes: int, repeats: int) -> float:
 def measure_world(n: int, cfg: dict, device: str) -> dict:
     """Both jobs at world size ``n``: ``{"times": {contender: {bytes: seconds}}, "raw": {…},
     "pingpong": {…}, "copies": {…} (on a device), "cuda_aware": bool}``."""
-    merged = {"times": {}, "raw": {}, "pingpong": None, "copies": None}
+    merged = {"times": {}, "raw": {}, "pingpong": None, "copies": None, "messages": None}
     for i, (contenders, env, mpi_name) in enumerate(JOBS):
         result = job(n, "scratchpar.bench.collectives.worker:measure_ranks",
                      {**cfg, "contenders": contenders, "pingpong": i == 0}, device, env)
@@ -85,6 +91,7 @@ def measure_world(n: int, cfg: dict, device: str) -> dict:
                 merged["times"].setdefault(label, {})[int(size)] = numbers["median_s"]
                 merged["raw"].setdefault(label, {})[int(size)] = numbers
         merged["pingpong"] = merged["pingpong"] or result["pingpong"]
+        merged["messages"] = merged["messages"] or result.get("messages")
         merged["copies"] = merged["copies"] or result["copies"]
         merged["cuda_aware"] = result["cuda_aware"]
     return merged
@@ -97,6 +104,19 @@ def timing_rows(results: dict, sizes: list[int]) -> list[dict]:
             for n, res in results.items() for size in sizes
             for name in HAND_WRITTEN + [MPI_DEFAULT, MPI_RING]
             for t in [res["times"][name][size]]]
+
+
+def message_rows(results: dict, device: str) -> list[dict]:
+    """Per world size and message size: one way through the Communicator against MPI's own
+    blocking send and receive, and the target (docs/collectives.md)."""
+    rows = []
+    for n, res in results.items():
+        for size, pair in (res["messages"] or {}).items():
+            ratio, bound = pair["scratchpar"] / pair["mpi"], MESSAGE_TARGETS[int(size)]
+            rows.append({"n": n, "size": human(int(size)), "ours_us": 1e6 * pair["scratchpar"],
+                         "mpi_us": 1e6 * pair["mpi"], "ratio": ratio, "target": f"≤ {bound:g}",
+                         "verdict": judged(device, "PASS" if ratio <= bound else "MISS")})
+    return rows
 
 
 def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
@@ -122,7 +142,7 @@ def measure(args) -> dict:
           + ("" if args.device == "cpu" else ", then waits for the device")
           + "; time = slowest rank")
     memcpy_s = memcpy_seconds(MEMCPY_BYTES, repeats)
-    cfg = {"sizes": sizes, "repeats": repeats, "block_s": block_s}
+    cfg = {"sizes": sizes, "repeats": repeats, "block_s": block_s, "trips": trips(args)}
     results = {n: measure_world(n, cfg, args.device) for n in ranks}
     cuda_aware = results[ranks[0]]["cuda_aware"]
     print(f"buffers: {staging(args.device, cuda_aware)}\n{machine(args)}")
@@ -131,6 +151,11 @@ def measure(args) -> dict:
                 "bandwidth)", rows, {"n": "n", "size": "size", "algorithm": "algorithm",
                                      "µs": "us", "algbw GB/s": "algbw_gbs",
                                      "busbw GB/s": "busbw_gbs", "x mpi": "x_mpi"}))
+    messages = message_rows(results, args.device)
+    print(table(f"one message one way, ranks 0 and 1: the Communicator's send and recv against "
+                f"MPI's own (median of {repeats} blocks of {trips(args)} round trips)", messages,
+                {"n": "n", "size": "size", "send/recv µs": "ours_us", "MPI_Send/Recv µs": "mpi_us",
+                 "ratio": "ratio", "target": "target", "verdict": "verdict"}))
     print(table("ceilings", ceiling_rows(results, memcpy_s),
                 {"what": "what", "size": "size", "µs": "us", "GB/s": "gbs"}))
     fitted = fits(results, sizes)
@@ -152,7 +177,9 @@ def measure(args) -> dict:
             "block_seconds": block_s,
             "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
             "per_world_size": {str(n): {"raw": res["raw"], "pingpong": res["pingpong"],
-                                        "copies": res["copies"]} for n, res in results.items()},
+                                        "copies": res["copies"], "messages": res["messages"]}
+                               for n, res in results.items()},
+            "messages": messages,
             "table": rows, "fits": fitted, "crossovers": cross, "targets": verdicts}
 
 

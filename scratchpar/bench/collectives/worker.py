@@ -13,6 +13,7 @@ from ...comm.collectives import all_reduce_
 from ..timing import Timed, interleaved, medians, slowest, sync
 from .report import human
 
+MESSAGE_BYTES = (8, 4096)  # a message's fixed cost: 8 B, and 4 KiB
 
 def contender(comm, name: str, buf, send):
     """(call, the array it reads): an all-reduce into ``buf`` (MPI's reads ``send``, the hand-
@@ -79,6 +80,28 @@ def pingpong(comm, nbytes: int, repeats: int) -> float | None:
     return one_way if comm.rank == 0 else None
 
 
+def messages(comm, nbytes: int, repeats: int, trips: int) -> dict | None:
+    """Median one-way seconds of an ``nbytes`` message between ranks 0 and 1, through the
+    Communicator and through MPI's own blocking calls, in blocks of ``trips`` round trips from
+    a barrier, the two taking turns (the other ranks wait); rank 0's, None elsewhere."""
+    buf = backend.xp_default().zeros(nbytes, dtype=np.uint8)
+    ways = {"scratchpar": (comm.send, comm.recv), "mpi": (comm.mpi_send, comm.mpi_recv)}
+
+    def block(send, recv):
+        for _ in range(trips):
+            if comm.rank == 0:
+                send(buf, 1)
+                recv(buf, 1)
+            elif comm.rank == 1:
+                recv(buf, 0)
+                send(buf, 0)
+
+    samples = interleaved({name: Timed(lambda pair=pair: block(*pair))
+                           for name, pair in ways.items()}, repeats, 1, start=lambda: sync(comm))
+    return {name: float(np.median(s)) / (2 * trips) for name, s in samples.items()} \
+        if comm.rank == 0 else None
+
+
 def copies(nbytes: int, repeats: int) -> dict:
     """Median seconds of the two copies that staging makes of an ``nbytes`` buffer: device →
     pinned host (a send) and pinned host → device (a receive); the staged path's ceiling."""
@@ -111,6 +134,8 @@ def measure_ranks(comm, cfg: dict) -> dict:
         result["pingpong"] = {"small_bytes": sizes[0], "large_bytes": sizes[-1],
                               "small_s": pingpong(comm, sizes[0], cfg["repeats"]),
                               "large_s": pingpong(comm, sizes[-1], cfg["repeats"])}
+        result["messages"] = {str(n): messages(comm, n, cfg["repeats"], cfg["trips"])
+                              for n in MESSAGE_BYTES}
         if backend.device() != "cpu" and comm.rank == 0:
             result["copies"] = copies(sizes[-1], cfg["repeats"])
     return result
