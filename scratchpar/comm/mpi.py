@@ -13,7 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 from scratchpar.comm import debug, staging
-from scratchpar.comm.buffers import Request, check_contiguous, spec
+from scratchpar.comm.buffers import Request, check_contiguous, mpi_type, spec
 from scratchpar.comm.cuda_aware import detect_cuda_aware, failed_directly, refused
 from scratchpar.comm.errors import CommError, MessageError, WaitTimeout
 from scratchpar.comm.native import NativeCollectives
@@ -22,6 +22,7 @@ from scratchpar.comm.workspace import Workspace
 
 SPIN_S = 2e-2  # poll (yielding the core to any runnable rank) this long before napping
 MAX_NAP_S = 1e-3  # then sleep between polls, doubling up to this, to free an oversubscribed core
+QUICK_S = 1e-4  # a plain message's own polling, before the general wait takes over
 
 
 class Communicator(NativeCollectives):
@@ -113,10 +114,16 @@ class Communicator(NativeCollectives):
         return Request(self._post(comm.Irecv, buf, spec(recv), source, tag), wait, finish)
 
     def send(self, buf, dest: int, tag: int = 0) -> None:
-        self.wait(self.isend(buf, dest, tag))
+        if self._plain(buf, dest):
+            self._blocking(self._comm.Isend, buf, dest, tag, "send")
+        else:
+            self.wait(self.isend(buf, dest, tag))
 
     def recv(self, buf, source: int, tag: int = 0) -> None:
-        self.wait(self.irecv(buf, source, tag))
+        if self._plain(buf, source):
+            self._blocking(self._comm.Irecv, buf, source, tag, "recv")
+        else:
+            self.wait(self.irecv(buf, source, tag))
 
     def sendrecv(self, sendbuf, dest: int, recvbuf, source: int, tag: int = 0) -> None:
         """Send to ``dest`` and receive from ``source`` at once (safe in a ring: no deadlock)."""
@@ -193,10 +200,13 @@ class Communicator(NativeCollectives):
             codes = [s.Get_error() for s in statuses]
             if error.Get_error_code() != MPI.ERR_IN_STATUS:
                 codes = [error.Get_error_code()] * len(requests)
-            failures = [(r.wait, MPI.Get_error_string(c)) for r, c in zip(requests, codes)
-                        if MPI.Get_error_class(c) not in (MPI.SUCCESS, MPI.ERR_PENDING)]
-            raise MessageError(failed(self.rank, self.name, failures)
-                               + failed_directly(self.cuda_aware)) from None
+            raise self._failure(requests, codes) from None
+
+    def _failure(self, requests: list[Request], codes: list[int]) -> MessageError:
+        failures = [(r.wait, MPI.Get_error_string(c)) for r, c in zip(requests, codes)
+                    if MPI.Get_error_class(c) not in (MPI.SUCCESS, MPI.ERR_PENDING)]
+        return MessageError(failed(self.rank, self.name, failures)
+                            + failed_directly(self.cuda_aware))
 
     # -- collectives' bookkeeping ---------------------------------------------------------------
     def enter(self, wait: Wait | None) -> Wait | None:
@@ -232,6 +242,33 @@ class Communicator(NativeCollectives):
 
     def _next_wait(self, op: str) -> Wait:
         return self._recent.note(self.name, Wait(op, self.next_seq()))
+
+    def _plain(self, buf, peer: int) -> bool:
+        """A contiguous host array to or from a rank of this communicator, outside any
+        operation: a user message that needs neither staging nor an operation's channel."""
+        return (self._op is None and type(buf) is np.ndarray and buf.flags.c_contiguous
+                and 0 <= peer < self.size)
+
+    def _blocking(self, call, buf, peer: int, tag: int, kind: str) -> None:
+        """A :meth:`_plain` message, posted and polled for up to ``QUICK_S``; only a longer
+        wait makes the record it reports and goes through :meth:`wait`. A ping-pong of 8 bytes
+        took 3.9 µs one way through the general path, 1.5 µs bare."""
+        self._messages += 1
+        self._recent.note_message(self.name, kind, self._messages, buf, peer)
+        request = call([buf, mpi_type(buf.dtype)], peer, tag)
+        wait = None
+        try:
+            deadline = time.perf_counter() + QUICK_S
+            while not request.Test():
+                if time.perf_counter() > deadline:
+                    wait = Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)
+                    break
+                os.sched_yield()  # as _poll does: a waiting rank frees its core at once
+        except MPI.Exception as error:
+            wait = Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)
+            raise self._failure([Request(request, wait)], [error.Get_error_code()]) from None
+        if wait is not None:
+            self.wait(Request(request, wait))
 
     def _route(self, tag: int, kind: str, buf, peer: int):
         """Channel, tag and watchdog record of one message."""

@@ -52,16 +52,24 @@ class Wait(NamedTuple):
 class Recent:
     """The operation started most recently on a communicator and its splits and dups alike."""
 
-    __slots__ = ("comm", "wait")
+    __slots__ = ("comm", "wait", "message")
 
     def __init__(self):
-        self.comm, self.wait = "", None
+        self.comm, self.wait, self.message = "", None, None
 
     def note(self, comm_name: str, wait: Wait) -> Wait:
-        self.comm, self.wait = comm_name, wait
+        self.comm, self.wait, self.message = comm_name, wait, None
         return wait
 
+    def note_message(self, comm_name: str, kind: str, seq: int, buf, peer: int) -> None:
+        """A user message, its :class:`Wait` made only if asked for (a message's fast path)."""
+        self.comm, self.wait, self.message = comm_name, None, (kind, seq, buf.shape, buf.dtype,
+                                                               peer)
+
     def describe(self) -> str | None:
+        if self.message is not None:
+            kind, seq, shape, dtype, peer = self.message
+            self.wait, self.message = Wait(kind, seq, kind, shape, dtype, peer), None
         return None if self.wait is None else f"{self.wait.describe()} on {self.comm}"
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from scratchpar.comm import abort, watchdog
-from scratchpar.comm.errors import MessageError
+from scratchpar.comm.errors import MessageError, WaitTimeout
 from scratchpar.comm.mpi import Communicator
 
 LAST = "all_reduce/ring #12 of shape (10,) float64 on world"
@@ -104,6 +104,28 @@ def test_an_mpi_error_names_the_message_and_mpis_reason():
                                            r"\(2,\) float64 from rank 0: Message truncated"):
         comm.wait(comm.irecv(np.empty(2), 0))
     comm.wait(send)
+
+
+def test_a_blocking_message_s_quick_path_names_it_when_mpi_fails_it():
+    comm = Communicator(name="world")
+    send = comm.isend(np.arange(10.0), 0)
+    with pytest.raises(MessageError, match=r"rank 0 on world: MPI failed\n  recv #\d+ of shape "
+                                           r"\(2,\) float64 from rank 0: Message truncated"):
+        comm.recv(np.empty(2), 0)  # a plain host array: the quick path
+    comm.wait(send)
+
+
+def test_a_blocking_message_s_quick_path_is_recorded_and_watched():
+    comm = Communicator(name="world", timeout=0.3).dup(name="watched")  # its stray recv stays
+    got = np.empty(3)
+    send = comm.isend(np.arange(3.0), 0)
+    comm.recv(got, 0)
+    comm.wait(send)
+    assert comm.last_op.startswith("recv #") and comm.last_op.endswith(
+        "of shape (3,) float64 from rank 0 on watched")
+    with pytest.raises(WaitTimeout, match=r"waited 0\.\d s on watched: recv #\d+ of shape \(3,\) "
+                                          r"float64 from rank 0"):
+        comm.recv(got, 0)  # nothing was sent: the watchdog, after the quick path's polling
 
 
 def test_drain_waits_until_the_pipe_is_read_and_no_longer():
