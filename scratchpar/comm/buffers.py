@@ -15,10 +15,18 @@ class Request:
     """A pending message: the MPI request, what it is for, and what to do once it completes
     (copy a staged receive to the device, give staging buffers back)."""
 
-    __slots__ = ("mpi", "wait", "finish")
+    __slots__ = ("mpi", "_wait", "finish")
 
-    def __init__(self, mpi_request, wait: Wait, finish=None):
-        self.mpi, self.wait, self.finish = mpi_request, wait, finish
+    def __init__(self, mpi_request, wait: Wait | tuple, finish=None):
+        self.mpi, self._wait, self.finish = mpi_request, wait, finish
+
+    @property
+    def wait(self) -> Wait:
+        """What the message is for. An operation's message is given the fields alone, and
+        its :class:`Wait` is built here only if asked for: a failure, a long wait."""
+        if type(self._wait) is tuple:
+            self._wait = Wait(*self._wait)
+        return self._wait
 
     def complete(self) -> None:
         """Run the finish step, once however often the request is waited on."""

@@ -6,6 +6,7 @@ pickled; buffers.py); lower-case pickling carries small metadata only (shapes, s
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -144,8 +145,10 @@ class Communicator(NativeCollectives):
     def wait_all(self, requests: list[Request]) -> None:
         """Block until every request completes, or raise :class:`WaitTimeout` past the deadline."""
         mpi, statuses = [r.mpi for r in requests], [MPI.Status() for _ in requests]
-        self._poll(lambda: self._testall(requests, mpi, statuses),
-                   lambda: [r.wait for r, m in zip(requests, mpi) if m != MPI.REQUEST_NULL])
+        test = functools.partial(self._testall, requests, mpi, statuses)
+        if not self._spin(test):
+            self._poll(test, lambda: [r.wait for r, m in zip(requests, mpi)
+                                      if m != MPI.REQUEST_NULL])
         for r in requests:
             r.complete()
 
@@ -256,19 +259,24 @@ class Communicator(NativeCollectives):
         self._messages += 1
         self._recent.note_message(self.name, kind, self._messages, buf, peer)
         request = call([buf, mpi_type(buf.dtype)], peer, tag)
-        wait = None
         try:
-            deadline = time.perf_counter() + QUICK_S
-            while not request.Test():
-                if time.perf_counter() > deadline:
-                    wait = Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)
-                    break
-                os.sched_yield()  # as _poll does: a waiting rank frees its core at once
+            if self._spin(request.Test):
+                return
         except MPI.Exception as error:
             wait = Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)
             raise self._failure([Request(request, wait)], [error.Get_error_code()]) from None
-        if wait is not None:
-            self.wait(Request(request, wait))
+        self.wait(Request(request, Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)))
+
+    def _spin(self, test) -> bool:
+        """Call ``test()``, yielding the core between calls as :meth:`_poll` does, until it is
+        true or ``QUICK_S`` has passed: whether it came true. A wait this short needs none of
+        a long wait's bookkeeping."""
+        deadline = time.perf_counter() + QUICK_S
+        while not test():
+            if time.perf_counter() > deadline:
+                return False
+            os.sched_yield()
+        return True
 
     def _route(self, tag: int, kind: str, buf, peer: int):
         """Channel, tag and watchdog record of one message."""
@@ -279,12 +287,14 @@ class Communicator(NativeCollectives):
             self._messages += 1
             wait = Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)
             return self._comm, tag, self._recent.note(self.name, wait)
-        wait = Wait(op.op, op.seq, kind, buf.shape, buf.dtype, peer)
-        return self._coll, self.tag(op.seq), wait
+        # an operation's message: the fields of its Wait, which Request builds if asked
+        return self._coll, self.tag(op.seq), (op.op, op.seq, kind, buf.shape, buf.dtype, peer)
 
     def _stage(self, sendbuf, recvbuf):
         """What MPI reads and writes for ``sendbuf`` and ``recvbuf`` (``None`` passes), and the
         step that ends the message: staged buffers back to the device and the pool (staging.py)."""
+        if _host(sendbuf) and _host(recvbuf):  # MPI reads and writes them as they are
+            return (sendbuf, recvbuf), None
         for buf in (sendbuf, recvbuf):
             if buf is not None:
                 check_contiguous(buf)
@@ -310,3 +320,8 @@ class Communicator(NativeCollectives):
             if not self.cuda_aware or isinstance(buf, np.ndarray):
                 raise
             raise CommError(f"{self}: {refused(error)}") from error
+
+
+def _host(buf) -> bool:
+    """No buffer, or a contiguous host array: one that MPI takes as it is."""
+    return buf is None or (type(buf) is np.ndarray and buf.flags.c_contiguous)
