@@ -8,7 +8,7 @@ import functools
 from mpi4py import MPI
 
 from scratchpar.comm.errors import CommError
-from scratchpar.comm.watchdog import Wait
+from scratchpar.comm.watchdog import Wait, made
 
 
 class Request:
@@ -22,10 +22,8 @@ class Request:
 
     @property
     def wait(self) -> Wait:
-        """What the message is for. An operation's message is given the fields alone, and
-        its :class:`Wait` is built here only if asked for: a failure, a long wait."""
-        if type(self._wait) is tuple:
-            self._wait = Wait(*self._wait)
+        """What the message is for (its fields alone until asked for: ``watchdog.made``)."""
+        self._wait = made(self._wait)
         return self._wait
 
     def complete(self) -> None:

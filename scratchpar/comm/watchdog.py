@@ -52,25 +52,28 @@ class Wait(NamedTuple):
 class Recent:
     """The operation started most recently on a communicator and its splits and dups alike."""
 
-    __slots__ = ("comm", "wait", "message")
+    __slots__ = ("comm", "wait")
 
     def __init__(self):
-        self.comm, self.wait, self.message = "", None, None
+        self.comm, self.wait = "", None
 
     def note(self, comm_name: str, wait: Wait) -> Wait:
-        self.comm, self.wait, self.message = comm_name, wait, None
+        self.comm, self.wait = comm_name, wait
         return wait
 
-    def note_message(self, comm_name: str, kind: str, seq: int, buf, peer: int) -> None:
-        """A user message, its :class:`Wait` made only if asked for (a message's fast path)."""
-        self.comm, self.wait, self.message = comm_name, None, (kind, seq, buf.shape, buf.dtype,
-                                                               peer)
+    def note_fields(self, comm_name: str, fields: tuple) -> None:
+        """A :class:`Wait`'s fields, made into one only if asked for (a message's quick path)."""
+        self.comm, self.wait = comm_name, fields
 
     def describe(self) -> str | None:
-        if self.message is not None:
-            kind, seq, shape, dtype, peer = self.message
-            self.wait, self.message = Wait(kind, seq, kind, shape, dtype, peer), None
+        self.wait = made(self.wait)
         return None if self.wait is None else f"{self.wait.describe()} on {self.comm}"
+
+
+def made(wait: Wait | tuple | None) -> Wait | None:
+    """``wait``, or the :class:`Wait` of its fields: a message on a quick path carries its
+    fields alone, and the record is built only if asked for (a failure, a long wait)."""
+    return Wait(*wait) if type(wait) is tuple else wait
 
 
 def report(rank: int, comm_name: str, waits: list[Wait], waited_s: float) -> str:
