@@ -94,8 +94,7 @@ def at_peak(cfg, peaks: list[dict[str, int]]) -> dict[str, int]:
     if cfg.train.device != "cuda":
         return max(peaks, key=lambda part: sum(part.values()))
     device = max((on_device(cfg, part) for part in peaks), key=lambda held: sum(held.values()))
-    host = max(({k: v for k, v in part.items() if k not in device} for part in peaks),
-               key=lambda held: sum(held.values()))
+    host = max((_on_host(cfg, part) for part in peaks), key=lambda held: sum(held.values()))
     return {**host, **device}
 
 
@@ -103,8 +102,16 @@ def on_device(cfg, parts: dict[str, int]) -> dict[str, int]:
     """The parts of an estimate that a rank holds in its device's memory (on the CPU, all)."""
     if cfg.train.device != "cuda":
         return dict(parts)
-    host = {*HOST_PARTS, *(["optimizer"] if cfg.train.offload == "cpu" else [])}
-    return {k: v for k, v in parts.items() if k not in host}
+    return {k: v for k, v in parts.items() if k not in _host_parts(cfg)}
+
+
+def _on_host(cfg, parts: dict[str, int]) -> dict[str, int]:
+    """The parts of a GPU run's estimate that stay in host memory: the rest of :func:`on_device`."""
+    return {k: v for k, v in parts.items() if k in _host_parts(cfg)}
+
+
+def _host_parts(cfg) -> set[str]:
+    return {*HOST_PARTS, *(["optimizer"] if cfg.train.offload == "cpu" else [])}
 
 
 def measurable(cfg, parts: dict[str, int]) -> int:
@@ -205,11 +212,9 @@ def memory_problems(cfg, world_size: int, ranks_on_node: int) -> list[str]:
     parts = estimate(cfg, world_size)
     if cfg.train.device != "cuda":
         return _overflow(cfg, parts, *available(ranks_on_node))
-    device = on_device(cfg, parts)
-    host = {k: v for k, v in parts.items() if k not in device}
     gpu = device_available(ranks_on_node)
-    return ((_overflow(cfg, device, *gpu) if gpu else [])
-            + _overflow(cfg, host, *available(ranks_on_node)))
+    return ((_overflow(cfg, on_device(cfg, parts), *gpu) if gpu else [])
+            + _overflow(cfg, _on_host(cfg, parts), *available(ranks_on_node)))
 
 
 def _overflow(cfg, parts: dict[str, int], have: int, where: str) -> list[str]:
