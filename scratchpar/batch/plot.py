@@ -22,10 +22,7 @@ def plot_throughput(sweeps: dict[str, list[dict]], knees: dict, out_path: str) -
             label="the knee: doubling gains < 10%")
     ax.set(xscale="log", yscale="log", xlabel="batch (rows) on one device",
            ylabel="rows per second", title="throughput against the batch")
-    ax.set_xscale("log", base=2)
-    from matplotlib.ticker import ScalarFormatter  # after pyplot(): matplotlib is there
-
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    batches_axis(ax)
     return finish(fig, out_path, [ax], dpi=130)
 
 
@@ -55,10 +52,7 @@ def plot_steps(found: dict, out_path: str) -> str:
                            label=f"B_simple {summary['b_simple']:.0f}")
         ax.set(xscale="log", yscale="log", xlabel="batch (rows)", ylabel="steps to the target",
                title=f"{model}: target {summary['target']:.3f}")
-        ax.set_xscale("log", base=2)
-        from matplotlib.ticker import ScalarFormatter  # after pyplot(): matplotlib is there
-
-        ax.xaxis.set_major_formatter(ScalarFormatter())
+        batches_axis(ax)
     return finish(fig, out_path, list(axes[0]), dpi=130)
 
 
@@ -73,10 +67,7 @@ def plot_scaling(rows: list[dict], floor: float, out_path: str) -> str:
     ax.axhline(floor, color="grey", linestyle=":", label=f"entropy floor {floor:.3f}")
     ax.set(xlabel="batch (rows), the same examples in all", ylabel="held-out loss (nats)",
            title="the linear scaling rule at a fixed number of examples", yscale="log")
-    ax.set_xscale("log", base=2)
-    from matplotlib.ticker import ScalarFormatter  # after pyplot(): matplotlib is there
-
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    batches_axis(ax)
     return finish(fig, out_path, [ax], dpi=130)
 
 
@@ -97,3 +88,11 @@ def plot_fits(found: dict, budget_gib: float, out_path: str) -> str:
         ax.set(xlabel="the largest batch (rows) a rank's memory holds",
                title=f"{model}: {budget_gib:g} GiB a rank")
     return finish(fig, out_path, list(axes[0]), dpi=130, legend=False, axis="x")
+
+
+def batches_axis(ax) -> None:
+    """Batches in powers of two along x, labelled as plain numbers."""
+    from matplotlib.ticker import ScalarFormatter  # after pyplot(): matplotlib is there
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())

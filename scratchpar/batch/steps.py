@@ -110,12 +110,16 @@ def median_seed(tries: list[dict]) -> dict | None:
     """The best run of the median seed, by steps, a seed that never met the target counting
     as slower than any (None where that is the median): a real run, its rate and its
     B_simple, not a mixture of several."""
-    ranked = sorted(tries, key=lambda t: (t["best"] is None, t["best"] and t["best"]["steps"]))
-    middle = ranked[(len(ranked) - 1) // 2]
+    middle = _lower_middle(tries, lambda t: t["best"] and t["best"]["steps"])
     return None if middle["best"] is None else {"seed": middle["seed"], **middle["best"]}
 
 
 def median_steps(values: list[int | None]) -> int | None:
     """The median of steps counts, the lower middle, None (not met) counting as the most."""
-    ranked = sorted(values, key=lambda v: (v is None, v))
+    return _lower_middle(values, lambda v: v)
+
+
+def _lower_middle(items: list, steps_of):
+    """The lower middle of ``items`` ranked by ``steps_of(item)``, None counting as the most."""
+    ranked = sorted(items, key=lambda item: (steps_of(item) is None, steps_of(item) or 0))
     return ranked[(len(ranked) - 1) // 2]
