@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from ..backend import get_array_module
-from ..scatter import scatter_add
+from ..scatter import scatter_add, scatter_rows
 from .ops_math import unbroadcast
 from .sums import Partial
 from .tensor import Function
@@ -69,11 +69,8 @@ class Gather(Function):
 
     @staticmethod
     def backward(ctx, g):
-        xp = get_array_module(g)
-        grad = xp.zeros(ctx.shape, dtype=g.dtype)  # (V, D)
-        d = ctx.shape[1]
-        entries = (ctx.ids.reshape(-1, 1) * d + xp.arange(d)).reshape(-1)  # (N·D,) flat indices
-        scatter_add(grad.reshape(-1), entries, g.reshape(-1))  # 1-D: NumPy's fast path
+        grad = get_array_module(g).zeros(ctx.shape, dtype=g.dtype)  # (V, D)
+        scatter_rows(grad, ctx.ids.reshape(-1), g.reshape(-1, ctx.shape[1]))
         return grad, None
 
 

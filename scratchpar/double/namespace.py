@@ -94,13 +94,15 @@ def argsort(a, axis=-1, kind=None):
     return _call(np.argsort, (a,), {"axis": axis, "kind": "stable"})
 
 
-def add_runs(flat, positions, values) -> None:
-    """The stand-in for ``scratchpar/scatter.py``'s CUDA kernel: ``flat[p] += v`` for each pair,
-    ``positions`` sorted, each run of one position added in order."""
-    if not all(type(a) is DeviceArray for a in (flat, positions, values)):
+def add_runs(flat, keys, order, values, width) -> None:
+    """The stand-in for ``scratchpar/scatter.py``'s CUDA kernel: row ``keys[k]`` of ``flat`` (rows
+    of ``width``) += row ``order[k]`` of ``values``, ``keys`` sorted, each run added in order."""
+    if not all(type(a) is DeviceArray for a in (flat, keys, order, values)):
         raise DoubleError("add_runs takes device arrays")
     tally.Kernels.queued = True
-    np.add.at(flat._a, positions._a, values._a)
+    unsorted = np.empty_like(keys._a)
+    unsorted[order._a] = keys._a  # (N,) each row's key where the row is: the same order of sums
+    np.add.at(flat._a.reshape(-1, width), unsorted, values._a.reshape(-1, width))
 
 
 def asnumpy(x, out=None) -> np.ndarray:

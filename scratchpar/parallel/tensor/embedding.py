@@ -17,7 +17,7 @@ from ...autograd import functional as F
 from ...backend import get_array_module
 from ...comm.chunks import bounds
 from ...nn.module import Module, Parameter
-from ...scatter import scatter_add
+from ...scatter import scatter_rows
 from .. import duals
 from .layout import Split
 
@@ -103,8 +103,6 @@ class ShardLookup(Function):
         grad = xp.zeros(ctx.shape, dtype=g.dtype)  # (V_t, D)
         if ctx.shape[0] == 0:
             return grad, None
-        d = ctx.shape[1]
-        rows = xp.where(ctx.owned[..., None], g, 0).reshape(-1)  # (N·D,): the others' masked
-        entries = (ctx.local.reshape(-1, 1) * d + xp.arange(d)).reshape(-1)  # (N·D,) flat indices
-        scatter_add(grad.reshape(-1), entries, rows)
+        rows = xp.where(ctx.owned[..., None], g, 0)  # (..., D): the others' masked
+        scatter_rows(grad, ctx.local.reshape(-1), rows.reshape(-1, ctx.shape[1]))
         return grad, None
