@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from scratchpar import double
-
-try:
-    import cupy
-except ImportError:  # CuPy is optional: the CPU path needs only NumPy.
-    cupy = None
 
 DEVICES = ("cpu", "cuda", "double")  # double: CuPy's rules on the CPU, for tests (double/)
 _device = "cpu"
@@ -20,6 +17,16 @@ class BackendError(RuntimeError):
     """The requested device cannot be used in this process."""
 
 
+def _cupy():
+    """CuPy, imported only when a rank asks for the GPU: its CUDA libraries map about 1 GiB of
+    address space, which a CPU rank held to a memory budget (``batch fits``) cannot spare."""
+    try:
+        import cupy
+    except ImportError as e:  # CuPy is optional: the CPU path needs only NumPy.
+        raise BackendError("--device cuda needs CuPy: pip install 'scratchpar[cuda12]'") from e
+    return cupy
+
+
 def set_device(device: str, local_rank: int = 0) -> None:
     """Select ``"cpu"`` (NumPy), ``"cuda"`` (CuPy) or ``"double"``. A rank uses GPU
     ``local_rank % count``, on a stream of its own: ranks that share one GPU then queue their
@@ -27,9 +34,7 @@ def set_device(device: str, local_rank: int = 0) -> None:
     global _device, _xp
     if device not in DEVICES:
         raise BackendError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
-    xp = {"cpu": np, "cuda": cupy, "double": double}[device]
-    if device == "cuda" and cupy is None:
-        raise BackendError("--device cuda needs CuPy: pip install 'scratchpar[cuda12]'")
+    xp = _cupy() if device == "cuda" else {"cpu": np, "double": double}[device]
     if xp is not np:
         count = xp.cuda.runtime.getDeviceCount()
         if count == 0:
@@ -54,6 +59,7 @@ def get_array_module(*arrays):
     for a in arrays:
         if type(a) is double.ndarray:
             return double
+        cupy = sys.modules.get("cupy")  # no CuPy array exists before CuPy is imported
         if cupy is not None and isinstance(a, cupy.ndarray):
             return cupy
     return np
@@ -74,7 +80,7 @@ def to_device(x, dtype=None):
 
 def empty_pinned(shape, dtype):
     """A host array the device copies to and from directly (page-locked where there is a GPU)."""
-    if _xp is cupy:
+    if _device == "cuda":
         import cupyx
 
         return cupyx.empty_pinned(shape, dtype)

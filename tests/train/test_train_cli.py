@@ -2,13 +2,14 @@
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
 
-def run_cli(*args, timeout=120):
+def run_cli(*args, timeout=120, env=None):
     return subprocess.run([sys.executable, "-m", "scratchpar.train", *args],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def test_help_lists_every_section():
@@ -77,3 +78,15 @@ def test_cuda_without_cupy_is_a_clear_error(tmp_path):
     else:
         assert out.returncode == 2 and "Traceback" not in out.stderr
         assert "CuPy" in out.stderr
+
+
+def test_a_cpu_run_never_loads_cupy(tmp_path):
+    """CuPy's CUDA libraries map about 1 GiB of address space, more than a CPU rank held to a
+    budget has (``batch fits``): a CPU run must not import it, even where it is installed."""
+    (tmp_path / "cupy").mkdir()
+    (tmp_path / "cupy" / "__init__.py").write_text('raise RuntimeError("CuPy was imported")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    out = run_cli("--steps", "2", "--warmup", "0", "--no-progress",
+                  "--metrics", str(tmp_path / "m.jsonl"), env=env)
+    assert out.returncode == 0 and "final:" in out.stdout, out.stderr
