@@ -36,10 +36,26 @@ class DeviceRandom:
         self.position += n
         return out
 
+    def keep(self, shape, p: float, xp=np):
+        """``random(shape, xp) >= p`` (a dropout mask), the stream moved alike."""
+        n = math.prod(shape)
+        out = self.keep_at(xp.arange(n, dtype=xp.uint64), p).reshape(shape)
+        self.position += n
+        return out
+
+    def keep_at(self, offsets, p: float):
+        """``at(offsets) >= p`` without the float64 draw: the 53 bits against ⌈p·2⁵³⌉, the same
+        test exactly, since a float of 53 bits times 2⁻⁵³ is exact."""
+        return self._bits(offsets) >= np.uint64(math.ceil(p * 2 ** 53))
+
     def at(self, offsets, xp=np):
         """The floats that :meth:`random` would draw at ``offsets`` (a uint64 array) past the
         stream's position, each alone; the stream does not move. A slice of a larger draw costs
         only the slice."""
+        return self._bits(offsets).astype(xp.float64) * UNIT
+
+    def _bits(self, offsets):
+        """53 random bits (uint64) at ``offsets`` past the stream's position."""
         z = offsets + np.uint64((self.position + 1) % LIMIT)  # the n-th output mixes key + n·γ
         z *= GAMMA  # arithmetic mod 2⁶⁴: the state after n steps of +γ
         z += np.uint64(self.key)
@@ -48,7 +64,8 @@ class DeviceRandom:
         z ^= z >> SHIFTS[1]
         z *= MIX2
         z ^= z >> SHIFTS[2]
-        return (z >> SHIFTS[3]).astype(xp.float64) * UNIT
+        z >>= SHIFTS[3]
+        return z
 
     @property
     def state(self) -> dict:

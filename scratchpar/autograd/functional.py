@@ -164,7 +164,7 @@ def dropout(x, p: float, generator, training: bool = True) -> Tensor:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
     if not training or p == 0.0:
         return x
-    keep = generator.random(x.shape, x.xp) >= p  # (*x.shape) bool, on x's device
+    keep = generator.keep(x.shape, p, x.xp)  # (*x.shape) bool, on x's device
     return nn.Dropout.apply(x, keep, p)
 
 

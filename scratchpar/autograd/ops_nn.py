@@ -63,12 +63,16 @@ class Dropout(Function):
 
     @staticmethod
     def forward(ctx, x, keep_mask, p):
-        ctx.scale = keep_mask * x.dtype.type(1.0 / (1.0 - p))  # (...) same shape as x
-        return x * ctx.scale
+        ctx.keep, ctx.scale = keep_mask, x.dtype.type(1.0 / (1.0 - p))  # a byte an entry kept
+        out = x * keep_mask
+        out *= ctx.scale
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        return g * ctx.scale, None
+        grad = g * ctx.keep
+        grad *= ctx.scale
+        return grad, None
 
 
 class Linear(Function):

@@ -49,3 +49,17 @@ def test_a_malformed_state_is_refused(state):
     with pytest.raises(ValueError, match="random stream"):
         gen.state = state
     assert gen.state["position"] == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32), n=st.integers(1, 60), pick=st.integers(0, 59))
+def test_a_mask_is_the_draw_compared_without_its_floats(seed, n, pick):
+    """``keep`` tests the 53 bits against ⌈p·2⁵³⌉: the same verdicts as ``random() >= p``, at
+    a p equal to one of the draws too, on every device, the stream moved alike."""
+    u = DeviceRandom(seed, 2).random((n,))
+    for p in (u[pick % n], np.nextafter(u[pick % n], 1.0), 0.5, 0.0):
+        gen = DeviceRandom(seed, 2)
+        np.testing.assert_array_equal(gen.keep((n,), p), u >= p)
+        np.testing.assert_array_equal(double.asnumpy(DeviceRandom(seed, 2).keep((n,), p, double)),
+                                      u >= p)
+        assert gen.state["position"] == n

@@ -64,18 +64,18 @@ class SequenceDropout(SplitDropout):
 
 
 class Window:
-    """The slice [start, start + width) along ``axis`` of one draw of ``whole`` from ``gen``,
-    drawn alone: a stand-in for ``gen`` in ``F.dropout``, which asks for the slice's shape."""
+    """The slice [start, start + width) along ``axis`` of one mask of ``whole`` from ``gen``,
+    drawn alone: a stand-in for ``gen`` in ``F.dropout``, which asks for the slice's mask."""
 
     def __init__(self, gen, whole: tuple[int, ...], axis: int, start: int):
         self.gen, self.whole, self.axis, self.start = gen, whole, axis, start
 
-    def random(self, shape, xp):
+    def keep(self, shape, p: float, xp):
         outer, n = math.prod(self.whole[:self.axis]), self.whole[self.axis]
         inner = math.prod(self.whole[self.axis + 1:])
         run = shape[self.axis] * inner  # one contiguous run of the slice per outer index
         starts = (xp.arange(outer, dtype=xp.uint64) * n + self.start) * inner  # (outer,)
         offsets = starts[:, None] + xp.arange(run, dtype=xp.uint64)  # (outer, width·inner)
-        out = self.gen.at(offsets, xp)
+        out = self.gen.keep_at(offsets, p)
         self.gen.position += outer * n * inner  # past the whole draw, as one device
         return out.reshape(shape)
