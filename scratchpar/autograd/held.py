@@ -15,23 +15,26 @@ def buffer(a):
 
 def graph_bytes(out: Tensor, params) -> int:
     """Bytes of the distinct buffers that ``out``'s autograd graph keeps alive for backward:
-    the data of every tensor on it and every array an op saved on its context, parameters'
+    ``out``'s data, every array an op saved on its context and every leaf's data, parameters'
     buffers excepted (they are counted as parameters) and each buffer once (views share it:
-    two owning buffers overlap only if they are the same, which ``may_share_memory`` sees)."""
+    two owning buffers overlap only if they are the same, which ``may_share_memory`` sees).
+    An op's output is not among them unless an op saved it (``Context``)."""
     xp = get_array_module(out.data)
     held = [buffer(p.data) for p in params]
-    counted, seen, todo = 0, set(), [out]
+    counted, seen, todo = 0, set(), [out._ctx]
+    arrays = [out.data]
     while todo:
-        t = todo.pop()
-        if id(t) in seen:
+        node = todo.pop()
+        if node is None or id(node) in seen:
             continue
-        seen.add(id(t))
-        arrays = [t.data]
-        if t._ctx is not None:
-            arrays += [v for v in vars(t._ctx).values() if hasattr(v, "nbytes")]
-            todo += [p for p in t._ctx.parents if isinstance(p, Tensor)]
-        for a in map(buffer, arrays):
-            if a.nbytes and not any(xp.may_share_memory(a, b) for b in held):
-                held.append(a)
-                counted += a.nbytes
+        seen.add(id(node))
+        if isinstance(node, Tensor):  # a leaf
+            arrays.append(node.data)
+            continue
+        arrays += [v for v in vars(node).values() if hasattr(v, "nbytes")]
+        todo += node.parents
+    for a in map(buffer, arrays):
+        if a.nbytes and not any(xp.may_share_memory(a, b) for b in held):
+            held.append(a)
+            counted += a.nbytes
     return int(counted)

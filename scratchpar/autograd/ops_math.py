@@ -53,28 +53,31 @@ class Sub(Function):
 class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.a, ctx.b = a, b
+        need_a, need_b = ctx.needs_input_grad  # each side saved only for the other's gradient
+        ctx.shapes = shape_of(a), shape_of(b)
+        ctx.a, ctx.b = (a if need_b else None), (b if need_a else None)
         return a * b
 
     @staticmethod
     def backward(ctx, g):
         need_a, need_b = ctx.needs_input_grad
-        return (unbroadcast(g * ctx.b, shape_of(ctx.a)) if need_a else None,
-                unbroadcast(g * ctx.a, shape_of(ctx.b)) if need_b else None)
+        return (unbroadcast(g * ctx.b, ctx.shapes[0]) if need_a else None,
+                unbroadcast(g * ctx.a, ctx.shapes[1]) if need_b else None)
 
 
 class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.a, ctx.b = a, b
+        ctx.shapes = shape_of(a), shape_of(b)
+        ctx.a, ctx.b = (a if ctx.needs_input_grad[1] else None), b  # a only for b's gradient
         return a / b
 
     @staticmethod
     def backward(ctx, g):
         need_a, need_b = ctx.needs_input_grad
         ga = g / ctx.b
-        return (unbroadcast(ga, shape_of(ctx.a)) if need_a else None,
-                unbroadcast(-ga * ctx.a / ctx.b, shape_of(ctx.b)) if need_b else None)
+        return (unbroadcast(ga, ctx.shapes[0]) if need_a else None,
+                unbroadcast(-ga * ctx.a / ctx.b, ctx.shapes[1]) if need_b else None)
 
 
 class Neg(Function):
@@ -115,22 +118,24 @@ class MatMul(Function):
     def forward(ctx, a, b):
         if a.ndim < 2 or b.ndim < 2:
             raise ValueError(f"matmul needs operands of 2+ dims, got {a.shape} @ {b.shape}")
-        ctx.a, ctx.b = a, b
+        need_a, need_b = ctx.needs_input_grad  # each side saved only for the other's gradient
+        ctx.shapes = a.shape, b.shape
+        ctx.a, ctx.b = (a if need_b else None), (b if need_a else None)
         return a @ b
 
     @staticmethod
     def backward(ctx, g):
         need_a, need_b = ctx.needs_input_grad
-        a, b = ctx.a, ctx.b
+        (a_shape, b_shape), a, b = ctx.shapes, ctx.a, ctx.b
         ga = gb = None
         if need_a:
-            ga = unbroadcast(g @ b.swapaxes(-1, -2), a.shape)
+            ga = unbroadcast(g @ b.swapaxes(-1, -2), a_shape)
         if need_b:
-            if b.ndim == 2:  # fold the batch into M: one (K, B·M) @ (B·M, N) product
-                rows = math.prod(a.shape[:-1])  # explicit: reshape(-1, 0) is ambiguous
-                gb = a.reshape(rows, a.shape[-1]).T @ g.reshape(rows, g.shape[-1])
+            if len(b_shape) == 2:  # fold the batch into M: one (K, B·M) @ (B·M, N) product
+                rows = math.prod(a_shape[:-1])  # explicit: reshape(-1, 0) is ambiguous
+                gb = a.reshape(rows, a_shape[-1]).T @ g.reshape(rows, g.shape[-1])
             else:
-                gb = unbroadcast(a.swapaxes(-1, -2) @ g, b.shape)
+                gb = unbroadcast(a.swapaxes(-1, -2) @ g, b_shape)
         return ga, gb
 
 

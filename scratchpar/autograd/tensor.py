@@ -50,7 +50,14 @@ def _is_array(x) -> bool:
 
 
 class Context:
-    """What one application of a Function keeps for its backward: inputs, flags, saved arrays."""
+    """What one application of a Function keeps for its backward: where each input came from,
+    flags, saved arrays.
+
+    ``parents`` names, for each input that needs a gradient, the Context of the op that made
+    it, or the leaf Tensor itself; ``None`` for the others. The graph links operations, not
+    their outputs (as PyTorch's ``grad_fn`` does): an op's output lives while someone holds its
+    Tensor or an op saved its array for backward, not for as long as the graph does.
+    """
 
     __slots__ = ("fn", "parents", "needs_input_grad", "unpack", "__dict__")
 
@@ -86,7 +93,8 @@ class Function:
         out = cls.forward(ctx, *arrays, **kwargs)
         if _grad_enabled and True in needs:
             ctx.fn = cls
-            ctx.parents = inputs
+            ctx.parents = tuple((x if x._ctx is None else x._ctx) if need else None
+                                for x, need in zip(inputs, needs))
             ctx.unpack = None
             if _saved_hooks is not None:
                 pack, ctx.unpack = _saved_hooks
@@ -156,27 +164,27 @@ class Tensor:
             if grad.shape != self.shape:
                 raise ValueError(f"grad of shape {grad.shape} for a tensor of shape {self.shape}")
         grads = Sums()
-        grads.add(id(self), grad)
+        root = self if self._ctx is None else self._ctx
+        grads.add(id(root), grad)
         given = set()
-        for node in self._topological_order():
+        for node in _topological_order(root):
             g = grads.pop(id(node))
             if g is None:
                 continue
-            ctx = node._ctx
-            if ctx is None:
+            if type(node) is not Context:  # a leaf Tensor
                 node._accumulate(g, given)
                 if on_grad_ready is not None:
                     on_grad_ready(node)
                 continue
-            if ctx.unpack is None:
-                input_grads = ctx.fn.backward(ctx, g)
+            if node.unpack is None:
+                input_grads = node.fn.backward(node, g)
             else:
-                with _unpacked(ctx):
-                    input_grads = ctx.fn.backward(ctx, g)
+                with _unpacked(node):
+                    input_grads = node.fn.backward(node, g)
             if type(input_grads) is not tuple:
                 input_grads = (input_grads,)
-            for parent, need, pg in zip(ctx.parents, ctx.needs_input_grad, input_grads):
-                if need and pg is not None:
+            for parent, pg in zip(node.parents, input_grads):
+                if parent is not None and pg is not None:
                     grads.add(id(parent), pg)
 
     def _accumulate(self, g, given: set) -> None:
@@ -187,31 +195,33 @@ class Tensor:
         given.add(id(g))
         self.grad = g if self.grad is None else self.grad + g
 
-    def _topological_order(self) -> list[Tensor]:
-        """Nodes reachable from self, each before the inputs it was computed from."""
-        order, seen, stack = [], set(), [(self, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                # A leaf goes in just before its first consumer here, so just after its last one
-                # once reversed: backward finishes it as early as possible.
-                for parent, need in zip(node._ctx.parents, node._ctx.needs_input_grad):
-                    if need and parent._ctx is None and id(parent) not in seen:
-                        seen.add(id(parent))
-                        order.append(parent)
+
+
+def _topological_order(root) -> list:
+    """The nodes reachable from ``root`` (Contexts, and leaf Tensors), each before the inputs
+    it was computed from."""
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            # A leaf goes in just before its first consumer here, so just after its last one
+            # once reversed: backward finishes it as early as possible.
+            for parent in node.parents:
+                if type(parent) not in (Context, type(None)) and id(parent) not in seen:
+                    seen.add(id(parent))
+                    order.append(parent)
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        if type(node) is not Context:  # a leaf: placed by its consumer, or alone as the root
+            if node is root:
                 order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            ctx = node._ctx
-            if ctx is None:  # a leaf has no inputs: placed by its consumer, or alone as the root
-                if node is self:
-                    order.append(node)
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            for parent, need in zip(ctx.parents, ctx.needs_input_grad):
-                if need and id(parent) not in seen:
-                    stack.append((parent, False))
-        order.reverse()
-        return order
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for parent in node.parents:
+            if parent is not None and id(parent) not in seen:
+                stack.append((parent, False))
+    order.reverse()
+    return order

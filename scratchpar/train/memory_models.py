@@ -70,18 +70,20 @@ def gpt(cfg, s: int, v: int, rows: int) -> Model:
     masks = layers * t * t + 2 * t * t  # each block's cached causal mask, and building one
 
     def step(b: int) -> int:
-        nc, a, nv = b * t * c, b * heads * t * t, b * t * v  # (N, C), (B, H, T, T), (N, V)
-        # per block: LN 2, qkv 3, attn·v and its copy 2, proj 1, residuals 2, LN 2, fc1 4,
-        # GELU 8 (N, C) arrays, and four (B, H, T, T): QKᵀ, scaled, masked, softmax; dropout
-        # keeps a mask, a scale and an output of the attention weights and of the MLP output
-        block = 25 * nc * s + 4 * a * s + drop * (2 * s + 1) * (a + nc)
-        kept = (layers * block + (4 * nc + t * c) * s + drop * (2 * s + 1) * nc  # embed, ln_f
-                + 2 * nv * s + 25 * b * t)  # logits, their softmax, targets and row indices
-        # backward at its widest: the logits' gradient; two (B, H, T, T) gradients; GELU's
-        # three (N, 4C), more than q, k, v's (3, B, H, T, d) zeros and their running sum; or
-        # in forward, dropout's float64 draw and mask. Residual gradients wait beside it.
-        widest = max(nv * s, 2 * a * s, 12 * nc * s, drop * 9 * a)
-        return kept + (40 * layers + 16) * NODE_BYTES, widest + 3 * nc * s
+        nc, a, nv, nt = b * t * c, b * heads * t * t, b * t * v, b * t  # (N, C), (B, H, T, T)
+        # what backward reads (an op's output stays only if an op saved it), per block: two
+        # LayerNorms' x̂ and outputs 4, Q, K, V 3, attention·V joined 1, GELU's input, σ and
+        # output 12 (N, C) arrays, their 2 rstd (N,), and the softmax's (B, H, T, T); dropout
+        # keeps the attention weights' mask (a byte each) and dropped copy, and the MLP's mask
+        block = 20 * nc * s + 2 * nt * s + a * s + drop * (a * (s + 1) + nc)
+        kept = (layers * block + (2 * nc + nt + t * c) * s + drop * nc  # ln_f; embed's mask
+                + 25 * nt)  # targets, rows
+        # at its widest: forward's end, the logits beside their softmax (which backward makes
+        # the logits' gradient and frees); or in backward, the softmax's two (B, H, T, T)
+        # gradients, GELU's three (N, 4C), or in forward dropout's 64 random bits and mask an
+        # entry, with the residual gradients waiting beside it.
+        widest = max(2 * nv * s, max(2 * a * s, 12 * nc * s, drop * 9 * a) + 3 * nc * s)
+        return kept + (40 * layers + 16) * NODE_BYTES, widest
 
     def evaluation(b: int) -> int:
         nc, a, nv = b * t * c, b * heads * t * t, b * t * v
@@ -96,7 +98,7 @@ def recurrent(cfg, s: int, v: int, rows: int) -> Model:
     m, t = cfg.model, cfg.data.seq_len
     lstm = m.kind == "lstm"
     e, h, g = m.d_model, m.d_hidden, 4 if lstm else 1
-    per_step = 17 if lstm else 3  # (B, H) arrays a time step keeps: 8 of gates, 9 of the cell
+    per_step = 7 if lstm else 1  # (B, H) arrays a time step keeps: 4 gates, c, tanh c, h
     ops = 16 if lstm else 5  # ops a time step records
     extra = m.n_layers - 1  # stacked layers after the first: h inputs, and their own states
     first, stacked = (e + 1) * g * h + h * g * h, (h + 1) * g * h + h * g * h
@@ -110,16 +112,16 @@ def recurrent(cfg, s: int, v: int, rows: int) -> Model:
 
     def step(b: int) -> int:
         nt = b * t
-        kept = (nt * (e + g * h + h + 2 * v) * s + b * h * s  # embed, x·W_x, h, logits, softmax
-                + t * per_step * b * h * s + 25 * nt  # every time step's arrays; targets
-                + extra * (nt * (g * h + h) * s + t * per_step * b * h * s))
-        # backward at its widest: the logits' gradient; or the one (B, T, G·H) buffer that
-        # every step's slice of x·W_x is added into (autograd/sums.py), with the step's own
-        # arrays and W_h's gradient sum; or the embedding's int64 indices. The (B, T, H)
-        # gradient of the stacked states waits beside it.
-        widest = max(nt * v * s, (nt + 10 * b + 2 * h) * g * h * s,
+        kept = (nt * (e + h) * s + t * per_step * b * h * s + 25 * nt  # embed, h; steps; ids
+                + extra * (nt * h + t * per_step * b * h) * s)
+        # at its widest: forward's end, the logits beside their softmax; a layer's forward,
+        # x·W_x beside its steps; backward's one (B, T, G·H) buffer that every step's slice of
+        # x·W_x is added into (autograd/sums.py), with the step's own arrays and W_h's
+        # gradient sum, and the (B, T, H) gradient of the stacked states beside it; or the
+        # embedding's int64 indices.
+        widest = max(2 * nt * v * s, (nt + 10 * b + 2 * h) * g * h * s + nt * h * s,
                      8 * nt * e + nt * (e + g * h) * s)
-        return kept + (ops * t * m.n_layers + 10) * NODE_BYTES, widest + nt * h * s
+        return kept + (ops * t * m.n_layers + 10) * NODE_BYTES, widest
 
     def evaluation(b: int) -> int:
         nt = b * t  # x·W_x, every step's state and their stack, a step's arrays; then logits

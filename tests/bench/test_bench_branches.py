@@ -48,7 +48,7 @@ def test_the_parameter_formula_counts_a_towers_model():
 
 def test_graph_bytes_counts_each_buffer_once_and_no_parameter():
     w = Tensor(np.ones((3, 2), np.float32), requires_grad=True)  # a parameter: not counted
-    x = Tensor(np.ones((4, 3), np.float32))  # 48 B
-    h = F.relu(F.matmul(x, w))  # the product (4, 2): 32 B; ReLU's mask 8 B and output 32 B
-    out = F.reshape(h, (8,))  # a view of h's buffer: nothing new
-    assert graph_bytes(out, [w]) == 48 + 32 + 8 + 32
+    x = Tensor(np.ones((4, 3), np.float32))  # 48 B, kept by the product for w's gradient
+    h = F.relu(F.matmul(x, w))  # the product (4, 2) is read by no backward: ReLU keeps its
+    out = F.reshape(h, (8,))    # mask, 8 B; its output h, 32 B, is out's buffer (a view)
+    assert graph_bytes(out, [w]) == 48 + 8 + 32

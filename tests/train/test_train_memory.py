@@ -238,13 +238,13 @@ def test_a_pipeline_stage_keeps_its_schedule_s_stash_of_micro_batches():
     assert held("gpipe", 300) == held("gpipe") + 300 * 4
 
 
-@pytest.mark.parametrize("sp, want", [(True, (4 + (27 + 16) / 4) / (25 + 16)),
-                                      (False, (12 + (17 + 16) / 4) / (25 + 16))])
+@pytest.mark.parametrize("sp, want", [(True, (2 + (18 + 4) / 4) / (20 + 4)),
+                                      (False, (4 + (16 + 4) / 4) / (20 + 4))])
 def test_a_tensor_parallel_rank_keeps_its_share_of_the_engine_s_arrays(sp, want):
     cfg = make_config({"model": {"kind": "gpt", "d_model": 64, "n_heads": 4},
                        "data": {"seq_len": 64},
                        "train": {"strategy": "hybrid", "tp": 4, "sequence_parallel": sp}},
-                      world_size=4)  # four (B,H,T,T) arrays: 4·H·T/C = 4·4·64/64 = 16 (N,C)
+                      world_size=4)  # the softmax's (B,H,T,T): H·T/C = 4·64/64 = 4 (N,C)
     assert tensor_share(cfg, 4) == pytest.approx(want)
     assert tensor_share(cfg, 1) == 1.0
 

@@ -260,23 +260,24 @@ def tensor_problems(c) -> list[str]:
 def tensor_share(cfg, tp: int) -> float:
     """The share of a GPT block's activations a tensor-parallel rank keeps, counted as
     Korthikanti et al. 2022 (§4.2, eqs. 1-2) count Megatron's, here for this engine's graph,
-    which keeps every op's output until backward. In (N, C) arrays (N = B·T) and (B, H, T, T)
-    ones, A = H·T/C of the first: one device keeps 25 + 4A (``memory_models.gpt``). A rank of
-    t keeps the heads' and the MLP's inner arrays split (qkv 3, attention·v 2, fc1 4, GELU 8,
-    the four score arrays) and, without sequence parallelism, 12 whole: the LayerNorms' 4, the
-    residuals' 2, and each row-parallel product's partial sum, its all-reduced copy and its
-    bias-add, 3 for each of two (Korthikanti's 10 + 24/t + 5as/(ht) has one). With sequence
-    parallelism only the two all-gathers' outputs and the two partial sums stay whole, 4.
-    Dropout's masks and outputs (attention's split by heads; the MLP output's whole without
-    sequence parallelism) are counted as one device counts them. Other models keep theirs
+    which keeps what backward reads (``autograd.tensor.Context``). In (N, C) arrays (N = B·T)
+    and (B, H, T, T) ones, A = H·T/C of the first: one device keeps 20 + A
+    (``memory_models.gpt``). A rank of t keeps the heads' and the MLP's inner arrays split
+    (Q, K, V 3, attention·V joined 1, W₁'s output, GELU's σ and output 12, the softmax's
+    output) and, without sequence parallelism, the two LayerNorms' x̂ and outputs whole, 4;
+    the row-parallel layers' partial products and sums are read by no backward. With sequence
+    parallelism the LayerNorms' x̂ are split too and only the two all-gathers' outputs, which
+    QKV and W₁ read, stay whole, 2. Dropout's masks (a byte an entry) and the attention
+    weights' dropped copy are counted as one device counts them: the attention's split by
+    heads, the MLP output's mask whole without sequence parallelism. Other models keep theirs
     whole."""
     if tp == 1 or cfg.model.kind != "gpt":
         return 1.0
     s, drop = 8 if cfg.train.dtype == "float64" else 4, int(cfg.model.dropout > 0)
     scores = cfg.model.n_heads * cfg.data.seq_len / cfg.model.d_model  # A: (B,H,T,T) per (N,C)
-    whole, split = (4, 27) if cfg.train.sequence_parallel else (12, 17)
-    one = 25 * s + 4 * scores * s + drop * (2 * s + 1) * (scores + 1)
+    whole, split = (2, 18) if cfg.train.sequence_parallel else (4, 16)
+    one = 20 * s + scores * s + drop * (scores * (s + 1) + 1)
     mlp_out = 1 / tp if cfg.train.sequence_parallel else 1  # its dropout, after the reduction
-    rank = ((whole + split / tp) * s + 4 * scores * s / tp
-            + drop * (2 * s + 1) * (scores / tp + mlp_out))
+    rank = ((whole + split / tp) * s + scores * s / tp
+            + drop * (scores * (s + 1) / tp + mlp_out))
     return rank / one
