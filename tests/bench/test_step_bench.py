@@ -41,6 +41,10 @@ def test_step_quick_prints_every_row_after_the_equivalence_check(capsys, tmp_pat
     assert result["lengths_flatness"] == pytest.approx(
         lengths[1]["us_per_token"] / lengths[0]["us_per_token"])
     assert "a step against the sequence length" in out
+    memory = result["memory"]  # the training command's step: measured beside the estimate
+    assert [r["model"] for r in memory] == ["gpt", "gpt, dropout 0.1", "lstm"]
+    for r in memory:
+        assert r["measured_mib"] > 0 and abs(r["error"]) < 0.5, r
 
 
 def test_step_without_torch_keeps_scratchpar_and_the_floor(capsys, monkeypatch):

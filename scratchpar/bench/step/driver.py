@@ -11,10 +11,12 @@ from ... import backend
 from ...allocator import keep_freed_memory
 from ...autograd import Tensor
 from ...autograd import functional as F
+from ...comm.mpi import Communicator
 from ...table import table
 from ..harness import Benchmark, describe, judged
 from ..timing import Timed, interleaved, on_host
 from .cases import Case, gpt_case, mlp_case, torch_twins
+from .held import held
 from .lengths import BATCH, FLAT, HIDDEN, flatness, per_token
 
 LOSS_RTOL, GRAD_RTOL = 1e-4, 1e-3
@@ -159,12 +161,17 @@ def measure(args) -> dict:
                 f"T = {lengths[0]['length']} (target <= {FLAT}: "
                 f"{judged(args.device, 'PASS' if flat <= FLAT else 'MISS')})", lengths,
                 {"T": "length", "ms/step": "{ms:.1f}", "µs/token": "{us_per_token:.1f}"}))
+    memory = held(Communicator(name="step"), args.device, args.quick)
+    print(table("the training command's step on one rank: its peak, measured, beside the "
+                "memory estimate's (train/memory.py)", memory,
+                {"model": "model", "flags": "flags", "measured MiB": "{measured_mib:.2f}",
+                 "expected MiB": "{expected_mib:.2f}", "error": "{error:+.1%}"}))
     return {"repeats": repeats, "warmup": warmup, "versions": libraries, "malloc": malloc,
             "cases": {c.name: c.description for c in cases}, "equivalence": equivalence,
             "per_step": {case: {name: {"ms": ms} for name, ms in ts.items()}
                          for case, ts in timings.items()},
             "targets": targets, "overhead_us": overhead, "lengths": lengths,
-            "lengths_flatness": flat}
+            "lengths_flatness": flat, "memory": memory}
 
 
 BENCHMARK = Benchmark("one training step against PyTorch eager and a NumPy floor, from the "
