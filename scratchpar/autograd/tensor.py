@@ -8,6 +8,7 @@ import numpy as np
 
 from ..backend import get_array_module, xp_default
 from .sums import Sums
+from .weights import Weights
 
 _grad_enabled = True
 _saved_hooks = None  # (pack, unpack) while a saved_arrays_hooks block is open
@@ -146,12 +147,16 @@ class Tensor:
         """The same data, cut from the graph."""
         return Tensor(self.data)
 
-    def backward(self, grad=None, *, on_grad_ready=None) -> None:
+    def backward(self, grad=None, *, on_grad_ready=None, later=None) -> Weights | None:
         """Accumulate d(self)/d(leaf) · grad into every leaf's ``.grad`` (chain rule, reversed).
 
         ``on_grad_ready(leaf)``, if given, is called once per leaf reached, as soon as its
         ``.grad`` is final: every consumer of a node is visited before it, so a leaf receives its
         whole gradient at once (data parallelism starts communicating it during backward).
+
+        ``later``: leaves (a stage's weights) whose gradients wait. Each op that reads one runs
+        now for its other inputs only; the returned :class:`~.weights.Weights` computes the
+        rest when run (a zero-bubble pipeline's W).
         """
         if not self.requires_grad:
             raise RuntimeError("backward() on a tensor that does not require grad")
@@ -167,6 +172,8 @@ class Tensor:
         root = self if self._ctx is None else self._ctx
         grads.add(id(root), grad)
         given = set()
+        waiting = {id(leaf) for leaf in later} if later is not None else set()
+        weights = Weights(_run, given) if later is not None else None
         for node in _topological_order(root):
             g = grads.pop(id(node))
             if g is None:
@@ -176,16 +183,18 @@ class Tensor:
                 if on_grad_ready is not None:
                     on_grad_ready(node)
                 continue
-            if node.unpack is None:
-                input_grads = node.fn.backward(node, g)
-            else:
-                with _unpacked(node):
-                    input_grads = node.fn.backward(node, g)
-            if type(input_grads) is not tuple:
-                input_grads = (input_grads,)
-            for parent, pg in zip(node.parents, input_grads):
-                if parent is not None and pg is not None:
+            needs = node.needs_input_grad
+            if waiting:
+                wait = tuple(id(p) in waiting for p in node.parents)
+                if True in wait:
+                    weights.add(node, g, wait)
+                    needs = tuple(n and not w for n, w in zip(needs, wait))
+            if True not in needs:
+                continue
+            for parent, need, pg in zip(node.parents, needs, _run(node, g, needs)):
+                if need and pg is not None:
                     grads.add(id(parent), pg)
+        return weights
 
     def _accumulate(self, g, given: set) -> None:
         # A leaf must own its gradient: an array already handed to another leaf, or a view of
@@ -195,6 +204,21 @@ class Tensor:
         given.add(id(g))
         self.grad = g if self.grad is None else self.grad + g
 
+
+
+def _run(node: Context, g, needs: tuple[bool, ...]) -> tuple:
+    """The gradients of ``node``'s inputs that ``needs`` marks (its own, or a part of them),
+    from its output's ``g``."""
+    own, node.needs_input_grad = node.needs_input_grad, needs
+    try:
+        if node.unpack is None:
+            grads = node.fn.backward(node, g)
+        else:
+            with _unpacked(node):
+                grads = node.fn.backward(node, g)
+    finally:
+        node.needs_input_grad = own
+    return grads if type(grads) is tuple else (grads,)
 
 
 def _topological_order(root) -> list:
