@@ -18,7 +18,7 @@ from scratchpar.parallel import SingleDevice
 from scratchpar.parallel.tensor.layout import Split
 
 TENSOR_KINDS = ("mlp", "gpt", "tied")
-SCHEDULES = ("gpipe", "1f1b", "bprio")
+SCHEDULES = ("gpipe", "1f1b", "bprio", "zb-h1")
 
 
 def single_device(one, adam, clip):

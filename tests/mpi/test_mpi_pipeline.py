@@ -14,7 +14,7 @@ from scratchpar.optim import SGD
 from scratchpar.parallel import SingleDevice
 from scratchpar.train.task import Task
 
-SYNC = ("naive", "gpipe", "1f1b", "interleaved", "bprio")
+SYNC = ("naive", "gpipe", "1f1b", "interleaved", "bprio", "zb-h1")
 
 
 def pp_sizes(size):
@@ -87,6 +87,22 @@ def test_float32_gradients_equal_one_device(comm, schedule, kind, seed):
     pipe.step(batch)
     single.step(batch)
     assert_like_one_device(pipe, one, rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=4)
+@given(kind=st.sampled_from(KINDS), m=st.integers(1, 6), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_zero_bubble_equals_1f1b_bitwise(comm, kind, m, seed):
+    """ZB-H1 runs each micro-batch's weight gradients (W) apart from its B, later, in the order
+    of the Bs: every gradient and every updated weight is 1F1B's, bit for bit."""
+    runs = []
+    for name in ("1f1b", "zb-h1"):
+        pipe = make_pipeline(comm, make_task(kind, seed, depth=max(4, comm.size)), name,
+                             comm.size, m, adam=True, clip=0.5)
+        metrics = [pipe.step(make_batch(kind, m + step, seed + step)) for step in range(2)]
+        runs.append(([(r["loss"], r["grad_norm"]) for r in metrics],
+                     [host(p.grad).tobytes() + host(p.data).tobytes() for p in pipe.params]))
+    assert runs[0] == runs[1]
 
 
 @shared_verdict

@@ -35,18 +35,15 @@ def computes(schedule, p):
                    for r, acts in schedule.items() for a in acts if a.is_compute)
 
 
-@pytest.mark.parametrize("name", [*sorted(SCHEDULES), "zb_h1"])
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_every_schedule_checks_out_and_runs_each_microbatch_once(name, data):
     p, m, v = data.draw(configs(name))
-    if name == "zb_h1":  # simulator only, so not in the table
-        schedule = zb_h1(p, m)
-    else:
-        assert unmet(name, p, m, v) == []
-        schedule = build(name, p, m, v)
+    assert unmet(name, p, m, v) == []
+    schedule = build(name, p, m, v)
     check(schedule)
-    kinds = ("F", "B", "W") if name == "zb_h1" else ("F", "B")
+    kinds = ("F", "B", "W") if name == "zb-h1" else ("F", "B")
     assert computes(schedule, p) == Counter(
         {(kind, mb, k): 1 for kind in kinds for mb in range(m) for k in range(p * v)})
     for acts in schedule.values():

@@ -38,9 +38,10 @@ class StashingRuntime(Runtime):
             for p, data in zip(params, live):
                 p.data = data
 
-    def backward(self, a, root) -> None:
-        super().backward(a, root)
+    def backward(self, a, root, later=None):
+        weights = super().backward(a, root, later)
         del self.versions[a.mb, a.chunk]  # the graph, and with it the stashed copy, goes now
+        return weights
 
 
 class PipeDream(Pipeline):

@@ -7,7 +7,7 @@ from ...autograd import Tensor, no_grad
 from ...trace.tracer import NULL
 from .. import duals
 from ..links import HandOff, Held, Incoming, Outgoing
-from .actions import SENDS, Action, ScheduleError, virtual_stage
+from .actions import SENDS, Action, virtual_stage
 from .lower import receive_for, send_for
 from .shapes import agree_shapes
 
@@ -24,7 +24,8 @@ class Runtime:
     ``loss_fn(out, targets, "sum")``: summed losses, so that gradients accumulated over the
     micro-batches are those of the whole batch's summed loss. ``B`` backpropagates from the
     loss, or from the stand-in of the chunk's sent output, whose backward takes in the
-    gradient from downstream.
+    gradient from downstream. Where the schedule has ``W`` actions (zero bubble), B computes
+    the activations' gradients alone, and W the chunk's weights' (``autograd/weights.py``).
 
     The messages are the send ↔ recv duals, non-blocking (``duals.isend``, ``duals.irecv``):
     an activation's send and its gradient's receive are one link, as are an activation's
@@ -58,6 +59,8 @@ class Runtime:
         self.sent, self.received = {}, {}  # (mb, chunk) → the link of its output, its input
         self.held, self.handed, self.posted = {}, {}, {}  # posted: receive → its request
         self.planned = {a for a in actions if a.kind in SENDS}  # posted early, when computed
+        self.split = any(a.kind == "W" for a in actions)  # B's weight gradients wait for W
+        self.weights = {}  # (mb, chunk) → what its W computes
         self.row_shapes = self._agreed(micro[0][0])
         self.peak = self.peak_bytes = 0
         block: list[Action] = []  # messages between two computes
@@ -138,16 +141,19 @@ class Runtime:
         return self.stage.chunks[a.chunk](x)
 
     def _b(self, a: Action) -> None:
-        self.backward(a, self.outputs.pop((a.mb, a.chunk)))
+        later = self.stage.chunks[a.chunk].parameters() if self.split else None
+        weights = self.backward(a, self.outputs.pop((a.mb, a.chunk)), later)
+        if weights is not None:
+            self.weights[a.mb, a.chunk] = weights
         del self.held[a.mb, a.chunk]
 
-    def backward(self, a: Action, root) -> None:
-        """Backpropagate from ``root``: the loss, or the stand-in of the sent activation."""
-        root.backward()
+    def backward(self, a: Action, root, later=None):
+        """Backpropagate from ``root``: the loss, or the stand-in of the sent activation.
+        With ``later`` (the chunk's weights), their gradients wait for ``W``: what it runs."""
+        return root.backward(later=later)
 
     def _w(self, a: Action) -> None:
-        raise ScheduleError("this runtime computes weight gradients inside B; a schedule with W "
-                            "actions (zero-bubble) cannot run on it")
+        self.weights.pop((a.mb, a.chunk)).run()
 
     def _step(self, a: Action) -> None:
         self.settle()

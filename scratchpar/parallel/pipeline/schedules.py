@@ -172,8 +172,8 @@ def zb_h1(p: int, m: int, forward: float = 1.0, backward: float = 2.0,
 
 SCHEDULES: dict[str, Callable[..., Schedule]] = {
     "naive": naive, "gpipe": gpipe, "1f1b": one_f_one_b, "interleaved": interleaved,
-    "bprio": bprio, "pipedream": pipedream,
-}  # zb_h1 stays out: its W actions are for the simulator; the runtime computes W inside B
+    "bprio": bprio, "pipedream": pipedream, "zb-h1": zb_h1,
+}
 
 
 class Unmet(NamedTuple):

@@ -31,8 +31,9 @@ class MeshFlags:
                                "size over --pp × --tp)", flag="--dp", kind=int, owners=MESH)
     pp_schedule: str = opt("1f1b", "pipeline: naive model distribution (one micro-batch), "
                            "GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B, backward-"
-                           "prioritized, or PipeDream (asynchronous, weights stashed)",
-                           choices=("naive", "gpipe", "1f1b", "interleaved", "bprio",
+                           "prioritized, zero-bubble ZB-H1 (weight gradients apart), or "
+                           "PipeDream (asynchronous, weights stashed)",
+                           choices=("naive", "gpipe", "1f1b", "interleaved", "bprio", "zb-h1",
                                     "pipedream"), owners=MESH)
     microbatches: int | None = opt(None, "pipeline: micro-batches per replica's batch "
                                          "(default: 1 for naive, else twice --pp)", kind=int,
