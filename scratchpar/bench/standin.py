@@ -122,40 +122,49 @@ def calibrated(cfg: dict, sizes: list[int], rows: int) -> tuple[dict, dict]:
 
 
 class Sleep(Function):
-    """y = w·x after sleeping ``forward_s``; the backward sleeps ``backward_s``. A sleeping rank
-    holds no core, so a schedule is timed apart from how many ranks share the machine's cores."""
+    """y = w·x after sleeping ``forward_s``. The backward sleeps ``backward_s``: the input's
+    gradient ``backward_s − weight_s``, the weight's ``weight_s``, so that a zero-bubble
+    pipeline's B and W each sleep their part. A sleeping rank holds no core, so a schedule is
+    timed apart from how many ranks share the machine's cores."""
 
     @staticmethod
-    def forward(ctx, x, w, forward_s: float, backward_s: float):
+    def forward(ctx, x, w, forward_s: float, backward_s: float, weight_s: float = 0.0):
         pause(forward_s)
-        ctx.x, ctx.w, ctx.backward_s = x, w, backward_s
+        ctx.x, ctx.w, ctx.backward_s, ctx.weight_s = x, w, backward_s, weight_s
         return x * w  # (rows, WIDTH)
 
     @staticmethod
     def backward(ctx, g):
-        pause(ctx.backward_s)
         need_x, need_w = ctx.needs_input_grad
+        pause((ctx.backward_s - ctx.weight_s) * need_x + ctx.weight_s * need_w)
         return (g * ctx.w if need_x else None,
                 (g * ctx.x).sum().reshape(ctx.w.shape) if need_w else None)
 
 
 class SleepLayer(Module):
-    """(rows, WIDTH) → (rows, WIDTH): one scalar weight, a calibrated sleep each way."""
+    """(rows, WIDTH) → (rows, WIDTH): one scalar weight, a calibrated sleep each way. Its input
+    always takes a gradient, as a real stage's activations do, the first stage's too."""
 
-    def __init__(self, forward_s: float, backward_s: float):
+    def __init__(self, forward_s: float, backward_s: float, weight_s: float = 0.0):
         self.weight = Parameter(np.ones(1))
-        self.forward_s, self.backward_s = forward_s, backward_s
+        self.forward_s, self.backward_s, self.weight_s = forward_s, backward_s, weight_s
 
     def forward(self, x):
-        return Sleep.apply(x, self.weight, forward_s=self.forward_s, backward_s=self.backward_s)
+        if not (isinstance(x, Tensor) and x.requires_grad):
+            x = Tensor(x.data if isinstance(x, Tensor) else x, requires_grad=True)
+        return Sleep.apply(x, self.weight, forward_s=self.forward_s, backward_s=self.backward_s,
+                           weight_s=self.weight_s)
 
 
 class SleepModel(Module):
     """(rows, WIDTH) → (rows, WIDTH) logits through ``n_layers`` sleeping layers, the pipeline
-    layers; each sleeps ``forward_s`` and ``backward_s`` per micro-batch."""
+    layers; each sleeps ``forward_s`` and ``backward_s`` per micro-batch, ``weight_s`` of it
+    for its weight's gradient."""
 
-    def __init__(self, n_layers: int, forward_s: float, backward_s: float):
-        self.layers = Sequential(*[SleepLayer(forward_s, backward_s) for _ in range(n_layers)])
+    def __init__(self, n_layers: int, forward_s: float, backward_s: float,
+                 weight_s: float = 0.0):
+        self.layers = Sequential(*[SleepLayer(forward_s, backward_s, weight_s)
+                                   for _ in range(n_layers)])
 
     def pipeline_layers(self) -> list[Module]:
         return list(self.layers)

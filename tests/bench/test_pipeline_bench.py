@@ -43,6 +43,20 @@ def test_interleaved_rows_compare_with_1f1b_at_the_same_p_and_m(quick):
         assert r["idle_ratio"] > 0 and r["target"] == pytest.approx(1.1 / v)
 
 
+def test_zero_bubble_rows_compare_with_1f1b_at_the_same_p_and_m(quick):
+    """ZB-H1 runs on the sleep stages, W apart from B, against 1F1B's idle time at the same
+    p and m, whose ideal ratio the calibrated W share gives."""
+    _, result, _ = quick
+    f, b, w = (result["calibration"][k] for k in ("forward_s", "backward_s", "weight_s"))
+    assert 0 < w < b
+    assert {(r["p"], r["m"]) for r in result["zero_bubble"]} == {
+        (p, k * p) for p in result["sizes"]["ps"] for k in result["sizes"]["per_p"]}
+    for r in result["zero_bubble"]:
+        assert 0 <= r["bubble"] < 1 and 0 <= r["1f1b_bubble"] < 1 and 0 <= r["simulated"] < 1
+        assert r["ideal"] == pytest.approx((f + b - 2 * w) / (f + b))
+        assert r["idle_ratio"] > 0 and r["target"] == pytest.approx(1.1 * r["ideal"])
+
+
 def test_1f1b_stashes_at_most_p_minus_s_and_gpipe_every_micro_batch(quick):
     _, result, _ = quick
     m = max(result["sizes"]["ms"])
@@ -60,7 +74,7 @@ def test_every_schedule_runs_and_the_gpt_contenders_have_throughputs(quick):
     assert [r["schedule"] for r in result["schedules"]] == SCHEDULES
     assert all(0 <= r["bubble"] < 1 for r in result["schedules"])
     assert {r["contender"] for r in result["real"]} == {
-        "alone", "alone-micro", "dp", "naive", "gpipe", "1f1b"}
+        "alone", "alone-micro", "dp", "naive", "gpipe", "1f1b", "zb-h1"}
     for r in result["real"]:
         assert r["tokens_per_s"] > 0 and r["ms"] > 0
     assert next(r for r in result["real"] if r["contender"] == "alone")["vs_one_device"] == 1
@@ -69,7 +83,7 @@ def test_every_schedule_runs_and_the_gpt_contenders_have_throughputs(quick):
     shares = {}
     for r in result["real_memory"]:
         shares[r["contender"]] = shares.get(r["contender"], 0) + r["share"]
-    assert set(shares) == {"naive", "gpipe", "1f1b"}
+    assert set(shares) == {"naive", "gpipe", "1f1b", "zb-h1"}
     assert all(total == pytest.approx(1.0) for total in shares.values())  # nothing twice
     calib = result["calibration"]
     assert calib["forward_s"] > 0 and calib["backward_s"] > 0 and len(calib["stages"]) == 2

@@ -31,7 +31,7 @@ def runs_for(p: int, sizes: dict, figures: bool) -> list[dict]:
     the compared p every schedule at the compared m (traced when figures are asked for)."""
     keys = [(s, m, 1) for s in ("gpipe", "1f1b") for m in sizes["ms"]]
     keys += [(s, k * p, v) for k in sizes["per_p"] for v in (1, *sizes["vs"])
-             for s in (("1f1b",) if v == 1 else ("interleaved",))]
+             for s in (("1f1b", "zb-h1") if v == 1 else ("interleaved",))]
     compared = []
     if p == COMPARED["p"]:
         compared = [(s, 1 if s == "naive" else COMPARED["m"], COMPARED["v"] if
@@ -45,10 +45,10 @@ def summarize(runs: list[dict], calib: dict) -> list[dict]:
     """Each run with its median bubble and idle time (bubble × window: idle s per rank), the
     simulator's ideal bubble and peak stash for the calibrated costs, the formula, and the idle
     ms per micro-batch beyond the ideal."""
-    f, b = calib["forward_s"], calib["backward_s"]
+    f, b, w = calib["forward_s"], calib["backward_s"], calib["weight_s"]
     for run in runs:
         p, m, v = run["p"], run["m"], run["v"]
-        ideal = simulate(schedule_for(run["schedule"], p, m, v, f, b), f, b)
+        ideal = simulate(schedule_for(run["schedule"], p, m, v, f, b, w), f, b, w)
         idle = statistics.median(x * w for x, w in zip(run["bubbles"], run["windows_s"]))
         # GPipe (Huang et al. 2019, §2.3): (p−1)/(m+p−1), 1F1B's alike (Narayanan et al. 2021,
         # §2.1); interleaved (Narayanan et al. 2021, §2.2): (p−1)/(v·m+p−1)
@@ -82,6 +82,20 @@ def interleaved_rows(runs: list[dict]) -> list[dict]:
             for base in [find(runs, "1f1b", r["p"], r["m"])]]
 
 
+def zero_bubble_rows(runs: list[dict], calib: dict) -> list[dict]:
+    """ZB-H1 against 1F1B at the same p and m: idle time per rank, whose ideal ratio is
+    (T_F + T_B − T_W)/(T_F + T_B + T_W), B the input gradient alone (Qi et al. 2023, §3.1:
+    ZB-H1's bubble (p−1)(T_F + T_B − T_W), 1F1B's (p−1)(T_F + T_B + T_W))."""
+    f, b, w = calib["forward_s"], calib["backward_s"], calib["weight_s"]
+    ideal = (f + b - 2 * w) / (f + b)
+    return [{**{k: r[k] for k in ("p", "m", "bubble", "simulated")},
+             "1f1b_bubble": base["bubble"], "idle_ratio": r["idle_s"] / base["idle_s"],
+             "ideal": ideal, "target": RATIO_TARGET * ideal,
+             "ok": r["idle_s"] / base["idle_s"] <= RATIO_TARGET * ideal}
+            for r in runs if r["schedule"] == "zb-h1"
+            for base in [find(runs, "1f1b", r["p"], r["m"])]]
+
+
 def memory_rows(runs: list[dict], m: int) -> list[dict]:
     """Peak micro-batches and boundary-activation bytes per stage at the largest m, 1F1B beside
     GPipe: 1F1B holds at most p − s on stage s (Narayanan et al. 2021, §2.1), GPipe all m."""
@@ -100,7 +114,7 @@ def real_rows(timed: dict, cfg: dict) -> list[dict]:
     tokens, one = cfg["batch"] * cfg["seq"], timed["alone"]["median_s"]
     micro = timed["alone-micro"]["median_s"]
     return [{"contender": name, "ranks": 1 if name.startswith("alone") else 2,
-             "m": cfg["m"] if name in ("alone-micro", "gpipe", "1f1b") else 1,
+             "m": cfg["m"] if name in ("alone-micro", "gpipe", "1f1b", "zb-h1") else 1,
              "ms": 1e3 * t["median_s"], "tokens_per_s": tokens / t["median_s"],
              "vs_one_device": one / t["median_s"], "vs_micro": micro / t["median_s"]}
             for name, t in timed.items()]
@@ -120,11 +134,11 @@ def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> 
     from ...trace.pipeline_plot import measured_spans, plot_bubble_curve, plot_pipeline_timeline
 
     paths = [plot_bubble_curve(bubbles, str(Path(directory) / "pipeline_bubble.png"))]
-    f, b = 1e3 * calib["forward_s"], 1e3 * calib["backward_s"]  # ms, as the measured spans
+    f, b, w = (1e3 * calib[k] for k in ("forward_s", "backward_s", "weight_s"))  # ms, as spans
     for r in runs:
         if r["trace"]:
-            schedule = schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b)
-            ideal = simulate(schedule, f, b)
+            schedule = schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b, w)
+            ideal = simulate(schedule, f, b, w)
             paths.append(plot_pipeline_timeline(
                 ideal, r["trace"].replace(".trace.json", ".png"), measured_spans(r["trace"]),
                 title=f"{r['schedule']}: p={r['p']}, m={r['m']}, v={r['v']}, sleep stages "
@@ -143,13 +157,15 @@ def measure(args) -> dict:
               f"{1e3 * st['forward_s']:.2f} ms, backward {1e3 * st['backward_s']:.2f} ms"
               for s, st in enumerate(calib["stages"]))
           + f" → each sleep stage sleeps {1e3 * calib['forward_s']:.2f} ms forward, "
-          f"{1e3 * calib['backward_s']:.2f} ms backward per micro-batch ({ROWS} rows)")
+          f"{1e3 * calib['backward_s']:.2f} ms backward per micro-batch ({ROWS} rows), of it "
+          f"{1e3 * calib['weight_s']:.2f} ms the weights' gradients (ZB-H1's W)")
     runs = summarize([run for p in sizes["ps"] for run in job(p, f"{WORKER}:sleep_runs", {
-        "forward_s": calib["forward_s"], "backward_s": calib["backward_s"], "rows": ROWS,
+        "forward_s": calib["forward_s"], "backward_s": calib["backward_s"],
+        "weight_s": calib["weight_s"], "rows": ROWS,
         "warmup": sizes["warmup"], "steps": sizes["steps"], "traces": args.figures,
         "runs": runs_for(p, sizes, args.figures is not None)})], calib)
     timed = job(2, f"{WORKER}:real_runs", cfg, args.device)
-    bubbles, inter = bubble_rows(runs), interleaved_rows(runs)
+    bubbles, inter, zero = bubble_rows(runs), interleaved_rows(runs), zero_bubble_rows(runs, calib)
     memory, real = memory_rows(runs, max(sizes["ms"])), real_rows(timed, cfg)
     compared = [r for r in runs if r["compared"]]
     print(f"{machine(args)}; median of {sizes['steps']} steps after {sizes['warmup']} warm-up")
@@ -163,6 +179,10 @@ def measure(args) -> dict:
                 {"p": "p", "m": "m", "v": "v", "measured": "bubble", "simulated": "simulated",
                  "formula": "formula", "1f1b": "1f1b_bubble", "idle ratio": "idle_ratio",
                  "target": "target", "met": "ok"}))
+    print(table("ZB-H1 against 1F1B at the same p, m: B the input gradient, W the weights' later",
+                zero, {"p": "p", "m": "m", "measured": "bubble", "simulated": "simulated",
+                       "1f1b": "1f1b_bubble", "idle ratio": "idle_ratio",
+                       "ideal": "ideal", "target": "target", "met": "ok"}))
     print(table("peak stashed activations per stage", memory,
                 {"p": "p", "m": "m", "stage": "stage", "gpipe mb": "gpipe_peak",
                  "gpipe B": "gpipe_bytes", "1f1b mb": "1f1b_peak", "1f1b B": "1f1b_bytes",
@@ -185,12 +205,14 @@ def measure(args) -> dict:
     targets = {f"bubble ≤ {ratio}× formula at m ≥ 4p": [r["ok"] for r in bubbles
                                                         if r["ok"] is not None],
                f"interleaved idle ≤ {ratio}/v × 1F1B's": [r["ok"] for r in inter],
+               f"ZB-H1 idle ≤ {ratio} × ideal × 1F1B's": [r["ok"] for r in zero],
                "1F1B peak ≤ p − s, GPipe = m": [r["ok"] for r in memory]}
     print("\ntargets: " + "; ".join(f"{name}: {sum(oks)}/{len(oks)} met"
                                     for name, oks in targets.items()))
     figures = draw_figures(args.figures, draw, bubbles, runs, calib, without="; traces only")
     return {"sizes": sizes, "calibration": calib, "gpt": cfg, "bubbles": bubbles,
-            "interleaved": inter, "memory": memory, "schedules": compared, "real": real,
+            "interleaved": inter, "zero_bubble": zero, "memory": memory, "schedules": compared,
+            "real": real,
             "real_memory": memory_real, "figures": figures,
             "targets": {k: {"met": sum(v), "of": len(v)} for k, v in targets.items()}}
 

@@ -23,15 +23,19 @@ from ..standin import WIDTH, SleepModel, clock
 from ..timing import accumulated, alone, medians, stepping, sync, turns
 
 LR = 1e-3
-COMPUTE = re.compile(r"[FB]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, F3.1
+COMPUTE = re.compile(r"[FBW]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, W3, F3.1
 
 
-def schedule_for(name: str, p: int, m: int, v: int, forward: float, backward: float):
-    """Schedule ``name``; those placed by costs (interleaved, bprio) get the calibrated ones."""
+def schedule_for(name: str, p: int, m: int, v: int, forward: float, backward: float,
+                 weight: float):
+    """Schedule ``name``; those placed by costs (interleaved, bprio, zb-h1) get the calibrated
+    ones."""
     if name == "interleaved":
         return schedules.interleaved(p, m, v, forward, backward)
     if name == "bprio":
         return schedules.bprio(p, m, forward, backward)
+    if name == "zb-h1":
+        return schedules.zb_h1(p, m, forward, backward, weight)
     return schedules.build(name, p, m, v)
 
 
@@ -49,8 +53,9 @@ def gpt_batch(cfg: dict, rows: int):
 
 def calibrate(cfg: dict, p: int = 2, repeats: int = 9) -> dict:
     """Forward and backward seconds (medians) of each stage of the GPT of ``cfg`` cut in ``p``
-    by parameters, on one micro-batch (``batch / m`` rows), in this process; a sleep stage
-    sleeps the mean stage's. As in a pipeline, a stage starts from its predecessor's output cut
+    by parameters, on one micro-batch (``batch / m`` rows), in this process, and of backward
+    the weights' gradients' share (computed apart, as a zero-bubble W); a sleep stage sleeps the
+    mean stage's. As in a pipeline, a stage starts from its predecessor's output cut
     from the graph, and the last stage's forward includes the summed loss."""
     task = gpt_task(cfg)
     layers = task.model.pipeline_layers()
@@ -59,37 +64,44 @@ def calibrate(cfg: dict, p: int = 2, repeats: int = 9) -> dict:
     rows = cfg["batch"] // cfg["m"]
     inputs, targets = task.split(gpt_batch(cfg, rows))
 
-    def run() -> list[float]:  # [F₀, B₀, F₁, B₁, …]
+    def run() -> list[float]:  # [F₀, B₀, W₀, F₁, B₁, W₁, …]
         task.model.zero_grad()
-        xs, outs, seconds, h = [], [], [0.0] * 2 * p, inputs
+        xs, outs, seconds, h = [], [], [0.0] * 3 * p, inputs
         for k, stage in enumerate(stages):
             x = h if k == 0 else Tensor(h, requires_grad=True)
             start = clock()
             out = stage(x)
             if k == p - 1:
                 out = task.output_loss(out, targets, "sum")
-            seconds[2 * k] = clock() - start
+            seconds[3 * k] = clock() - start
             xs.append(x)
             outs.append(out)
             h = out.data
-        for k in reversed(range(p)):
+        for k in reversed(range(p)):  # B, then W: the weights' gradients apart
             start = clock()
-            outs[k].backward(None if k == p - 1 else xs[k + 1].grad)
-            seconds[2 * k + 1] = clock() - start
+            weights = outs[k].backward(None if k == p - 1 else xs[k + 1].grad,
+                                       later=stages[k].parameters())
+            seconds[3 * k + 1] = clock() - start
+            start = clock()
+            weights.run()
+            seconds[3 * k + 2] = clock() - start
         return seconds
 
     times = medians(run, repeats)
-    forward, backward = times[0::2], times[1::2]
-    return {"stages": [{"layers": [r.start, r.stop], "forward_s": f, "backward_s": b}
-                       for r, f, b in zip(ranges, forward, backward)],
-            "forward_s": sum(forward) / p, "backward_s": sum(backward) / p, "rows": rows}
+    forward, inputs_b, weight = times[0::3], times[1::3], times[2::3]
+    backward = [b + w for b, w in zip(inputs_b, weight)]
+    return {"stages": [{"layers": [r.start, r.stop], "forward_s": f, "backward_s": b,
+                        "weight_s": w} for r, f, b, w in zip(ranges, forward, backward, weight)],
+            "forward_s": sum(forward) / p, "backward_s": sum(backward) / p,
+            "weight_s": sum(weight) / p, "rows": rows}
 
 
 def summary(events) -> tuple[float, float, float]:
-    """(first F's start, last B's end, Σ F and B durations), seconds, of one rank's step."""
+    """(first F's start, last B's or W's end, Σ compute durations), seconds, of one rank's
+    step."""
     computes = [e for e in events if COMPUTE.match(e.name)]
     return (min(e.start for e in computes if e.name[0] == "F") * 1e-9,
-            max(e.end for e in computes if e.name[0] == "B") * 1e-9,
+            max(e.end for e in computes if e.name[0] != "F") * 1e-9,
             sum(e.end - e.start for e in computes) * 1e-9)
 
 
@@ -108,12 +120,14 @@ def sleep_run(comm, spec: dict, run: dict) -> dict | None:
     and every rank's peak activations; with ``trace``, it writes the last step's Chrome trace
     into ``spec["traces"]``."""
     p, m, v = comm.size, run["m"], run["v"]
-    model = SleepModel(p * v, spec["forward_s"] / v, spec["backward_s"] / v)
+    weight = spec["weight_s"] if run["schedule"] == "zb-h1" else 0.0  # B and W apart
+    model = SleepModel(p * v, spec["forward_s"] / v, spec["backward_s"] / v, weight / v)
     comm.tracer = tracer = Tracer(comm.rank)  # before the mesh: its splits and dups share it
     mesh = Mesh(comm, dp=1, pp=p)
     cls = PipeDream if run["schedule"] == "pipedream" else Pipeline
     pipe = cls(model, lambda params: optim.SGD(params, LR), Task(None, model, "sample"), mesh,
-               schedule_for(run["schedule"], p, m, v, spec["forward_s"], spec["backward_s"]),
+               schedule_for(run["schedule"], p, m, v, spec["forward_s"], spec["backward_s"],
+                            spec["weight_s"]),
                [range(k, k + 1) for k in range(p * v)])
     gen = np.random.default_rng(0)  # a stand-in classification batch: x (rows, WIDTH), y (rows,)
     batch = gen.standard_normal((spec["rows"] * m, WIDTH)), gen.integers(0, WIDTH, spec["rows"] * m)
@@ -152,7 +166,7 @@ def sleep_runs(comm, cfg: dict) -> list:
 def real_runs(comm, cfg: dict) -> dict:
     """Seconds per step (slowest rank, median) of the GPT on one device (rank 0 alone, on the
     whole batch and on m accumulated micro-batches), data parallel over the ranks, and
-    pipelined over them: naive (m = 1), GPipe and 1F1B (m); each contender on its own copy of
+    pipelined over them: naive (m = 1), GPipe, 1F1B and ZB-H1 (m); each contender on its own copy of
     the model, all taking turns; then what each pipeline's ranks hold at the last step's peak.
     The other ranks sleep through the one-device steps; the accumulated one's time is the
     slowest rank's, which includes a waiter's wake-up (≤ 0.2 ms)."""
@@ -167,7 +181,7 @@ def real_runs(comm, cfg: dict) -> dict:
         "dp": stepping(DataParallel(data.model, optim.SGD(data.model.parameters(), LR),
                                     data.loss, data.count, comm), batch)}
     pipes, meshes = {}, []
-    for name, m in (("naive", 1), ("gpipe", cfg["m"]), ("1f1b", cfg["m"])):
+    for name, m in (("naive", 1), ("gpipe", cfg["m"]), ("1f1b", cfg["m"]), ("zb-h1", cfg["m"])):
         task = gpt_task(cfg)
         whole = sum(p.data.nbytes for p in task.model.parameters())
         meshes.append(Mesh(comm, dp=1, pp=comm.size))
