@@ -15,7 +15,7 @@ from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, save_checkpoint, split_state
 from .divergence import BadSteps, held_out_diverged
 from .progress import Progress
-from .task import HALF_SQUARED
+from .task import HALF_SQUARED, eval_rows
 from .window import Window
 
 
@@ -185,7 +185,7 @@ class Trainer:
 
     def summary(self, units: int, elapsed: float, steps: int) -> dict:
         t = self.cfg.train
-        scores = self.task.scores(t.eval_batches, t.batch_size)
+        scores = self.task.scores(t.eval_batches, t.batch_size, eval_rows(self.cfg, self.world))
         rate = units / elapsed if elapsed > 0 else 0.0  # units of the global batches
         return {"step": self.step, "steps_run": steps, "eval_loss": scores.pop("loss"),
                 **scores, "skipped_steps": self.bad.total, "unit": self.task.unit,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 import os
 import resource
+from dataclasses import replace
 
 from .defaults import OWN_MODEL, SPARSE
 from .memory_models import GiB, MiB, Model, dense_source, file_size, gpt, mlp, recurrent
 from .memory_sparse import sparse_model, sparse_source
 from .strategies import REGISTRY
+from .task import eval_rows
 
 # Activations are counted array by array. The temporaries NumPy makes inside an op add at most
 # an eighth more (tests/train/test_train_memory.py bounds the estimate against real peaks).
@@ -44,7 +46,8 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
                  server's or EASGD's master), or a pipeline stage's stash of micro-batches, a
                  tensor-parallel rank's share of it: what the autograd graph keeps for backward,
                  the most that backward holds at once, the graph's Python objects; or the
-                 held-out evaluation of whole batches without a graph, if larger
+                 held-out evaluation without a graph, a rank's share of a batch at a
+                 time (task.eval_rows), if larger
     data         the source (a synthetic table and its CDF, a text's characters and ids, the
                  classifier's teacher, the sparse problems' truths) and the batches drawn
     checkpoint   a resumed checkpoint's arrays (its .npz files), held for the whole run
@@ -59,14 +62,17 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     margin = MARGIN if bound else None
     source = source_of(cfg)
     family = REGISTRY[t.strategy]
-    model = network(cfg, s, source.vocab, 1)  # its shape, initialization and evaluation
+    model = network(cfg, s, source.vocab, 1)  # its shape and initialization
+    rows = eval_rows(cfg, world_size)  # rank 0 scores a held-out batch this many rows at once
+    scored = replace(cfg, train=replace(t, batch_size=min(rows, t.batch_size)))
+    evaluation = network(scored, s, source.vocab, 1).evaluation
     shape, p = model.shape, model.shape.bytes
     held = family.describe(cfg, shape, world_size)  # the strategy's own figures
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0)  # L2 decay needs a second one
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
     resumed = _checkpoint_bytes(t.resume)
     activations = max(family.activations(
-        cfg, lambda r: network(cfg, s, source.vocab, r), world_size), model.evaluation)
+        cfg, lambda r: network(cfg, s, source.vocab, r), world_size), evaluation)
     setup = {"parameters": p + model.init, "data": source.built, "checkpoint": resumed}
     training = {
         "parameters": held.holds["parameters"],
@@ -83,7 +89,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     gathered = family.gathered(cfg, shape, world_size, held)
     if gathered is not None:  # gather_model() makes rank 0's model whole for its evaluation
         peaks.append({**training, "parameters": gathered,
-                      "activations": allowed(model.evaluation, margin)})
+                      "activations": allowed(evaluation, margin)})
     return {**at_peak(cfg, peaks), "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}
 
 

@@ -79,17 +79,21 @@ class Task:
         """Held-out loss per unit: Σ losses / Σ units over ``n_batches`` fresh batches."""
         return self.held_out(n_batches, batch_size)[0]
 
-    def held_out(self, n_batches: int, batch_size: int) -> tuple[float, float | None]:
+    def held_out(self, n_batches: int, batch_size: int,
+                 rows: int | None = None) -> tuple[float, float | None]:
         """In one pass over ``n_batches`` fresh batches: the loss per unit, and the share of
         samples a classifier labels right (the largest logit, or a logit above 0 for a binary
-        one), None for a task that is not a classification."""
+        one), None for a task that is not a classification. ``rows``: each batch is scored
+        that many rows at a time (a training rank's share), so that evaluating needs no more
+        memory than a step."""
         binary = self.criterion is F.binary_cross_entropy_with_logits
         labels = self.unit == "sample" and (binary or self.criterion is F.cross_entropy)
         total = units = right = 0.0
-        for batch, n in self._held_out(n_batches, batch_size):
-            if not labels:
-                total += self.loss(self.model, batch, reduction="sum").item()
-            else:
+        for whole, n in self._held_out(n_batches, batch_size):
+            for batch in _pieces(whole, rows or batch_size):
+                if not labels:
+                    total += self.loss(self.model, batch, reduction="sum").item()
+                    continue
                 *inputs, targets = batch
                 out = self.model(*inputs)  # (b, K) logits, or (b,) for a binary one
                 total += self.criterion(out, targets, reduction="sum").item()
@@ -98,11 +102,12 @@ class Task:
             units += n
         return total / max(units, 1), (right / max(units, 1) if labels else None)
 
-    def scores(self, n_batches: int, batch_size: int) -> dict:
+    def scores(self, n_batches: int, batch_size: int, rows: int | None = None) -> dict:
         """The held-out figures a run ends on and ``evaluate`` prints: the loss (its text
         where it is not finite), in bits per character for text, a classifier's accuracy,
-        and the floor and the gap to it where the data knows its floor."""
-        loss, accuracy = self.held_out(n_batches, batch_size)
+        and the floor and the gap to it where the data knows its floor; ``rows`` as for
+        :meth:`held_out`."""
+        loss, accuracy = self.held_out(n_batches, batch_size, rows)
         floor = self.floor()
         return {"loss": finite_or_text(loss),
                 "bits_per_char": self.bits_per_char(loss) if math.isfinite(loss) else None,
@@ -127,6 +132,21 @@ class Task:
             for i in range(n_batches):
                 yield self.batch(EVAL_OFFSET + i, batch_size)
         self.model.train()
+
+
+def eval_rows(cfg, world_size: int) -> int:
+    """The rows rank 0 scores at a time in the run's held-out evaluation: a rank's share of
+    the batch, so that evaluating a whole batch on one rank needs no more than a step."""
+    return -(-cfg.train.batch_size // world_size)
+
+
+def _pieces(batch, rows: int):
+    """``batch`` (an array, or a tuple of arrays with one row per sample) ``rows`` rows at a
+    time."""
+    n = len(batch[-1]) if isinstance(batch, tuple) else len(batch)
+    for start in range(0, n, rows):
+        yield (tuple(a[start:start + rows] for a in batch) if isinstance(batch, tuple)
+               else batch[start:start + rows])
 
 
 def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None,
