@@ -46,13 +46,14 @@ def scatter_rows(target, ids, values) -> None:
     xp = get_array_module(target)
     width = target[0].size  # elements a row
     if xp is np:  # np.add.at's 1-D path is the fast one: every element's flat position
-        entries = (ids.reshape(-1, 1) * width + np.arange(width)).reshape(-1)  # (N·width,)
+        entries = (ids.reshape(-1, 1).astype(np.int64) * width  # (N·width,), past 2³¹ too
+                   + np.arange(width)).reshape(-1)
         np.add.at(target.reshape(-1), entries, values.reshape(-1))
         return
     _refuse_strided(target)
     order = xp.argsort(ids)  # (N,) stable: repeated ids side by side, first seen first
-    _add_runs(target.reshape(-1), ids[order], order, xp.ascontiguousarray(values).reshape(-1),
-              width)
+    keys = ids[order].astype(xp.int64)  # the kernel's 64-bit keys, whatever the ids' type
+    _add_runs(target.reshape(-1), keys, order, xp.ascontiguousarray(values).reshape(-1), width)
 
 
 def _refuse_strided(target) -> None:

@@ -71,7 +71,8 @@ class SyntheticLanguage:
         return table.reshape((V,) * (self.order + 1))
 
     def batch(self, step: int, batch_size: int) -> np.ndarray:
-        """Batch ``step``: int64 ``(batch_size, seq_len + 1)``, one sentence per row.
+        """Batch ``step``: int32 ``(batch_size, seq_len + 1)``, one sentence per row (ids fit
+        32 bits, half the bytes of NumPy's default integers).
 
         All rows are sampled together, position by position, by inverse CDF: the next token is
         the number of cumulative probabilities ``<= u`` for one uniform ``u`` per row and position.
@@ -79,7 +80,7 @@ class SyntheticLanguage:
         step, batch_size = check_step(step, batch_size)
         V, T = self.vocab_size, self.seq_len
         u = rng(self.seed, _BATCH_STREAM, step).random((batch_size, T))  # (B, T)
-        out = np.zeros((batch_size, T + 1), dtype=np.int64)  # (B, T+1)
+        out = np.zeros((batch_size, T + 1), dtype=np.int32)  # (B, T+1)
         out[:, 0] = self.BOS
         context = np.full(batch_size, self._start, dtype=np.int64)  # (B,)
         alive = np.ones(batch_size, dtype=bool)  # (B,) no EOS yet

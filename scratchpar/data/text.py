@@ -26,9 +26,10 @@ class Characters:
         self._index = {c: i + 1 for i, c in enumerate(chars)}
 
     def encode(self, text: str) -> np.ndarray:
-        """The int64 ids of ``text``; a character outside the vocabulary is a DataError."""
+        """The int32 ids of ``text`` (a code point fits 21 bits); a character outside the
+        vocabulary is a DataError."""
         try:
-            return np.fromiter((self._index[c] for c in text), dtype=np.int64, count=len(text))
+            return np.fromiter((self._index[c] for c in text), dtype=np.int32, count=len(text))
         except KeyError as err:
             raise DataError(f"character {err.args[0]!r} is not in the vocabulary") from None
 
@@ -48,7 +49,7 @@ class Characters:
 
 
 class CharText(Characters):
-    """Random windows of ``seq_len + 1`` characters from one text file, as int64 ids.
+    """Random windows of ``seq_len + 1`` characters from one text file, as int32 ids.
 
     The vocabulary is the sorted set of characters in the file; this dataset never produces
     ``PAD`` (every window is full). ``batch(step, b)`` is a pure function of ``(seed, step)``.
@@ -76,7 +77,7 @@ class CharText(Characters):
         self.data = self.encode(text)  # (N,)
 
     def batch(self, step: int, batch_size: int) -> np.ndarray:
-        """Batch ``step``: int64 ``(batch_size, seq_len + 1)``, windows at uniform offsets."""
+        """Batch ``step``: int32 ``(batch_size, seq_len + 1)``, windows at uniform offsets."""
         step, batch_size = check_step(step, batch_size)
         n_offsets = len(self.data) - self.seq_len  # windows of seq_len + 1 that fit
         start = rng(self.seed, _BATCH_STREAM, step).integers(0, n_offsets, size=batch_size)  # (B,)

@@ -170,8 +170,8 @@ def dense_source(cfg) -> Source:
         size = file_size(d.path)
         v = _text_vocab(d.path, size)
         # reading holds the bytes and a str of ≤ 4 bytes per character, then the str and the
-        # int64 ids, which stay; a character's index and set entries
-        return Source(v, 12 * size + 256 * v, 8 * size + 256 * v, batches)
+        # int32 ids, which stay; a character's index and set entries
+        return Source(v, 8 * size + 256 * v, 4 * size + 256 * v, batches)
     v = d.vocab_size
     contexts = _power(v, d.order)
     table = F64 * contexts * v

@@ -43,7 +43,7 @@ def true_log_prob(lang, batch):
 def check_sentences(lang, batch):
     """Every row is BOS w1 … wk EOS PAD … PAD, or BOS w1 … w_T when truncated."""
     V, T = lang.vocab_size, lang.seq_len
-    assert batch.dtype == np.int64
+    assert batch.dtype == np.int32
     assert batch.shape[1] == T + 1
     assert np.all(batch[:, 0] == BOS)
     assert np.all(batch[:, 1:] != BOS)

@@ -23,7 +23,7 @@ def test_vocabulary_is_the_sorted_characters_after_pad(corpus):
     assert data.vocab_size == len(set(TEXT)) + 1
     assert data.entropy_floor() is None
     ids = data.encode("abc")
-    assert ids.dtype == np.int64
+    assert ids.dtype == np.int32
     np.testing.assert_array_equal(ids, [data.chars.index(c) + 1 for c in "abc"])
     assert data.encode(TEXT).min() == 1
     assert data.encode(TEXT).max() == data.vocab_size - 1
@@ -46,7 +46,7 @@ def test_batches_are_windows_of_the_file(tmp_path_factory, seq_len, step, batch_
     path.write_text(TEXT, encoding="utf-8")
     data = CharText(path, seq_len=seq_len, seed=5)
     batch = data.batch(step, batch_size)
-    assert batch.dtype == np.int64
+    assert batch.dtype == np.int32
     assert batch.shape == (batch_size, seq_len + 1)
     assert np.all(batch != CharText.PAD)
     for row in batch:
