@@ -141,7 +141,9 @@ def mlp(cfg, s: int, rows: int) -> Model:
     widest, k = max(sizes[1:]), d.n_classes
     cast = F64 * d.n_features * (s == 8)  # float32 inputs meet float64 weights: NumPy casts them
     per_row = 2 * k * s + 25 + cast + 3 * widest * s  # logits, softmax, labels; the widest three
-    step = rows * (per_row + sum(hidden) * (2 * s + 1)) + (2 * len(pairs) + 4) * NODE_BYTES
+    # each hidden layer keeps what backward reads: its ReLU's mask (a byte) and output, the
+    # next layer's input
+    step = rows * (per_row + sum(hidden) * (s + 1)) + (2 * len(pairs) + 4) * NODE_BYTES
     evaluation = cfg.train.batch_size * (per_row + widest)  # a ReLU's mask beside three arrays
     shape = Shape(sum(layers), s, moments(cfg), largest, 2 * len(pairs), len(pairs), layers[-1],
                   sum(layers[-3:]), boundary=max(sizes[1:]) * s)
