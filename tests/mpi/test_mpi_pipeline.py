@@ -22,13 +22,11 @@ def pp_sizes(size):
 
 
 def shape(schedule: str, pp: int, m: int, v: int) -> tuple[int, int]:
-    """(m, v) that ``schedule`` accepts: naive runs one micro-batch, interleaved a multiple of
-    pp over v ≥ 2 chunks, the others any m on one chunk."""
+    """(m, v) that ``schedule`` accepts: naive runs one micro-batch, interleaved any m over
+    v ≥ 2 chunks, the others any m on one chunk."""
     if schedule == "naive":
         return 1, 1
-    if schedule == "interleaved":
-        return pp * (1 + m % 2), v
-    return m, 1
+    return m, (v if schedule == "interleaved" else 1)
 
 
 def pp_one(comm) -> bool:

@@ -33,8 +33,6 @@ def test_every_pipeline_problem_is_listed_at_once():
         "--pp 8 does not divide the world of 4 ranks into replicas of the pipeline; launch a "
         "multiple of 8 ranks",
         "--pp-schedule interleaved needs --virtual 2 or more model chunks per rank (got 1)",
-        "--pp-schedule interleaved needs --microbatches a multiple of --pp (got 6 micro-batches "
-        "for --pp 8)",
         "--pp 8 × --virtual 1 = 8 stages, but model lstm lists only 3 layers to split"]
 
 
@@ -67,11 +65,7 @@ def test_pipeline_flags_without_the_pipeline_strategy_are_refused():
     ("gpipe", 0, 4, 1, ["--pp must be at least 1 (got 0)"]),
     ("1f1b", 2, 0, 1, ["--microbatches must be at least 1 (got 0)"]),
     ("naive", 2, 4, 1, ["--pp-schedule naive runs one micro-batch: --microbatches must be 1"]),
-    ("interleaved", 4, 6, 1, ["--pp-schedule interleaved needs --virtual 2 or more",
-                              "--microbatches a multiple of --pp (got 6 micro-batches for "
-                              "--pp 4)"]),
-    ("interleaved", 3, 2, 2, ["--microbatches a multiple of --pp (got 2 micro-batches for "
-                              "--pp 3)"]),
+    ("interleaved", 4, 6, 1, ["--pp-schedule interleaved needs --virtual 2 or more"]),
     ("1f1b", 4, 8, 2, ["--virtual 2 applies only to --pp-schedule interleaved"]),
     ("pipedream", -1, -1, 3, ["--pp must be", "--microbatches must be", "--virtual 3"]),
     ("zigzag", 4, 8, 1, ["--pp-schedule 'zigzag' is not a schedule; choose one of naive"]),

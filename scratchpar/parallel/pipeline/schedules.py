@@ -68,28 +68,38 @@ def pipedream(p: int, m: int) -> Schedule:
     return lower(orders, p)
 
 
+def rounds(p: int, m: int) -> list[int]:
+    """Interleaving's rounds of micro-batches: as many as m holds groups of p, max(1, ⌊m/p⌋),
+    their sizes as even as can be and the larger first (each at least p when m ≥ p). PyTorch's
+    ``ScheduleInterleaved1F1B`` takes the same number of rounds but refuses m that they do not
+    divide; a round larger by one is the only change here."""
+    n = max(1, m // p)
+    return [m // n + (i < m % n) for i in range(n)]
+
+
 def interleaved(p: int, m: int, v: int, forward: float = 1.0, backward: float = 2.0) -> Schedule:
     """Megatron's interleaved 1F1B (Narayanan et al. 2021, §2.2): v chunks per rank, chunk c of
-    rank r is virtual stage c·p + r. Micro-batches go in groups of p, each group through chunk
-    0, then chunk 1, …, and backwards through the chunks in reverse. Rank r warms up with
-    2(p − r − 1) + (v − 1)·p forwards (Megatron-LM, schedules.py), then alternates. The
-    messages are placed for these costs. Timed as the runtime sends them, the bubble is then
-    exactly (p − 1)/(v·m + p − 1)."""
+    rank r is virtual stage c·p + r. Micro-batches go in rounds (:func:`rounds`; p each when p
+    divides m), each round through chunk 0, then chunk 1, …, and backwards through the chunks
+    in reverse. Rank r warms up with 2(p − r − 1) + (v − 1)·g forwards, g the first round's size
+    (Megatron-LM, schedules.py), then alternates; since no later round is larger, every
+    backward's forwards are done by then. The messages are placed for these costs. Timed as the
+    runtime sends them, the bubble is then exactly (p − 1)/(v·m + p − 1) when p divides m."""
     ensure("interleaved", p, m, v)
+    sizes = rounds(p, m)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    forwards = [F(start + j, c) for start, g in zip(starts, sizes)
+                for c in range(v) for j in range(g)]
+    backwards = [B(start + j, c) for start, g in zip(starts, sizes)
+                 for c in reversed(range(v)) for j in range(g)]
     total = m * v
-
-    def virtual(k: int, kind: str) -> Action:
-        group, j = divmod(k, p * v)
-        chunk = j // p if kind == "F" else v - 1 - j // p
-        return Action(kind, group * p + j % p, chunk)
-
     orders = {}
     for r in range(p):
-        warm = min(2 * (p - r - 1) + (v - 1) * p, total)
-        order = [virtual(k, "F") for k in range(warm)]
+        warm = min(2 * (p - r - 1) + (v - 1) * sizes[0], total)
+        order = forwards[:warm]
         for k in range(total - warm):
-            order += [virtual(warm + k, "F"), virtual(k, "B")]
-        orders[r] = order + [virtual(k, "B") for k in range(total - warm, total)] + [STEP]
+            order += [forwards[warm + k], backwards[k]]
+        orders[r] = order + backwards[total - warm:] + [STEP]
     return lower(orders, p, forward, backward)
 
 
@@ -198,7 +208,6 @@ WORDS = {
     "one micro-batch": "naive runs one micro-batch: m must be 1 (got {m}); use gpipe or 1f1b "
                        "for more",
     "chunks": "interleaved needs v = 2 or more model chunks per rank (got {v})",
-    "groups": "interleaved needs m a multiple of p (got {m} micro-batches for p = {p})",
     "one chunk": "v = {v} applies only to interleaved; {name} needs v = 1",
 }
 
@@ -211,7 +220,6 @@ def unmet(name: str, p: int, m: int, v: int = 1) -> list[Unmet]:
         ("stages", p < 1), ("micro-batches", m < 1),
         ("one micro-batch", name == "naive" and m != 1),
         ("chunks", name == "interleaved" and v < 2),
-        ("groups", name == "interleaved" and p >= 1 and m >= 1 and m % p != 0),
         ("one chunk", name != "interleaved" and v != 1)) if broken]
     return [Unmet(rule, name, p, m, v) for rule in rules]
 

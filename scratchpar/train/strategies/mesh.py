@@ -217,8 +217,6 @@ FLAG_WORDS = {  # each unmet requirement of a schedule, in the command line's wo
                        "(got {m}); use gpipe or 1f1b for more",
     "chunks": "--pp-schedule interleaved needs --virtual 2 or more model chunks per rank "
               "(got {v})",
-    "groups": "--pp-schedule interleaved needs --microbatches a multiple of --pp (got {m} "
-              "micro-batches for --pp {p})",
     "one chunk": "--virtual {v} applies only to --pp-schedule interleaved; {name} needs "
                  "--virtual 1",
 }
