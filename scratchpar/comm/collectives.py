@@ -68,11 +68,13 @@ def auto_all_reduce(nbytes: int, p: int) -> str:
     """Recursive doubling up to the measured crossover, the ring above it.
 
     ``python -m scratchpar.bench collectives`` on the 2-core development machine: recursive
-    doubling beats the ring up to 1 MiB at p = 2 and 4, but only up to 256 KiB at p = 3, where
-    folding the odd rank in costs two more whole-buffer steps (docs/collectives.md).
+    doubling beats the ring up to 1 MiB at p = 2, where both send N bytes a rank and doubling
+    starts one message instead of two; at p = 4 up to 128 KiB, the two even at 256 KiB and the
+    ring 1.5× faster at 1 MiB; at p = 3 up to 256 KiB, where folding the odd rank in costs two
+    more whole-buffer steps. The α-β model puts p = 8's crossover within 10% of p = 4's
+    (docs/collectives.md, "Latency against bandwidth").
     """
-    power_of_two = p & (p - 1) == 0
-    return "recursive_doubling" if nbytes <= (1 << 20 if power_of_two else 256 << 10) else "ring"
+    return "recursive_doubling" if nbytes <= (1 << 20 if p == 2 else 256 << 10) else "ring"
 
 
 def reduce_scatter(comm, x, op: str = "sum", algorithm: str = "auto"):
