@@ -130,6 +130,23 @@ class Communicator(NativeCollectives):
         """Send to ``dest`` and receive from ``source`` at once (safe in a ring: no deadlock)."""
         self.wait_all([self.irecv(recvbuf, source, tag), self.isend(sendbuf, dest, tag)])
 
+    def exchange(self, sendbuf: np.ndarray, recvbuf: np.ndarray, peer: int) -> None:
+        """Inside an operation (:meth:`enter`), swap two contiguous host arrays with ``peer``:
+        both posted at once on the operation's channel and polled for up to ``QUICK_S``, as a
+        plain message is (:meth:`_blocking`); only a longer wait goes through :meth:`wait_all`
+        and its records. A step of recursive doubling, the collectives' small-buffer path."""
+        op, channel = self._op, self._coll
+        tag = self.tag(op.seq)
+        mpi = [channel.Irecv([recvbuf, mpi_type(recvbuf.dtype)], peer, tag),
+               channel.Isend([sendbuf, mpi_type(sendbuf.dtype)], peer, tag)]
+        try:
+            if self._spin(lambda: MPI.Request.Testall(mpi)):
+                return
+        except MPI.Exception:
+            pass  # wait_all names the failed message
+        self.wait_all([Request(r, (op.op, op.seq, kind, buf.shape, buf.dtype, peer))
+                       for r, kind, buf in zip(mpi, ("recv", "send"), (recvbuf, sendbuf))])
+
     # -- waiting --------------------------------------------------------------------------------
     def wait(self, request: Request) -> None:
         self.wait_all([request])
