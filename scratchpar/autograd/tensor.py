@@ -205,7 +205,6 @@ class Tensor:
         self.grad = g if self.grad is None else self.grad + g
 
 
-
 def _run(node: Context, g, needs: tuple[bool, ...]) -> tuple:
     """The gradients of ``node``'s inputs that ``needs`` marks (its own, or a part of them),
     from its output's ``g``."""

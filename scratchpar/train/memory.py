@@ -64,7 +64,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     family = REGISTRY[t.strategy]
     model = network(cfg, s, source.vocab, 1)  # its shape and initialization
     rows = eval_rows(cfg, world_size)  # rank 0 scores a held-out batch this many rows at once
-    scored = replace(cfg, train=replace(t, batch_size=min(rows, t.batch_size)))
+    scored = replace(cfg, train=replace(t, batch_size=rows))
     evaluation = network(scored, s, source.vocab, 1).evaluation
     shape, p = model.shape, model.shape.bytes
     held = family.describe(cfg, shape, world_size)  # the strategy's own figures

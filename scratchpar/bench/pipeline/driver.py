@@ -49,7 +49,7 @@ def summarize(runs: list[dict], calib: dict) -> list[dict]:
     for run in runs:
         p, m, v = run["p"], run["m"], run["v"]
         ideal = simulate(schedule_for(run["schedule"], p, m, v, f, b, w), f, b, w)
-        idle = statistics.median(x * w for x, w in zip(run["bubbles"], run["windows_s"]))
+        idle = statistics.median(x * span for x, span in zip(run["bubbles"], run["windows_s"]))
         # GPipe (Huang et al. 2019, §2.3): (p−1)/(m+p−1), 1F1B's alike (Narayanan et al. 2021,
         # §2.1); interleaved (Narayanan et al. 2021, §2.2): (p−1)/(v·m+p−1)
         run.update(bubble=statistics.median(run["bubbles"]), idle_s=idle,
@@ -212,8 +212,7 @@ def measure(args) -> dict:
     figures = draw_figures(args.figures, draw, bubbles, runs, calib, without="; traces only")
     return {"sizes": sizes, "calibration": calib, "gpt": cfg, "bubbles": bubbles,
             "interleaved": inter, "zero_bubble": zero, "memory": memory, "schedules": compared,
-            "real": real,
-            "real_memory": memory_real, "figures": figures,
+            "real": real, "real_memory": memory_real, "figures": figures,
             "targets": {k: {"met": sum(v), "of": len(v)} for k, v in targets.items()}}
 
 

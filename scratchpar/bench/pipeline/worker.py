@@ -166,10 +166,10 @@ def sleep_runs(comm, cfg: dict) -> list:
 def real_runs(comm, cfg: dict) -> dict:
     """Seconds per step (slowest rank, median) of the GPT on one device (rank 0 alone, on the
     whole batch and on m accumulated micro-batches), data parallel over the ranks, and
-    pipelined over them: naive (m = 1), GPipe, 1F1B and ZB-H1 (m); each contender on its own copy of
-    the model, all taking turns; then what each pipeline's ranks hold at the last step's peak.
-    The other ranks sleep through the one-device steps; the accumulated one's time is the
-    slowest rank's, which includes a waiter's wake-up (≤ 0.2 ms)."""
+    pipelined over them: naive (m = 1), GPipe, 1F1B and ZB-H1 (m); each contender on its own
+    copy of the model, all taking turns; then what each pipeline's ranks hold at the last
+    step's peak. The other ranks sleep through the one-device steps; the accumulated one's time
+    is the slowest rank's, which includes a waiter's wake-up (≤ 0.2 ms)."""
     batch = backend.to_device(gpt_batch(cfg, cfg["batch"]))
     one, micro, data = gpt_task(cfg), gpt_task(cfg), gpt_task(cfg)
     contenders = {

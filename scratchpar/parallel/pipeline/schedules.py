@@ -84,7 +84,8 @@ def interleaved(p: int, m: int, v: int, forward: float = 1.0, backward: float = 
     in reverse. Rank r warms up with 2(p − r − 1) + (v − 1)·g forwards, g the first round's size
     (Megatron-LM, schedules.py), then alternates; since no later round is larger, every
     backward's forwards are done by then. The messages are placed for these costs. Timed as the
-    runtime sends them, the bubble is then exactly (p − 1)/(v·m + p − 1) when p divides m."""
+    runtime sends them, the bubble is then exactly (p − 1)/(v·m + p − 1) for any m ≥ p; with
+    m < p a round returns to chunk 0 before the last rank is done with it."""
     ensure("interleaved", p, m, v)
     sizes = rounds(p, m)
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
