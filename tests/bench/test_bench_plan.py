@@ -2,6 +2,7 @@
 the errors summed up right, and Kendall's τ by hand."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,9 +11,11 @@ from bench_helpers import run_quick
 from scratchpar.bench.plan.driver import (
     QUICK_RUN,
     QUICK_TIMING,
+    draw,
     kendall_tau,
     real_ranks,
     summary,
+    verdicts,
     with_errors,
     world,
 )
@@ -67,6 +70,19 @@ def test_the_summary_takes_medians_and_the_worst_of_the_absolute_errors():
     assert found["step median"] == pytest.approx((0.1 + 0.25) / 2)
     assert found["step worst"] == pytest.approx(0.5)
     assert found["memory median"] == pytest.approx(0.04)
+
+
+def test_stand_ins_alone_leave_memory_unjudged_and_still_draw(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = with_errors([{"ranks": n, "strategy": "dp", "predicted_s": p, "measured_s": 1.0,
+                         "predicted_bytes": 100} for n, p in ((4, 0.8), (8, 0.7), (8, 0.9))])
+    found = summary(rows)
+    assert math.isnan(found["memory median"])
+    judged = {v["target"]: v["verdict"] for v in verdicts(found, "cuda")}
+    assert judged["memory median ≤ 0.05"] == "n/a (not measured)"
+    assert judged["step worst ≤ 0.25"] == "MISS"
+    (png,) = draw(str(tmp_path), rows)
+    assert Path(png).read_bytes().startswith(PNG)
 
 
 def test_kendall_tau_by_hand():

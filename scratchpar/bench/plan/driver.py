@@ -13,6 +13,7 @@ measured order.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from pathlib import Path
@@ -96,8 +97,10 @@ def verdicts(found: dict, device: str) -> list[dict]:
     rows = []
     for key, bound in TARGETS.items():
         ok = found[key] >= bound if key == "tau" else found[key] <= bound
+        verdict = "n/a (not measured)" if math.isnan(found[key]) else judged(
+            device, "PASS" if ok else "MISS")
         rows.append({"target": f"{key} {'≥' if key == 'tau' else '≤'} {bound:g}",
-                     "measured": found[key], "verdict": judged(device, "PASS" if ok else "MISS")})
+                     "measured": found[key], "verdict": verdict})
     return rows
 
 

@@ -8,7 +8,7 @@ from ..harness import finish
 FAMILIES = {"dp": "#4c72b0", "dp-naive": "#4c72b0", "local-sgd": "#8172b3", "zero": "#55a868",
             "pipeline": "#dd8452", "hybrid": "#c44e52", "ps": "#937860", "hogwild": "#da8bc3",
             "easgd": "#8c8c8c"}
-MARKERS = {1: "o", 2: "s", 3: "^", 4: "D"}
+MARKERS = "os^DvPX*"  # one a world size, in the order they come
 
 
 def plot_validation(rows: list[dict], out_path: str) -> str:
@@ -16,12 +16,18 @@ def plot_validation(rows: list[dict], out_path: str) -> str:
     family and marker by world size (the memory of real compute only), with y = x and the
     ±25% band of the step's target."""
     fig, axes = pyplot().subplots(1, 2, figsize=(12, 5.4))
+    worlds = sorted({r["ranks"] for r in rows})
     for ax, (unit, key) in zip(axes, (("ms", "ms"), ("MiB", "mib"))):
         shown = [r for r in rows if r[f"measured_{key}"] is not None]  # a stand-in's memory
+        if not shown:
+            ax.text(0.5, 0.5, f"no layout's {'step' if key == 'ms' else 'memory'} measured",
+                    ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+            continue
         xs = [r[f"measured_{key}"] for r in shown]
         ys = [r[f"predicted_{key}"] for r in shown]
         for family, color in FAMILIES.items():
-            for n, marker in MARKERS.items():
+            for n, marker in zip(worlds, MARKERS):
                 mine = [(x, y) for x, y, r in zip(xs, ys, shown)
                         if r["strategy"] == family and r["ranks"] == n]
                 if mine:
