@@ -28,3 +28,22 @@ def check_positive(name: str, value) -> float:
 def check_step(step, batch_size) -> tuple[int, int]:
     """A data position is a step ``>= 0``; a batch has at least one row."""
     return check_int("step", step, 0), check_int("batch_size", batch_size, 1)
+
+
+def check_rows(rows, batch_size: int) -> tuple[int, int]:
+    """``rows``, ``(start, stop)`` of a batch of ``batch_size`` rows (``None``: all of them),
+    checked: ``0 <= start <= stop <= batch_size``."""
+    if rows is None:
+        return 0, batch_size
+    start, stop = (check_int("rows' start", rows[0], 0), check_int("rows' stop", rows[1], 0))
+    if not start <= stop <= batch_size:
+        raise ValueError(f"rows {start}..{stop} are not within a batch of {batch_size} rows")
+    return start, stop
+
+
+def cut(arrays: tuple, start: int, stop: int, batch_size: int) -> tuple:
+    """Rows ``start … stop`` of a batch drawn whole: copies, so that the whole batch is
+    freed (a source whose rows cannot be drawn alone)."""
+    if (start, stop) == (0, batch_size):
+        return arrays
+    return tuple(a[start:stop].copy() for a in arrays)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from scratchpar.backend import rng
-from scratchpar.data.checks import check_int, check_step
+from scratchpar.data.checks import check_int, check_rows, check_step, cut
 
 TEACHER_WIDTH = 64
 CALIBRATION_SIZE = 4096
@@ -51,19 +51,22 @@ class SyntheticClassification:
         """The teacher's noiseless labels of ``x`` ``(b, n_features)``: int64 ``(b,)``."""
         return np.argmax(self._logits(x), axis=1).astype(np.int64)  # (b,)
 
-    def batch(self, step: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    def batch(self, step: int, batch_size: int, rows=None) -> tuple[np.ndarray, np.ndarray]:
         """Batch ``step``: ``x`` float32 ``(b, n_features)`` and ``y`` int64 ``(b,)``.
 
         Inputs and label noise are drawn from one generator seeded by ``(seed, step)``, so any
-        batch can be regenerated without state.
+        batch can be regenerated without state. ``rows = (start, stop)`` cuts those rows from
+        the whole: a normal draw takes a varying count of the generator's outputs (ziggurat),
+        so where a row's draws begin is not known without drawing the rows before it.
         """
         step, batch_size = check_step(step, batch_size)
+        first, stop = check_rows(rows, batch_size)
         g = rng(self.seed, _BATCH_STREAM, step)
         x = g.standard_normal((batch_size, self.n_features), dtype=np.float32)  # (B, D)
         flip = g.random(batch_size) < self.noise  # (B,)
         random_class = g.integers(0, self.n_classes, size=batch_size)  # (B,)
         y = np.where(flip, random_class, self.label(x)).astype(np.int64)  # (B,)
-        return x, y
+        return cut((x, y), first, stop, batch_size)
 
     def entropy_floor(self) -> float:
         """The exact Bayes cross-entropy in nats per example.

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from scratchpar.backend import rng
-from scratchpar.data.checks import check_int, check_step
+from scratchpar.data.checks import check_int, check_rows, check_step, cut
 
 _FACTOR_STREAM = 1
 _BATCH_STREAM = 2
@@ -40,14 +40,18 @@ class LowRankRatings:
         self.users = g.normal(0.0, scale, size=(self.n_users, self.rank))  # (U, r) U*
         self.items = g.normal(0.0, scale, size=(self.n_items, self.rank))  # (I, r) V*
 
-    def batch(self, step: int, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Batch ``step``: ``user`` and ``item`` int64 ``(b,)``, ``rating`` float32 ``(b,)``."""
+    def batch(self, step: int, batch_size: int,
+              rows=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Batch ``step``: ``user`` and ``item`` int64 ``(b,)``, ``rating`` float32 ``(b,)``;
+        ``rows = (start, stop)`` cuts those rows from the whole batch."""
         step, batch_size = check_step(step, batch_size)
+        first, stop = check_rows(rows, batch_size)
         g = rng(self.seed, _BATCH_STREAM, step)
         user = g.integers(0, self.n_users, size=batch_size)  # (B,)
         item = g.integers(0, self.n_items, size=batch_size)  # (B,)
         noise = self.noise * g.standard_normal(batch_size)  # (B,)
-        return user, item, (self.mean(user, item) + noise).astype(np.float32)
+        rating = (self.mean(user, item) + noise).astype(np.float32)  # (B,)
+        return cut((user, item, rating), first, stop, batch_size)
 
     def mean(self, user: np.ndarray, item: np.ndarray) -> np.ndarray:
         """The noiseless ratings ``U*[user]·V*[item]``, float64 ``(b,)``: E[rating | u, i]."""

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from scratchpar.backend import rng
-from scratchpar.data.checks import check_int, check_step
+from scratchpar.data.checks import check_int, check_rows, check_step, cut
 
 EXPONENT = 1.0  # Zipf's law: feature j is drawn with probability ∝ (j + 1)^−EXPONENT
 WEIGHT_SCALE = 3.0  # w*_j ~ N(0, 3²): a unit-norm sample's logit x·w* has standard deviation 3
@@ -57,14 +57,17 @@ class SparseLogistic:
         self._floor = None
         self.floor_stderr = None  # the floor estimate's standard error, once it is computed
 
-    def batch(self, step: int, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def batch(self, step: int, batch_size: int,
+              rows=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Batch ``step``: ``idx`` int64 ``(b, nnz)``, ``val`` float32 ``(b, nnz)``, ``y`` int64
-        ``(b,)``, all drawn from one generator seeded by ``(seed, step)``."""
+        ``(b,)``, all drawn from one generator seeded by ``(seed, step)``; ``rows = (start,
+        stop)`` cuts those rows from the whole (the features' draws are rejection-sampled)."""
         step, batch_size = check_step(step, batch_size)
+        first, stop = check_rows(rows, batch_size)
         g = rng(self.seed, _BATCH_STREAM, step)
         idx, val = self._features(g, batch_size)  # (B, nnz), (B, nnz)
         y = (g.random(batch_size) < self.probability(idx, val)).astype(np.int64)  # (B,)
-        return idx, val, y
+        return cut((idx, val, y), first, stop, batch_size)
 
     def logit(self, idx: np.ndarray, val: np.ndarray) -> np.ndarray:
         """The true model's logits ``x·w* + b*`` (float64 ``(b,)``) of samples ``(idx, val)``."""

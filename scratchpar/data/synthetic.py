@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from scratchpar.backend import rng
-from scratchpar.data.checks import check_int, check_positive, check_step
+from scratchpar.data.checks import check_int, check_positive, check_rows, check_step
 from scratchpar.data.errors import DataError
 
 MAX_TABLE_ENTRIES = 2**22
@@ -70,22 +70,28 @@ class SyntheticLanguage:
         table[:, 3:] = (1.0 - self.eos_prob) * words
         return table.reshape((V,) * (self.order + 1))
 
-    def batch(self, step: int, batch_size: int) -> np.ndarray:
+    def batch(self, step: int, batch_size: int, rows=None) -> np.ndarray:
         """Batch ``step``: int32 ``(batch_size, seq_len + 1)``, one sentence per row (ids fit
-        32 bits, half the bytes of NumPy's default integers).
+        32 bits, half the bytes of NumPy's default integers); with ``rows = (start, stop)``,
+        those rows of it alone, drawn at their cost.
 
         All rows are sampled together, position by position, by inverse CDF: the next token is
         the number of cumulative probabilities ``<= u`` for one uniform ``u`` per row and position.
+        Each ``u`` takes one 64-bit output of the step's generator, row after row, so row
+        ``start`` begins ``start · seq_len`` outputs in (PCG64's ``advance``, O(log n)).
         """
         step, batch_size = check_step(step, batch_size)
+        start, stop = check_rows(rows, batch_size)
         V, T = self.vocab_size, self.seq_len
-        u = rng(self.seed, _BATCH_STREAM, step).random((batch_size, T))  # (B, T)
-        out = np.zeros((batch_size, T + 1), dtype=np.int32)  # (B, T+1)
+        g = rng(self.seed, _BATCH_STREAM, step)
+        g.bit_generator.advance(start * T)
+        u = g.random((stop - start, T))  # (b, T)
+        out = np.zeros((stop - start, T + 1), dtype=np.int32)  # (b, T+1)
         out[:, 0] = self.BOS
-        context = np.full(batch_size, self._start, dtype=np.int64)  # (B,)
-        alive = np.ones(batch_size, dtype=bool)  # (B,) no EOS yet
+        context = np.full(stop - start, self._start, dtype=np.int64)  # (b,)
+        alive = np.ones(stop - start, dtype=bool)  # (b,) no EOS yet
         for t in range(T):
-            token = (self._cdf[context] <= u[:, t, None]).sum(axis=1)  # (B,)
+            token = (self._cdf[context] <= u[:, t, None]).sum(axis=1)  # (b,)
             token[~alive] = self.PAD
             out[:, t + 1] = token
             alive &= token != self.EOS

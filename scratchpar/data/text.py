@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from scratchpar.backend import rng
-from scratchpar.data.checks import check_int, check_step
+from scratchpar.data.checks import check_int, check_rows, check_step
 from scratchpar.data.errors import DataError
 
 _BATCH_STREAM = 2
@@ -76,12 +76,15 @@ class CharText(Characters):
                             f"vocabulary of {len(self.chars)}: {''.join(unseen[:20])!r}")
         self.data = self.encode(text)  # (N,)
 
-    def batch(self, step: int, batch_size: int) -> np.ndarray:
-        """Batch ``step``: int32 ``(batch_size, seq_len + 1)``, windows at uniform offsets."""
+    def batch(self, step: int, batch_size: int, rows=None) -> np.ndarray:
+        """Batch ``step``: int32 ``(batch_size, seq_len + 1)``, windows at uniform offsets;
+        with ``rows = (start, stop)``, those rows alone (every offset is drawn, B integers,
+        and only those windows are cut)."""
         step, batch_size = check_step(step, batch_size)
+        first, stop = check_rows(rows, batch_size)
         n_offsets = len(self.data) - self.seq_len  # windows of seq_len + 1 that fit
         start = rng(self.seed, _BATCH_STREAM, step).integers(0, n_offsets, size=batch_size)  # (B,)
-        return self.data[start[:, None] + np.arange(self.seq_len + 1)]  # (B, T+1)
+        return self.data[start[first:stop, None] + np.arange(self.seq_len + 1)]  # (b, T+1)
 
 
 def _read_utf8(path: str) -> str:
