@@ -3,8 +3,11 @@ backward, per row of the batch (a sequence of T tokens, or a sample).
 
 A product of (M, K) by (K, N) is 2·M·K·N FLOP. Its backward computes the gradient of each
 operand that needs one, another 2·M·K·N each: twice the forward, but for a first layer, whose
-input (the data) needs none. Elementwise ops, norms and softmax are memory-bound, not counted
-here; the embedding's lookup is a gather, no product.
+input (the data) needs none. Of the backward, the weights' gradients are ``weight``: a product
+with a parameter gets its weight gradient from the same 2·M·K·N, which a zero-bubble schedule
+runs apart as W (Qi et al. 2023, §2); the products of two activations (QKᵀ, AV) have none.
+Elementwise ops, norms and softmax are memory-bound, not counted here; the embedding's lookup
+is a gather, no product.
 
 Per sequence of T tokens, a GPT block of width C with its 4C feed-forward does
 24·T·C² (Q, K, V and the projection 8·T·C², the feed-forward 16·T·C²) plus 4·T²·C for the
@@ -22,10 +25,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Work:
-    """FLOP per row of the batch: forward and backward."""
+    """FLOP per row of the batch: forward and backward, and of the backward the weights'
+    gradients."""
 
     forward: int
     backward: int
+    weight: int = 0
 
     @property
     def step(self) -> int:
@@ -39,9 +44,10 @@ def gpt(vocab: int, seq_len: int, d_model: int, n_layers: int) -> Work:
 def gpt_layers(vocab: int, seq_len: int, d_model: int, n_layers: int) -> list[Work]:
     """[embedding, block 0, …, block L−1, final norm and head], as ``nn.GPT`` lists them."""
     t, c = seq_len, d_model
-    block, head = 24 * t * c * c + 4 * t * t * c, 2 * t * c * vocab
+    weights, head = 24 * t * c * c, 2 * t * c * vocab
+    block = weights + 4 * t * t * c
     # the embedding feeds every product: all need gradients
-    return [Work(0, 0), *[Work(block, 2 * block)] * n_layers, Work(head, 2 * head)]
+    return [Work(0, 0), *[Work(block, 2 * block, weights)] * n_layers, Work(head, 2 * head, head)]
 
 
 def recurrent(vocab: int, seq_len: int, d_embed: int, d_hidden: int, n_layers: int,
@@ -56,9 +62,9 @@ def recurrent_layers(vocab: int, seq_len: int, d_embed: int, d_hidden: int, n_la
     found = [Work(0, 0)]
     for i in range(n_layers):
         forward = 2 * t * gates * h * ((d_embed if i == 0 else h) + h)
-        found.append(Work(forward, 2 * forward - 2 * gates * h * h))  # h₀ = 0: no gradient
+        found.append(Work(forward, 2 * forward - 2 * gates * h * h, forward))  # h₀: none
     head = 2 * t * h * vocab
-    return [*found, Work(head, 2 * head)]
+    return [*found, Work(head, 2 * head, head)]
 
 
 def mlp(sizes: list[int]) -> Work:
@@ -68,12 +74,13 @@ def mlp(sizes: list[int]) -> Work:
 def mlp_layers(sizes: list[int]) -> list[Work]:
     """[Linear+ReLU, …, Linear], as ``nn.MLP`` lists them."""
     products = [2 * a * b for a, b in zip(sizes, sizes[1:])]
-    return [Work(f, f if i == 0 else 2 * f)  # the data needs no gradient
+    return [Work(f, f if i == 0 else 2 * f, f)  # the data needs no gradient
             for i, f in enumerate(products)]
 
 
 def total(layers: list[Work]) -> Work:
-    return Work(sum(w.forward for w in layers), sum(w.backward for w in layers))
+    return Work(sum(w.forward for w in layers), sum(w.backward for w in layers),
+                sum(w.weight for w in layers))
 
 
 def of(cfg, vocab: int) -> Work:

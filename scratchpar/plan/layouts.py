@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..train.cli import load_config
 from ..train.option import ConfigError
 
-SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved", "bprio")
+SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved", "bprio", "zb-h1")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ holds and sends, ``parallel/description.py``) fed to the cost function of its ki
 - every rank runs the whole model on its rows (DP, naive DP, local SGD, ZeRO, synchronous
   EASGD): :func:`step.data_parallel`;
 - stages, and a hybrid's tensor-parallel shards of them: :func:`step.pipeline`, the schedule
-  simulated with each slot's compute, 1/(p·t) of the model's on a micro-batch;
+  simulated with each slot's compute, 1/(p·t) of the model's on a micro-batch (a zero-bubble
+  schedule's W the weights' gradients' share of the backward, ``stages.weight_share``);
 - a parameter server, EASGD's master, Hogwild's shared θ: ``served.py``.
 
 ``compute(rows)`` gives (forward, backward) seconds of the whole model on ``rows`` rows: from
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from ..parallel.pipeline import schedules
 from ..train.memory import network, source_of
 from ..train.strategies import REGISTRY
-from . import served, step
+from . import served, stages, step
 
 Compute = Callable[[int], tuple[float, float]]
 Shares = Callable[[int, int], list[tuple[float, float]]]  # (rows, P) → each stage's share
@@ -102,5 +103,6 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
     link = profile.link(same_node="pp" not in across)
     message = link.seconds(boundary[0].nbytes) if boundary else 0.0
     schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual)
+    weight = stages.weight_share(cfg, source_of(cfg).vocab) if t.pp_schedule == "zb-h1" else 0.0
     return step.pipeline(described, schedule, [(forward * f, backward * b) for f, b in split],
-                         message, ranks, profile, across)
+                         message, ranks, profile, across, weight)

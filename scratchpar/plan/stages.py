@@ -45,3 +45,10 @@ def flop_shares(cfg, vocab: int):
                 for cut in partition(weights, stages)]
 
     return shares
+
+
+def weight_share(cfg, vocab: int) -> float:
+    """The weights' gradients' share of the backward's FLOP: what a zero-bubble schedule's W
+    takes out of B (Qi et al. 2023, §2), on every stage alike."""
+    whole = flops.total(flops.layers(cfg, vocab))
+    return whole.weight / whole.backward

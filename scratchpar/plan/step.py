@@ -75,7 +75,8 @@ def even(compute: tuple[float, float], p: int, v: int) -> list[tuple[float, floa
 
 
 def pipeline(description, schedule, stages: list[tuple[float, float]], message_s: float,
-             ranks: dict, profile, across_nodes: frozenset[str] = frozenset()) -> Prediction:
+             ranks: dict, profile, across_nodes: frozenset[str] = frozenset(),
+             weight: float = 0.0) -> Prediction:
     """The step of a pipeline: ``schedule`` (stage → actions) timed as the runtime runs it
     (``simulator.execute_eager``), each F and B of chunk c on rank r costing virtual stage
     k = c·p + r's seconds in ``stages`` (forward, backward of one micro-batch), followed by its
@@ -83,6 +84,7 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
     loss's, exposed after the flush (the pipeline's description, ``ranks`` its axes' sizes),
     and the stage's update. Its idle time is the busiest rank's wait: the bubble, (p−1)/(m+p−1)
     of the makespan with uniform stages (Huang et al. 2019, §2.3), more where stages differ.
+    Where the schedule splits backward, its W takes the share ``weight`` of it and B the rest.
 
     A hybrid's tensor-parallel collectives (the ``tp`` axis) sit inside each slot: Megatron's
     all-reduces wait for the matmul before them and the next one waits for them (Shoeybi et
@@ -92,11 +94,15 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
     beside = {"F": inline.get("forward", 0.0) / (m * v) + message_s,
               "B": inline.get("backward", 0.0) / (m * v) + message_s}
 
+    split = weight if any(a.kind == "W" for acts in schedule.values() for a in acts) else 0.0
+
     def cost(r: int, action) -> float:
-        if action.kind not in beside:  # W of a split backward, STEP: priced apart
+        if action.kind not in ("F", "B", "W"):  # STEP priced apart, messages in F and B
             return 0.0
         forward, backward = stages[action.chunk * p + r]
-        return (forward if action.kind == "F" else backward) + beside[action.kind]
+        if action.kind == "W":
+            return split * backward
+        return (forward if action.kind == "F" else (1 - split) * backward) + beside[action.kind]
 
     check(schedule)
     makespan = max((s.end for row in execute_eager(schedule, cost).values() for s in row),

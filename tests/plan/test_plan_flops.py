@@ -6,17 +6,27 @@ import pytest
 from device_helpers import on_device
 
 from scratchpar import nn
+from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
 from scratchpar.autograd.ops_math import MatMul
 from scratchpar.autograd.ops_nn import Linear
+from scratchpar.autograd.ops_shape import Permute
+from scratchpar.autograd.tensor import Context
 from scratchpar.plan import flops
+
+
+def is_weight(parent) -> bool:
+    """Whether an operand is a parameter, seen through a transpose too (a tied head)."""
+    while isinstance(parent, Context) and parent.fn is Permute:
+        (parent,) = parent.parents
+    return isinstance(parent, Tensor)
 
 
 @pytest.fixture
 def counted(monkeypatch):
     """FLOP of every product the autograd runs: 2·(output elements)·K forward, and that again
-    for each operand whose gradient backward computes."""
-    total = {"forward": 0, "backward": 0}
+    for each operand whose gradient backward computes; of those, the parameters' apart."""
+    total = {"forward": 0, "backward": 0, "weight": 0}
     for fn in (MatMul, Linear):
         forward, backward = fn.forward, fn.backward
 
@@ -28,6 +38,8 @@ def counted(monkeypatch):
 
         def counting_backward(ctx, g, _backward=backward):
             total["backward"] += ctx.flop * sum(ctx.needs_input_grad[:2])
+            total["weight"] += ctx.flop * sum(needs and is_weight(parent) for needs, parent
+                                              in zip(ctx.needs_input_grad[:2], ctx.parents))
             return _backward(ctx, g)
 
         monkeypatch.setattr(fn, "forward", staticmethod(counting_forward))
@@ -40,7 +52,8 @@ def run(model, batch, rows: int, counted) -> flops.Work:
     loss = (nn.lm_loss(model, batch) if batch.dtype.kind == "i" else
             F.cross_entropy(model(batch), on_device(np.zeros(len(batch), dtype=np.int64))))
     loss.backward()
-    return flops.Work(counted["forward"] // rows, counted["backward"] // rows)
+    return flops.Work(counted["forward"] // rows, counted["backward"] // rows,
+                      counted["weight"] // rows)
 
 
 @pytest.mark.parametrize("tied", [False, True])

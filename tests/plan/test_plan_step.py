@@ -87,6 +87,20 @@ def test_a_pipeline_s_idle_time_is_the_bubble_of_its_schedule(p, m):
     assert set(got.communication_s) == {""}  # the loss's all-reduce; the sends are in the slots
 
 
+@pytest.mark.parametrize("p, m", [(4, 8), (2, 4), (4, 16)])
+def test_zero_bubble_s_w_fills_what_1f1b_leaves_idle(p, m):
+    """F 1, B 1 and W 1 (the weights' half of a backward of 2): 1F1B idles (p − 1)(F + B + W),
+    ZB-H1 (p − 1)(F + B − W) (Qi et al. 2023, §3.1), and both compute the same."""
+    described = Pipeline.describe(SHAPE, p, pp=p, m=m, rows=8 * m)
+    got = {name: pipeline(described, schedules.build(name, p, m), even((1.0, 2.0), p, 1), 0.0,
+                          {"pp": p, "world": p, "dp": 1}, FAST, weight=0.5)
+           for name in ("1f1b", "zb-h1")}
+    assert got["1f1b"].idle_s == pytest.approx((p - 1) * 3.0)
+    assert got["zb-h1"].idle_s == pytest.approx((p - 1) * 1.0)
+    assert (got["zb-h1"].forward_s, got["zb-h1"].backward_s) == \
+        (got["1f1b"].forward_s, got["1f1b"].backward_s)
+
+
 def test_a_pipeline_s_messages_lengthen_every_slot_and_replicas_reduce_after_the_flush():
     p, m = 2, 4
     described = Pipeline.describe(SHAPE, 2 * p, pp=p, m=m, rows=32)
