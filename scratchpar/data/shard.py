@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from scratchpar.comm.chunks import bounds
+
+
+@dataclass(frozen=True)
+class Part:
+    """Rows ``start … stop`` of a global batch of ``total`` rows, drawn alone (``batch``: an
+    array, or a tuple of arrays cut alike): what a rank that reads only its own rows is handed,
+    so that no rank draws the rows of the others."""
+
+    batch: object
+    start: int
+    stop: int
+    total: int
 
 
 def rows(batch) -> int:
@@ -14,10 +28,17 @@ def shard(batch, rank: int, size: int):
     """Rows ``bounds(len, size)[rank]`` of ``batch``: an array, or a tuple of arrays cut alike.
 
     Any batch size works: the first ``len % size`` ranks get one row more, and a rank gets 0 rows
-    when the batch has fewer rows than there are ranks.
+    when the batch has fewer rows than there are ranks. A :class:`Part` is already those rows:
+    its batch, once its rows are checked to be the ones asked for.
     """
     if not 0 <= rank < size:
         raise ValueError(f"rank {rank} is outside 0..{size - 1}")
+    if isinstance(batch, Part):
+        want = bounds(batch.total, size)[rank]
+        if (batch.start, batch.stop) != want:
+            raise ValueError(f"rank {rank} of {size} reads rows {want[0]}..{want[1]} of "
+                             f"{batch.total}, but holds {batch.start}..{batch.stop}")
+        return batch.batch
     arrays = batch if isinstance(batch, tuple) else (batch,)
     lengths = {len(a) for a in arrays}
     if len(lengths) != 1:

@@ -7,8 +7,9 @@ import contextlib
 from ..backend import get_array_module
 from ..comm import collectives
 from ..comm.buckets import Buckets
+from ..comm.chunks import bounds
 from ..comm.overlap import Overlap
-from ..data.shard import rows, shard
+from ..data.shard import Part, rows, shard
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
 from .description import TOTALS, Description, Message, bucketed, replicated
@@ -38,6 +39,7 @@ class DataParallelNaive(Strategy):
         for p in self.params:  # every replica starts from rank 0's parameters
             collectives.broadcast_(comm, p.data)
         self._pending = None  # (2,) [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
+        self._handed_part = False  # this step's batch was a Part: report its units
 
     @classmethod
     def describe(cls, shape, world: int) -> Description:
@@ -49,6 +51,10 @@ class DataParallelNaive(Strategy):
                            (Message("all-reduce", "dp", per, shape.count),
                             Message("all-reduce", "dp", TOTALS, 1)), chunk=shape.largest,
                            arrays=shape.stepped)
+
+    def rows(self, batch_size: int) -> tuple[int, int]:
+        """This rank's rows alone: the others' are never drawn here."""
+        return bounds(batch_size, self.comm.size)[self.comm.rank]
 
     def step(self, global_batch) -> dict:
         """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
@@ -77,6 +83,7 @@ class DataParallelNaive(Strategy):
         """This rank's summed loss Lᵣ (a Tensor) and unit count nᵣ."""
         if self._pending is None:
             self.optimizer.zero_grad()
+        self._handed_part = isinstance(global_batch, Part)
         batch = shard(global_batch, self.comm.rank, self.comm.size)
         units = self.count_fn(batch)
         if self.noise is not None:
@@ -90,6 +97,13 @@ class DataParallelNaive(Strategy):
                 self.noise.add(grad)
             p.grad = collectives.all_reduce_(self.comm, grad)
         return totals
+
+    def _count(self, metrics: dict, n) -> None:
+        """Handed only this rank's rows (:meth:`rows`), the step reports N, the units of every
+        rank's: the loop that drew them could not count the others' (read after the guard's
+        wait, so no second one)."""
+        if self._handed_part:
+            metrics["units"] = float(n)
 
     def _grad_or_zeros(self, p):
         """A parameter this backward did not reach still takes part: its gradient counts as 0."""
@@ -105,6 +119,7 @@ class DataParallelNaive(Strategy):
             for p in self.params:
                 p.grad *= scale
             metrics = guarded_step(self.optimizer, self.params, loss_sum * scale, self.grad_clip)
+        self._count(metrics, n)
         if self.noise is not None:
             metrics.update(self.noise.metrics(metrics["grad_norm"]))
         return metrics

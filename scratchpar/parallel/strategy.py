@@ -38,6 +38,10 @@ class Strategy(abc.ABC):
 
     - :meth:`step` (``batch -> {"loss", "grad_norm", "skipped", …}``): one training step on
       the global batch, which every rank holds. ``optimizer.lr`` is set before it.
+    - :meth:`rows`: the rows of each global batch this rank reads. A strategy that names them
+      is handed only those (a :class:`~scratchpar.data.shard.Part`) and returns the step's
+      units over every rank in its metrics, ``"units"``: the loop cannot count a batch it did
+      not draw.
     - :meth:`state_dict` / :meth:`load_state_dict`: the run's state in the single-device
       model's names (layout-free, so any strategy resumes it). Collectives.
     - :meth:`finish` after the last step of the run, :meth:`shutdown` when the loop ends,
@@ -75,6 +79,11 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     def step(self, batch) -> dict:
         """One optimizer step on the global ``batch``: ``{"loss", "grad_norm", "skipped"}``."""
+
+    def rows(self, batch_size: int) -> tuple[int, int] | None:
+        """``(start, stop)``, the rows of a global batch of ``batch_size`` this rank reads;
+        ``None``: it is handed the whole batch."""
+        return None
 
     def state_dict(self) -> dict | None:
         """The whole model and optimizer state (one device's form): every replica holds it."""

@@ -123,8 +123,10 @@ class Trainer:
         t = self.cfg.train
         lr = self.schedule(self.step)
         self.strategy.optimizer.lr = lr
-        batch, units = self.task.batch(self.step, t.batch_size)
+        batch, units = self.task.batch(self.step, t.batch_size,
+                                       self.strategy.rows(t.batch_size))
         metrics = self.strategy.step(batch)
+        units = int(metrics.pop("units")) if units is None else units
         self.step += 1
         skip = self.bad.count(self.step, metrics, lr)
         window.add(metrics, units, skipped=skip is not None)

@@ -20,6 +20,7 @@ from ..data import (
     SyntheticClassification,
     SyntheticLanguage,
 )
+from ..data.shard import Part
 from ..device_rng import DeviceRandom
 from .divergence import finite_or_text
 
@@ -39,14 +40,16 @@ class Task:
     criterion: Callable = F.cross_entropy  # a sample task's loss of (output, targets)
     measure: str = "nats"  # what the loss counts: nats, or a regression's squared error
 
-    def batch(self, step: int, batch_size: int):
+    def batch(self, step: int, batch_size: int, rows=None):
         """Global batch ``step`` on the device: B (b, n+1) ids, or (x (b, F), y (b,)), or
         (idx (b, nnz), val (b, nnz), y (b,)), or (user (b,), item (b,), rating (b,)), and its
-        units, counted on the host before the copy (counting on the device would be a sync)."""
-        batch = self.dataset.batch(step, batch_size)
-        units = int(self.count(batch))  # on the host: no wait
-        return (tuple(map(to_device, batch)) if isinstance(batch, tuple) else to_device(batch),
-                units)
+        units, counted on the host before the copy (counting on the device would be a sync).
+        With ``rows = (start, stop)``, those rows alone, as a :class:`Part`, and ``None``
+        units: the others' are not drawn."""
+        batch = self.dataset.batch(step, batch_size, rows)
+        units = None if rows is not None else int(self.count(batch))  # on the host: no wait
+        batch = tuple(map(to_device, batch)) if isinstance(batch, tuple) else to_device(batch)
+        return (batch if rows is None else Part(batch, *rows, batch_size)), units
 
     def loss(self, model, batch, reduction: str = "mean"):
         if self.unit == "tok":

@@ -1,6 +1,7 @@
 """Data parallelism on real ranks equals one device: gradients, k steps, replicas, no_sync."""
 
 import numpy as np
+import pytest
 from device_helpers import host, on_device
 from dp_helpers import assert_close, make_batch, make_task, replica_digests
 from hypothesis import given, settings
@@ -8,6 +9,8 @@ from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
 
 from scratchpar import nn
+from scratchpar.data import shard
+from scratchpar.data.shard import Part
 from scratchpar.optim import SGD, Adam
 from scratchpar.parallel import DataParallel, DataParallelNaive, SingleDevice
 
@@ -154,3 +157,31 @@ def test_a_gradient_alone_in_its_bucket_is_reduced_in_place_without_a_buffer(com
     assert dp.plan.allocated_bytes() == 0
     assert_close([p.data for p in mine.model.parameters()],
                  [p.data for p in one.model.parameters()], rtol=1e-10, atol=1e-14)
+
+
+@settings(max_examples=6)
+@given(cls=dp_classes, kind=kinds, rows=rows, seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_rank_handed_its_rows_alone_steps_as_with_the_whole_batch(comm, cls, kind, rows,
+                                                                    seed):
+    """The training loop draws only :meth:`rows` for data parallelism; the step is the same,
+    bit for bit, and reports the units of every rank's rows, which the loop did not count."""
+    batch = make_batch(kind, rows + 1, seed)
+    after = []
+    for part in (False, True):
+        task = make_task(kind, seed + comm.rank)
+        dp = strategy(cls, task, SGD(task.model.parameters(), lr=0.1), comm)
+        start, stop = dp.rows(rows + 1)
+        handed = Part(shard(batch, comm.rank, comm.size), start, stop, rows + 1) if part \
+            else batch
+        metrics = dp.step(handed)
+        after.append((metrics, [host(p.data).copy() for p in task.model.parameters()]))
+    (whole, want), (got_metrics, got) = after
+    assert got_metrics.pop("units") == float(task.count(batch)) and "units" not in whole
+    assert got_metrics == whole
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    wrong = Part(shard(batch, comm.rank, comm.size), start, stop, rows + 2)
+    if (start, stop) != dp.rows(rows + 2):
+        with pytest.raises(ValueError, match="reads rows"):
+            dp.step(wrong)

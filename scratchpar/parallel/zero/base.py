@@ -132,6 +132,7 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
             square = xp.reshape(norm_of(grads).astype("float64") ** 2, (1,))  # Σ over my chunks
             norm = xp.sqrt(collectives.all_reduce_(self.comm, square)[0])
             metrics = self.update.step(loss_sum * scale, norm, self.grad_clip)
+        self._count(metrics, n)
         if not metrics["skipped"]:
             with self.tracer.region("gather parameters", "compute"):
                 self._refresh()
