@@ -89,15 +89,14 @@ class SyntheticLanguage:
         out = np.zeros((stop - start, T + 1), dtype=np.int32)  # (b, T+1)
         out[:, 0] = self.BOS
         context = np.full(stop - start, self._start, dtype=np.int64)  # (b,)
-        alive = np.ones(stop - start, dtype=bool)  # (b,) no EOS yet
-        for t in range(T):
+        for t in range(T):  # a row runs on past its EOS; those tokens become PAD below
             token = (self._cdf[context] <= u[:, t, None]).sum(axis=1)  # (b,)
-            token[~alive] = self.PAD
             out[:, t + 1] = token
-            alive &= token != self.EOS
-            if not alive.any():
-                break
+            if t % 16 == 15 and (out[:, 1:t + 2] == self.EOS).any(axis=1).all():
+                break  # every sentence has ended
             context = (context * V + token) % self.n_contexts  # drop the oldest token
+        ended = np.cumsum(out[:, 1:-1] == self.EOS, axis=1) > 0  # (b, T-1) an EOS came before
+        out[:, 2:][ended] = self.PAD
         return out
 
     def decode(self, ids) -> str:
