@@ -131,16 +131,21 @@ class Communicator(NativeCollectives):
         self.wait_all([self.irecv(recvbuf, source, tag), self.isend(sendbuf, dest, tag)])
 
     def exchange(self, sendbuf: np.ndarray, recvbuf: np.ndarray, peer: int) -> None:
-        """Inside an operation (:meth:`enter`), swap two contiguous host arrays with ``peer``:
-        both posted at once on the operation's channel and polled for up to ``QUICK_S``, as a
-        plain message is (:meth:`_blocking`); only a longer wait goes through :meth:`wait_all`
-        and its records. A step of recursive doubling, the collectives' small-buffer path."""
-        op, channel = self._op, self._coll
+        """Inside an operation (:meth:`enter`), swap two contiguous host arrays of one dtype
+        with ``peer``: both posted at once on the operation's channel and polled for up to
+        ``QUICK_S``, as a plain message is (:meth:`_blocking`); only a longer wait goes through
+        :meth:`wait_all` and its records. A step of recursive doubling, the collectives'
+        small-buffer path."""
+        op, channel, kind = self._op, self._coll, mpi_type(sendbuf.dtype)
         tag = self.tag(op.seq)
-        mpi = [channel.Irecv([recvbuf, mpi_type(recvbuf.dtype)], peer, tag),
-               channel.Isend([sendbuf, mpi_type(sendbuf.dtype)], peer, tag)]
+        mpi = [channel.Irecv([recvbuf, kind], peer, tag), channel.Isend([sendbuf, kind], peer, tag)]
+        deadline = time.perf_counter() + QUICK_S  # _spin's polling, inline: this path is hot
         try:
-            if self._spin(lambda: MPI.Request.Testall(mpi)):
+            while not MPI.Request.Testall(mpi):
+                if time.perf_counter() > deadline:
+                    break
+                os.sched_yield()
+            else:
                 return
         except MPI.Exception:
             pass  # wait_all names the failed message

@@ -18,6 +18,9 @@ def check_op(op: str, dtype) -> None:
         raise CommError(f"op 'avg' needs a floating dtype, got {np.dtype(dtype)}; use 'sum'")
 
 
+HOST = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}  # ⊕ on NumPy
+
+
 def combine(op: str, acc, incoming) -> None:
     """``acc ← acc ⊕ incoming`` in place (``avg`` sums; :func:`finish` divides)."""
     xp = get_array_module(acc)
