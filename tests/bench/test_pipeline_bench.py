@@ -3,11 +3,14 @@
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 from bench_helpers import run_quick
 
+from scratchpar.autograd import Tensor
 from scratchpar.bench.pipeline import driver as pipeline
 from scratchpar.bench.pipeline.worker import bubble, summary
+from scratchpar.bench.standin import summed
 from scratchpar.trace.tracer import Event
 
 SCHEDULES = ["gpipe", "1f1b", "interleaved", "naive", "bprio", "pipedream"]
@@ -127,3 +130,12 @@ def test_runs_share_the_1f1b_baseline_and_trace_only_the_compared_schedules():
         ("bprio", 8, 1), ("pipedream", 8, 1)}
     assert not any(r["trace"] or r["compared"] for r in pipeline.runs_for(2, pipeline.QUICK,
                                                                           figures=True))
+
+
+@pytest.mark.parametrize("reduction, scale", [("sum", 1.0), ("mean", 1 / 3)])
+def test_a_sleep_pipeline_s_loss_is_one_sum_of_its_outputs(reduction, scale):
+    out = Tensor(np.arange(6.0).reshape(3, 2), requires_grad=True)
+    loss = summed(out, np.zeros(3), reduction)
+    loss.backward()
+    assert float(loss.data) == pytest.approx(15.0 * scale)
+    np.testing.assert_array_equal(out.grad, np.full((3, 2), scale))

@@ -19,7 +19,7 @@ from ...parallel.pipeline.partition import parameter_counts
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
-from ..standin import WIDTH, SleepModel, clock
+from ..standin import WIDTH, SleepModel, clock, summed
 from ..timing import accumulated, alone, medians, stepping, sync, turns
 
 LR = 1e-3
@@ -125,7 +125,8 @@ def sleep_run(comm, spec: dict, run: dict) -> dict | None:
     comm.tracer = tracer = Tracer(comm.rank)  # before the mesh: its splits and dups share it
     mesh = Mesh(comm, dp=1, pp=p)
     cls = PipeDream if run["schedule"] == "pipedream" else Pipeline
-    pipe = cls(model, lambda params: optim.SGD(params, LR), Task(None, model, "sample"), mesh,
+    task = Task(None, model, "sample", criterion=summed)
+    pipe = cls(model, lambda params: optim.SGD(params, LR), task, mesh,
                schedule_for(run["schedule"], p, m, v, spec["forward_s"], spec["backward_s"],
                             spec["weight_s"]),
                [range(k, k + 1) for k in range(p * v)])
