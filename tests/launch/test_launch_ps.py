@@ -102,12 +102,14 @@ def test_a_resumed_warm_start_keeps_its_clock(tmp_path):
 
 
 def test_a_diverging_worker_ends_the_job_with_exit_3(tmp_path):
-    """A worker judges its own loss: its verdict is not shared, so it ends the job itself."""
+    """A worker judges its own loss: its verdict is not shared, so it ends the job itself. The
+    server, which counts a clock skipped when no worker's step at it was finite, may get there
+    first: whichever rank it is, the job ends with exit 3 and the rank says why."""
     result = run_mpi(3, ["-m", "scratchpar.train", *TINY, "--dtype", "float32", "--lr", "1e6",
                          "--steps", "40", "--strategy", "ps", "--ps-mode", "async",
                          "--metrics", str(tmp_path / "m.jsonl")], timeout=60)
     assert result.returncode == 3, result.stderr
-    assert re.search(r"scratchpar.train: rank [12]: training diverged: steps", result.stderr)
+    assert re.search(r"scratchpar.train: rank [012]: training diverged: steps", result.stderr)
 
 
 def test_the_synchronous_server_resumes_bit_identically(tmp_path):
