@@ -103,6 +103,6 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
     link = profile.link(same_node="pp" not in across)
     message = link.seconds(boundary[0].nbytes) if boundary else 0.0
     schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual)
-    weight = stages.weight_share(cfg, source_of(cfg).vocab) if t.pp_schedule == "zb-h1" else 0.0
     return step.pipeline(described, schedule, [(forward * f, backward * b) for f, b in split],
-                         message, ranks, profile, across, weight)
+                         message, ranks, profile, across,
+                         stages.weight_share(cfg, source_of(cfg).vocab))

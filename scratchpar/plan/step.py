@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..parallel.pipeline.actions import splits_backward
 from ..parallel.pipeline.simulator import check, chunks, execute_eager, micro_batches
 from .messages import communication
 
@@ -94,7 +95,7 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
     beside = {"F": inline.get("forward", 0.0) / (m * v) + message_s,
               "B": inline.get("backward", 0.0) / (m * v) + message_s}
 
-    split = weight if any(a.kind == "W" for acts in schedule.values() for a in acts) else 0.0
+    split = weight if splits_backward(schedule) else 0.0
 
     def cost(r: int, action) -> float:
         if action.kind not in ("F", "B", "W"):  # STEP priced apart, messages in F and B

@@ -80,6 +80,11 @@ def chunks(schedule: Schedule) -> int:
     return 1 + max((a.chunk for acts in schedule.values() for a in acts), default=0)
 
 
+def splits_backward(schedule: Schedule) -> bool:
+    """Whether ``schedule`` runs the weights' gradients apart, as W (a zero-bubble one)."""
+    return any(a.kind == "W" for acts in schedule.values() for a in acts)
+
+
 def matching(rank: int, action: Action, p: int) -> tuple[int, Action]:
     """The rank and the action that meet ``action`` (a send or a receive) of ``rank``.
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .actions import Action, Schedule, ScheduleError, chunks, matching, place, virtual_stage
+from .actions import (
+    Action,
+    Schedule,
+    ScheduleError,
+    chunks,
+    matching,
+    place,
+    splits_backward,
+    virtual_stage,
+)
 
 
 def receive_for(rank: int, action: Action, p: int, v: int) -> Action | None:
@@ -57,7 +66,7 @@ def lower(orders: dict[int, list[Action]], p: int, forward: float = 1, backward:
         raise ScheduleError("compute orders hold only F, B, W and STEP; lower() adds messages: "
                             + ", ".join(comm))
     v = chunks(orders)
-    split = any(a.kind == "W" for acts in orders.values() for a in acts)
+    split = splits_backward(orders)
     cost = {"F": forward / v, "B": (backward - weight if split else backward) / v,
             "W": weight / v, "STEP": 0}
     out: Schedule = {r: [] for r in range(p)}

@@ -13,6 +13,7 @@ from .actions import (
     ScheduleError,
     chunks,
     matching,
+    splits_backward,
     virtual_stage,
 )
 from .lower import local_need, producer, receive_for, send_for
@@ -251,7 +252,7 @@ def simulate(schedule: Schedule, forward: float = 1.0, backward: float = 2.0,
                             f"{forward}, backward={backward}, weight={weight}, step={step}")
     check(schedule)
     p, m, v = len(schedule), micro_batches(schedule), chunks(schedule)
-    split = any(a.kind == "W" for acts in schedule.values() for a in acts)
+    split = splits_backward(schedule)
     costs = {"F": forward / v, "B": (backward - weight if split else backward) / v,
              "W": weight / v, "STEP": step}
     spans = execute_eager(schedule, lambda r, a: costs[a.kind])
