@@ -16,7 +16,7 @@ from scratchpar.backend import get_array_module, xp_default
 from scratchpar.comm import debug, direct, doubling, ring, tree
 from scratchpar.comm.chunks import bounds, counts, offsets
 from scratchpar.comm.errors import CommError
-from scratchpar.comm.ops import HOST, check_op, finish
+from scratchpar.comm.ops import check_op, finish, ufunc
 from scratchpar.comm.progress import Handle
 from scratchpar.comm.watchdog import Wait
 
@@ -54,7 +54,7 @@ def _doubled_now(comm, buf, op: str):
     :meth:`~scratchpar.comm.mpi.Communicator.exchange` with the rank whose number differs in
     that bit. The messages and sums of ``doubling.all_reduce``, without a Handle driving its
     generator: a 4 KiB all-reduce is mostly that driving."""
-    flat, reduce = _flat(buf), HOST[op]
+    flat, reduce = _flat(buf), ufunc(op)
     scratch = comm.workspace.take(flat, flat.size)
     outer = comm.enter(_wait(comm, "all_reduce/recursive_doubling", buf))
     try:

@@ -136,9 +136,10 @@ class Communicator(NativeCollectives):
         ``QUICK_S``, as a plain message is (:meth:`_blocking`); only a longer wait goes through
         :meth:`wait_all` and its records. A step of recursive doubling, the collectives'
         small-buffer path."""
-        op, channel, kind = self._op, self._coll, mpi_type(sendbuf.dtype)
+        op, channel, datatype = self._op, self._coll, mpi_type(sendbuf.dtype)
         tag = self.tag(op.seq)
-        mpi = [channel.Irecv([recvbuf, kind], peer, tag), channel.Isend([sendbuf, kind], peer, tag)]
+        mpi = [channel.Irecv([recvbuf, datatype], peer, tag),
+               channel.Isend([sendbuf, datatype], peer, tag)]
         deadline = time.perf_counter() + QUICK_S  # _spin's polling, inline: this path is hot
         try:
             while not MPI.Request.Testall(mpi):

@@ -18,18 +18,18 @@ def check_op(op: str, dtype) -> None:
         raise CommError(f"op 'avg' needs a floating dtype, got {np.dtype(dtype)}; use 'sum'")
 
 
-HOST = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}  # ⊕ on NumPy
+UFUNCS = {"sum": "add", "avg": "add", "max": "maximum", "min": "minimum"}  # ⊕, by name
+
+
+def ufunc(op: str, xp=np):
+    """The array module's in-place-able ufunc for ``op`` (``avg`` sums; :func:`finish`
+    divides): NumPy's by default, resolved once by a caller on the host's hot path."""
+    return getattr(xp, UFUNCS[op])
 
 
 def combine(op: str, acc, incoming) -> None:
     """``acc ← acc ⊕ incoming`` in place (``avg`` sums; :func:`finish` divides)."""
-    xp = get_array_module(acc)
-    if op in ("sum", "avg"):
-        xp.add(acc, incoming, out=acc)
-    elif op == "max":
-        xp.maximum(acc, incoming, out=acc)
-    else:
-        xp.minimum(acc, incoming, out=acc)
+    ufunc(op, get_array_module(acc))(acc, incoming, out=acc)
 
 
 def finish(op: str, acc, size: int) -> None:
