@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -27,10 +28,11 @@ def _cupy():
     return cupy
 
 
-def set_device(device: str, local_rank: int = 0) -> None:
+def set_device(device: str, local_rank: int = 0, local_size: int = 1) -> None:
     """Select ``"cpu"`` (NumPy), ``"cuda"`` (CuPy) or ``"double"``. A rank uses GPU
     ``local_rank % count``, on a stream of its own: ranks that share one GPU then queue their
-    kernels apart instead of serializing on the legacy default stream."""
+    kernels apart instead of serializing on the legacy default stream. The node's first rank
+    says so once if its ``local_size`` ranks share GPUs without MPS (:func:`sharing_note`)."""
     global _device, _xp
     if device not in DEVICES:
         raise BackendError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
@@ -41,7 +43,24 @@ def set_device(device: str, local_rank: int = 0) -> None:
             raise BackendError("--device cuda: CuPy sees no GPU")
         xp.cuda.Device(local_rank % count).use()
         xp.cuda.Stream(non_blocking=True).use()
+        note = sharing_note(local_size, count) if device == "cuda" and local_rank == 0 else None
+        if note:
+            print(note, file=sys.stderr, flush=True)
     _device, _xp = device, xp
+
+
+def sharing_note(local_size: int, count: int) -> str | None:
+    """What to tell a node whose ``local_size`` ranks share its ``count`` GPUs, or ``None``. Each
+    rank holds a CUDA context of its own, and without MPS the GPU time-slices between them: a
+    staged message of 16 KiB or less then waited about 150 µs for its copy to the host, against
+    10 µs under MPS (docs/devices.md, "On a GPU a fifth time"). MPS is taken to run when its
+    control daemon's pipe is there (NVIDIA's MPS guide, ``CUDA_MPS_PIPE_DIRECTORY``)."""
+    pipes = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
+    if local_size <= count or os.path.exists(os.path.join(pipes, "control")):
+        return None
+    return (f"scratchpar: {local_size} ranks share {count} GPU{'s' if count > 1 else ''} on this "
+            f"node without MPS; the GPU switches between their processes, and a small message "
+            f"waits about 150 µs for it. Start MPS first: nvidia-cuda-mps-control -d")
 
 
 def device() -> str:

@@ -28,7 +28,7 @@ def serve() -> int:
     measure = getattr(importlib.import_module(module), name)
     keep_freed_memory()
     comm = Communicator()
-    backend.set_device(args.device, comm.local_rank)
+    backend.set_device(args.device, comm.local_rank, comm.local_size)
     result = measure(comm, json.loads(args.config))
     if comm.rank == 0:
         Path(args.out).write_text(json.dumps(result))

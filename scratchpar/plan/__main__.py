@@ -189,7 +189,7 @@ def calibrate(args) -> int:
         return EXIT_BAD_INPUT
     abort_on_exception(comm)
     try:
-        set_device(args.device, comm.local_rank)
+        set_device(args.device, comm.local_rank, comm.local_size)
     except BackendError as e:
         if comm.rank == 0:
             print(f"scratchpar.plan: {e}", file=sys.stderr)

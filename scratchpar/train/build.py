@@ -59,7 +59,7 @@ def prepare(cfg, comm=None) -> Prepared:
     problems += family.node_problems(cfg, size, on_node)
     if problems:
         raise ConfigError(problems)
-    set_device(cfg.train.device, local_rank)
+    set_device(cfg.train.device, local_rank, on_node)
     dropout_gen = DeviceRandom(cfg.train.seed, 1, family.stream(cfg, rank))
     task = build_task(cfg, dropout_gen)  # every rank initializes alike (DP broadcasts rank 0's)
     problems = family.task_problems(cfg, task)
