@@ -47,6 +47,7 @@ class Runtime:
         self.sync_sends = sync_sends  # wait for each send at once: rendezvous, as in the simulator
         self.rows: dict = {}  # per batch shape: the row shape entering each virtual stage
         self.peak = self.peak_bytes = 0
+        self._compiled = None  # (actions, their program): see _program
         self.handlers = {"F": self._f, "B": self._b, "W": self._w, "STEP": self._step,
                          "SEND_ACT": self._send_act, "SEND_GRAD": self._send_grad,
                          "RECV_ACT": self._recv_act, "RECV_GRAD": self._recv_grad}
@@ -58,51 +59,70 @@ class Runtime:
         self.inputs, self.outputs, self.sends, self.losses = {}, {}, [], {}
         self.sent, self.received = {}, {}  # (mb, chunk) → the link of its output, its input
         self.held, self.handed, self.posted = {}, {}, {}  # posted: receive → its request
-        self.planned = {a for a in actions if a.kind in SENDS}  # posted early, when computed
         self.split = any(a.kind == "W" for a in actions)  # B's weight gradients wait for W
         self.weights = {}  # (mb, chunk) → what its W computes
         self.row_shapes = self._agreed(micro[0][0])
         self.peak = self.peak_bytes = 0
-        block: list[Action] = []  # messages between two computes
-        for action in actions:
-            if action.is_comm:
-                block.append(action)
-                continue
+        for block, compute in self._program(actions):
             self._exchange(block)
-            block = []
-            self._wait_for(receive_for(self.comm.rank, action, self.p, self.v))
-            with self.tracer.region(str(action), "compute"):
+            if compute is None:
+                break
+            action, name, receive, waiting, early, sending = compute
+            self._wait_for(receive, waiting)
+            with self.tracer.region(name, "compute"):
                 self._run_one(action)
-            early = send_for(self.comm.rank, action, self.p, self.v)
-            if not self.sync_sends and early in self.planned:  # its output goes at once
-                self.planned.discard(early)
-                with self.tracer.region(str(early), "comm"):
+            if early is not None:  # its output goes at once
+                with self.tracer.region(sending, "comm"):
                     self._run_one(early)
-        self._exchange(block)
         self.settle()
         return list(self.losses.values())
 
-    def _exchange(self, block: list[Action]) -> None:
-        """The messages between two computes. The sends already went, each as soon as the
-        compute that produced it ended. The receives are posted here, and each is waited for
-        only by the compute that needs it (:meth:`_wait_for`). Non-blocking messages never
-        block, so starting them earlier than the schedule wrote them (where the order is safe
-        for synchronous sends, see lower.py) only brings them sooner. The simulator times
-        schedules this way (``simulator.execute_eager``). With ``sync_sends`` the block runs in
-        the schedule's order, each message complete before the next: the rendezvous semantics
-        that ``simulator.check`` holds every schedule to."""
-        for a in block if self.sync_sends else [a for a in block if a.kind not in SENDS]:
-            with self.tracer.region(str(a), "comm"):
+    def _program(self, actions: list[Action]) -> list:
+        """``actions`` as the loop of :meth:`run` walks them, worked out once per list: each
+        compute with the messages before it (``(action, region name)``, the sends left out
+        where they go early), the receive it waits for and the send it starts at once, with
+        their region names. A step then spends no time on what the schedule already says."""
+        if self._compiled is not None and self._compiled[0] is actions:
+            return self._compiled[1]
+        rank, planned = self.comm.rank, {a for a in actions if a.kind in SENDS}
+        program, block = [], []
+        for action in actions:
+            if action.is_comm:
+                if self.sync_sends or action.kind not in SENDS:
+                    block.append((action, str(action)))
+                continue
+            receive = receive_for(rank, action, self.p, self.v)
+            early = send_for(rank, action, self.p, self.v)
+            early = None if self.sync_sends or early not in planned else early
+            program.append((block, (action, str(action), receive, f"wait {receive}", early,
+                                    str(early))))
+            block = []
+        program.append((block, None))
+        self._compiled = actions, program  # holding the list: its id is never reused
+        return program
+    def _exchange(self, block: list[tuple[Action, str]]) -> None:
+        """The messages between two computes, with their region names. The sends already went,
+        each as soon as the compute that produced it ended (:meth:`_program` leaves them out).
+        The receives are posted here, and each is waited for only by the compute that needs it
+        (:meth:`_wait_for`). Non-blocking messages never block, so starting them earlier than
+        the schedule wrote them (where the order is safe for synchronous sends, see lower.py)
+        only brings them sooner. The simulator times schedules this way
+        (``simulator.execute_eager``). With ``sync_sends`` the block runs in the schedule's
+        order, each message complete before the next: the rendezvous semantics that
+        ``simulator.check`` holds every schedule to."""
+        for a, name in block:
+            with self.tracer.region(name, "comm"):
                 self._run_one(a)
             if self.sync_sends:
-                self._wait_for(a)
+                self._wait_for(a, f"wait {a}")
 
-    def _wait_for(self, receive: Action | None) -> None:
-        """Wait until the message of ``receive`` (posted earlier) is in, if it is pending."""
+    def _wait_for(self, receive: Action | None, name: str) -> None:
+        """Wait until the message of ``receive`` (posted earlier) is in, if it is pending; the
+        wait is region ``name``."""
         pending = self.posted.pop(receive, None)
         if pending is None:
             return
-        with self.tracer.region(f"wait {receive}", "comm"):
+        with self.tracer.region(name, "comm"):
             try:
                 self.comm.wait(pending)
             except Exception as error:
