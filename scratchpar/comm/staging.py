@@ -11,6 +11,10 @@ A host array goes to MPI as it is. A device array goes one of two ways (DESIGN.m
   pinned → device. Pinned (page-locked) memory is what the GPU's copy engines read and write
   directly: a pageable array would be copied once more through the driver's own buffer.
 
+A collective of a few kilobytes stages its buffer once instead (:func:`twin`): copied to pinned
+memory, reduced there by the host algorithm, copied back. Staging each step's message pays a
+copy and a stream wait per step, which at those sizes is the whole cost.
+
 A borrowed buffer goes back only when its message completes, a send's once MPI has read it, a
 receive's once its copy to the device is queued. That copy may still be reading it (from pinned
 memory, CuPy's ``set`` does not wait), so it goes back *settling*: no receive reuses it before the
@@ -47,6 +51,20 @@ def incoming(buf, cuda_aware: bool, workspace):
         workspace.give_pinned(whole, settling=True)
 
     return host, finish
+
+
+def twin(buf, workspace):
+    """``(host, back)``: a pinned copy of the device array ``buf``, and the step that copies
+    ``host`` back into ``buf`` and returns its memory to ``workspace``'s pool."""
+    host, whole = workspace.take_pinned(buf.shape, buf.dtype)
+    buf.get(out=host)  # blocks until the stream is done, as a staged send's copy does
+    workspace.settle()
+
+    def back():
+        buf.set(host)
+        workspace.give_pinned(whole, settling=True)
+
+    return host, back
 
 
 def direct(buf, cuda_aware: bool) -> bool:

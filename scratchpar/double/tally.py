@@ -21,6 +21,7 @@ class Tally:
     syncs: list[str] = field(default_factory=list)  # "item at scratchpar/parallel/dp.py:50"
     to_host_bytes: int = 0
     to_device_bytes: int = 0
+    copies: int = 0  # between host and device, either way
     pageable_copies: list[str] = field(default_factory=list)  # copies not through pinned memory
     pinned_bytes: int = 0  # pinned host memory allocated
 
@@ -82,6 +83,7 @@ def copied(nbytes: int, to_host: bool, pinned: bool) -> None:
         return
     where = caller()[1]
     for tally in _ACTIVE:
+        tally.copies += 1
         if to_host:
             tally.to_host_bytes += nbytes
         else:

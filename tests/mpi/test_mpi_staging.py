@@ -13,6 +13,7 @@ from scratchpar.comm.mpi import Communicator
 from scratchpar.double import MPIReads, watch
 
 N = 40_000  # float64: 320 KB, past MPI's eager limit
+SMALL = 1_000  # float64: 8 KB, an all-reduce that latency decides
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +61,25 @@ def test_without_cuda_aware_mpi_messages_go_through_pooled_pinned_memory(comm):
     assert [s.pinned_bytes for s in seen[1:]] == [0, 0], "the pinned pool grew call after call"
     if comm.size > 1:
         assert seen[0].to_host_bytes > 0  # staged through the host indeed
+
+
+@shared_verdict
+def test_a_small_all_reduce_goes_to_the_host_once_with_the_hosts_bits(comm):
+    staged = comm.dup(name="once")
+    for algorithm in ("auto", "ring", "recursive_doubling", "tree"):
+        for start in (False, True):
+            want = collectives.all_reduce(comm, rank_data(comm.rank)[:SMALL], algorithm=algorithm)
+            x = on_device(rank_data(comm.rank)[:SMALL]) * 1.0  # work still queued on the stream
+            with watch() as seen:
+                if start:
+                    collectives.all_reduce_start(staged, x, algorithm=algorithm).wait()
+                else:
+                    collectives.all_reduce_(staged, x, algorithm=algorithm)
+            assert np.array_equal(host(x), want), f"{algorithm}: not the host's bits"
+            if comm.size > 1:  # one copy each way, whatever p and however many steps
+                assert seen.to_host_bytes == seen.to_device_bytes == SMALL * 8, algorithm
+                assert seen.copies == 2, (algorithm, seen.copies)
+                assert seen.pageable_copies == []
 
 
 @shared_verdict
