@@ -155,6 +155,8 @@ class Communicator(NativeCollectives):
 
     # -- waiting --------------------------------------------------------------------------------
     def wait(self, request: Request) -> None:
+        if request.finish is None and not request.mpi:  # complete and delivered: waited before
+            return
         self.wait_all([request])
 
     def test_all(self, requests: list[Request]) -> bool:
@@ -306,11 +308,12 @@ class Communicator(NativeCollectives):
         if not 0 <= peer < self.size:
             raise CommError(f"{self}: peer rank {peer} is outside 0..{self.size - 1}")
         op = self._op
-        if op is None:
+        if op is None:  # a user's message: the fields of its Wait, which is built if asked for
             self._messages += 1
-            wait = Wait(kind, self._messages, kind, buf.shape, buf.dtype, peer)
-            return self._comm, tag, self._recent.note(self.name, wait)
-        # an operation's message: the fields of its Wait, which Request builds if asked
+            fields = (kind, self._messages, kind, buf.shape, buf.dtype, peer)
+            self._recent.note_fields(self.name, fields)
+            return self._comm, tag, fields
+        # an operation's message: likewise
         return self._coll, self.tag(op.seq), (op.op, op.seq, kind, buf.shape, buf.dtype, peer)
 
     def _stage(self, sendbuf, recvbuf):
