@@ -1,6 +1,7 @@
 """``python -m scratchpar.bench pipeline``: a quick run end to end, and its pure parts."""
 
 import importlib.util
+import time
 from pathlib import Path
 
 import numpy as np
@@ -8,9 +9,10 @@ import pytest
 from bench_helpers import run_quick
 
 from scratchpar.autograd import Tensor
+from scratchpar.bench import standin
 from scratchpar.bench.pipeline import driver as pipeline
 from scratchpar.bench.pipeline.worker import bubble, summary
-from scratchpar.bench.standin import summed
+from scratchpar.bench.standin import WIDTH, SleepLayer, summed
 from scratchpar.trace.tracer import Event
 
 SCHEDULES = ["gpipe", "1f1b", "interleaved", "naive", "bprio", "pipedream"]
@@ -139,3 +141,22 @@ def test_a_sleep_pipeline_s_loss_is_one_sum_of_its_outputs(reduction, scale):
     loss.backward()
     assert float(loss.data) == pytest.approx(15.0 * scale)
     np.testing.assert_array_equal(out.grad, np.full((3, 2), scale))
+
+
+def test_a_spinning_sleep_layer_never_sleeps_and_matches_a_sleeping_one(monkeypatch):
+    """Where each rank has a core the stand-in polls its time away, as compute would hold the
+    core; its outputs and gradients are the sleeping layer's, and it lasts its time."""
+    x = np.random.default_rng(0).standard_normal((4, WIDTH))
+    results = {}
+    for spin in (False, True):
+        if spin:
+            monkeypatch.setattr(standin.time, "sleep", lambda s: pytest.fail("slept"))
+        layer = SleepLayer(2e-3, 3e-3, 1e-3, spin=spin)
+        layer.weight.data[:] = 1.5
+        start = time.perf_counter()
+        inputs = Tensor(x, requires_grad=True)
+        layer(inputs).sum().backward()
+        assert time.perf_counter() - start >= 5e-3
+        results[spin] = inputs.grad, layer.weight.grad
+    for a, b in zip(results[False], results[True]):
+        np.testing.assert_array_equal(a, b)

@@ -169,6 +169,11 @@ def measure(args) -> dict:
     memory, real = memory_rows(runs, max(sizes["ms"])), real_rows(timed, cfg)
     compared = [r for r in runs if r["compared"]]
     print(f"{machine(args)}; median of {sizes['steps']} steps after {sizes['warmup']} warm-up")
+    held = {r["p"]: r["held"] for r in runs}
+    print("each sleep stage held its time " + ", ".join(
+        f"{how} at p = {', '.join(str(p) for p in sorted(held) if held[p] == how)}"
+        for how in ("polled", "slept") if how in held.values())
+          + " (it polls where every rank has a core of its own, as compute would hold it)")
     print(table("bubble, sleep stages, against the simulator and (p−1)/(m+p−1) (docs/pipeline.md, "
                 "Measurements)", bubbles,
                 {"schedule": "schedule", "p": "p", "m": "m", "measured": "bubble",

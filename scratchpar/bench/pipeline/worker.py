@@ -3,6 +3,7 @@ and the GPT's stage times that the sleeps stand in for."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -116,12 +117,14 @@ def bubble(summaries: list[tuple[float, float, float]]) -> tuple[float, float]:
 
 def sleep_run(comm, spec: dict, run: dict) -> dict | None:
     """``spec``'s warm-up and timed steps of schedule ``run`` on p·v sleeping layers, one per
-    virtual stage, each sleeping a v-th of a stage's time. Rank 0 returns the per-step bubbles
+    virtual stage, each sleeping a v-th of a stage's time (polling it, where each rank has a
+    core). Rank 0 returns the per-step bubbles
     and every rank's peak activations; with ``trace``, it writes the last step's Chrome trace
     into ``spec["traces"]``."""
     p, m, v = comm.size, run["m"], run["v"]
     weight = spec["weight_s"] if run["schedule"] == "zb-h1" else 0.0  # B and W apart
-    model = SleepModel(p * v, spec["forward_s"] / v, spec["backward_s"] / v, weight / v)
+    spin = comm.local_size <= len(os.sched_getaffinity(0))  # a core each: compute, not sleep
+    model = SleepModel(p * v, spec["forward_s"] / v, spec["backward_s"] / v, weight / v, spin)
     comm.tracer = tracer = Tracer(comm.rank)  # before the mesh: its splits and dups share it
     mesh = Mesh(comm, dp=1, pp=p)
     cls = PipeDream if run["schedule"] == "pipedream" else Pipeline
@@ -154,7 +157,8 @@ def sleep_run(comm, spec: dict, run: dict) -> dict | None:
         path = write_chrome(str(Path(spec["traces"]) / f"pipeline_{name}_p{p}_m{m}.trace.json"),
                             [r["trace"] for r in ranks])
     per_step = [bubble(list(s)) for s in zip(*(r["summaries"] for r in ranks))]
-    return {**run, "p": p, "bubbles": [b for b, _ in per_step],
+    return {**run, "p": p, "held": "polled" if spin else "slept",
+            "bubbles": [b for b, _ in per_step],
             "windows_s": [w for _, w in per_step], "peak": [r["peak"] for r in ranks],
             "peak_bytes": [r["peak_bytes"] for r in ranks], "trace": path}
 
