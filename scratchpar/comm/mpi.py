@@ -157,6 +157,12 @@ class Communicator(NativeCollectives):
     def wait(self, request: Request) -> None:
         if request.finish is None and not request.mpi:  # complete and delivered: waited before
             return
+        try:
+            if request.mpi.Test():  # already in: none of a longer wait's bookkeeping
+                request.complete()
+                return
+        except MPI.Exception as error:
+            raise self._failure([request], [error.Get_error_code()]) from None
         self.wait_all([request])
 
     def test_all(self, requests: list[Request]) -> bool:

@@ -93,8 +93,19 @@ def irecv(shape, dtype, link) -> Tensor:
     or the :class:`HandOff` its sender used), and the tensor's data is in once ``link.wait()``
     returns. Its backward gives the gradient to ``link``, which sends it back to the sender
     (:meth:`Incoming.send_grad` is the message's request)."""
-    anchor = Tensor(xp_default().zeros(()), requires_grad=True)  # gives the result a backward
-    return Recv.apply(anchor, shape=tuple(shape), dtype=dtype, link=link)
+    return Recv.apply(_anchor(), shape=tuple(shape), dtype=dtype, link=link)
+
+
+_ANCHORS: dict = {}  # array module → its anchor
+
+
+def _anchor() -> Tensor:
+    """A leaf that requires a gradient and never gets one (Recv's backward gives it None): it
+    gives a received tensor a backward. One serves every receive."""
+    xp = xp_default()
+    if xp not in _ANCHORS:
+        _ANCHORS[xp] = Tensor(xp.zeros(()), requires_grad=True)
+    return _ANCHORS[xp]
 
 
 class Identity(Function):
