@@ -13,6 +13,7 @@ from scratchpar.bench.collectives.report import (
     busbw,
     crossovers,
     doubling_terms,
+    fits,
     human,
     ring_terms,
     targets,
@@ -83,6 +84,15 @@ def test_fit_recovers_alpha_and_beta_of_synthetic_timings(p):
         assert noisy["alpha_s"] == pytest.approx(alpha, rel=0.15)
         assert noisy["beta_s_per_byte"] == pytest.approx(beta, rel=0.05)
         assert 0.005 < noisy["rms_rel_residual"] < 0.03
+
+
+def test_one_message_size_fits_nothing_and_two_fit_every_model():
+    times = {name: {4 * KIB: 1e-5, 64 * KIB: 3e-5} for name in ("ring", "recursive_doubling")}
+    results = {2: {"times": times}}
+    assert fits(results, [4 * KIB]) == []  # α and β from one point: any split fits it
+    fitted = fits(results, [4 * KIB, 64 * KIB])
+    assert {f["model"] for f in fitted} == {"ring", "recursive_doubling"}
+    assert all(f["alpha_s"] > 0 and f["beta_s_per_byte"] > 0 for f in fitted)
 
 
 def test_cost_model_terms_count_messages_and_bytes():

@@ -163,7 +163,8 @@ def measure(args) -> dict:
                 fitted, {"n": "n", "model": "model", "α µs": lambda f: 1e6 * f["alpha_s"],
                          "β ns/B": lambda f: 1e9 * f["beta_s_per_byte"],
                          "1/β GB/s": lambda f: 1e-9 / f["beta_s_per_byte"],
-                         "rms rel residual": "rms_rel_residual"}))
+                         "rms rel residual": "rms_rel_residual"}) if fitted else
+          "α-β fit: none, one message size cannot separate α from β (--sizes takes several)\n")
     cross = crossovers(results, sizes)
     print(table('crossover for algorithm="auto"', cross, {
         "n": "n", "recursive doubling beats ring up to":

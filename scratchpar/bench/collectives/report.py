@@ -43,7 +43,10 @@ MODELS = [("ring", ring_terms), ("recursive_doubling", doubling_terms)]
 
 
 def fits(results: dict, sizes: list[int]) -> list[dict]:
-    """α and β of each hand-written algorithm's cost model, per world size."""
+    """α and β of each hand-written algorithm's cost model, per world size; none from one size,
+    which cannot tell the two apart."""
+    if len(sizes) < 2:
+        return []
     return [{"n": n, "model": name, **alpha_beta([terms(size, n) for size in sizes],
                                          [res["times"][name][size] for size in sizes])}
             for n, res in results.items() for name, terms in MODELS]
