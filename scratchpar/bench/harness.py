@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import backend
+from ..allocator import keep_freed_memory
 from ..trace.figure import save
 from .mpijob import JobFailed
 
@@ -48,6 +49,8 @@ def main(benchmarks: dict[str, Benchmark], argv=None, prog: str = "python -m scr
     args = parser.parse_args(argv)
     args.load_before = os.getloadavg()[0]  # for machine(args)
     bench = benchmarks[args.name]
+    if not getattr(args, "default_malloc", False):  # what the driver times in-process too
+        keep_freed_memory()
     try:
         record = bench.measure(args)
     except JobFailed as failure:

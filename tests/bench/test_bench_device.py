@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from scratchpar import backend
+from scratchpar.bench import harness
 from scratchpar.bench.dp import worker as dp_worker
 from scratchpar.bench.harness import describe, judged, staging
 from scratchpar.bench.step.cases import gpt_case, mlp_case
@@ -71,3 +72,18 @@ def test_ddp_takes_nccl_only_when_every_rank_has_a_gpu_of_its_own(monkeypatch, l
     assert dp_worker.ddp_backend("cuda", comm) == expected
     assert dp_worker.ddp_backend("cpu", comm) == "gloo"
     assert dp_worker.ddp_backend("double", comm) == "gloo"  # PyTorch runs on the CPU there
+
+
+@pytest.mark.parametrize("argv, kept", [([], True), (["--default-malloc"], False)])
+def test_every_benchmark_times_under_the_training_commands_allocator(monkeypatch, argv, kept):
+    """A driver that times engine code in its own process (the pipeline's calibration) keeps
+    freed memory as the training command does, unless a benchmark asks for glibc's defaults."""
+    calls = []
+    monkeypatch.setattr(harness, "keep_freed_memory", lambda: calls.append(1))
+
+    def add(parser):
+        parser.add_argument("--default-malloc", action="store_true")
+
+    bench = harness.Benchmark("s", "q", lambda args: {}, add)
+    assert harness.main({"b": bench}, ["b", *argv]) == 0
+    assert calls == ([1] if kept else [])
