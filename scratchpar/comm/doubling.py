@@ -14,23 +14,48 @@ from scratchpar.comm.ops import combine
 
 def all_reduce(comm, flat, op: str, scratch):
     """Every rank ends with ⊕ over ranks of ``flat``; ``scratch`` holds one buffer's worth."""
-    p, r = comm.size, comm.rank
-    pof2 = 1 << (p.bit_length() - 1)  # largest power of two ≤ p
-    rem = p - pof2
-    if r < 2 * rem and r % 2 == 0:  # fold: hand the data to r+1 and wait for the answer
-        yield [comm.isend(flat, r + 1)]
-        yield [comm.irecv(flat, r + 1)]
+    vr = yield from fold(comm, flat, op, scratch)
+    if vr is None:
         return
-    if r < 2 * rem:
-        yield [comm.irecv(scratch, r - 1)]
-        combine(op, flat, scratch)
-    vr = r // 2 if r < 2 * rem else r - rem  # rank among the pof2 that take part
-    mask = 1
+    pof2, mask = power_of_two(comm.size), 1
     while mask < pof2:
-        vpartner = vr ^ mask
-        partner = 2 * vpartner + 1 if vpartner < rem else vpartner + rem
+        partner = real_rank(vr ^ mask, comm.size)
         yield [comm.irecv(scratch, partner), comm.isend(flat, partner)]
         combine(op, flat, scratch)  # a ⊕ b on one side, b ⊕ a on the other: the same bits
         mask <<= 1
-    if r < 2 * rem:  # unfold: return the result to the rank that sat out
+    yield from unfold(comm, flat)
+
+
+def power_of_two(p: int) -> int:
+    """The largest power of two ≤ p: the ranks that take part after the fold."""
+    return 1 << (p.bit_length() - 1)
+
+
+def fold(comm, flat, op: str, scratch):
+    """Of the 2·rem lowest ranks (rem = p − the power of two), each even one hands its data to
+    its odd neighbour, which adds it, and waits for the result; the rest take part. Yields the
+    messages; returns this rank's number among those that take part, or None if it sat out (its
+    ``flat`` then holds the result)."""
+    p, r = comm.size, comm.rank
+    rem = p - power_of_two(p)
+    if r < 2 * rem and r % 2 == 0:
+        yield [comm.isend(flat, r + 1)]
+        yield [comm.irecv(flat, r + 1)]
+        return None
+    if r < 2 * rem:
+        yield [comm.irecv(scratch, r - 1)]
+        combine(op, flat, scratch)
+    return r // 2 if r < 2 * rem else r - rem
+
+
+def real_rank(virtual: int, p: int) -> int:
+    """The rank that takes part as ``virtual`` after :func:`fold`."""
+    rem = p - power_of_two(p)
+    return 2 * virtual + 1 if virtual < rem else virtual + rem
+
+
+def unfold(comm, flat):
+    """Return the result to the rank that sat out (:func:`fold`)."""
+    r = comm.rank
+    if r < 2 * (comm.size - power_of_two(comm.size)):
         yield [comm.isend(flat, r - 1)]

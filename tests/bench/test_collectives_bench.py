@@ -15,13 +15,14 @@ from scratchpar.bench.collectives.report import (
     doubling_terms,
     fits,
     human,
+    rabenseifner_terms,
     ring_terms,
     targets,
 )
 from scratchpar.plan.fit import alpha_beta as fit
 
 KIB, MIB = 1024, 1024 * 1024
-CONTENDERS = ["ring", "recursive_doubling", "tree", "auto", "mpi", "mpi-ring"]
+CONTENDERS = ["ring", "recursive_doubling", "rabenseifner", "tree", "auto", "mpi", "mpi-ring"]
 
 
 def timing_rows(out: str) -> set[tuple[str, str, str]]:
@@ -58,7 +59,7 @@ def test_quick_run_times_every_algorithm_and_both_mpi_baselines(capsys, tmp_path
     assert auto["verdict"] in out and bus["verdict"] in out
     assert auto["verdict"] in ("PASS", "MISS") and bus["verdict"] in ("PASS", "MISS")
     assert auto["measured"] == max(r["x_mpi"] for r in result["table"] if r["algorithm"] == "auto")
-    assert {f["model"] for f in result["fits"]} == {"ring", "recursive_doubling"}
+    assert {f["model"] for f in result["fits"]} == {"ring", "recursive_doubling", "rabenseifner"}
     pingpong = result["per_world_size"]["2"]["pingpong"]
     assert pingpong["large_bytes"] == 16 * KIB and pingpong["large_s"] > 0
     assert "one message one way" in out  # the Communicator's against MPI's own send and recv
@@ -87,11 +88,12 @@ def test_fit_recovers_alpha_and_beta_of_synthetic_timings(p):
 
 
 def test_one_message_size_fits_nothing_and_two_fit_every_model():
-    times = {name: {4 * KIB: 1e-5, 64 * KIB: 3e-5} for name in ("ring", "recursive_doubling")}
+    times = {name: {4 * KIB: 1e-5, 64 * KIB: 3e-5}
+             for name in ("ring", "recursive_doubling", "rabenseifner")}
     results = {2: {"times": times}}
     assert fits(results, [4 * KIB]) == []  # α and β from one point: any split fits it
     fitted = fits(results, [4 * KIB, 64 * KIB])
-    assert {f["model"] for f in fitted} == {"ring", "recursive_doubling"}
+    assert {f["model"] for f in fitted} == {"ring", "recursive_doubling", "rabenseifner"}
     assert all(f["alpha_s"] > 0 and f["beta_s_per_byte"] > 0 for f in fitted)
 
 
@@ -102,6 +104,9 @@ def test_cost_model_terms_count_messages_and_bytes():
     assert doubling_terms(1000, 8) == (3, 3000)
     assert doubling_terms(1000, 3) == (3, 3000)  # fold, one exchange, unfold
     assert doubling_terms(1000, 6) == (4, 4000)
+    assert rabenseifner_terms(1000, 4) == (4, 1500)  # 2·log₂ p messages carrying the ring's bytes
+    assert rabenseifner_terms(1000, 8) == (6, 1750)
+    assert rabenseifner_terms(1000, 3) == (4, 3000)  # fold, halve and double at 2, unfold
 
 
 def test_bandwidths_follow_nccl_conventions():

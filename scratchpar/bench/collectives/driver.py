@@ -14,7 +14,7 @@ from ..timing import medians
 from .report import algbw, busbw, crossovers, fits, human, targets
 
 KIB, MIB = 1024, 1024 * 1024
-HAND_WRITTEN = ["ring", "recursive_doubling", "tree", "auto"]
+HAND_WRITTEN = ["ring", "recursive_doubling", "rabenseifner", "tree", "auto"]
 MPI_DEFAULT, MPI_RING = "mpi", "mpi-ring"
 JOBS = [  # (contenders as the worker names them, environment, name of its "mpi" contender)
     (HAND_WRITTEN + ["mpi"], {}, MPI_DEFAULT),

@@ -12,6 +12,7 @@ from .report import BUSBW_OF_MEMCPY, human
 LINES = [  # (algorithm in the benchmark's table, legend label, matplotlib style)
     ("ring", "ring", dict(color="C0", marker="o")),
     ("recursive_doubling", "recursive doubling", dict(color="C1", marker="s")),
+    ("rabenseifner", "Rabenseifner", dict(color="C4", marker="v")),
     ("tree", "tree", dict(color="C2", marker="^")),
     ("mpi-ring", "MPI_Allreduce (MPICH ring)", dict(color="C3", marker="D", ls="--")),
 ]

@@ -39,7 +39,18 @@ def doubling_terms(nbytes: float, p: int) -> tuple[float, float]:
     return steps, steps * nbytes
 
 
-MODELS = [("ring", ring_terms), ("recursive_doubling", doubling_terms)]
+def rabenseifner_terms(nbytes: float, p: int) -> tuple[float, float]:
+    """(messages, bytes) of Rabenseifner's all-reduce: t = 2·log₂p·α + 2(p−1)/p·N·β for p a power
+    of two; other p add a fold and an unfold of the whole buffer (Thakur, Rabenseifner & Gropp
+    2005, §4.4)."""
+    pof2 = 1 << (p.bit_length() - 1)
+    folds = 0 if p == pof2 else 2
+    return (2 * (pof2.bit_length() - 1) + folds,
+            Message("all-reduce", "world", nbytes, 1).wire(pof2) + folds * nbytes)
+
+
+MODELS = [("ring", ring_terms), ("recursive_doubling", doubling_terms),
+          ("rabenseifner", rabenseifner_terms)]
 
 
 def fits(results: dict, sizes: list[int]) -> list[dict]:
