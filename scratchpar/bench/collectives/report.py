@@ -3,6 +3,7 @@ bandwidths, the α-β cost model fitted, the crossover and the targets."""
 
 from __future__ import annotations
 
+from ...comm.doubling import power_of_two
 from ...parallel.description import Message
 from ...plan.fit import alpha_beta
 
@@ -43,7 +44,7 @@ def rabenseifner_terms(nbytes: float, p: int) -> tuple[float, float]:
     """(messages, bytes) of Rabenseifner's all-reduce: t = 2·log₂p·α + 2(p−1)/p·N·β for p a power
     of two; other p add a fold and an unfold of the whole buffer (Thakur, Rabenseifner & Gropp
     2005, §4.4)."""
-    pof2 = 1 << (p.bit_length() - 1)
+    pof2 = power_of_two(p)
     folds = 0 if p == pof2 else 2
     return (2 * (pof2.bit_length() - 1) + folds,
             Message("all-reduce", "world", nbytes, 1).wire(pof2) + folds * nbytes)

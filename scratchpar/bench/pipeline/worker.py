@@ -118,9 +118,8 @@ def bubble(summaries: list[tuple[float, float, float]]) -> tuple[float, float]:
 def sleep_run(comm, spec: dict, run: dict) -> dict | None:
     """``spec``'s warm-up and timed steps of schedule ``run`` on p·v sleeping layers, one per
     virtual stage, each sleeping a v-th of a stage's time (polling it, where each rank has a
-    core). Rank 0 returns the per-step bubbles
-    and every rank's peak activations; with ``trace``, it writes the last step's Chrome trace
-    into ``spec["traces"]``."""
+    core). Rank 0 returns the per-step bubbles and every rank's peak activations; with
+    ``trace``, it writes the last step's Chrome trace into ``spec["traces"]``."""
     p, m, v = comm.size, run["m"], run["v"]
     weight = spec["weight_s"] if run["schedule"] == "zb-h1" else 0.0  # B and W apart
     spin = comm.local_size <= len(os.sched_getaffinity(0))  # a core each: compute, not sleep

@@ -95,11 +95,12 @@ class Runtime:
             early = send_for(rank, action, self.p, self.v)
             early = None if self.sync_sends or early not in planned else early
             program.append((block, (action, str(action), receive, f"wait {receive}", early,
-                                    str(early))))
+                                    early and str(early))))
             block = []
         program.append((block, None))
         self._compiled = actions, program  # holding the list: its id is never reused
         return program
+
     def _exchange(self, block: list[tuple[Action, str]]) -> None:
         """The messages between two computes, with their region names. The sends already went,
         each as soon as the compute that produced it ended (:meth:`_program` leaves them out).
