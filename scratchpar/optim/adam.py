@@ -46,7 +46,7 @@ class Adam(Optimizer):
         """One Adam step of parameter i along g (p.grad or a scratch array; neither is changed)."""
         xp = get_array_module(p.data)
         state = self.state[i]
-        if not state:
+        if "step" not in state:  # its first update (a mixed-precision master may be there)
             state.update(step=0, exp_avg=xp.zeros_like(p.data), exp_avg_sq=xp.zeros_like(p.data))
         state["step"] += 1
         t = state["step"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from scratchpar.autograd.precision import wide
 from scratchpar.backend import get_array_module
 
 
@@ -14,9 +15,10 @@ def grad_norm_array(params):
 
 def norm_of(arrays):
     """‖(a₁, …, aₙ)‖₂ over one device's arrays, as a 0-d array (no wait): the one formula every
-    gradient norm here uses, so that norms computed in different places agree bit for bit."""
+    gradient norm here uses, so that norms computed in different places agree bit for bit.
+    16-bit arrays are summed in fp32: a loss-scaled fp16 gradient's squares overflow fp16."""
     xp = get_array_module(*arrays)
-    norms = xp.stack([xp.linalg.norm(a.ravel()) for a in arrays])  # (n,): ‖aᵢ‖₂, one per array
+    norms = xp.stack([xp.linalg.norm(wide(a).ravel()) for a in arrays])  # (n,): ‖aᵢ‖₂ each
     return xp.linalg.norm(norms)  # ‖(‖a₁‖, …, ‖aₙ‖)‖₂ = ‖(a₁, …, aₙ)‖₂
 
 

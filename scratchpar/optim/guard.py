@@ -14,13 +14,18 @@ def guarded_step(optimizer, params, loss, grad_clip: float = 0.0, norm=None) -> 
     """Clip to ``grad_clip`` (if > 0) and step, unless ``loss`` or the global gradient norm
     ``norm`` (computed here if not given) is not finite: then the parameters and the optimizer
     state stay as they were, as a loss scaler skips an overflowed step (Micikevicius et al.
-    2018, §3.2), and the caller counts the skip. ``{"loss", "grad_norm", "skipped"}``.
+    2018, §3.2), and the caller counts the skip unless the optimizer's loss scale took the
+    blame (``"overflow"``). ``{"loss", "grad_norm", "skipped"}``, ``grad_norm`` the unscaled
+    norm.
 
     ``loss`` and ``norm`` may be numbers or 0-d device arrays: the verdict reads both in one
     copy, the step's one wait for the device."""
     loss, norm = read_scalars(loss, grad_norm_array(params) if norm is None else norm)
-    if not (math.isfinite(loss) and math.isfinite(norm)):
+    norm /= optimizer.grad_scale  # the gradients carry the loss scale until the update
+    if not math.isfinite(loss):
         return skipped(loss, norm)
+    if not math.isfinite(norm):
+        return skipped(loss, norm, overflow=optimizer.overflow())
     if grad_clip > 0:
         clip_grad_norm(params, grad_clip, norm)
     optimizer.step()
@@ -44,6 +49,10 @@ def read_scalars(*values) -> list[float]:
     return xp.stack([xp.asarray(v, dtype=xp.float64) for v in values]).tolist()
 
 
-def skipped(loss: float, norm: float) -> dict:
-    """The metrics of a step that was not applied."""
-    return {"loss": loss, "grad_norm": norm, "skipped": True}
+def skipped(loss: float, norm: float, overflow: bool = False) -> dict:
+    """The metrics of a step that was not applied; ``overflow``: for a loss scale's overflow,
+    which the scale has answered (halved), so that it is not counted as divergence."""
+    metrics = {"loss": loss, "grad_norm": norm, "skipped": True}
+    if overflow:
+        metrics["overflow"] = True
+    return metrics

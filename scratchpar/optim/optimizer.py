@@ -22,6 +22,7 @@ class Optimizer(abc.ABC):
 
     buffers: tuple[str, ...] = ()
     counters: tuple[str, ...] = ()
+    grad_scale = 1.0  # the factor the gradients carry until the update (a loss scale: mixed.py)
 
     def __init__(self, params, lr: float):
         self.params = list(params)
@@ -44,6 +45,11 @@ class Optimizer(abc.ABC):
     @abc.abstractmethod
     def _update(self, i: int, p) -> None:
         """Update parameter ``i`` (``p``, whose ``grad`` is set) in place."""
+
+    def overflow(self) -> bool:
+        """A step's gradient was not finite: whether that is a loss scale's overflow, forgiven
+        (:class:`~.mixed.MixedPrecision`), rather than divergence. Here it never is."""
+        return False
 
     def rebind(self, params) -> Optimizer:
         """The same optimizer (class, hyperparameters, step count) over other parameters, with
@@ -117,6 +123,10 @@ class Optimizer(abc.ABC):
         self.step_count = step_count
         self.lr = lr
 
+    def state_dtype(self, dtype):
+        """The dtype of the state kept for a parameter of ``dtype``: its own."""
+        return dtype
+
     def _restore(self, i: int, name: str, value):
         """``value`` copied into parameter i's existing buffer ``name`` (or a new one)."""
         if name in self.counters:
@@ -127,7 +137,7 @@ class Optimizer(abc.ABC):
             value = to_host(value)
         current = self.state[i].get(name)
         if current is None:
-            return xp.array(value, dtype=data.dtype)
+            return xp.array(value, dtype=self.state_dtype(data.dtype))
         current[...] = xp.asarray(value, dtype=current.dtype)
         return current
 

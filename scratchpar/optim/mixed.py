@@ -1,0 +1,74 @@
+"""Mixed-precision updates: 16-bit parameters stepped through fp32 master copies."""
+
+from __future__ import annotations
+
+from ..autograd.precision import WIDE
+from ..backend import get_array_module
+from .optimizer import Optimizer
+from .scaler import LossScaler
+
+
+class Master:
+    """A parameter's fp32 master copy and the fp32 gradient the inner rule reads."""
+
+    __slots__ = ("data", "grad")
+
+    def __init__(self, data, grad):
+        self.data, self.grad = data, grad
+
+
+class MixedPrecision(Optimizer):
+    """``inner``'s rule applied to fp32 masters of 16-bit parameters (Micikevicius et al. 2018,
+    §3.1): an update smaller than half a 16-bit ulp of the weight would be lost if added to the
+    weight itself, so the weight is kept in fp32 beside it and rounded into the model after each
+    step. A master is the parameter's first value widened, made at its first update, as its
+    state is; the inner rule's state (moments) is fp32 beside it, in the same per-parameter
+    dict, so ``state_dict`` holds ``master.<i>`` with the rest and ZeRO shards it alike.
+
+    The gradient arrives in the parameters' dtype and, with a ``scaler``, S times its size
+    (:class:`~.scaler.LossScaler`); each update widens it and divides by S in fp32. The guard
+    (:func:`~.guard.guarded_step`) reads ``grad_scale`` to judge the true norm, and calls
+    :meth:`overflow` on a non-finite one.
+    """
+
+    def __init__(self, inner: Optimizer, scaler: LossScaler | None = None):
+        super().__init__(inner.params, inner.lr)
+        self.inner, self.scaler = inner, scaler
+        inner.state = self.state  # one dict per parameter: the master and the inner rule's state
+        self.buffers = ("master",) + inner.buffers
+        self.counters = inner.counters
+
+    @property
+    def grad_scale(self) -> float:
+        return 1.0 if self.scaler is None else self.scaler.scale
+
+    def overflow(self) -> bool:
+        """A non-finite gradient: whether the loss scale takes the blame (and is halved)."""
+        return self.scaler is not None and self.scaler.overflowed()
+
+    def step(self) -> None:
+        self.inner.lr, self.inner.step_count = self.lr, self.step_count + 1
+        super().step()
+        if self.scaler is not None:
+            self.scaler.applied()
+
+    def _update(self, i: int, p) -> None:
+        state = self.state[i]
+        master = state.get("master")
+        if master is None:
+            master = state["master"] = p.data.astype(WIDE)
+        xp = get_array_module(master)
+        grad = self._scratch(master)  # fp32
+        xp.multiply(p.grad, 1.0 / self.grad_scale, out=grad, dtype=WIDE)  # ∇ = (S·∇) / S
+        self.inner._update(i, Master(master, grad))
+        xp.copyto(p.data, master, casting="unsafe")  # rounded to the parameter's 16 bits
+
+    def state_dtype(self, dtype):
+        """fp32: the masters and the inner rule's moments."""
+        return WIDE
+
+    def rebind(self, params) -> MixedPrecision:
+        """The same rule and scaler over other parameters (ZeRO's shards), with fresh masters."""
+        twin = MixedPrecision(self.inner.rebind(params), self.scaler)
+        twin.step_count = self.step_count
+        return twin
