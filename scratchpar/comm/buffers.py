@@ -46,8 +46,20 @@ def spec(buf):
 
 @functools.cache
 def mpi_type(dtype):
-    """The predefined MPI datatype of a NumPy dtype (float32 → MPI_FLOAT, …)."""
+    """The predefined MPI datatype of a NumPy dtype (float32 → MPI_FLOAT, …). bfloat16, which
+    MPI does not name, travels as its 16-bit words: moved intact, added by the engine's own
+    collectives (in NumPy), never by MPI's (:func:`reducible`)."""
+    if dtype.name == "bfloat16":
+        return MPI.UINT16_T
     try:
         return MPI.Datatype.fromcode(dtype.char)
     except (KeyError, ValueError):
         raise CommError(f"no MPI datatype for dtype {dtype}") from None
+
+
+def reducible(buf) -> None:
+    """Refuse a buffer that MPI's own reductions would add wrongly: bfloat16 goes to MPI as
+    16-bit integers (:func:`mpi_type`)."""
+    if buf.dtype.name == "bfloat16":
+        raise CommError("MPI's own reductions cannot add bfloat16 (MPI names no such type): "
+                        "reduce it with a hand-written algorithm (algorithm='auto')")

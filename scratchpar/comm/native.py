@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from scratchpar.comm.buffers import Request, mpi_type, spec
+from scratchpar.comm.buffers import Request, mpi_type, reducible, spec
 from scratchpar.comm.watchdog import Wait
 
 MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
@@ -19,6 +19,7 @@ class NativeCollectives:
 
     def mpi_allreduce(self, sendbuf, recvbuf, op: str, blocking: bool = False) -> None:
         """``recvbuf ← ⊕ sendbuf`` by the MPI library (``blocking`` calls MPI_Allreduce itself)."""
+        reducible(sendbuf if sendbuf is not None else recvbuf)
         if blocking:
             (send, recv), finish = self._stage(sendbuf, recvbuf)
             self._post(self._coll.Allreduce, sendbuf, spec(send), spec(recv), MPI_OPS[op])
@@ -48,6 +49,7 @@ class NativeCollectives:
             finish()
 
     def mpi_reduce_scatter(self, sendbuf, recvbuf, counts: list[int], op: str) -> None:
+        reducible(sendbuf)
         self._mpi("Ireduce_scatter", sendbuf, recvbuf, lambda s, r: (s, r, counts, MPI_OPS[op]))
 
     def mpi_allgather(self, sendbuf, recvbuf, counts: list[int]) -> None:
@@ -58,6 +60,7 @@ class NativeCollectives:
         self._mpi("Ibcast", send, recv, lambda s, r: (s if self.rank == root else r, root))
 
     def mpi_reduce(self, sendbuf, recvbuf, op: str, root: int) -> None:
+        reducible(sendbuf if sendbuf is not None else recvbuf)
         self._mpi("Ireduce", sendbuf, recvbuf, lambda s, r: (s, r, MPI_OPS[op], root))
 
     def mpi_gather(self, sendbuf, recvbuf, counts: list[int], root: int) -> None:
