@@ -8,6 +8,7 @@ from . import ops_math as m
 from . import ops_nn as nn
 from . import ops_reduce as r
 from . import ops_shape as s
+from .precision import WIDE, is_low
 from .tensor import Tensor
 
 
@@ -41,6 +42,16 @@ def pow(a, b) -> Tensor:  # noqa: A001 - the op's name
 
 def matmul(a, b) -> Tensor:
     return m.MatMul.apply(a, b)
+
+
+def astype(a, dtype) -> Tensor:
+    return m.Cast.apply(a, dtype=dtype)
+
+
+def wide(a) -> Tensor:
+    """``a`` in fp32 if it is a 16-bit float, else ``a`` itself (no graph node): a loss
+    computed from a 16-bit model's output, in fp32."""
+    return astype(a, WIDE) if is_low(a.dtype) else a
 
 
 def exp(a) -> Tensor:

@@ -1,8 +1,13 @@
-"""Reductions over axes: sum, mean and max, whose grads spread back over the reduced axes."""
+"""Reductions over axes: sum, mean and max, whose grads spread back over the reduced axes.
+
+A 16-bit input's sum and mean are added in fp32 and rounded once to its dtype (Micikevicius
+et al. 2018, §3.3: large reductions in fp32); NumPy would add them in 16 bits.
+"""
 
 from __future__ import annotations
 
 from ..backend import get_array_module
+from .precision import WIDE, is_low, narrow, total
 from .tensor import Function
 
 
@@ -29,7 +34,7 @@ def spread(ctx, g):
 class Sum(Function):
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
-        return a.sum(axis=reduction(ctx, a, axis), keepdims=keepdims)
+        return total(a, axis=reduction(ctx, a, axis), keepdims=keepdims)
 
     @staticmethod
     def backward(ctx, g):
@@ -39,7 +44,9 @@ class Sum(Function):
 class Mean(Function):
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
-        out = a.mean(axis=reduction(ctx, a, axis), keepdims=keepdims)
+        adds_in = WIDE if is_low(a.dtype) else None  # None: NumPy's own accumulator
+        out = narrow(a.mean(axis=reduction(ctx, a, axis), keepdims=keepdims, dtype=adds_in),
+                     a.dtype)
         ctx.count = a.size // max(out.size, 1) if a.size else 1
         return out
 
@@ -49,14 +56,14 @@ class Mean(Function):
 
 
 class Max(Function):
-    """Max over axes; tied maxima share the gradient equally."""
+    """Max over axes; tied maxima share the gradient equally (in a 16-bit input's dtype)."""
 
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
         axes = reduction(ctx, a, axis)
         out = a.max(axis=axes, keepdims=True)
         mask = a == out
-        ctx.weights = mask / mask.sum(axis=axes, keepdims=True)
+        ctx.weights = narrow(mask / mask.sum(axis=axes, keepdims=True), a.dtype)
         return out if keepdims else out.reshape([n for i, n in enumerate(a.shape) if i not in axes])
 
     @staticmethod

@@ -7,6 +7,7 @@ import itertools
 from ..backend import get_array_module
 from ..scatter import scatter_add, scatter_rows
 from .ops_math import unbroadcast
+from .precision import narrow, saturated, weak, wide
 from .sums import Partial
 from .tensor import Function
 
@@ -54,13 +55,18 @@ class GetItem(Function):
     def backward(ctx, g):
         if _is_basic(ctx.index):  # zeros but the slice: summed into one buffer (autograd/sums.py)
             return Partial(ctx.shape, ctx.index, g)
-        grad = get_array_module(g).zeros(ctx.shape, dtype=g.dtype)
-        scatter_add(grad, ctx.index, g)
-        return grad
+        gw = wide(g)  # repeated picks added in fp32 for a 16-bit g
+        grad = get_array_module(g).zeros(ctx.shape, dtype=gw.dtype)
+        scatter_add(grad, ctx.index, gw)
+        return narrow(grad, g.dtype)
 
 
 class Gather(Function):
-    """Row lookup ``weight[ids]``: weight (V, D), ids (...) int → (..., D). An embedding."""
+    """Row lookup ``weight[ids]``: weight (V, D), ids (...) int → (..., D). An embedding.
+
+    Its gradient adds up the rows of every occurrence of a token, in fp32 for a 16-bit
+    gradient: a frequent token's row would otherwise stop growing once each next term falls
+    below half an ulp of the sum."""
 
     @staticmethod
     def forward(ctx, weight, ids):
@@ -69,9 +75,10 @@ class Gather(Function):
 
     @staticmethod
     def backward(ctx, g):
-        grad = get_array_module(g).zeros(ctx.shape, dtype=g.dtype)  # (V, D)
-        scatter_rows(grad, ctx.ids.reshape(-1), g.reshape(-1, ctx.shape[1]))
-        return grad, None
+        gw = wide(g)  # (..., D)
+        grad = get_array_module(g).zeros(ctx.shape, dtype=gw.dtype)  # (V, D)
+        scatter_rows(grad, ctx.ids.reshape(-1), gw.reshape(-1, ctx.shape[1]))
+        return narrow(grad, g.dtype), None
 
 
 class Concat(Function):
@@ -94,6 +101,7 @@ class Where(Function):
 
     @staticmethod
     def forward(ctx, cond, a, b):
+        a, b = weak(a, b)  # a Python constant in a bf16 array's dtype, not fp32
         ctx.cond = cond
         ctx.shapes = getattr(a, "shape", ()), getattr(b, "shape", ())
         return get_array_module(cond, a, b).where(cond, a, b)
@@ -109,13 +117,14 @@ class Where(Function):
 
 
 class MaskedFill(Function):
-    """Entries where ``mask`` is true become ``value`` (no grad flows to them)."""
+    """Entries where ``mask`` is true become ``value`` (no grad flows to them); a finite value
+    beyond a 16-bit format's range fills its largest finite one (``precision.saturated``)."""
 
     @staticmethod
     def forward(ctx, a, mask, value):
         xp = get_array_module(a)
         ctx.mask, ctx.shape = mask, a.shape
-        return xp.where(mask, a.dtype.type(value), a)
+        return xp.where(mask, saturated(value, a.dtype), a)
 
     @staticmethod
     def backward(ctx, g):

@@ -33,9 +33,11 @@ def count_targets(batch):
 
 def half_squared_error(pred, target, reduction: str = "mean"):
     """½ Σ (pred − target)² over predictions (B,) and targets (B,), divided by B for
-    ``"mean"`` (none → loss 0): the loss of a rating model, whose gradient is the residual."""
+    ``"mean"`` (none → loss 0): the loss of a rating model, whose gradient is the residual.
+    16-bit predictions: computed in fp32, as the cross-entropies are."""
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    pred = F.wide(pred)  # (B,)
     residual = pred - target.astype(pred.dtype)  # (B,)
     scale = 0.5 / max(pred.size, 1) if reduction == "mean" else 0.5
     return (residual * residual).sum() * scale
