@@ -65,6 +65,13 @@ class Module:
     def num_parameters(self) -> int:
         return sum(p.size for p in self.parameters())
 
+    def to_dtype(self, dtype) -> Module:
+        """Every parameter's array in ``dtype``, a new array each (before an optimizer holds
+        them: the optimizer keeps the arrays it was given)."""
+        for _, p in self.named_parameters():
+            p.data = p.data.astype(dtype)
+        return self
+
     def train(self, mode: bool = True) -> Module:
         for _, module in self.named_modules():
             module.training = mode

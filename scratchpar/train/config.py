@@ -86,7 +86,7 @@ class OptimConfig:
 @dataclass(frozen=True)
 class RunConfig:
     """What the training loop itself reads: the strategy's name, the run's length, batch,
-    seed, device and dtype, its logging, checkpoints and trace."""
+    seed, device, dtype and precision, its logging, checkpoints and trace."""
 
     strategy: str = opt("dp", "parallel strategy: " + "; ".join(
         f"{name}, {family.names[name]}" for name, family in REGISTRY.items()),
@@ -97,6 +97,10 @@ class RunConfig:
     device: str = opt("cpu", "array backend (double: CuPy's rules on the CPU, for testing)",
                       choices=("cpu", "cuda", "double"))
     dtype: str = opt("float32", "parameter and activation dtype", choices=("float32", "float64"))
+    precision: str = opt("fp32", "compute precision: fp16 or bf16 run forward and backward in "
+                                 "16 bits, with fp32 master weights and optimizer state; fp16 "
+                                 "with a dynamic loss scale (Micikevicius et al. 2018)",
+                         choices=("fp32", "fp16", "bf16"))
     log_every: int = opt(25, "steps between metrics records")
     eval_batches: int = opt(8, "held-out batches for the final evaluation")
     metrics: str = opt("runs/metrics.jsonl", "JSONL metrics file")

@@ -15,21 +15,26 @@ class Diverged(RuntimeError):
 
 
 class BadSteps:
-    """Counts the skipped steps (the strategy's ``metrics["skipped"]``) and those in a row."""
+    """Counts the skipped steps (the strategy's ``metrics["skipped"]``) and those in a row. A
+    loss scale's overflow (``metrics["overflow"]``: the scale was halved, Micikevicius et al.
+    2018, §3.2) is skipped too, but counted apart: it says nothing of divergence."""
 
     def __init__(self, limit: int):
-        self.limit, self.in_a_row, self.total = limit, 0, 0
+        self.limit, self.in_a_row, self.total, self.overflows = limit, 0, 0, 0
 
     def count(self, step: int, metrics: dict, lr: float) -> dict | None:
         """Take step ``step``'s verdict; the metrics record of a skipped step, else ``None``."""
         if not metrics.get("skipped"):
             self.in_a_row = 0
             return None
+        record = {"event": "skip", "step": step, "loss": finite_or_text(metrics["loss"]),
+                  "grad_norm": finite_or_text(metrics["grad_norm"]), "lr": lr}
+        if metrics.get("overflow"):
+            self.overflows += 1
+            return {**record, "event": "overflow"}
         self.in_a_row += 1
         self.total += 1
-        return {"event": "skip", "step": step, "loss": finite_or_text(metrics["loss"]),
-                "grad_norm": finite_or_text(metrics["grad_norm"]), "lr": lr,
-                "in_a_row": self.in_a_row}
+        return {**record, "in_a_row": self.in_a_row}
 
     @property
     def exhausted(self) -> bool:

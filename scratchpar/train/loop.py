@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import time
@@ -14,6 +16,7 @@ from ..comm.window import RemoteArray
 from ..trace.chrome import write_chrome
 from .checkpoint import CheckpointError, save_checkpoint, split_state
 from .divergence import BadSteps, held_out_diverged
+from .precision import fold_masters, unfold_masters
 from .progress import Progress
 from .task import HALF_SQUARED, eval_rows
 from .window import Window
@@ -37,6 +40,11 @@ class Trainer:
         self.workers = workers or self.world  # the ranks that compute: servers do not
         self.is_logger = self.rank == 0  # logs, shows progress, evaluates, saves checkpoints
         self.step = 0
+        self.names = [name for name, _ in task.model.named_parameters()]  # optimizer's order
+        # fp16 overflows by design, and the loss scale answers it (an "overflow" record): NumPy
+        # need not warn of it too
+        self._overflows = functools.partial(np.errstate, over="ignore", invalid="ignore") \
+            if cfg.train.precision == "fp16" else contextlib.nullcontext
         self.bad = BadSteps(cfg.train.max_bad_steps)
         self.log = self.bar = None  # the metrics file and the progress bar, while run() runs
         # where ranks judge their steps alone, the first to diverge reports: a counter on rank 0
@@ -52,8 +60,11 @@ class Trainer:
         strategy_state = self.strategy.state_dict()
         if not self.is_logger:
             return
+        if self.cfg.train.precision != "fp32":
+            strategy_state = fold_masters(strategy_state, self.names)
         arrays, meta = {}, {"step": self.step, "config": self.cfg.to_dict(),
-                            "dropout_rng": streams, "vocabulary": self.task.vocabulary}
+                            "dropout_rng": streams, "vocabulary": self.task.vocabulary,
+                            "loss_scale": self.task.scaler and self.task.scaler.state_dict()}
         for part, state in strategy_state.items():
             arrays[part], meta[part] = split_state(state)
         save_checkpoint(directory, arrays, meta)
@@ -70,7 +81,12 @@ class Trainer:
                 raise ValueError(f"its step, {step!r}, is not an integer")
             if not 0 <= step <= stop:
                 raise ValueError(f"it is at step {step}, and this run stops at step {stop}")
-            self.strategy.load_state_dict({part: {**arrays[part], **meta[part]} for part in arrays})
+            state = {part: {**arrays[part], **meta[part]} for part in arrays}
+            if t.precision != "fp32":
+                state = unfold_masters(state, self.names)
+            self.strategy.load_state_dict(state)
+            if self.task.scaler is not None and meta.get("loss_scale"):
+                self.task.scaler.load_state_dict(meta["loss_scale"])
             if self.rank < len(meta["dropout_rng"]):
                 self.dropout_gen.state = meta["dropout_rng"][self.rank]
             self.step = step
@@ -125,7 +141,8 @@ class Trainer:
         self.strategy.optimizer.lr = lr
         batch, units = self.task.batch(self.step, t.batch_size,
                                        self.strategy.rows(t.batch_size))
-        metrics = self.strategy.step(batch)
+        with self._overflows():
+            metrics = self.strategy.step(batch)
         units = int(metrics.pop("units")) if units is None else units
         self.step += 1
         skip = self.bad.count(self.step, metrics, lr)
@@ -190,7 +207,8 @@ class Trainer:
         scores = self.task.scores(t.eval_batches, t.batch_size, eval_rows(self.cfg, self.world))
         rate = units / elapsed if elapsed > 0 else 0.0  # units of the global batches
         return {"step": self.step, "steps_run": steps, "eval_loss": scores.pop("loss"),
-                **scores, "skipped_steps": self.bad.total, "unit": self.task.unit,
+                **scores, "skipped_steps": self.bad.total,
+                "overflow_steps": self.bad.overflows, "unit": self.task.unit,
                 "measure": self.task.measure,
                 "units_per_s": rate, "units_per_s_per_rank": rate / self.world,
                 "units_per_s_per_worker": rate / self.workers, "workers": self.workers,
@@ -235,6 +253,8 @@ def format_summary(s: dict) -> str:
                  f" ({s['units_per_s_per_worker']:,.0f} per worker × {workers} of "
                  f"{s['world']} ranks)")
     line += f" · {s['steps_run']} steps in {s['elapsed_s']:.1f} s"
+    if s.get("overflow_steps"):
+        line += f", {s['overflow_steps']} skipped as the loss scale overflowed"
     if "reached_step" in s:
         line += (f" · the target loss reached at step {s['reached_step']}"
                  if s["reached_step"] is not None else " · the target loss not reached")

@@ -22,6 +22,7 @@ from ..data import (
 )
 from ..data.shard import Part
 from ..device_rng import DeviceRandom
+from ..optim.scaler import LossScaler, scaled
 from .divergence import finite_or_text
 
 EVAL_OFFSET = 2**40  # held-out batches are drawn at data positions no training run reaches
@@ -39,6 +40,7 @@ class Task:
     unit: str  # what the loss is averaged over: "tok" or "sample"
     criterion: Callable = F.cross_entropy  # a sample task's loss of (output, targets)
     measure: str = "nats"  # what the loss counts: nats, or a regression's squared error
+    scaler: LossScaler | None = None  # fp16's loss scale, which every loss's backward carries
 
     def batch(self, step: int, batch_size: int, rows=None):
         """Global batch ``step`` on the device: B (b, n+1) ids, or (x (b, F), y (b,)), or
@@ -53,9 +55,9 @@ class Task:
 
     def loss(self, model, batch, reduction: str = "mean"):
         if self.unit == "tok":
-            return nn.lm_loss(model, batch, reduction)
+            return scaled(nn.lm_loss(model, batch, reduction), self.scaler)
         *inputs, targets = batch
-        return self.criterion(model(*inputs), targets, reduction=reduction)
+        return scaled(self.criterion(model(*inputs), targets, reduction=reduction), self.scaler)
 
     def split(self, batch):
         """(inputs, targets): what the model reads and what its output is scored against
@@ -65,9 +67,9 @@ class Task:
 
     def output_loss(self, out, targets, reduction: str = "mean"):
         """The loss of the model's output ``out`` against ``targets`` (from :meth:`split`)."""
-        if self.unit == "tok":
-            return nn.lm_output_loss(out, targets, reduction)
-        return self.criterion(out, targets, reduction=reduction)
+        loss = (nn.lm_output_loss(out, targets, reduction) if self.unit == "tok"
+                else self.criterion(out, targets, reduction=reduction))
+        return scaled(loss, self.scaler)
 
     def count(self, batch):
         """Units (non-pad target tokens, or samples) in ``batch``: an int, or a 0-d array on

@@ -14,6 +14,7 @@ from .strategies import FAMILIES, REGISTRY
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
+MIXED = ("single", "dp-naive", "dp")  # the strategies that train in 16 bits (train/precision.py)
 AT_LEAST_ONE = ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
                 "data.seq_len", "data.n_features", "data.nnz", "data.n_users", "data.n_items",
                 "data.rank", "train.steps", "train.batch_size", "train.log_every",
@@ -136,7 +137,16 @@ def _run_problems(t) -> list[str]:
         (t.target_loss is None or t.strategy in ONE_LOSS,
          f"--target-loss goes with --strategy {' or '.join(ONE_LOSS)}, not {t.strategy}: "
          "those stop where every rank reads one reduced loss"),
-        (t.seed >= 0, f"train.seed must be non-negative; got {t.seed}")]
+        (t.seed >= 0, f"train.seed must be non-negative; got {t.seed}"),
+        (t.precision == "fp32" or t.dtype == "float32",
+         f"--precision {t.precision} keeps fp32 masters: it goes with --dtype float32, not "
+         f"{t.dtype}"),
+        (t.precision != "bf16" or t.device == "cpu",
+         f"--precision bf16 needs bfloat16 arrays, which CuPy lacks (--device {t.device}): "
+         "use --precision fp16"),
+        (t.precision == "fp32" or t.strategy in MIXED,
+         f"--precision {t.precision} goes with --strategy {', '.join(MIXED)} so far, not "
+         f"{t.strategy}")]
     return [message for ok, message in checks if not ok] + t.value_problems()
 
 

@@ -145,6 +145,7 @@ FLAGS: dict[str, Pools] = {
     "--seed": ints(["1", "7", "12345"], ["4294967295", "4294967296", "-2"]),
     "--device": choices("--device"),
     "--dtype": choices("--dtype"),
+    "--precision": choices("--precision"),
     "--log-every": ints(["2", "6"], ["5", "7", "1000000"]),
     "--eval-batches": ints(["2", "3"], huge=False),
     "--metrics": paths(["{tmp}/m.jsonl", "{tmp}/new/deep/m.jsonl"]),

@@ -1,5 +1,6 @@
-"""The example under `## Use it from Python` on each strategy page runs as its first line says
-(`# mpiexec -n N python FILE`): exit status 0, and rank 0 alone prints.
+"""The example under `## Use it from Python` on each strategy's page, and mixed precision's,
+runs as its first line says (`# mpiexec -n N python FILE`): exit status 0, and rank 0 alone
+prints.
 
 Each rank's stdout goes to a file of its own (a small ``-c`` prelude, then the example as
 ``__main__``), so a line printed by another rank cannot hide inside rank 0's output."""
@@ -10,7 +11,7 @@ import pytest
 from launch_helpers import ROOT, run_mpi
 
 PAGES = ["data_parallel", "pipeline", "tensor_parallel", "parameter_server", "hogwild", "easgd",
-         "zero"]
+         "zero", "precision"]
 HEADING = "\n## Use it from Python\n"
 LAUNCH = re.compile(r"# mpiexec -n (\d+) python (\w+\.py)\n")
 PRELUDE = ("import runpy, sys; from mpi4py import MPI; "

@@ -16,6 +16,7 @@ import pytest
 from device_helpers import host, on_device
 from nn_helpers import perturb
 
+from scratchpar import nn
 from scratchpar.autograd import Tensor, no_grad
 from scratchpar.autograd import functional as F
 from scratchpar.autograd.precision import PrecisionError, dtype_of
@@ -160,3 +161,13 @@ def test_half_squared_error_is_fp32_and_its_gradient_16_bit(low):
     assert losses[0].dtype == np.float32 and grads[0].dtype == dtype
     np.testing.assert_allclose(losses[0].item(), losses[1].item(), rtol=2.0**-20)
     assert np.linalg.norm(grads[0] - grads[1]) <= UNIT[fmt] * np.linalg.norm(grads[1])
+
+
+def test_to_dtype_casts_every_parameter_once_and_keeps_ties():
+    model = nn.GPT(11, 8, 16, 2, 2, np.random.default_rng(0), tie_embeddings=True)
+    before = {name: host(p.data).copy() for name, p in model.named_parameters()}
+    assert model.to_dtype(np.float16) is model
+    for name, p in model.named_parameters():
+        assert p.data.dtype == np.float16
+        np.testing.assert_array_equal(host(p.data), before[name].astype(np.float16))
+    assert model.head.weight.data is model.tok.weight.data  # still tied, cast once

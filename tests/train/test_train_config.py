@@ -59,3 +59,17 @@ def test_data_path_implies_text_and_must_exist(tmp_path):
 def test_unreadable_toml_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="--config"):
         load_config(["--config", str(tmp_path / "absent.toml")])
+
+
+def test_a_precision_is_refused_where_it_cannot_run_with_every_reason():
+    assert load_config(["--precision", "fp16", "--strategy", "single"]).train.precision == "fp16"
+    with pytest.raises(ConfigError) as err:
+        load_config(["--precision", "bf16", "--dtype", "float64", "--device", "cuda",
+                     "--strategy", "pipeline"])
+    text = str(err.value)
+    for fragment in ("--precision bf16 keeps fp32 masters: it goes with --dtype float32",
+                     "bf16 needs bfloat16 arrays, which CuPy lacks (--device cuda)",
+                     "--precision bf16 goes with --strategy single, dp-naive, dp so far"):
+        assert fragment in text
+    with pytest.raises(ConfigError, match="invalid choice: 'fp8'"):
+        load_config(["--precision", "fp8"])

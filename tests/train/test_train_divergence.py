@@ -15,7 +15,8 @@ from scratchpar.train.loop import Trainer
 
 
 class Scripted(Strategy):
-    """A strategy whose step ``i`` is skipped when ``pattern[i]`` is "x" (applied for ".")."""
+    """A strategy whose step ``i`` is skipped when ``pattern[i]`` is "x" (applied for "."), or
+    skipped as a loss scale's overflow for "o"."""
 
     def __init__(self, model, optimizer, pattern: str):
         super().__init__(model, optimizer, loss_fn=None)
@@ -26,8 +27,11 @@ class Scripted(Strategy):
         raise AssertionError("the loop never asks a strategy to describe itself")
 
     def step(self, batch) -> dict:
-        bad = self.pattern[self.calls] == "x"
+        said = self.pattern[self.calls]
         self.calls += 1
+        if said == "o":
+            return {"loss": 1.0, "grad_norm": float("inf"), "skipped": True, "overflow": True}
+        bad = said == "x"
         return {"loss": float("nan") if bad else 1.0, "grad_norm": 2.0, "skipped": bad}
 
 
@@ -85,3 +89,15 @@ def test_a_huge_learning_rate_exits_3_with_one_clear_message(tmp_path):
     log = [json.loads(line) for line in open(tmp_path / "m.jsonl")]
     assert log[-1]["event"] == "diverged"
     assert sum(r["event"] == "skip" for r in log) >= 5
+
+
+def test_overflows_are_recorded_apart_and_never_end_the_run(tiny_config):
+    """A loss scale's overflows (Micikevicius et al. 2018, §3.2) are skipped steps, but many in
+    a row are the scale finding its level, not divergence; nor do they break a run of bad
+    steps."""
+    trainer, records = scripted_run(tiny_config, "oooo.xoxo.", limit=3)
+    summary = trainer.run()
+    assert (summary["skipped_steps"], summary["overflow_steps"], summary["step"]) == (2, 6, 10)
+    log = records()
+    assert [r["step"] for r in log if r["event"] == "overflow"] == [1, 2, 3, 4, 7, 9]
+    assert [(r["step"], r["in_a_row"]) for r in log if r["event"] == "skip"] == [(6, 1), (8, 2)]

@@ -1,0 +1,44 @@
+"""The run's compute precision: the model in 16 bits, its updates through fp32 masters."""
+
+from __future__ import annotations
+
+from ..autograd.precision import dtype_of
+from ..backend import xp_default
+from ..optim.mixed import MixedPrecision
+from ..optim.scaler import LossScaler
+
+
+def apply_precision(cfg, task, optimizer):
+    """Under ``--precision fp16`` or ``bf16``: ``task``'s model cast to 16 bits, and the
+    optimizer that steps it through fp32 masters (Micikevicius et al. 2018, §3.1). fp16 scales
+    the loss (§3.2; its scaler is the task's and the optimizer's); bf16, with fp32's exponent
+    range, needs no scale. Under fp32, ``optimizer`` itself."""
+    precision = cfg.train.precision
+    if precision == "fp32":
+        return optimizer
+    task.model.to_dtype(dtype_of(precision, xp_default()))
+    task.scaler = LossScaler() if precision == "fp16" else None
+    return MixedPrecision(optimizer, task.scaler)
+
+
+def fold_masters(state: dict, names: list[str]) -> dict:
+    """A strategy's whole state (``{"model", "optim", …}``) with each parameter's fp32 master
+    (``optim["master.<i>"]``, ``names[i]``) in its weights' place: a checkpoint then holds the
+    weights as the run knows them, whatever its precision, and resumes under any."""
+    model, optim = dict(state["model"]), dict(state["optim"])
+    for i, name in enumerate(names):
+        master = optim.pop(f"master.{i}", None)
+        if master is not None:
+            model[name] = master
+    return {**state, "model": model, "optim": optim}
+
+
+def unfold_masters(state: dict, names: list[str]) -> dict:
+    """The inverse under a 16-bit precision: each parameter that has optimizer state takes its
+    checkpointed weights as its master, and rounds them into the model as the run would have."""
+    optim = dict(state["optim"])
+    held = {key.rpartition(".")[2] for key in optim if "." in key}
+    for i, name in enumerate(names):
+        if str(i) in held:
+            optim[f"master.{i}"] = state["model"][name]
+    return {**state, "optim": optim}

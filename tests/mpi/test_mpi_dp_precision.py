@@ -1,0 +1,79 @@
+"""Data parallelism in 16 bits moves the fp32 masters as one device in 16 bits does, within the
+format's rounding; every replica holds the same masters and the same loss scale, overflows
+included (every rank judges the reduced gradient)."""
+
+import numpy as np
+from device_helpers import host
+from dp_helpers import make_batch, make_task
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mpi_helpers import shared_verdict
+
+from scratchpar import backend
+from scratchpar.autograd.precision import dtype_of
+from scratchpar.optim import SGD
+from scratchpar.optim.mixed import MixedPrecision
+from scratchpar.optim.scaler import LossScaler
+from scratchpar.parallel import DataParallel, DataParallelNaive, SingleDevice
+
+# Norm-wise relative error of the masters' moves: a few units of each format's rounding
+# (fp16 2⁻¹¹, bf16 2⁻⁸), summed over a backward's products and three steps.
+TOLERANCE = {"fp16": 2e-2, "bf16": 1e-1}
+
+
+def mixed(task, precision: str, scale: float):
+    """``task``'s model in 16 bits, stepped by SGD with momentum through fp32 masters."""
+    task.model.to_dtype(dtype_of(precision, backend.xp_default()))
+    task.scaler = LossScaler(scale=scale) if precision == "fp16" else None
+    return MixedPrecision(SGD(task.model.parameters(), lr=0.1, momentum=0.9), task.scaler)
+
+
+def masters(strategy):
+    return [host(s["master"]).astype(np.float64) for s in strategy.optimizer.state]
+
+
+def available(precision: str) -> str:
+    """``precision``, or fp16 where the device has no bfloat16 (CuPy, and the double)."""
+    return precision if backend.xp_default() is np else "fp16"
+
+
+@settings(max_examples=6)
+@given(cls=st.sampled_from((DataParallel, DataParallelNaive)),
+       kind=st.sampled_from(("mlp", "gpt", "lstm")), rows=st.integers(0, 9),
+       precision=st.sampled_from(("fp16", "bf16")), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_three_steps_move_the_masters_as_one_device(comm, cls, kind, rows, precision, seed):
+    precision = available(precision)
+    mine, one = make_task(kind, seed + comm.rank, np.float32), make_task(kind, seed, np.float32)
+    dp = cls(mine.model, mixed(mine, precision, 2.0**8), mine.loss, mine.count, comm)
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
+                          lambda m, b: one.loss(m, b, "mean"))
+    start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
+    for step in range(3):
+        batch = make_batch(kind, rows + 1, seed + step, np.float32)
+        got, want = dp.step(batch), single.step(batch)
+        assert not got["skipped"] and not want["skipped"]
+    moved = [m - s for m, s in zip(masters(dp), start)]
+    want = [m - s for m, s in zip(masters(single), start)]
+    error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, want)))
+    assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in want)), error
+    digests = comm.allgather_obj([m.tobytes() for m in masters(dp)])
+    assert all(d == digests[0] for d in digests)
+
+
+@settings(max_examples=3)
+@given(kind=st.sampled_from(("mlp", "gpt")), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_every_replica_skips_an_overflow_and_halves_its_scale_alike(comm, kind, seed):
+    """A scale of 2⁴⁰ overflows fp16 at once: the ranks halve it together, step after step,
+    until the gradient fits, and hold the same masters and scale throughout."""
+    task = make_task(kind, seed + comm.rank, np.float32)
+    dp = DataParallel(task.model, mixed(task, "fp16", 2.0**40), task.loss, task.count, comm)
+    seen = []
+    with np.errstate(over="ignore", invalid="ignore"):  # the overflows are the point
+        for step in range(30):
+            metrics = dp.step(make_batch(kind, 4, seed + step, np.float32))
+            seen.append((bool(metrics.get("overflow")), dp.optimizer.grad_scale))
+    assert seen[0] == (True, 2.0**39) and not seen[-1][0]  # it overflowed, then found its level
+    views = comm.allgather_obj((seen, [m.tobytes() for m in masters(dp)]))
+    assert all(v == views[0] for v in views)
