@@ -52,5 +52,5 @@ def build_sleeping(cfg, comm, rows: int, forward_s: float, backward_s: float):
     parts = prepare(cfg, comm)
     task = parts.task
     parts.task = SleepingTask(task.dataset, task.model, task.unit, task.criterion, task.measure,
-                              (forward_s / rows, backward_s / rows))
+                              task.scaler, per_row=(forward_s / rows, backward_s / rows))
     return assemble(cfg, parts)
