@@ -126,8 +126,9 @@ def _kill(action) -> None:
         pass
 
 
-def judge(r: Result) -> list[str]:
-    """What is wrong with a finished job; empty when it kept the contract."""
+def judge(r: Result, trains: bool = True) -> list[str]:
+    """What is wrong with a finished job; empty when it kept the contract. Without ``trains``
+    (``--print-config``), an exit 0 prints the config and no final line."""
     problems = []
     if r.returncode is None:
         problems.append(f"still running after {r.seconds:.0f} s: killed")
@@ -139,8 +140,10 @@ def judge(r: Result) -> list[str]:
     if r.returncode in (2, 3) and "\nscratchpar.train: " not in "\n" + r.stderr:
         problems.append(f"exit {r.returncode} without a 'scratchpar.train:' message on stderr")
     finals = sum(line.startswith("final: ") for line in r.stdout.splitlines())
-    if r.returncode == 0 and finals != 1:
+    if r.returncode == 0 and finals != int(trains):
         problems.append(f"exit 0 with {finals} 'final:' lines on stdout")
+    if r.returncode == 0 and not trains and not r.stdout.startswith("[model]"):
+        problems.append("--print-config exited 0 without printing the config")
     if r.strays:
         problems.append(f"{r.strays} processes still running after the launcher ended")
     return problems
@@ -191,7 +194,7 @@ def run_case(case, tmp: Path, prepared: dict[str, Path]) -> Result:
 def check(case, tmp: Path, prepared: dict[str, Path]) -> None:
     """Run ``case``; an AssertionError says what broke and how to run it again."""
     r = run_case(case, tmp, prepared)
-    problems = judge(r)
+    problems = judge(r, trains="--print-config" not in case.args)
     assert not problems, (f"fuzz case {case.index} of seed {case.seed} ({case.id}): "
                           f"{'; '.join(problems)}\n{report(r)}\nagain, with its files: "
                           f"{sys.executable} tests/launch/fuzz_run.py {case.seed} {case.index}")
@@ -214,7 +217,7 @@ def main(seed: int, indices: list[int]) -> int:
         tmp = root / f"case-{case.index:03d}"
         tmp.mkdir()
         r = run_case(case, tmp, prepared)
-        problems = judge(r)
+        problems = judge(r, trains="--print-config" not in case.args)
         failed += bool(problems)
         print(f"{case.id}: {'; '.join(problems) or 'ok'}\n{report(r)}\n")
     return 1 if failed else 0

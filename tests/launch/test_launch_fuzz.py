@@ -40,12 +40,16 @@ def test_cases_are_reproducible_and_the_first_50_cover_every_scenario_and_world_
 
 
 def test_the_judge_fails_what_breaks_the_contract(tmp_path):
-    def verdict(code, out="", err=""):
-        return judge(Result([], tmp_path, code, out, err, 0.0))
+    def verdict(code, out="", err="", trains=True):
+        return judge(Result([], tmp_path, code, out, err, 0.0), trains)
 
     assert verdict(0, "final: step 6 · …\n") == []
     assert verdict(2, err="scratchpar.train: bad\n  - x\n") == []
     assert verdict(0, "") == ["exit 0 with 0 'final:' lines on stdout"]
+    assert verdict(0, "[model]\nkind = \"gpt\"\n", trains=False) == []  # --print-config
+    assert verdict(0, "final: step 6\n", trains=False) == [
+        "exit 0 with 1 'final:' lines on stdout", "--print-config exited 0 without printing the "
+        "config"]
     assert verdict(1, "final: x\n") == ["exit 1, not one of (0, 2, 3)"]
     assert verdict(None) == ["still running after 0 s: killed"]
     assert verdict(2, err="usage: x\n") == [
