@@ -51,9 +51,10 @@ class Layout:
             o, s = self.offsets[i], self.sizes[i]
             out[o:o + s] = 0 if arrays[i] is None else arrays[i].reshape(-1)
 
-    def flatten(self, xp, arrays):
-        """A new flat vector (n,) of ``arrays``, in the layout's dtype."""
-        out = xp.empty(self.n, self.dtype)  # (n,)
+    def flatten(self, xp, arrays, dtype=None):
+        """A new flat vector (n,) of ``arrays``, in the layout's dtype or ``dtype`` (a 16-bit
+        layout's fp32 optimizer state)."""
+        out = xp.empty(self.n, self.dtype if dtype is None else dtype)  # (n,)
         self.pack(arrays, out)
         return out
 

@@ -211,7 +211,8 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
                 if all(present):  # the optimizer's own memory: the device's, or the host's
                     xp = get_array_module(self.update.shards[k].data)
                     whole = group.flatten(xp, [to_host(sd[f"{name}.{i}"]) if xp is np
-                                               else xp.asarray(sd[f"{name}.{i}"]) for i in index])
+                                               else xp.asarray(sd[f"{name}.{i}"]) for i in index],
+                                          opt.state_dtype(group.dtype))
                     out[f"{name}.{k}"] = group.owned(whole)
                 elif any(present):
                     raise ValueError(f"optimizer state {name!r} is missing for some parameters "

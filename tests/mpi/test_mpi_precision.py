@@ -2,7 +2,10 @@
 format's rounding; every replica holds the same masters and the same loss scale, overflows
 included (every rank judges the reduced gradient)."""
 
+import functools
+
 import numpy as np
+import pytest
 from device_helpers import host
 from dp_helpers import make_batch, make_task
 from hypothesis import given, settings
@@ -15,6 +18,8 @@ from scratchpar.optim import SGD
 from scratchpar.optim.mixed import MixedPrecision
 from scratchpar.optim.scaler import LossScaler
 from scratchpar.parallel import DataParallel, DataParallelNaive, SingleDevice
+from scratchpar.parallel.zero import STAGES
+from scratchpar.train.precision import fold_masters, unfold_masters
 
 # Norm-wise relative error of the masters' moves: a few units of each format's rounding
 # (fp16 2⁻¹¹, bf16 2⁻⁸), summed over a backward's products and three steps.
@@ -29,7 +34,11 @@ def mixed(task, precision: str, scale: float):
 
 
 def masters(strategy):
-    return [host(s["master"]).astype(np.float64) for s in strategy.optimizer.state]
+    """Each parameter's fp32 master, whole, in the one-device model's order (a sharded
+    strategy gathers them: its checkpoint's layout-free state)."""
+    optim = strategy.state_dict()["optim"]
+    count = sum(key.startswith("master.") for key in optim)
+    return [host(optim[f"master.{i}"]).astype(np.float64) for i in range(count)]
 
 
 def available(precision: str) -> str:
@@ -37,15 +46,21 @@ def available(precision: str) -> str:
     return precision if backend.xp_default() is np else "fp16"
 
 
-@settings(max_examples=6)
-@given(cls=st.sampled_from((DataParallel, DataParallelNaive)),
-       kind=st.sampled_from(("mlp", "gpt", "lstm")), rows=st.integers(0, 9),
+STRATEGIES = {"dp": DataParallel, "dp-naive": DataParallelNaive,
+              **{f"zero{stage}": cls for stage, cls in STAGES.items()},
+              "zero3-offload": functools.partial(STAGES[3], offload=True)}
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+@settings(max_examples=4)
+@given(kind=st.sampled_from(("mlp", "gpt", "lstm")), rows=st.integers(0, 9),
        precision=st.sampled_from(("fp16", "bf16")), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_three_steps_move_the_masters_as_one_device(comm, cls, kind, rows, precision, seed):
+def test_three_steps_move_the_masters_as_one_device(comm, name, kind, rows, precision, seed):
     precision = available(precision)
     mine, one = make_task(kind, seed + comm.rank, np.float32), make_task(kind, seed, np.float32)
-    dp = cls(mine.model, mixed(mine, precision, 2.0**8), mine.loss, mine.count, comm)
+    dp = STRATEGIES[name](mine.model, mixed(mine, precision, 2.0**8), mine.loss, mine.count,
+                          comm)
     single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
                           lambda m, b: one.loss(m, b, "mean"))
     start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
@@ -77,3 +92,36 @@ def test_every_replica_skips_an_overflow_and_halves_its_scale_alike(comm, kind, 
     assert seen[0] == (True, 2.0**39) and not seen[-1][0]  # it overflowed, then found its level
     views = comm.allgather_obj((seen, [m.tobytes() for m in masters(dp)]))
     assert all(v == views[0] for v in views)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+@settings(max_examples=2)
+@given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
+       seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_checkpoint_of_masters_resumes_bitwise(comm, name, kind, precision, seed):
+    """Two steps, the state folded as a checkpoint holds it (the masters as the weights), a
+    fresh strategy unfolds it, one more step: the masters equal three uninterrupted steps'."""
+    precision = available(precision)
+    names = [n for n, _ in make_task(kind, seed).model.named_parameters()]
+
+    def build():
+        task = make_task(kind, seed + comm.rank, np.float32)
+        return task, STRATEGIES[name](task.model, mixed(task, precision, 2.0**8), task.loss,
+                                      task.count, comm)
+
+    batches = [make_batch(kind, 5, seed + step, np.float32) for step in range(3)]
+    (_, straight), (first_task, first) = build(), build()
+    for batch in batches:
+        straight.step(batch)
+    for batch in batches[:2]:
+        first.step(batch)
+    saved = fold_masters(first.state_dict(), names)
+    assert not any(k.startswith("master.") for k in saved["optim"])
+    task, second = build()
+    second.load_state_dict(unfold_masters(saved, names))
+    if task.scaler is not None:
+        task.scaler.load_state_dict(first_task.scaler.state_dict())
+    second.step(batches[2])
+    for got, want in zip(masters(second), masters(straight)):
+        assert got.tobytes() == want.tobytes()
