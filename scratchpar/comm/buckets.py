@@ -32,17 +32,20 @@ class Buckets:
     A bucket holds one dtype. An array joins the open bucket of its dtype unless it would overflow
     it, then opens the next one. An array larger than the limit fills a bucket alone. A bucket's
     buffer is allocated on the arrays' device when first used, and then reused by every
-    :meth:`pack`: a caller that reduces a lone array in place never pays for its buffer.
+    :meth:`pack`: a caller that reduces a lone array in place never pays for its buffer. With
+    ``into``, every bucket holds that dtype, and arrays are converted as they are packed
+    (16-bit gradients summed in fp32).
     """
 
-    def __init__(self, arrays, bucket_bytes: int):
+    def __init__(self, arrays, bucket_bytes: int, into=None):
         if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
             raise CommError(f"bucket_bytes must be a positive integer, got {bucket_bytes!r}")
         self.bucket_bytes = bucket_bytes
         self.members: list[list[int]] = []  # per bucket: indices of its arrays, in order
         sizes, dtypes, open_bucket = [], [], {}  # open_bucket: dtype → bucket still filling
+        self.converts = into is not None
         for i, a in enumerate(arrays):
-            dtype = np.dtype(a.dtype)
+            dtype = np.dtype(a.dtype if into is None else into)
             k = open_bucket.get(dtype)
             if k is None or (a.size and sizes[k] and
                              (sizes[k] + a.size) * dtype.itemsize > bucket_bytes):
@@ -118,6 +121,7 @@ class Buckets:
             raise CommError(f"{what}: the plan has {len(self.slots)} arrays, got {len(arrays)}")
         for i, (a, s) in enumerate(zip(arrays, self.slots)):
             dtype = self.dtypes[s.bucket]
-            if a is not None and (tuple(a.shape) != s.shape or a.dtype != dtype):
+            if a is not None and (tuple(a.shape) != s.shape or
+                                  (a.dtype != dtype and not self.converts)):
                 raise CommError(f"{what}: array {i} is {tuple(a.shape)} {a.dtype}, the plan "
                                 f"has {s.shape} {dtype}")

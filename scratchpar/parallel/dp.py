@@ -28,12 +28,17 @@ class DataParallelNaive(Strategy):
     With ``noise`` (a :class:`~scratchpar.optim.noise_scale.NoiseScale`), each step also
     estimates the gradient noise scale from every rank's own gradient and the reduced one
     (``noise.py``), at the cost of a pass over the gradient and one all-reduce of four numbers.
+
+    ``reduce_dtype``: the dtype gradients are summed over ranks in, where not their own (a
+    16-bit model's gradients in fp32: twice the bytes, no rounding in the sum); the reduced
+    gradient stays in it for the update.
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, grad_clip: float = 0.0,
-                 noise=None):
+                 noise=None, reduce_dtype=None):
         require_reduction(loss_fn)
         super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+        self.reduce_dtype = reduce_dtype
         self.xp = get_array_module(*(p.data for p in self.params))
         self.noise = None if noise is None else LocalNoise(comm, self.xp, noise)
         for p in self.params:  # every replica starts from rank 0's parameters
@@ -106,8 +111,10 @@ class DataParallelNaive(Strategy):
             metrics["units"] = float(n)
 
     def _grad_or_zeros(self, p):
-        """A parameter this backward did not reach still takes part: its gradient counts as 0."""
-        return self.xp.zeros_like(p.data) if p.grad is None else self.xp.ascontiguousarray(p.grad)
+        """A parameter this backward did not reach still takes part: its gradient counts as 0.
+        In ``reduce_dtype``, where one is set."""
+        grad = self.xp.zeros_like(p.data) if p.grad is None else self.xp.ascontiguousarray(p.grad)
+        return grad if self.reduce_dtype is None else grad.astype(self.reduce_dtype, copy=False)
 
     def _update(self, totals) -> dict:
         """Scale Σ gradients by 1/N, clip the (now global, identical) gradient, step. The loss
@@ -141,10 +148,11 @@ class DataParallel(DataParallelNaive):
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
-                 grad_clip: float = 0.0, noise=None):
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip, noise)
+                 grad_clip: float = 0.0, noise=None, reduce_dtype=None):
+        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip, noise,
+                         reduce_dtype)
         self.order = self.params[::-1]
-        self.plan = Buckets([p.data for p in self.order], bucket_bytes)
+        self.plan = Buckets([p.data for p in self.order], bucket_bytes, reduce_dtype)
         self.index = {id(p): j for j, p in enumerate(self.order)}
         self.overlap = Overlap([len(m) for m in self.plan.members], self._start_bucket)
         self.syncing = True
@@ -205,7 +213,7 @@ class DataParallel(DataParallelNaive):
         members = self.plan.members[k]
         alone = self.order[members[0]] if len(members) == 1 else None
         if alone is not None and alone.grad is not None:  # its own bucket: reduce in place
-            alone.grad = self.xp.ascontiguousarray(alone.grad)
+            alone.grad = self._grad_or_zeros(alone)
             self._in_place.add(members[0])
             if self.noise is not None:
                 self.noise.add(alone.grad)

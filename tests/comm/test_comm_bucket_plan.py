@@ -149,3 +149,19 @@ def test_a_buffer_is_allocated_only_when_first_used():
     assert plan.view(0).shape == (3,) and plan.allocated_bytes() == 12  # not the big one's 400
     first = plan.buffer(1)
     assert first.shape == (100,) and plan.buffer(1) is first and plan.allocated_bytes() == 412
+
+
+def test_buckets_into_one_dtype_widen_what_they_pack():
+    """16-bit gradients packed into fp32 buckets: one dtype, exact values, a 16-bit array of the
+    wrong shape still refused."""
+    arrays = [np.linspace(-2, 2, 6).astype(np.float16).reshape(2, 3),
+              np.arange(4, dtype=np.float16), np.float16([0.1])]
+    plan = Buckets(arrays, 64, into=np.float32)  # 11 elements, 44 bytes in fp32
+    assert set(plan.dtypes) == {np.dtype(np.float32)} and len(plan) == 1
+    plan.pack(arrays)
+    for i, a in enumerate(arrays):
+        view = plan.view(i)
+        assert view.dtype == np.float32
+        np.testing.assert_array_equal(view, a.astype(np.float32))
+    with pytest.raises(CommError, match="array 1 is"):
+        plan.pack([arrays[0], np.zeros(5, np.float16), arrays[2]])

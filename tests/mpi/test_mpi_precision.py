@@ -94,6 +94,33 @@ def test_every_replica_skips_an_overflow_and_halves_its_scale_alike(comm, kind, 
     assert all(v == views[0] for v in views)
 
 
+@pytest.mark.parametrize("cls", [DataParallel, DataParallelNaive])
+@settings(max_examples=3)
+@given(kind=st.sampled_from(("mlp", "gpt", "lstm")), precision=st.sampled_from(("fp16", "bf16")),
+       seed=st.integers(0, 2**31))
+@shared_verdict
+def test_gradients_summed_in_fp32_move_the_masters_as_one_device(comm, cls, kind, precision,
+                                                                  seed):
+    """``reduce_dtype=fp32``: the 16-bit gradients are summed over ranks in fp32 and stay so
+    for the update; the masters move as one device's."""
+    precision = available(precision)
+    mine, one = make_task(kind, seed + comm.rank, np.float32), make_task(kind, seed, np.float32)
+    dp = cls(mine.model, mixed(mine, precision, 2.0**8), mine.loss, mine.count, comm,
+             reduce_dtype=np.float32)
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
+                          lambda m, b: one.loss(m, b, "mean"))
+    start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
+    for step in range(3):
+        batch = make_batch(kind, 5, seed + step, np.float32)
+        dp.step(batch)
+        single.step(batch)
+        assert all(p.grad.dtype == np.float32 for p in mine.model.parameters())
+    moved = [m - s for m, s in zip(masters(dp), start)]
+    want = [m - s for m, s in zip(masters(single), start)]
+    error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, want)))
+    assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in want)), error
+
+
 @pytest.mark.parametrize("name", STRATEGIES)
 @settings(max_examples=2)
 @given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...autograd.precision import WIDE
 from ...optim.noise_scale import NoiseScale
 from ...parallel import DataParallel, DataParallelNaive, LocalSGD, SingleDevice
 from ..option import opt
@@ -29,6 +30,11 @@ class BucketFlags:
                                    "(McCandlish et al. 2018): one more all-reduce of 4 numbers "
                                    "a step; single: from the batch's two halves",
                             owners=("single", "dp", "dp-naive"))
+    grad_reduce: str = opt("compute", "dp, dp-naive under --precision fp16|bf16: sum the "
+                                      "gradients over ranks in the parameters' 16 bits "
+                                      "(compute: half the bytes, as DeepSpeed and FSDP do) or "
+                                      "in fp32 (no rounding in the sum, as Megatron-LM for bf16)",
+                           choices=("compute", "fp32"), owners=("dp", "dp-naive"))
 
     @property
     def bucket_bytes(self) -> int:
@@ -58,8 +64,12 @@ class DataParallelFamily(Family):
     flags = BucketFlags
 
     def problems(self, c, world_size: int) -> list[str]:
-        """One device's rules: no trace, one rank; and a noise scale from shards needs two."""
+        """One device's rules: no trace, one rank; a noise scale from shards needs two; fp32
+        sums need 16-bit gradients."""
         t, problems = c.train, []
+        if t.grad_reduce == "fp32" and t.precision == "fp32":
+            problems.append("--grad-reduce fp32 sums 16-bit gradients in fp32; it goes with "
+                            "--precision fp16 or bf16")
         if t.strategy == "single":
             if t.trace is not None:
                 problems.append("--trace records a parallel strategy's regions; --strategy "
@@ -88,9 +98,11 @@ class DataParallelFamily(Family):
         if t.strategy == "single":
             return SingleDevice(task.model, optimizer, task.loss, clip, noise, task.count)
         common = (task.model, optimizer, task.loss, task.count, comm)
+        wide = WIDE if t.grad_reduce == "fp32" else None
         if t.strategy == "dp-naive":
-            return DataParallelNaive(*common, grad_clip=clip, noise=noise)
+            return DataParallelNaive(*common, grad_clip=clip, noise=noise, reduce_dtype=wide)
         if t.strategy == "local-sgd":
             return LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
                             grad_clip=clip, bucket_bytes=t.bucket_bytes)
-        return DataParallel(*common, bucket_bytes=t.bucket_bytes, grad_clip=clip, noise=noise)
+        return DataParallel(*common, bucket_bytes=t.bucket_bytes, grad_clip=clip, noise=noise,
+                            reduce_dtype=wide)
