@@ -18,7 +18,9 @@ class Shape:
 
     Ψ = ``psi`` parameters in ``count`` arrays, the largest of ``largest`` elements, each
     element ``itemsize`` bytes (s), and ``moments`` optimizer arrays per element (Adam 2,
-    momentum 1, plain SGD 0). The model lists ``depth`` layers for pipelining. ``layer`` is
+    momentum 1, plain SGD 0), of ``state_itemsize`` bytes an element where not s, beside a
+    ``master`` copy of that many bytes an element (mixed precision's fp32 weights: 4; none
+    else). The model lists ``depth`` layers for pipelining. ``layer`` is
     the largest one's own parameters, ``stack`` what ZeRO-3 holds gathered at once (the three
     largest layers of a stack, every layer of a recurrent model, whose backward runs through
     them all together), and ``shared`` the parameters several layers hold, or none (a tied
@@ -35,6 +37,8 @@ class Shape:
     stack: int = 0
     shared: int = 0
     boundary: int = 0
+    state_itemsize: int = 0
+    master: int = 0
 
     @property
     def bytes(self) -> int:
@@ -42,9 +46,21 @@ class Shape:
         return self.itemsize * self.psi
 
     @property
+    def k(self) -> int:
+        """K, the optimizer's bytes per parameter (Rajbhandari et al. 2020, §3): its moments,
+        and a master copy in mixed precision. Adam: 8 in fp32; 12 in mixed precision (fp32
+        master, momentum and variance beside fp16 weights: the paper's 2 + 2 + 12)."""
+        return self.moments * (self.state_itemsize or self.itemsize) + self.master
+
+    @property
     def stepped(self) -> int:
-        """Arrays an update of every parameter array touches: each, and its moments."""
-        return self.count * (1 + self.moments)
+        """Arrays an update of every parameter array touches: each, its moments, its master."""
+        return self.count * self.per_array
+
+    @property
+    def per_array(self) -> int:
+        """Arrays an update touches per parameter array: itself, its moments, its master."""
+        return 1 + self.moments + (self.master > 0)
 
     @classmethod
     def of(cls, model, itemsize: int, moments: int, boundary: int = 0) -> Shape:
@@ -118,10 +134,11 @@ class Description:
 
 def replicated(shape: Shape, parameters: int = 0, buffers: int = 0) -> dict[str, int]:
     """A rank holding the whole model and its optimizer: sΨ of parameters, sΨ of gradient and
-    K·sΨ of state (Rajbhandari et al. 2020, §3: 4 + 4 + 8 = 16 bytes per parameter for Adam in
-    float32), with ``parameters`` and ``buffers`` more beside them."""
+    KΨ of state (Rajbhandari et al. 2020, §3: 4 + 4 + 8 = 16 bytes per parameter for Adam in
+    float32, 2 + 2 + 12 in mixed precision), with ``parameters`` and ``buffers`` more beside
+    them."""
     return {"parameters": shape.bytes + parameters, "gradients": shape.bytes,
-            "optimizer": shape.moments * shape.bytes, "buffers": buffers}
+            "optimizer": shape.k * shape.psi, "buffers": buffers}
 
 
 def bucketed(shape: Shape, bucket_bytes: int, op: str, axis: str, behind: str = "",

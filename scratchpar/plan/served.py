@@ -25,10 +25,11 @@ def parameter_server(description, shape, compute: tuple[float, float], workers: 
     forward, backward = compute
     axes = frozenset({"workers", "servers"}) if across_nodes else frozenset()
     served = communication(description, {"workers": workers, "servers": servers}, profile, axes)
-    keys = -(-shape.psi // servers) * shape.itemsize  # K_s, in bytes
+    owned = -(-shape.psi // servers)  # K_s, in parameters
+    keys = owned * shape.itemsize  # in bytes
     one_update = update_s(dataclasses.replace(description, holds={  # its range, one flat array
-        "parameters": keys, "gradients": keys, "optimizer": shape.moments * keys},
-        arrays=1 + shape.moments), profile)
+        "parameters": keys, "gradients": keys, "optimizer": shape.k * owned},
+        arrays=shape.per_array), profile)
     if mode == "sync":  # one combined update a step, after every worker's push
         return Prediction(forward, backward, one_update, served, sum(served.values()))
     own = servers * sum(served.values()) / workers  # a worker's share: its messages to S servers

@@ -68,7 +68,8 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     evaluation = network(scored, s, source.vocab, 1).evaluation
     shape, p = model.shape, model.shape.bytes
     held = family.describe(cfg, shape, world_size)  # the strategy's own figures
-    scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0)  # L2 decay needs a second one
+    # work arrays: the update's; L2 decay's second; mixed precision's fp32 gradient beside them
+    scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0) + (t.precision != "fp32")
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
     resumed = _checkpoint_bytes(t.resume)
     activations = max(family.activations(
@@ -78,7 +79,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
         "parameters": held.holds["parameters"],
         "gradients": held.holds["gradients"] + held.holds["buffers"],
         "optimizer": held.holds["optimizer"] + scratch * held.chunk * s
-                     + (t.save is not None) * replicas * (shape.moments + 1) * p,
+                     + (t.save is not None) * replicas * (shape.k * shape.psi + p),
         "activations": allowed(activations, margin),
         "data": source.kept + source.batches,
         "checkpoint": resumed,
@@ -139,15 +140,28 @@ def source_of(cfg):
 
 def network(cfg, s: int, vocab: int, rows: int) -> Model:
     """The estimate of the network ``cfg.model`` names, with elements of ``s`` bytes, over a
-    ``vocab``-symbol language, training on ``rows`` rows."""
+    ``vocab``-symbol language, training on ``rows`` rows; under a 16-bit ``--precision``, its
+    states as mixed precision holds them (:func:`in_precision`)."""
     kind = cfg.model.kind
     if kind in {OWN_MODEL[source] for source in SPARSE}:  # the sparse problems' models
-        return sparse_model(cfg, s, rows)
-    if kind == "mlp":
-        return mlp(cfg, s, rows)
-    if kind == "gpt":
-        return gpt(cfg, s, vocab, rows)
-    return recurrent(cfg, s, vocab, rows)
+        model = sparse_model(cfg, s, rows)
+    elif kind == "mlp":
+        model = mlp(cfg, s, rows)
+    elif kind == "gpt":
+        model = gpt(cfg, s, vocab, rows)
+    else:
+        model = recurrent(cfg, s, vocab, rows)
+    return model._replace(shape=in_precision(cfg, model.shape))
+
+
+def in_precision(cfg, shape):
+    """``shape``'s states under ``--precision``: fp16 or bf16 weights and gradients (2 bytes),
+    fp32 masters and moments (Micikevicius et al. 2018; K = 12 for Adam, Rajbhandari et al.
+    2020, §3). Activations stay counted at fp32's 4 bytes, an upper bound: some saved arrays
+    and every sensitive op's temporaries are fp32 inside."""
+    if cfg.train.precision == "fp32":
+        return shape
+    return replace(shape, itemsize=2, state_itemsize=shape.itemsize, master=shape.itemsize)
 
 
 def _checkpoint_bytes(directory) -> int:

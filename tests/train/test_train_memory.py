@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scratchpar import backend
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel import SingleDevice
+from scratchpar.parallel.zero.formula import formula
 from scratchpar.peak import peak_bytes
 from scratchpar.train import make_config
 from scratchpar.train.memory import (
@@ -24,10 +25,12 @@ from scratchpar.train.memory import (
     estimate,
     measurable,
     memory_problems,
+    network,
     on_device,
 )
 from scratchpar.train.memory_models import Model
 from scratchpar.train.optimizer import build_optimizer
+from scratchpar.train.precision import apply_precision
 from scratchpar.train.strategies import REGISTRY
 from scratchpar.train.strategies.mesh import tensor_share
 from scratchpar.train.task import build_task
@@ -39,6 +42,7 @@ from scratchpar.train.task import build_task
 LOOSENESS, SLACK = 2.5, RUNTIME_BYTES + (1 << 20)
 
 common = {"dtype": st.sampled_from(["float32", "float64"]),
+          "precision": st.sampled_from(["fp32", "fp16", "bf16"]),  # 16 bits over float32 only
           "optimizer": st.sampled_from(["sgd", "adam", "adamw"]),
           "weight_decay": st.sampled_from([0.0, 0.1]), "momentum": st.sampled_from([0.0, 0.9]),
           "batch_size": st.integers(1, 16), "eval_batches": st.integers(1, 2)}
@@ -87,8 +91,15 @@ def config(kind: str, d: dict, path=None):
         "model": model, "data": data,
         "optim": {k: d[k] for k in ("optimizer", "weight_decay", "momentum")},
         "train": {"strategy": "single", "steps": 2, "dtype": d["dtype"],
-                  "device": backend.device(),
+                  "precision": precision(d), "device": backend.device(),
                   "batch_size": d["batch_size"], "eval_batches": d["eval_batches"]}})
+
+
+def precision(d: dict) -> str:
+    """The drawn precision where it can run: fp32 over float64, fp16 where bf16 is missing."""
+    if d["dtype"] == "float64":
+        return "fp32"
+    return "fp16" if d["precision"] == "bf16" and backend.device() != "cpu" else d["precision"]
 
 
 def measured_peak(cfg) -> int:
@@ -98,7 +109,7 @@ def measured_peak(cfg) -> int:
     with peak_bytes() as seen:
         task = build_task(cfg, DeviceRandom(cfg.train.seed, 1))
         task.floor()
-        optimizer = build_optimizer(cfg, task.model.parameters())
+        optimizer = apply_precision(cfg, task, build_optimizer(cfg, task.model.parameters()))
         strategy = SingleDevice(task.model, optimizer, task.loss, cfg.optim.grad_clip)
         strategy.step(task.batch(0, cfg.train.batch_size)[0])
         task.evaluate(cfg.train.eval_batches, cfg.train.batch_size)
@@ -289,3 +300,25 @@ def test_on_a_gpu_the_model_and_the_step_meet_the_device_s_memory(two_gpus):
     (problem,) = memory_problems(gpu_cfg(), 1, 1)  # the host's parts still fit
     assert "(activations " in problem and "CUPY_GPU_MEMORY_LIMIT" in problem, problem
     assert "data " not in problem and "runtime " not in problem, problem
+
+
+@pytest.mark.parametrize("strategy, stage", [("single", 1), ("dp", 1), ("zero", 1), ("zero", 3)])
+def test_in_mixed_precision_the_states_are_the_papers_2_2_12(strategy, stage):
+    """fp16 weights and gradients, fp32 masters and Adam's moments: the description the
+    estimate reads holds 2 + 2 + 12 bytes a parameter (Rajbhandari et al. 2020, §3), divided
+    as each strategy divides them."""
+    cfg = make_config({"train": {"strategy": strategy, "precision": "fp16",
+                                 "zero_stage": stage}})
+    whole = make_config({"train": {"strategy": strategy, "zero_stage": stage}})
+    shape = network(cfg, 4, cfg.data.vocab_size, 1).shape
+    assert (shape.itemsize, shape.k) == (2, 12)
+    assert network(whole, 4, cfg.data.vocab_size, 1).shape.k == 8
+    held = REGISTRY[strategy].describe(cfg, shape, 4).holds
+    if strategy != "zero":
+        assert (held["parameters"], held["gradients"], held["optimizer"]) == (
+            2 * shape.psi, 2 * shape.psi, 12 * shape.psi)
+    else:
+        want = formula(stage, shape.psi, 4, 2, 12)
+        assert held["optimizer"] >= want["optimizer"] and held["parameters"] >= \
+            want["parameters"] and held["gradients"] >= want["gradients"]
+        assert held["optimizer"] <= 1.01 * want["optimizer"]

@@ -42,12 +42,16 @@ def test_ledger_counts_each_buffer_once_and_keeps_the_peaks():
     assert ledger.total() == 880 and ledger.samples == 2
 
 
-def test_formula_is_the_papers_for_adam_in_float32():
+def test_formula_is_the_papers_for_adam_in_float32_and_in_mixed_precision():
     psi, n = 1000, 4
-    total = {s: sum(formula(s, psi, n, 4, 2).values()) for s in range(4)}
+    total = {s: sum(formula(s, psi, n, 4, 8).values()) for s in range(4)}  # s = 4, K = 8
     assert total == {0: 16 * psi, 1: 8 * psi + 8 * psi / n, 2: 4 * psi + 12 * psi / n,
                      3: 16 * psi / n}
-    offload = formula(2, psi, n, 4, 2, offload=True)
+    mixed = {s: formula(s, psi, n, 2, 12) for s in range(4)}  # the paper's 2 + 2 + 12
+    assert [sum(m.values()) for m in mixed.values()] == [
+        16 * psi, 4 * psi + 12 * psi / n, 2 * psi + 14 * psi / n, 16 * psi / n]
+    assert mixed[1] == {"parameters": 2 * psi, "gradients": 2 * psi, "optimizer": 12 * psi / n}
+    offload = formula(2, psi, n, 4, 8, offload=True)
     assert offload == {"parameters": 4 * psi, "gradients": 0.0, "optimizer": 0.0,
                        "host": 16 * psi / n}
 

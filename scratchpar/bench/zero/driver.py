@@ -59,7 +59,7 @@ def memory_rows(results: dict, model: str) -> list[dict]:
         mem = res["memory"][model]
         for name in CONTENDERS:
             held = mem["ranks"][name][0]
-            want = formula(stage_of(name)[0], mem["psi"], n, mem["itemsize"], mem["moments"],
+            want = formula(stage_of(name)[0], mem["psi"], n, mem["itemsize"], mem["k"],
                            stage_of(name)[1])
             row = {"ranks": n, "contender": name, "label": LABELS[name],
                    "largest_group": held["largest_group"], "activations": held["activations"],

@@ -105,7 +105,7 @@ def memory(comm, cfg: dict) -> dict:
                 "peak": ledger.peak, "activations": strategy.activations,
                 "largest_group": FLOAT32 * max(sizes)}, "ledger")
         psi = sum(int(np.prod(shape)) for shape in strategy.shapes)  # a ZeRO stage: last
-        out[label] = {"psi": psi, "itemsize": FLOAT32, "moments": 2, "ranks": ranks}
+        out[label] = {"psi": psi, "itemsize": FLOAT32, "k": 2 * FLOAT32, "ranks": ranks}
     return out
 
 

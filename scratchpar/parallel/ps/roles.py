@@ -55,7 +55,8 @@ class Roles(ServerState, Strategy):
         start, stop = bounds(shape.psi, servers)[server]
         ks = shape.itemsize * (stop - start)  # the server's range, in bytes
         worker = {"parameters": p, "gradients": p, "optimizer": 0, "buffers": 3 * p}
-        host = {"parameters": ks, "gradients": ks, "optimizer": shape.moments * ks,
+        host = {"parameters": ks, "gradients": ks,
+                "optimizer": shape.k * (stop - start),
                 "buffers": w * ks}
         server = {**host, "parameters": p + ks}
         header = Header.buffer().nbytes
@@ -65,7 +66,7 @@ class Roles(ServerState, Strategy):
                  Message("all-reduce", "servers", 8, 1))  # the squared norm of every range
         if sum(server.values()) > sum(worker.values()):
             return Description(server, sends, on_host=sum(host.values()), chunk=ks,
-                               arrays=1 + shape.moments)  # its range, one flat array
+                               arrays=shape.per_array)  # its range, one flat array
         return Description(worker, sends, chunk=shape.largest)
 
     def close(self) -> None:

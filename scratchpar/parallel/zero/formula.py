@@ -6,20 +6,21 @@ from __future__ import annotations
 from ..description import TOTALS, Description, Message, bucketed
 
 
-def formula(stage: int, psi: int, ranks: int, itemsize: int, moments: int,
+def formula(stage: int, psi: int, ranks: int, itemsize: int, k: int,
             offload: bool = False) -> dict[str, int]:
     """Bytes one of ``ranks`` ranks holds for Ψ = ``psi`` parameters of ``itemsize`` bytes
-    and ``moments`` optimizer arrays per parameter (Adam 2, momentum 1, plain SGD 0), by part.
+    and K = ``k`` bytes of optimizer state per parameter (``Shape.k``), by part.
 
-    Rajbhandari et al. 2020, §5 and Figure 1, with K = moments·itemsize: data parallelism
-    (stage 0) holds sΨ + sΨ + KΨ. Stage 1 divides the optimizer state by N, stage 2 the
-    gradient too, stage 3 the parameters too. For Adam in float32 (s = 4, K = 8): 16Ψ,
-    8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N and 16Ψ/N. With offload the optimizer state, the gradient chunks
+    Rajbhandari et al. 2020, §5 and Figure 1: data parallelism (stage 0) holds
+    sΨ + sΨ + KΨ. Stage 1 divides the optimizer state by N, stage 2 the gradient too, stage 3
+    the parameters too. For Adam in float32 (s = 4, K = 8): 16Ψ, 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N and
+    16Ψ/N; in mixed precision (s = 2, K = 12, the paper's own case): 16Ψ, 4Ψ + 12Ψ/N,
+    2Ψ + 14Ψ/N and 16Ψ/N. With offload the optimizer state, the gradient chunks
     and a master copy of the parameter chunks are host memory, (2s + K)Ψ/N, and the device
     keeps no gradient beyond its buckets from stage 2 on (Ren et al. 2021, §4)."""
-    whole, state = itemsize * psi, moments * itemsize * psi
+    whole, state = itemsize * psi, k * psi
     chunk = -(-psi // ranks)  # ⌈Ψ/N⌉ elements: rank 0's chunks are the larger ones
-    shard = {"p": itemsize * chunk, "g": itemsize * chunk, "k": moments * itemsize * chunk}
+    shard = {"p": itemsize * chunk, "g": itemsize * chunk, "k": k * chunk}
     parts = {"parameters": whole if stage < 3 else shard["p"],
              "gradients": whole if stage < 2 else shard["g"],
              "optimizer": state if stage < 1 else shard["k"]}
@@ -47,7 +48,7 @@ def describe(stage: int, shape, world: int, bucket_bytes: int, offload: bool) ->
     counted once, with the gradients. Messages: each group's gradient reduce-scattered (behind
     backward from stage 2 on) and its parameters all-gathered after the update (stage 3: per
     layer, in forward and again in backward, behind the layer before it)."""
-    s, k = shape.itemsize, shape.moments
+    s, k = shape.itemsize, shape.k
     plain = formula(stage, shape.psi, world, s, k)  # the device's, without offload
     paper = formula(stage, shape.psi, world, s, k, offload)
     moved = plain["gradients"] - paper["gradients"]  # a gradient chunk offload moves to the host
@@ -71,4 +72,4 @@ def describe(stage: int, shape, world: int, bucket_bytes: int, offload: bool) ->
              Message("all-reduce", "dp", 8, 1))  # the squared norm of every rank's chunks
     groups = int(scattered.count) if stage < 3 else units  # one flat shard each
     return Description(holds, sends, on_host=paper.get("host", 0),
-                       chunk=-(-group // world), arrays=groups * (1 + k))
+                       chunk=-(-group // world), arrays=groups * shape.per_array)
