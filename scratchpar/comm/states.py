@@ -11,7 +11,7 @@ def gather_states(comm, state: dict, xp, what: str = "state gather") -> list[dic
     """
     arrays = {k: v for k, v in state.items() if hasattr(v, "shape")}
     scalars = {k: v for k, v in state.items() if k not in arrays}
-    layout = {k: (v.shape, v.dtype.str) for k, v in arrays.items()}
+    layout = {k: (v.shape, _spelled(v.dtype)) for k, v in arrays.items()}
     everyone = comm.allgather_obj((layout, scalars), what)
     if comm.rank != 0:
         for v in arrays.values():
@@ -24,3 +24,9 @@ def gather_states(comm, state: dict, xp, what: str = "state gather") -> list[dic
             comm.recv(buf, r)
         states.append({**received, **scalars})
     return states
+
+
+def _spelled(dtype) -> str:
+    """A dtype as text another rank reads back: its array-protocol string, but bfloat16's name
+    (its string, "<V2", reads back as two raw bytes)."""
+    return dtype.name if dtype.name == "bfloat16" else dtype.str

@@ -28,7 +28,7 @@ class BadSteps:
             self.in_a_row = 0
             return None
         record = {"event": "skip", "step": step, "loss": finite_or_text(metrics["loss"]),
-                  "grad_norm": finite_or_text(metrics["grad_norm"]), "lr": lr}
+                  "grad_norm": finite_or_text(metrics.get("grad_norm")), "lr": lr}
         if metrics.get("overflow"):
             self.overflows += 1
             return {**record, "event": "overflow"}

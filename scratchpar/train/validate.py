@@ -14,7 +14,7 @@ from .strategies import FAMILIES, REGISTRY
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
-MIXED = ("single", "dp-naive", "dp", "zero")  # those that train in 16 bits (train/precision.py)
+MIXED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid")  # those that train in 16 bits (train/precision.py)
 AT_LEAST_ONE = ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
                 "data.seq_len", "data.n_features", "data.nnz", "data.n_users", "data.n_items",
                 "data.rank", "train.steps", "train.batch_size", "train.log_every",
@@ -146,7 +146,11 @@ def _run_problems(t) -> list[str]:
          "use --precision fp16"),
         (t.precision == "fp32" or t.strategy in MIXED,
          f"--precision {t.precision} goes with --strategy {', '.join(MIXED)} so far, not "
-         f"{t.strategy}")]
+         f"{t.strategy}"),
+        (t.precision == "fp32" or t.pp_schedule != "pipedream",
+         f"--precision {t.precision} goes with the flushing schedules, not --pp-schedule "
+         "pipedream: its stages update each on their own verdict, so their loss scales and "
+         "masters would part")]
     return [message for ok, message in checks if not ok] + t.value_problems()
 
 

@@ -5,6 +5,7 @@ included (every rank judges the reduced gradient)."""
 import functools
 
 import numpy as np
+import pipeline_helpers as pipelined
 import pytest
 from device_helpers import host
 from dp_helpers import make_batch, make_task
@@ -70,6 +71,7 @@ def test_three_steps_move_the_masters_as_one_device(comm, name, kind, rows, prec
         assert not got["skipped"] and not want["skipped"]
     moved = [m - s for m, s in zip(masters(dp), start)]
     want = [m - s for m, s in zip(masters(single), start)]
+    assert len(moved) == len(want) == len(start)  # a master for every parameter
     error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, want)))
     assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in want)), error
     digests = comm.allgather_obj([m.tobytes() for m in masters(dp)])
@@ -117,6 +119,7 @@ def test_gradients_summed_in_fp32_move_the_masters_as_one_device(comm, cls, kind
         assert all(p.grad.dtype == np.float32 for p in mine.model.parameters())
     moved = [m - s for m, s in zip(masters(dp), start)]
     want = [m - s for m, s in zip(masters(single), start)]
+    assert len(moved) == len(want) == len(start)  # a master for every parameter
     error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, want)))
     assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in want)), error
 
@@ -152,3 +155,35 @@ def test_a_checkpoint_of_masters_resumes_bitwise(comm, name, kind, precision, se
     second.step(batches[2])
     for got, want in zip(masters(second), masters(straight)):
         assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1"])
+@settings(max_examples=2)
+@given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
+       seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_pipeline_in_16_bits_moves_the_masters_as_one_device(comm, schedule, kind, precision,
+                                                               seed):
+    """Every rank a stage, each stage's optimizer the run's wrapper rebound to its parameters
+    (one loss scale, judged on the norm over every stage): three steps of two micro-batches
+    move the masters, gathered on rank 0, as one device's."""
+    precision = available(precision)
+    mine, one = pipelined.make_task(kind, seed, np.float32), pipelined.make_task(kind, seed,
+                                                                                   np.float32)
+    pipe = pipelined.make_pipeline(comm, mine, schedule, comm.size, 2,
+                                   optimizer=mixed(mine, precision, 2.0**8).rebind)
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
+                          lambda m, b: one.loss(m, b, "mean"))
+    start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
+    for step in range(3):
+        batch = pipelined.make_batch(kind, 4, seed + step, np.float32)
+        got, want = pipe.step(batch), single.step(batch)
+        assert not got["skipped"] and not want["skipped"]
+    if comm.rank == 0:
+        moved = [m - s for m, s in zip(masters(pipe), start)]
+        want = [m - s for m, s in zip(masters(single), start)]
+        assert len(moved) == len(want) == len(start)  # a master for every parameter
+        error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, want)))
+        assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in want)), error
+    else:
+        pipe.state_dict()  # the gather is a collective

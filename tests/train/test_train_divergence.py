@@ -31,6 +31,8 @@ class Scripted(Strategy):
         self.calls += 1
         if said == "o":
             return {"loss": 1.0, "grad_norm": float("inf"), "skipped": True, "overflow": True}
+        if said == "p":  # PipeDream's: a stage's update skipped, no one norm for the step
+            return {"loss": 1.0, "skipped": True}
         bad = said == "x"
         return {"loss": float("nan") if bad else 1.0, "grad_norm": 2.0, "skipped": bad}
 
@@ -101,3 +103,9 @@ def test_overflows_are_recorded_apart_and_never_end_the_run(tiny_config):
     log = records()
     assert [r["step"] for r in log if r["event"] == "overflow"] == [1, 2, 3, 4, 7, 9]
     assert [(r["step"], r["in_a_row"]) for r in log if r["event"] == "skip"] == [(6, 1), (8, 2)]
+
+
+def test_a_skip_without_a_norm_is_recorded_without_one(tiny_config):
+    trainer, records = scripted_run(tiny_config, "..p.", limit=3)
+    trainer.run()
+    assert [(r["step"], r["grad_norm"]) for r in records() if r["event"] == "skip"] == [(3, None)]

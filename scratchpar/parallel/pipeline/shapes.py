@@ -8,7 +8,7 @@ from ...autograd import Tensor
 from ...backend import xp_default
 from .actions import place
 
-DTYPES = ("float16", "float32", "float64")  # what an activation may be
+DTYPES = ("float16", "float32", "float64", "bfloat16")  # what an activation may be
 WIDTH = 8  # a shape message: [dtype code, ndim, dims…], padded
 
 

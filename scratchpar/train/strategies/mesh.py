@@ -169,7 +169,7 @@ class MeshFamily(Family):
         if comm.rank == 0:
             print(_layout(cfg, mesh, ranges, layer_names(task.model), weights, unit),
                   flush=True)
-        make_optimizer = lambda params: build_optimizer(cfg, params)  # noqa: E731
+        make_optimizer = optimizer.rebind  # the run's rule (and its masters) over a stage's
         knobs = {"grad_clip": cfg.optim.grad_clip, "bucket_bytes": t.bucket_bytes}
         if t.strategy == "hybrid" and cfg.model.kind in TENSOR_MODELS:
             return Hybrid(task.model, make_optimizer, task, mesh, schedule, ranges,
