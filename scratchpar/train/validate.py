@@ -14,7 +14,8 @@ from .strategies import FAMILIES, REGISTRY
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
-MIXED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid")  # those that train in 16 bits (train/precision.py)
+# the strategies that train in 16 bits (train/precision.py)
+MIXED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid")
 AT_LEAST_ONE = ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
                 "data.seq_len", "data.n_features", "data.nnz", "data.n_users", "data.n_items",
                 "data.rank", "train.steps", "train.batch_size", "train.log_every",

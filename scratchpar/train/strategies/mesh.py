@@ -9,7 +9,6 @@ from ...parallel import Hybrid, PipeDream, Pipeline
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ...parallel.pipeline.simulator import simulate
-from ..optimizer import build_optimizer
 from ..option import count, opt
 from .family import Family
 
