@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..autograd import Tensor
+from ..autograd import Tensor, is_grad_enabled
 from ..backend import get_array_module, to_device
 
 
@@ -27,6 +27,9 @@ class Module:
     def __call__(self, *args, **kwargs):
         hooks = self.__dict__.get("_forward_hooks")
         if hooks is None:
+            recompute = self.__dict__.get("_recompute")  # nn/recompute.py sets it
+            if recompute is not None and is_grad_enabled():
+                return recompute(self, *args)
             return self.forward(*args, **kwargs)
         before, after = hooks
         before(self)

@@ -86,7 +86,7 @@ class OptimConfig:
 @dataclass(frozen=True)
 class RunConfig:
     """What the training loop itself reads: the strategy's name, the run's length, batch,
-    seed, device, dtype and precision, its logging, checkpoints and trace."""
+    seed, device, dtype, precision and recomputation, its logging, checkpoints and trace."""
 
     strategy: str = opt("dp", "parallel strategy: " + "; ".join(
         f"{name}, {family.names[name]}" for name, family in REGISTRY.items()),
@@ -101,6 +101,9 @@ class RunConfig:
                                  "16 bits, with fp32 master weights and optimizer state; fp16 "
                                  "with a dynamic loss scale (Micikevicius et al. 2018)",
                          choices=("fp32", "fp16", "bf16"))
+    recompute: str = opt("none", "activation recomputation: full keeps only each layer's input "
+                                 "(all but the last) and runs its forward again in backward "
+                                 "(Chen et al. 2016)", choices=("none", "full"))
     log_every: int = opt(25, "steps between metrics records")
     eval_batches: int = opt(8, "held-out batches for the final evaluation")
     metrics: str = opt("runs/metrics.jsonl", "JSONL metrics file")

@@ -1,9 +1,11 @@
-"""The run's compute precision: the model in 16 bits, its updates through fp32 masters."""
+"""The run's memory techniques: the model in 16 bits with its updates through fp32 masters, and
+activation recomputation."""
 
 from __future__ import annotations
 
 from ..autograd.precision import dtype_of
 from ..backend import xp_default
+from ..nn.recompute import recompute
 from ..optim.mixed import MixedPrecision
 from ..optim.scaler import LossScaler
 
@@ -42,3 +44,11 @@ def unfold_masters(state: dict, names: list[str]) -> dict:
         if str(i) in held:
             optim[f"master.{i}"] = state["model"][name]
     return {**state, "optim": optim}
+
+
+def apply_recompute(cfg, task) -> None:
+    """Under ``--recompute full``, every layer of the model but the last keeps only its input
+    (Chen et al. 2016): the last one's backward comes first, so its activations would be
+    recomputed at once, for no memory saved."""
+    if cfg.train.recompute == "full":
+        recompute(task.model.pipeline_layers()[:-1])

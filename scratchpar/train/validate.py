@@ -14,8 +14,10 @@ from .strategies import FAMILIES, REGISTRY
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
-# the strategies that train in 16 bits (train/precision.py)
+# the strategies that train in 16 bits, and those that recompute activations (train/precision.py)
 MIXED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid")
+RECOMPUTED = ("single", "dp-naive", "dp")
+LAYERED = ("gpt", "lstm", "rnn", "mlp")  # the models that list their layers
 AT_LEAST_ONE = ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
                 "data.seq_len", "data.n_features", "data.nnz", "data.n_users", "data.n_items",
                 "data.rank", "train.steps", "train.batch_size", "train.log_every",
@@ -27,7 +29,7 @@ def validate(c, world_size: int = 1) -> list[str]:
     each field's own, each section's, then each family of strategies' (its flags misused
     under another strategy, and its rules), and the share of the batch each rank needs."""
     problems = (_field_problems(c) + _model_problems(c.model) + _data_problems(c.data, c.model)
-                + _optim_problems(c.optim, c.train) + _run_problems(c.train))
+                + _optim_problems(c.optim, c.train) + _run_problems(c.train, c.model.kind))
     for family in FAMILIES:
         problems += _misused(family, c.train)
         if c.train.strategy in family.names:
@@ -129,7 +131,7 @@ def _optim_problems(o, t) -> list[str]:
 ONE_LOSS = ("single", "dp", "dp-naive", "zero")  # every rank reads the step's reduced loss
 
 
-def _run_problems(t) -> list[str]:
+def _run_problems(t, kind: str) -> list[str]:
     checks = [
         (t.save_every >= 0, f"train.save_every must be non-negative; got {t.save_every}"),
         (t.save_every == 0 or t.save is not None, "train.save_every needs --save DIR"),
@@ -147,6 +149,12 @@ def _run_problems(t) -> list[str]:
          "use --precision fp16"),
         (t.precision == "fp32" or t.strategy in MIXED,
          f"--precision {t.precision} goes with --strategy {', '.join(MIXED)} so far, not "
+         f"{t.strategy}"),
+        (t.recompute == "none" or kind in LAYERED,
+         f"--recompute {t.recompute} recomputes the layers a model lists; model {kind} lists "
+         f"none (use {', '.join(LAYERED)})"),
+        (t.recompute == "none" or t.strategy in RECOMPUTED,
+         f"--recompute {t.recompute} goes with --strategy {', '.join(RECOMPUTED)} so far, not "
          f"{t.strategy}"),
         (t.precision == "fp32" or t.pp_schedule != "pipedream",
          f"--precision {t.precision} goes with the flushing schedules, not --pp-schedule "

@@ -146,6 +146,7 @@ FLAGS: dict[str, Pools] = {
     "--device": choices("--device"),
     "--dtype": choices("--dtype"),
     "--precision": choices("--precision"),
+    "--recompute": choices("--recompute"),
     "--grad-reduce": choices("--grad-reduce"),
     "--log-every": ints(["2", "6"], ["5", "7", "1000000"]),
     "--eval-batches": ints(["2", "3"], huge=False),

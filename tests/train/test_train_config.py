@@ -76,3 +76,15 @@ def test_a_precision_is_refused_where_it_cannot_run_with_every_reason():
         assert fragment in text
     with pytest.raises(ConfigError, match="invalid choice: 'fp8'"):
         load_config(["--precision", "fp8"])
+
+
+def test_recomputation_is_refused_where_it_cannot_run_with_every_reason():
+    assert load_config(["--recompute", "full", "--strategy", "dp"]).train.recompute == "full"
+    with pytest.raises(ConfigError) as err:
+        load_config(["--recompute", "full", "--strategy", "zero", "--model", "logreg",
+                     "--source", "sparse-logreg"])
+    text = str(err.value)
+    for fragment in ("--recompute full recomputes the layers a model lists; model logreg",
+                     "--recompute full goes with --strategy single, dp-naive, dp so far, not "
+                     "zero"):
+        assert fragment in text
