@@ -70,7 +70,7 @@ def main():
         grads = run.gradients()  # gathered from every rank's chunk
         worst = max(float(np.abs(g - p.grad).max()) for g, p in zip(grads, one.model.parameters()))
         if say:
-            want_bytes = formula(stage, psi, comm.size, 4, 2, offload)
+            want_bytes = formula(stage, psi, comm.size, 4, 8, offload)  # s = 4, K = 8: Adam
             cells = "".join(f"{run.ledger.peak.get(part, 0) / KIB:11.1f} "
                             f"({want_bytes.get(part, 0) / KIB:6.1f})" for part in PARTS)
             name = f"ZeRO-{stage}" + (" + offload" if offload else "")
