@@ -11,6 +11,29 @@ from .layers import GELU, Dropout, LayerNorm, Linear
 from .module import Module, Sequential
 
 
+class AttentionCore(Module):
+    """q, k, v (B, H, T, d) → (B, H, T, d): softmax(QKᵀ/√d, the future hidden)·V, with dropout
+    on the weights (Vaswani et al. 2017, eq. 1). Its (B, H, T, T) arrays are the part of a
+    layer's activations that grows with T²: what selective recomputation runs again
+    (Korthikanti et al. 2022, §4.2)."""
+
+    def __init__(self, dropout: float = 0.0):
+        self.dropout = Dropout(dropout)
+        self._mask = None
+
+    def causal_mask(self, t: int, xp):
+        """(T, T) bool, True above the diagonal: the future positions to hide."""
+        if self._mask is None or self._mask.shape[0] < t:
+            self._mask = xp.triu(xp.ones((t, t), dtype=bool), k=1)  # built on q's device
+        return self._mask[:t, :t]
+
+    def forward(self, q, k, v):
+        t, d = q.shape[-2], q.shape[-1]
+        scores = (q @ k.transpose()) * (1.0 / math.sqrt(d))  # (B, H, T, T): QKᵀ/√d, eq. 1
+        scores = F.masked_fill(scores, self.causal_mask(t, q.xp), float("-inf"))
+        return self.dropout(F.softmax(scores, axis=-1)) @ v  # (B, H, T, d)
+
+
 class CausalSelfAttention(Module):
     """(B, T, C) → (B, T, C); each position attends to itself and earlier ones, H heads."""
 
@@ -21,25 +44,14 @@ class CausalSelfAttention(Module):
         self.n_heads = n_heads
         self.qkv = Linear(d_model, 3 * d_model, gen, dtype=dtype)
         self.proj = Linear(d_model, d_model, gen, dtype=dtype)
-        self.dropout = Dropout(dropout)
-        self._mask = None
-
-    def causal_mask(self, t: int, xp):
-        """(T, T) bool, True above the diagonal: the future positions to hide."""
-        if self._mask is None or self._mask.shape[0] < t:
-            self._mask = xp.triu(xp.ones((t, t), dtype=bool), k=1)  # built on x's device
-        return self._mask[:t, :t]
+        self.core = AttentionCore(dropout)
 
     def forward(self, x):
         b, t, c = x.shape
         h, d = self.n_heads, c // self.n_heads
         qkv = self.qkv(x).reshape(b, t, 3, h, d).permute(2, 0, 3, 1, 4)  # (3, B, H, T, d)
-        q, k, v = qkv[0], qkv[1], qkv[2]  # (B, H, T, d)
-        scores = (q @ k.transpose()) * (1.0 / math.sqrt(d))  # (B, H, T, T): QKᵀ/√d, eq. 1
-        scores = F.masked_fill(scores, self.causal_mask(t, x.xp), float("-inf"))
-        attn = self.dropout(F.softmax(scores, axis=-1))  # (B, H, T, T)
-        y = (attn @ v).permute(0, 2, 1, 3).reshape(b, t, c)  # (B, T, H·d)
-        return self.proj(y)
+        y = self.core(qkv[0], qkv[1], qkv[2])  # (B, H, T, d)
+        return self.proj(y.permute(0, 2, 1, 3).reshape(b, t, c))  # (B, T, H·d) → (B, T, C)
 
 
 class Block(Module):

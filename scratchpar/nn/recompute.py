@@ -1,8 +1,10 @@
-"""Activation recomputation: a layer keeps only its input, and runs its forward again in backward.
+"""Activation recomputation: a layer keeps only its inputs, and runs its forward again in backward.
 
 Chen et al. 2016 ("Training Deep Nets with Sublinear Memory Cost", §3): of a layer's activations
 only the input is stored; backward recomputes the rest from it, one more forward for every
-layer, in exchange for the graph of one layer at a time instead of all of them.
+layer, in exchange for the graph of one layer at a time instead of all of them. Selective
+recomputation (Korthikanti et al. 2022, §4.2) marks only the attention core, whose T × T arrays
+are most of a transformer layer's memory and little of its work.
 """
 
 from __future__ import annotations
@@ -13,18 +15,19 @@ from .module import Module
 
 
 class Recompute(Function):
-    """``layer(x)``, its graph dropped at once; in backward, rebuilt from ``x`` and the dropout
-    streams' positions as forward left them, so that every mask is drawn again alike, and
-    differentiated. The layer's ``weights`` are inputs, so the outer backward hands them their
-    gradients as it hands any leaf's (data parallelism's hooks see them as usual)."""
+    """``layer(*xs)`` (its first ``count`` inputs), its graph dropped at once; in backward,
+    rebuilt from ``xs`` and the dropout streams' positions as forward left them, so that every
+    mask is drawn again alike, and differentiated. The layer's ``weights`` (the other inputs)
+    are inputs, so the outer backward hands them their gradients as it hands any leaf's (data
+    parallelism's hooks see them as usual)."""
 
     @staticmethod
-    def forward(ctx, x, *weights, layer: Module):
-        ctx.layer, ctx.x = layer, x
+    def forward(ctx, *arrays, layer: Module, count: int):
+        ctx.layer, ctx.xs = layer, arrays[:count]
         ctx.streams = {id(g): g for g in _streams(layer)}.values()
         ctx.positions = [g.state for g in ctx.streams]
         with no_grad():
-            return layer.forward(Tensor(x)).data
+            return layer.forward(*map(Tensor, ctx.xs)).data
 
     @staticmethod
     def backward(ctx, g):
@@ -35,19 +38,19 @@ class Recompute(Function):
             stream.state = position  # the masks of forward, drawn again
         for p in params:
             p.grad = None
-        x = Tensor(ctx.x, requires_grad=ctx.needs_input_grad[0])
-        ctx.layer.forward(x).backward(g)
+        xs = [Tensor(x, requires_grad=need) for x, need in zip(ctx.xs, ctx.needs_input_grad)]
+        ctx.layer.forward(*xs).backward(g)
         for stream, position in zip(ctx.streams, now):
             stream.state = position
-        grads = (x.grad, *(p.grad for p in params))
+        grads = (*(x.grad for x in xs), *(p.grad for p in params))
         for p, grad in zip(params, held):
             p.grad = grad
         return grads
 
 
-def recomputed(layer: Module, x: Tensor) -> Tensor:
-    """``layer(x)``, keeping of its activations only ``x`` (:class:`Recompute`)."""
-    return Recompute.apply(x, *layer.parameters(), layer=layer)
+def recomputed(layer: Module, *xs: Tensor) -> Tensor:
+    """``layer(*xs)``, keeping of its activations only ``xs`` (:class:`Recompute`)."""
+    return Recompute.apply(*xs, *layer.parameters(), layer=layer, count=len(xs))
 
 
 def _streams(layer: Module) -> list:
@@ -57,6 +60,6 @@ def _streams(layer: Module) -> list:
 
 
 def recompute(layers) -> None:
-    """Each of ``layers`` keeps only its input from now on, while the graph is recorded."""
+    """Each of ``layers`` keeps only its inputs from now on, while the graph is recorded."""
     for layer in layers:
         layer._recompute = recomputed

@@ -103,7 +103,9 @@ class RunConfig:
                          choices=("fp32", "fp16", "bf16"))
     recompute: str = opt("none", "activation recomputation: full keeps only each layer's input "
                                  "(all but the last) and runs its forward again in backward "
-                                 "(Chen et al. 2016)", choices=("none", "full"))
+                                 "(Chen et al. 2016); selective, only the GPT's attention core, "
+                                 "its T × T arrays (Korthikanti et al. 2022)",
+                         choices=("none", "full", "selective"))
     log_every: int = opt(25, "steps between metrics records")
     eval_batches: int = opt(8, "held-out batches for the final evaluation")
     metrics: str = opt("runs/metrics.jsonl", "JSONL metrics file")

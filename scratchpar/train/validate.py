@@ -153,6 +153,8 @@ def _run_problems(t, kind: str) -> list[str]:
         (t.recompute == "none" or kind in LAYERED,
          f"--recompute {t.recompute} recomputes the layers a model lists; model {kind} lists "
          f"none (use {', '.join(LAYERED)})"),
+        (t.recompute != "selective" or kind == "gpt",
+         f"--recompute selective recomputes attention; model {kind} has none (use full)"),
         (t.recompute == "none" or t.strategy in RECOMPUTED,
          f"--recompute {t.recompute} goes with --strategy {', '.join(RECOMPUTED)} so far, not "
          f"{t.strategy}"),

@@ -84,6 +84,9 @@ def test_recomputation_is_refused_where_it_cannot_run_with_every_reason():
         load_config(["--recompute", "full", "--strategy", "zero", "--model", "logreg",
                      "--source", "sparse-logreg"])
     text = str(err.value)
+    with pytest.raises(ConfigError, match="--recompute selective recomputes attention; model "
+                                          "lstm has none"):
+        load_config(["--recompute", "selective", "--model", "lstm"])
     for fragment in ("--recompute full recomputes the layers a model lists; model logreg",
                      "--recompute full goes with --strategy single, dp-naive, dp so far, not "
                      "zero"):

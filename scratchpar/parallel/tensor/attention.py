@@ -65,7 +65,7 @@ class ParallelAttention(Module):
         self.heads = counts(heads, comm.size)[comm.rank]  # h_r, this rank's heads
         self.qkv = self.qkv_class(attn.qkv, comm, heads)
         self.proj = self.proj_class(attn.proj, comm, heads)
-        self.dropout = HeadDropout(attn.dropout.p, comm, heads)
+        self.dropout = HeadDropout(attn.core.dropout.p, comm, heads)
 
     def forward(self, x):
         qkv = self.qkv(x)  # (B, T, 3·h_r·d); f (or the all-gather along T) inside
