@@ -5,6 +5,7 @@ import os
 import pytest
 
 from scratchpar import backend
+from scratchpar.autograd.precision import PrecisionError, dtype_of
 from scratchpar.train import make_config
 
 # Suites that run twice in `make test`: on NumPy and on the device double (CuPy's rules on the
@@ -53,6 +54,16 @@ def tiny_config(tmp_path):
         })
 
     return make
+
+
+@pytest.fixture(params=["fp16", "bf16"])
+def low(request, device):
+    """(name, dtype) of a 16-bit format on the test's device; bf16 is skipped where the backend
+    has none (the double, as CuPy)."""
+    try:
+        return request.param, dtype_of(request.param, backend.xp_default())
+    except PrecisionError as e:
+        pytest.skip(str(e))
 
 
 # tests/mpi run only on real ranks, started by tests/launch/test_launch_mpi_tier.py (or make test-N)

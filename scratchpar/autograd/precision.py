@@ -117,6 +117,4 @@ def product(a, b):
     to their dtype, as tensor cores accumulate fp16 products in fp32 (NumPy's own float16
     product is an element loop, about 300× slower than fp32 here); CuPy's float16 product runs
     on cuBLAS, which accumulates in fp32 too."""
-    if type(a) is np.ndarray and is_low(a.dtype):
-        return (wide(a) @ wide(b)).astype(a.dtype)
-    return a @ b
+    return narrow(accumulated(a, b), a.dtype)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import math
 import time
@@ -43,8 +41,8 @@ class Trainer:
         self.names = [name for name, _ in task.model.named_parameters()]  # optimizer's order
         # fp16 overflows by design, and the loss scale answers it (an "overflow" record): NumPy
         # need not warn of it too
-        self._overflows = functools.partial(np.errstate, over="ignore", invalid="ignore") \
-            if cfg.train.precision == "fp16" else contextlib.nullcontext
+        self._overflows = {"over": "ignore", "invalid": "ignore"} \
+            if cfg.train.precision == "fp16" else {}
         self.bad = BadSteps(cfg.train.max_bad_steps)
         self.log = self.bar = None  # the metrics file and the progress bar, while run() runs
         # where ranks judge their steps alone, the first to diverge reports: a counter on rank 0
@@ -141,7 +139,7 @@ class Trainer:
         self.strategy.optimizer.lr = lr
         batch, units = self.task.batch(self.step, t.batch_size,
                                        self.strategy.rows(t.batch_size))
-        with self._overflows():
+        with np.errstate(**self._overflows):
             metrics = self.strategy.step(batch)
         units = int(metrics.pop("units")) if units is None else units
         self.step += 1

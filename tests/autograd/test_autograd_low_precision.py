@@ -20,7 +20,7 @@ from device_helpers import host, on_device
 
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
-from scratchpar.autograd.precision import WIDE, PrecisionError, dtype_of
+from scratchpar.autograd.precision import WIDE
 from scratchpar.backend import xp_default
 from scratchpar.device_rng import DeviceRandom
 
@@ -29,16 +29,6 @@ SLACK = 1.05  # fp32 arithmetic inside, and the norm of a few subnormal fp16 res
 FP32 = 2.0**-20  # a loss computed in fp32 from exact inputs: 2⁻²⁴ a step, a few dozen steps
 FLOOR = 2.0**-16  # of the largest |exact|: fp32's error where a sum of ≤ 64 terms cancels
 SUBNORMAL = {"fp16": 2.0**-25, "bf16": 2.0**-134}  # half the spacing of the format's subnormals
-
-
-@pytest.fixture(params=["fp16", "bf16"])
-def low(request, device):
-    """(name, dtype) of a 16-bit format on the test's device; bf16 is skipped where the backend
-    has none (the double, as CuPy)."""
-    try:
-        return request.param, dtype_of(request.param, xp_default())
-    except PrecisionError as e:
-        pytest.skip(str(e))
 
 
 def relative_error(got, exact) -> float:

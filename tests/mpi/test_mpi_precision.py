@@ -42,6 +42,16 @@ def masters(strategy):
     return [host(optim[f"master.{i}"]).astype(np.float64) for i in range(count)]
 
 
+def assert_moved_alike(got, want, start, precision: str) -> None:
+    """The masters ``got`` moved from ``start`` as ``want`` did, within ``TOLERANCE``
+    norm-wise, a master for every parameter."""
+    moved = [m - s for m, s in zip(got, start)]
+    wanted = [m - s for m, s in zip(want, start)]
+    assert len(moved) == len(wanted) == len(start)
+    error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, wanted)))
+    assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in wanted)), error
+
+
 def available(precision: str) -> str:
     """``precision``, or fp16 where the device has no bfloat16 (CuPy, and the double)."""
     return precision if backend.xp_default() is np else "fp16"
@@ -69,11 +79,7 @@ def test_three_steps_move_the_masters_as_one_device(comm, name, kind, rows, prec
         batch = make_batch(kind, rows + 1, seed + step, np.float32)
         got, want = dp.step(batch), single.step(batch)
         assert not got["skipped"] and not want["skipped"]
-    moved = [m - s for m, s in zip(masters(dp), start)]
-    want = [m - s for m, s in zip(masters(single), start)]
-    assert len(moved) == len(want) == len(start)  # a master for every parameter
-    error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, want)))
-    assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in want)), error
+    assert_moved_alike(masters(dp), masters(single), start, precision)
     digests = comm.allgather_obj([m.tobytes() for m in masters(dp)])
     assert all(d == digests[0] for d in digests)
 
@@ -117,11 +123,7 @@ def test_gradients_summed_in_fp32_move_the_masters_as_one_device(comm, cls, kind
         dp.step(batch)
         single.step(batch)
         assert all(p.grad.dtype == np.float32 for p in mine.model.parameters())
-    moved = [m - s for m, s in zip(masters(dp), start)]
-    want = [m - s for m, s in zip(masters(single), start)]
-    assert len(moved) == len(want) == len(start)  # a master for every parameter
-    error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, want)))
-    assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in want)), error
+    assert_moved_alike(masters(dp), masters(single), start, precision)
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
@@ -180,10 +182,6 @@ def test_a_pipeline_in_16_bits_moves_the_masters_as_one_device(comm, schedule, k
         got, want = pipe.step(batch), single.step(batch)
         assert not got["skipped"] and not want["skipped"]
     if comm.rank == 0:
-        moved = [m - s for m, s in zip(masters(pipe), start)]
-        want = [m - s for m, s in zip(masters(single), start)]
-        assert len(moved) == len(want) == len(start)  # a master for every parameter
-        error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, want)))
-        assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in want)), error
+        assert_moved_alike(masters(pipe), masters(single), start, precision)
     else:
         pipe.state_dict()  # the gather is a collective

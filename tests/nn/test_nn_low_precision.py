@@ -19,8 +19,6 @@ from nn_helpers import perturb
 from scratchpar import nn
 from scratchpar.autograd import Tensor, no_grad
 from scratchpar.autograd import functional as F
-from scratchpar.autograd.precision import PrecisionError, dtype_of
-from scratchpar.backend import xp_default
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.nn import (
     GPT,
@@ -44,16 +42,6 @@ VOCAB, SEQ = 12, 10
 # loss's gradient, its saved softmax and the 3 linears' gradients.
 ROUNDINGS = {"gpt": 34 + 44, "lstm": 2 * 122, "mlp": 3 + 5}
 KINK_MARGIN = 0.05  # of a layer's RMS: ~10 bf16 roundings of a pre-activation
-
-
-@pytest.fixture(params=["fp16", "bf16"])
-def low(request, device):
-    """(name, dtype) of a 16-bit format on the test's device; bf16 is skipped where the backend
-    has none (the double, as CuPy)."""
-    try:
-        return request.param, dtype_of(request.param, xp_default())
-    except PrecisionError as e:
-        pytest.skip(str(e))
 
 
 def build(kind: str, seed: int):
