@@ -15,10 +15,11 @@ class AttentionCore(Module):
     """q, k, v (B, H, T, d) → (B, H, T, d): softmax(QKᵀ/√d, the future hidden)·V, with dropout
     on the weights (Vaswani et al. 2017, eq. 1). Its (B, H, T, T) arrays are the part of a
     layer's activations that grows with T²: what selective recomputation runs again
-    (Korthikanti et al. 2022, §4.2)."""
+    (Korthikanti et al. 2022, §4.2). ``dropout``: its probability, or the Dropout itself (a
+    tensor-parallel rank's, which masks its heads' slice of the whole)."""
 
-    def __init__(self, dropout: float = 0.0):
-        self.dropout = Dropout(dropout)
+    def __init__(self, dropout: float | Dropout = 0.0):
+        self.dropout = dropout if isinstance(dropout, Dropout) else Dropout(dropout)
         self._mask = None
 
     def causal_mask(self, t: int, xp):

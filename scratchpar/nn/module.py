@@ -26,14 +26,14 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         hooks = self.__dict__.get("_forward_hooks")
-        if hooks is None:
-            recompute = self.__dict__.get("_recompute")  # nn/recompute.py sets it
-            if recompute is not None and is_grad_enabled():
-                return recompute(self, *args)
-            return self.forward(*args, **kwargs)
-        before, after = hooks
-        before(self)
-        return after(self, self.forward(*args, **kwargs))
+        if hooks is not None:
+            hooks[0](self)
+        recompute = self.__dict__.get("_recompute")  # nn/recompute.py sets it
+        if recompute is not None and is_grad_enabled():
+            out = recompute(self, *args)
+        else:
+            out = self.forward(*args, **kwargs)
+        return out if hooks is None else hooks[1](self, out)
 
     def set_forward_hooks(self, before, after) -> None:
         """Call ``before(module)`` ahead of every forward of this module, and return

@@ -74,7 +74,7 @@ def test_parallel_attention_equals_its_twin(comm, heads, d, b, t, p, seed):
                               "proj.bias": None}
     run_both(shard, twin, seed, b, t, c)
     assert_grads_are_slices(shard, twin, comm)
-    assert shard.dropout.gen.state == twin.core.dropout.gen.state  # the streams stay in step
+    assert shard.core.dropout.gen.state == twin.core.dropout.gen.state  # the streams stay in step
 
 
 @settings(max_examples=10)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
-from ...autograd import functional as F
 from ...comm.chunks import counts
+from ...nn.attention import AttentionCore
 from ...nn.module import Module
 from .dropout import HeadDropout
 from .layout import Split
@@ -55,7 +53,8 @@ class ParallelAttention(Module):
     (column-parallel), each rank attends with its own heads, and the output projection splits
     by the same heads' rows (row-parallel): one f before QKV, one g after the projection, so
     one all-reduce forward and one backward. A rank may hold no head; it still takes part.
-    The attention probabilities (B, h_r, T, T) drop out as the whole (B, H, T, T) would."""
+    Its attention core is one device's, over h_r heads, with the probabilities (B, h_r, T, T)
+    dropped out as the whole (B, H, T, T) would be (``HeadDropout``)."""
 
     qkv_class, proj_class = HeadParallelQKV, HeadParallelProj
 
@@ -65,19 +64,14 @@ class ParallelAttention(Module):
         self.heads = counts(heads, comm.size)[comm.rank]  # h_r, this rank's heads
         self.qkv = self.qkv_class(attn.qkv, comm, heads)
         self.proj = self.proj_class(attn.proj, comm, heads)
-        self.dropout = HeadDropout(attn.core.dropout.p, comm, heads)
+        self.core = AttentionCore(HeadDropout(attn.core.dropout.p, comm, heads))
 
     def forward(self, x):
         qkv = self.qkv(x)  # (B, T, 3·h_r·d); f (or the all-gather along T) inside
         (b, t), h, d = qkv.shape[:2], self.heads, self.head_dim
         qkv = qkv.reshape(b, t, 3, h, d).permute(2, 0, 3, 1, 4)  # (3, B, h_r, T, d)
-        q, k, v = qkv[0], qkv[1], qkv[2]  # (B, h_r, T, d)
-        scores = (q @ k.transpose()) * (1.0 / math.sqrt(d))  # (B, h_r, T, T): Vaswani eq. 1
-        future = qkv.xp.triu(qkv.xp.ones((t, t), dtype=bool), k=1)  # (T, T): positions to hide
-        scores = F.masked_fill(scores, future, float("-inf"))
-        attn = self.dropout(F.softmax(scores, axis=-1))  # (B, h_r, T, T)
-        y = (attn @ v).permute(0, 2, 1, 3).reshape(b, t, h * d)  # (B, T, h_r·d)
-        return self.proj(y)  # (B, T, C); g (or the reduce-scatter along T) inside
+        y = self.core(qkv[0], qkv[1], qkv[2])  # (B, h_r, T, d): Vaswani eq. 1, h_r heads
+        return self.proj(y.permute(0, 2, 1, 3).reshape(b, t, h * d))  # (B, T, C); g inside
 
 
 class SequenceParallelAttention(ParallelAttention):
