@@ -10,6 +10,7 @@ are most of a transformer layer's memory and little of its work.
 from __future__ import annotations
 
 from ..autograd import Function, Tensor, no_grad
+from .attention import AttentionCore
 from .layers import Dropout
 from .module import Module
 
@@ -38,8 +39,12 @@ class Recompute(Function):
             stream.state = position  # the masks of forward, drawn again
         for p in params:
             p.grad = None
+        count = len(ctx.xs)
         xs = [Tensor(x, requires_grad=need) for x, need in zip(ctx.xs, ctx.needs_input_grad)]
-        ctx.layer.forward(*xs).backward(g)
+        # a zero-bubble pipeline's B asks for the inputs' gradients alone (its W, for the
+        # weights', runs this again): the weights' products are left out, never run
+        later = None if True in ctx.needs_input_grad[count:] else params
+        ctx.layer.forward(*xs).backward(g, later=later)
         for stream, position in zip(ctx.streams, now):
             stream.state = position
         grads = (*(x.grad for x in xs), *(p.grad for p in params))
@@ -63,3 +68,15 @@ def recompute(layers) -> None:
     """Each of ``layers`` keeps only its inputs from now on, while the graph is recorded."""
     for layer in layers:
         layer._recompute = recomputed
+
+
+def chosen(model: Module, mode: str) -> list[Module]:
+    """The layers of ``model`` that ``--recompute mode`` recomputes. ``full``: every layer the
+    model lists but the last (Chen et al. 2016): the last one's backward comes first, so its
+    activations would be recomputed at once, for no memory saved. ``selective``: each
+    attention core alone (Korthikanti et al. 2022, §4.2). ``none``: none."""
+    if mode == "full":
+        return model.pipeline_layers()[:-1]
+    if mode == "selective":
+        return [m for _, m in model.named_modules() if isinstance(m, AttentionCore)]
+    return []

@@ -32,14 +32,14 @@ class Hybrid(Pipeline):
 
     def __init__(self, model, make_optimizer, task, mesh, schedule, ranges,
                  sequence_parallel: bool = False, grad_clip: float = 0.0,
-                 bucket_bytes: int = 1 << 20):
+                 bucket_bytes: int = 1 << 20, recompute: str = "none"):
         spans = [(r.start, r.stop) for r in ranges]
         if len({tuple(s) for s in mesh.tp_comm.allgather_obj(spans, "stage layers")}) > 1:
             raise ScheduleError("the tp ranks of a stage were given different layers: partition "
                                 "the whole model's layers, alike on every rank")
         shard = tensor_parallel(model, mesh.tp_comm, sequence_parallel)
         super().__init__(shard, make_optimizer, task, mesh, schedule, ranges, grad_clip,
-                         bucket_bytes)
+                         bucket_bytes, recompute)
         for param in model.parameters():  # the whole model waits, empty, for gather_model
             param.data = get_array_module(param.data).empty(0, param.dtype)
         by_name = layouts(shard)

@@ -16,7 +16,7 @@ from .memory import memory_problems
 from .optimizer import build_optimizer, build_schedule
 from .option import ConfigError
 from .paths import output_problems
-from .precision import apply_precision, apply_recompute
+from .precision import apply_precision
 from .strategies import REGISTRY
 from .task import Task, build_task
 from .validate import validate
@@ -67,7 +67,7 @@ def prepare(cfg, comm=None) -> Prepared:
     if problems:
         raise ConfigError(problems)
     optimizer = apply_precision(cfg, task, build_optimizer(cfg, task.model.parameters()))
-    apply_recompute(cfg, task)
+    family.recompute(cfg, task)
     checkpoint = load_checkpoint(cfg.train.resume) if cfg.train.resume else None
     return Prepared(comm, task, optimizer, dropout_gen, checkpoint)
 

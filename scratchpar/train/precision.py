@@ -1,12 +1,10 @@
-"""The run's memory techniques: the model in 16 bits with its updates through fp32 masters, and
-activation recomputation."""
+"""The run's precision: the model in 16 bits with its updates through fp32 masters, and the
+checkpoint that holds those masters as its weights."""
 
 from __future__ import annotations
 
 from ..autograd.precision import dtype_of
 from ..backend import xp_default
-from ..nn.attention import AttentionCore
-from ..nn.recompute import recompute
 from ..optim.mixed import MixedPrecision
 from ..optim.scaler import LossScaler
 
@@ -45,14 +43,3 @@ def unfold_masters(state: dict, names: list[str]) -> dict:
         if str(i) in held:
             optim[f"master.{i}"] = state["model"][name]
     return {**state, "optim": optim}
-
-
-def apply_recompute(cfg, task) -> None:
-    """Under ``--recompute full``, every layer of the model but the last keeps only its input
-    (Chen et al. 2016): the last one's backward comes first, so its activations would be
-    recomputed at once, for no memory saved. Under ``selective``, each attention core alone
-    (Korthikanti et al. 2022, §4.2)."""
-    if cfg.train.recompute == "full":
-        recompute(task.model.pipeline_layers()[:-1])
-    elif cfg.train.recompute == "selective":
-        recompute([m for _, m in task.model.named_modules() if isinstance(m, AttentionCore)])

@@ -16,7 +16,7 @@ MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
 # the strategies that train in 16 bits, and those that recompute activations (train/precision.py)
 MIXED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid")
-RECOMPUTED = ("single", "dp-naive", "dp")
+RECOMPUTED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid")
 LAYERED = ("gpt", "lstm", "rnn", "mlp")  # the models that list their layers
 AT_LEAST_ONE = ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
                 "data.seq_len", "data.n_features", "data.nnz", "data.n_users", "data.n_items",
@@ -161,7 +161,11 @@ def _run_problems(t, kind: str) -> list[str]:
         (t.precision == "fp32" or t.pp_schedule != "pipedream",
          f"--precision {t.precision} goes with the flushing schedules, not --pp-schedule "
          "pipedream: its stages update each on their own verdict, so their loss scales and "
-         "masters would part")]
+         "masters would part"),
+        (t.recompute == "none" or t.pp_schedule != "pipedream",
+         f"--recompute {t.recompute} goes with the flushing schedules, not --pp-schedule "
+         "pipedream: its backward runs on stashed weights, which a recomputed forward would "
+         "not see")]
     return [message for ok, message in checks if not ok] + t.value_problems()
 
 

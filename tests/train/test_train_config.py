@@ -81,13 +81,17 @@ def test_a_precision_is_refused_where_it_cannot_run_with_every_reason():
 def test_recomputation_is_refused_where_it_cannot_run_with_every_reason():
     assert load_config(["--recompute", "full", "--strategy", "dp"]).train.recompute == "full"
     with pytest.raises(ConfigError) as err:
-        load_config(["--recompute", "full", "--strategy", "zero", "--model", "logreg",
+        load_config(["--recompute", "full", "--strategy", "ps", "--model", "logreg",
                      "--source", "sparse-logreg"])
     text = str(err.value)
     with pytest.raises(ConfigError, match="--recompute selective recomputes attention; model "
                                           "lstm has none"):
         load_config(["--recompute", "selective", "--model", "lstm"])
+    with pytest.raises(ConfigError, match="not --pp-schedule pipedream: its backward runs on "
+                                          "stashed weights"):
+        load_config(["--recompute", "full", "--strategy", "pipeline", "--pp-schedule",
+                     "pipedream"])
     for fragment in ("--recompute full recomputes the layers a model lists; model logreg",
-                     "--recompute full goes with --strategy single, dp-naive, dp so far, not "
-                     "zero"):
+                     "--recompute full goes with --strategy single, dp-naive, dp, zero, "
+                     "pipeline, hybrid so far, not ps"):
         assert fragment in text

@@ -7,6 +7,8 @@ from ...comm import collectives
 from ...comm.buckets import Buckets
 from ...comm.states import gather_states
 from ...data.shard import shard
+from ...nn.recompute import chosen
+from ...nn.recompute import recompute as mark
 from ...optim import guarded_step
 from ..description import TOTALS, Description, Message, Shape, bucketed, replicated, stage_share
 from ..strategy import Strategy, require_reduction
@@ -36,12 +38,15 @@ class Pipeline(Strategy):
 
     ``schedule`` is ``dict[stage, list[Action]]`` for this mesh's p; ``ranges`` the layers of
     each of its p·v virtual stages. ``make_optimizer(params)`` builds this stage's optimizer.
+    ``recompute="full"`` re-materializes each chunk: it stashes only its input per micro-batch
+    and runs its forward again in backward (Huang et al. 2019, GPipe §2.1); ``"selective"``
+    recomputes the attention cores alone (:func:`~scratchpar.nn.recompute.chosen`).
     """
 
     runtime_class = Runtime
 
     def __init__(self, model, make_optimizer, task, mesh, schedule, ranges, grad_clip=0.0,
-                 bucket_bytes: int = 1 << 20):
+                 bucket_bytes: int = 1 << 20, recompute: str = "none"):
         check(schedule)  # every rank alike, before any message: a bad schedule never hangs
         require_reduction(task.criterion, "criterion")  # the last stage sums micro-batches
         if len(schedule) != mesh.pp:
@@ -52,6 +57,7 @@ class Pipeline(Strategy):
         self.stage = StageModel(model, ranges, mesh.pp_comm.rank, mesh.pp)
         self.params = self.stage.params
         self.stage.release_others(model)  # model distribution: a rank keeps its own weights
+        mark(self.stage.chunks if recompute == "full" else chosen(model, recompute))
         self.optimizer = make_optimizer(self.params)
         self.xp = get_array_module(*(p.data for p in self.params))
         self.runtime = self.runtime_class(self.stage, mesh.pp_comm.dup(name="pipeline"),

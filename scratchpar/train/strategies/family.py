@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import abc
 
+from ...nn.recompute import chosen, recompute
+
 
 class Family(abc.ABC):
     """A family of strategies (for example the parameter servers' four modes), as
@@ -21,8 +23,9 @@ class Family(abc.ABC):
 
     It may refine where the base's defaults do not fit: the ranks that share each global
     batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), the checks that need
-    the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`), and
-    what rank 0 holds when it evaluates a model it gathered whole (:meth:`gathered`).
+    the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`), the
+    layers it recomputes (:meth:`recompute`), and what rank 0 holds when it evaluates a model
+    it gathered whole (:meth:`gathered`).
     """
 
     names: dict[str, str] = {}
@@ -67,6 +70,11 @@ class Family(abc.ABC):
     def stream(self, cfg, rank: int) -> int:
         """The dropout stream rank ``rank`` draws from: its own."""
         return rank
+
+    def recompute(self, cfg, task) -> None:
+        """The layers of the task's model that ``--recompute`` names keep only their inputs
+        (:func:`~scratchpar.nn.recompute.chosen`), before the strategy wraps the model."""
+        recompute(chosen(task.model, cfg.train.recompute))
 
     def task_problems(self, cfg, task) -> list[str]:
         """Reasons the built task does not fit the strategy (none here)."""

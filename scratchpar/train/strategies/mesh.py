@@ -148,6 +148,10 @@ class MeshFamily(Family):
         stash = (micro.step - micro.once) * held / (t.pp * t.virtual) + micro.once
         return int(stash * tensor_share(cfg, tp))
 
+    def recompute(self, cfg, task) -> None:
+        """Nothing yet: the pipeline marks its own chunks, or its tensor-parallel shard's
+        attention cores, once it has built them."""
+
     def gathered(self, cfg, shape, world_size: int, description) -> int:
         """Rank 0's whole model, filled from every stage, beside its own stage."""
         return shape.bytes + description.holds["parameters"]
@@ -169,7 +173,8 @@ class MeshFamily(Family):
             print(_layout(cfg, mesh, ranges, layer_names(task.model), weights, unit),
                   flush=True)
         make_optimizer = optimizer.rebind  # the run's rule (and its masters) over a stage's
-        knobs = {"grad_clip": cfg.optim.grad_clip, "bucket_bytes": t.bucket_bytes}
+        knobs = {"grad_clip": cfg.optim.grad_clip, "bucket_bytes": t.bucket_bytes,
+                 "recompute": t.recompute}
         if t.strategy == "hybrid" and cfg.model.kind in TENSOR_MODELS:
             return Hybrid(task.model, make_optimizer, task, mesh, schedule, ranges,
                           t.sequence_parallel, **knobs)
