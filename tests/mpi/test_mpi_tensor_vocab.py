@@ -139,6 +139,27 @@ def test_vocab_parallel_cross_entropy_equals_cross_entropy(comm, v, extra, scale
     check_losses(comm, whole, ys, pad, reduction, upstream)
 
 
+@settings(max_examples=10)
+@given(v=vocab, extra=st.integers(0, 6), pad=pads, reduction=reductions,
+       seed=st.integers(0, 2**31))
+@shared_verdict
+def test_in_fp16_the_loss_is_one_devices_in_fp32(comm, v, extra, pad, reduction, seed):
+    """fp16 logits: the loss in fp32 as one device's (computed and reduced in fp32 inside; the
+    order of the sums differs, so to fp32's rounding); under a loss scale, the gradient in
+    fp16, equal to the twin's to fp16's rounding."""
+    ys = targets_of(seed, v, extra, pad)
+    whole = (8 * np.random.default_rng([seed, 1]).standard_normal((ys.size, v))).astype(np.float16)
+    (loss, logits), (twin, logits_twin) = both_losses(comm, whole, ys, pad, reduction)
+    assert loss.dtype == twin.dtype == np.float32
+    np.testing.assert_allclose(host(loss.data), host(twin.data), rtol=1e-6, atol=1e-6)
+    loss.backward(on_device(np.asarray(2.0**10, np.float32)))
+    twin.backward(on_device(np.asarray(2.0**10, np.float32)))
+    assert logits.grad.dtype == np.float16
+    np.testing.assert_allclose(host(logits.grad).astype(np.float64),
+                               host(logits_twin.grad)[:, mine(comm, v)].astype(np.float64),
+                               rtol=2e-3, atol=2.0**10 * 2e-3)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 @pytest.mark.parametrize("rows", [0, 3])
 def test_vocab_parallel_cross_entropy_without_counted_targets(comm, reduction, rows):

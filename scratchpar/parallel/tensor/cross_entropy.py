@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ...autograd import Function, Tensor
 from ...autograd.ops_nn import sum_over
+from ...autograd.precision import WIDE, is_low, narrow, wide
 from ...backend import get_array_module
 from ...comm import collectives
 
@@ -37,12 +38,15 @@ def vocab_parallel_cross_entropy(logits, targets, comm, ignore_index: int = -100
 
 class VocabParallelCrossEntropy(Function):
     """−log softmax(x)_y over targets ≠ ``ignore_index``, mean over them (0 targets → 0) or sum,
-    with the softmax's max and sum taken across the vocabulary shards."""
+    with the softmax's max and sum taken across the vocabulary shards. 16-bit logits as one
+    device's ``CrossEntropy`` takes them: computed and reduced in fp32, the loss in fp32, the
+    softmax saved and the gradient returned in the logits' dtype."""
 
     @staticmethod
     def forward(ctx, logits, targets, comm, ignore_index, reduction):
         xp = get_array_module(logits)
         n, width = logits.shape
+        dtype, logits = logits.dtype, wide(logits)
         row_max, start = _max_and_start(comm, logits)  # (N,), where this rank's columns start
         valid = targets != ignore_index  # (N,)
         mine = valid & (targets >= start) & (targets < start + width)  # (N,) targets owned here
@@ -61,16 +65,18 @@ class VocabParallelCrossEntropy(Function):
         ctx.scale = 1.0
         if reduction == "mean":  # 1 / max(count, 1) where the count is: no host sync
             ctx.scale = (1.0 / xp.maximum(valid.sum(), 1)).astype(logits.dtype)
-        ctx.probs, ctx.rows, ctx.local, ctx.mine, ctx.valid = probs, rows, local, mine, valid
+        ctx.probs, ctx.rows, ctx.local = narrow(probs, dtype), rows, local
+        ctx.mine, ctx.valid = mine, valid
         return xp.asarray(losses.sum() * ctx.scale, dtype=logits.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        grad = ctx.probs.copy()  # (N, V_t): softmax − one-hot, on this rank's columns only
-        if grad.shape[1]:
+        probs = ctx.probs  # (N, V_t), in the logits' dtype
+        grad = probs.astype(WIDE) if is_low(probs.dtype) else probs.copy()  # fp32 inside
+        if grad.shape[1]:  # softmax − one-hot, on this rank's columns only
             grad[ctx.rows, ctx.local] -= ctx.mine.astype(grad.dtype)
         grad *= (ctx.valid * (g * ctx.scale)).astype(grad.dtype)[:, None]
-        return grad, None
+        return narrow(grad, probs.dtype), None
 
 
 def _max_and_start(comm, logits):
