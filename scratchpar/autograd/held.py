@@ -15,9 +15,10 @@ def buffer(a):
 
 def graph_bytes(out: Tensor, params) -> int:
     """Bytes of the distinct buffers that ``out``'s autograd graph keeps alive for backward:
-    ``out``'s data, every array an op saved on its context and every leaf's data, parameters'
-    buffers excepted (they are counted as parameters) and each buffer once (views share it:
-    two owning buffers overlap only if they are the same, which ``may_share_memory`` sees).
+    ``out``'s data, every array an op saved on its context (alone or in a tuple) and every
+    leaf's data, parameters' buffers excepted (they are counted as parameters) and each
+    buffer once (views share it: two owning buffers overlap only if they are the same, which
+    ``may_share_memory`` sees).
     An op's output is not among them unless an op saved it (``Context``)."""
     xp = get_array_module(out.data)
     held = [buffer(p.data) for p in params]
@@ -31,7 +32,9 @@ def graph_bytes(out: Tensor, params) -> int:
         if isinstance(node, Tensor):  # a leaf
             arrays.append(node.data)
             continue
-        arrays += [v for v in vars(node).values() if hasattr(v, "nbytes")]
+        for value in vars(node).values():  # an array, or a tuple of them (recomputation's inputs)
+            arrays += [v for v in (value if type(value) is tuple else (value,))
+                       if hasattr(v, "nbytes")]
         todo += node.parents
     for a in map(buffer, arrays):
         if a.nbytes and not any(xp.may_share_memory(a, b) for b in held):
