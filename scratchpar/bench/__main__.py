@@ -14,7 +14,7 @@ from . import harness  # noqa: E402
 
 PACKAGES = {"step": "step", "collectives": "collectives", "dp": "dp", "pipeline": "pipeline",
             "branches": "branches", "tensor": "tensor", "ps": "ps", "async": "asynchronous",
-            "zero": "zero", "plan": "plan"}  # the CLI's name → the subpackage
+            "zero": "zero", "memory": "memory", "plan": "plan"}  # the CLI's name → the subpackage
 BENCHMARKS = {name: importlib.import_module(f"scratchpar.bench.{package}.driver").BENCHMARK
               for name, package in PACKAGES.items()}
 

@@ -10,8 +10,10 @@ import numpy as np
 
 from ... import backend, nn, optim
 from ...autograd.held import graph_bytes
+from ...autograd.precision import dtype_of
 from ...comm.errors import WaitTimeout
 from ...data import SyntheticLanguage
+from ...optim.mixed import MixedPrecision
 from ...parallel import DataParallel, ZeRO1, ZeRO2, ZeRO3
 from ...parallel.zero.ledger import Ledger
 from ...trace.chrome import write_chrome
@@ -66,13 +68,17 @@ class MeasuredDP(DataParallel):
                             "scratch": self.optimizer.work_arrays()})
 
 
-def build(name: str, spec: dict, task: Task, comm, measure: bool):
+def build(name: str, spec: dict, task: Task, comm, measure: bool, precision: str = "fp32"):
     """Contender ``name`` on a fresh GPT of ``spec`` (seed 0, float32) with AdamW (the CLI's
-    defaults)."""
+    defaults); under a 16-bit ``precision`` the GPT in 16 bits and AdamW on fp32 masters
+    (unscaled: the bytes are the same)."""
     model = nn.GPT(spec["vocab"], spec["seq"], spec["d_model"], spec["heads"], spec["layers"],
                    np.random.default_rng(0), dtype=np.float32)
-    common = (model, optim.AdamW(model.parameters(), ADAM_LR, weight_decay=0.0), task.loss,
-              task.count, comm)
+    optimizer = optim.AdamW(model.parameters(), ADAM_LR, weight_decay=0.0)
+    if precision != "fp32":
+        model.to_dtype(dtype_of(precision, backend.xp_default()))
+        optimizer = MixedPrecision(optim.AdamW(model.parameters(), ADAM_LR, weight_decay=0.0))
+    common = (model, optimizer, task.loss, task.count, comm)
     kw = {"bucket_bytes": spec["bucket_kib"] << 10, "grad_clip": spec["grad_clip"]}
     stage, offload = stage_of(name)
     if stage == 0:

@@ -1,0 +1,1 @@
+"""The memory benchmark: mixed precision and recomputation, per rank, beside their formulas."""

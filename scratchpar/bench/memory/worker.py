@@ -1,0 +1,111 @@
+"""One rank of the memory benchmark: model states by ZeRO stage and precision, a transformer
+layer's activations by precision and recomputation, and a step's time and peak."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import backend, nn
+from ...autograd import Tensor
+from ...autograd.held import graph_bytes
+from ...autograd.precision import dtype_of
+from ...comm.chunks import bounds
+from ...device_rng import DeviceRandom
+from ...nn.attention import AttentionCore
+from ...nn.recompute import chosen, recompute
+from ...optim import AdamW
+from ...optim.mixed import MixedPrecision
+from ...optim.scaler import LossScaler
+from ...parallel import SingleDevice
+from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
+from ...peak import peak_bytes
+from ...train.defaults import ADAM_LR
+from ..timing import Timed, interleaved
+from ..zero.worker import build, gpt_parameters, language
+
+MODES = ("none", "selective", "full")
+STRATEGIES = ("dp", "zero1", "zero2", "zero3")
+LAYERS = {"tensor": ParallelBlock, "sequence": SequenceParallelBlock}
+
+
+def states(comm, cfg: dict) -> dict:
+    """Per precision, DP and ZeRO 1-3 train a fresh GPT of ``cfg["model"]`` for its steps
+    while a ledger counts what they hold: this rank's peaks by part, and Ψ."""
+    spec = cfg["model"]
+    task, batches = language(spec)
+    peaks = {}
+    for precision in cfg["precisions"]:
+        for name in STRATEGIES:
+            strategy = build(name, spec, task, comm, measure=True, precision=precision)
+            for batch in batches:
+                strategy.step(batch)
+            peaks[f"{precision} {name}"] = strategy.ledger.peak
+            strategy.close()
+    return {"psi": gpt_parameters(spec), "peaks": peaks}
+
+
+def layer_bytes(size: dict, comm, layer: str, precision: str, mode: str) -> int:
+    """Bytes this rank's graph of one transformer layer keeps for backward: ``nn.Block``, or
+    its tensor- or sequence-parallel shard, in ``precision``, with dropout, recomputing
+    ``mode``. Not its output, the next layer's input; nor its input, which in a stack of
+    layers is the last one's output, unless the layer keeps it itself (``full``)."""
+    xp = backend.xp_default()
+    dtype = dtype_of(precision, xp)
+    block = nn.Block(size["d_model"], size["heads"], np.random.default_rng(0),
+                     dropout=size["dropout"]).to_dtype(dtype)
+    model = block if layer == "block" else LAYERS[layer](block, comm)
+    nn.set_dropout_generator(model, DeviceRandom(0, 0))  # one stream: a tp group draws alike
+    if mode == "full":
+        recompute([model])
+    elif mode == "selective":
+        recompute([m for _, m in model.named_modules() if isinstance(m, AttentionCore)])
+    x = np.random.default_rng(1).standard_normal((size["batch"], size["seq"], size["d_model"]))
+    if layer == "sequence":
+        start, stop = bounds(size["seq"], comm.size)[comm.rank]
+        x = x[:, start:stop]  # (B, T_r, C): this rank's shard
+    x = Tensor(backend.to_device(np.ascontiguousarray(x)).astype(dtype), requires_grad=True)
+    out = model(x)  # (B, T, C) or (B, T_r, C)
+    kept = graph_bytes(out, [*model.parameters(), x]) - out.data.nbytes  # input, output aside
+    return kept + (x.data.nbytes if mode == "full" else 0)  # the input, where it is kept
+
+
+def activations(comm, cfg: dict) -> dict:
+    """Every rank's bytes of one layer at each size, precision and recomputation: one
+    device's block in a world of one, else the tensor- and sequence-parallel shards."""
+    layers = ("block",) if comm.size == 1 else tuple(LAYERS)
+    mine = {f"{i} {layer} {precision} {mode}": layer_bytes(size, comm, layer, precision, mode)
+            for i, size in enumerate(cfg["sizes"]) for layer in layers
+            for precision in cfg["precisions"] for mode in MODES}
+    return {"ranks": comm.allgather_obj(mine, "layer bytes")}
+
+
+def stepping(size: dict, precision: str, mode: str) -> Timed:
+    """One device's step on one batch of a fresh GPT of ``size`` (AdamW, dropout,
+    ``precision`` with fp32 masters, recomputing ``mode``)."""
+    task, (batch,) = language({**size, "steps": 1})
+    model = nn.GPT(size["vocab"], size["seq"], size["d_model"], size["heads"], size["layers"],
+                   np.random.default_rng(0), dropout=size["dropout"])
+    nn.set_dropout_generator(model, DeviceRandom(0, 0))
+    optimizer = AdamW(model.parameters(), ADAM_LR)
+    if precision != "fp32":
+        model.to_dtype(dtype_of(precision, backend.xp_default()))
+        task.scaler = LossScaler(scale=2.0**8) if precision == "fp16" else None
+        optimizer = MixedPrecision(AdamW(model.parameters(), ADAM_LR), task.scaler)
+    recompute(chosen(model, mode))
+    strategy = SingleDevice(model, optimizer, lambda m, b: task.loss(m, b, "mean"))
+    return Timed(lambda: strategy.step(batch))
+
+
+def steps(comm, cfg: dict) -> dict:
+    """Per size, each (precision, recomputation) of ``cfg["cases"]`` stepped in turns: the
+    median seconds, and the peak bytes of one step after the timed ones."""
+    out = {}
+    for i, size in enumerate(cfg["sizes"]):
+        runs = {f"{p} {m}": stepping(size, p, m) for p, m in cfg["cases"]}
+        samples = interleaved(runs, cfg["repeats"], cfg["warmup"])
+        for name, run in runs.items():
+            with peak_bytes() as seen:
+                run()
+            out[f"{i} {name}"] = {"median_s": float(np.median(samples[name])),
+                                  "peak_bytes": seen.bytes}
+    return out

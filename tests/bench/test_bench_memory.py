@@ -1,0 +1,76 @@
+"""``python -m scratchpar.bench memory``: a tiny run end to end, its bytes against the formulas."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scratchpar.bench.memory import driver
+from scratchpar.bench.memory.formulas import korthikanti
+from scratchpar.bench.mpijob import ROOT
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """The quick run's printed tables and its JSON."""
+    path = tmp_path_factory.mktemp("memory-bench") / "memory.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "memory", "--quick",
+                           "--json", str(path)], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout, json.loads(path.read_text())
+
+
+def test_korthikanti_in_16_bits_is_the_papers_table():
+    """Their Table 2 at e = 2 bytes: sbh(34 + 5as/h) on one device, sbh(10 + 24/t + 5as/(ht))
+    with tensor parallelism, sbh/t·(34 + 5as/h) with sequence parallelism, 34sbh/t with
+    selective recomputation too, 2sbh with full."""
+    s, b, h, a, t = 512, 4, 1024, 16, 8
+    sbh = s * b * h
+    assert korthikanti(s, b, h, a, 1, 2, "none", False) == sbh * (34 + 5 * a * s / h)
+    assert korthikanti(s, b, h, a, t, 2, "none", False) == \
+        pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert korthikanti(s, b, h, a, t, 2, "none", True) == \
+        pytest.approx(sbh / t * (34 + 5 * a * s / h))
+    assert korthikanti(s, b, h, a, t, 2, "selective", True) == pytest.approx(34 * sbh / t)
+    assert korthikanti(s, b, h, a, 1, 2, "full", False) == 2 * sbh
+
+
+def test_the_ledger_holds_zeros_parts_in_each_precision(quick):
+    """Parameters and optimizer state as ZeRO's formula says (mixed: 2 + 2 + 12 bytes a
+    parameter for DP); gradients too, but for the bucket ZeRO-1 packs beside them."""
+    out, result = quick
+    assert "model states per rank" in out and result["config"]["states"] == driver.QUICK["states"]
+    rows = result["states"]
+    assert {(r["precision"], r["strategy"]) for r in rows} == {
+        (p, s) for p in ("fp32", "fp16") for s in driver.LABELS.values()}
+    for r in rows:
+        for part in ("parameters", "optimizer"):
+            assert r[part] == pytest.approx(r[f"f_{part}"], rel=0.02), r
+        if r["strategy"] == "ZeRO-1":
+            assert r["gradients"] >= r["f_gradients"]
+        else:
+            assert r["gradients"] == pytest.approx(r["f_gradients"], rel=0.02), r
+    assert [r["per_param"] for r in rows if r["strategy"] == "DP"] == [16.0, 16.0]
+
+
+def test_a_layers_activations_are_the_engines_count_and_recomputing_keeps_less(quick):
+    _, result = quick
+    rows = result["layers"]
+    assert {(r["t"], r["layer"]) for r in rows} == {(1, "block"), (2, "tensor"), (2, "sequence")}
+    for r in rows:
+        for mode in ("none", "selective", "full"):
+            assert r[f"r_{mode}"] == pytest.approx(1.0, abs=0.01), (mode, r)
+        assert r["full"] < r["selective"] < r["none"]
+        assert r["full"] == r["f_full"]  # the input alone: Korthikanti's count exactly
+
+
+def test_full_recomputation_lowers_the_steps_peak(quick):
+    _, result = quick
+    peaks = {(r["precision"], r["recompute"]): r["peak_ratio"] for r in result["steps"]}
+    assert peaks[("fp32", "none")] == 1.0
+    assert peaks[("fp32", "full")] < 0.9
