@@ -59,7 +59,10 @@ def gpt_block(c: int) -> int:
 
 
 def gpt(cfg, s: int, v: int, rows: int) -> Model:
-    m, t = cfg.model, cfg.data.seq_len
+    """The GPT's states and activations; under ``--recompute``, a step keeps of each block its
+    input alone (full) or all but its attention core's (B, H, T, T) arrays (selective), and
+    backward's widest moment holds one block's, or one core's, graph rebuilt."""
+    m, t, recompute = cfg.model, cfg.data.seq_len, cfg.train.recompute
     c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
     tied, block = v * c if m.tie_embeddings else 0, gpt_block(c)
     n = 2 * v * c + t * c + layers * block + 2 * c - tied
@@ -76,13 +79,22 @@ def gpt(cfg, s: int, v: int, rows: int) -> Model:
         # output 12 (N, C) arrays, their 2 rstd (N,), and the softmax's (B, H, T, T); dropout
         # keeps the attention weights' mask (a byte each) and dropped copy, and the MLP's mask
         block = 20 * nc * s + 2 * nt * s + a * s + drop * (a * (s + 1) + nc)
-        kept = (layers * block + (2 * nc + nt + t * c) * s + drop * nc  # ln_f; embed's mask
+        core = a * s + drop * a * (s + 1)  # of it, the attention core's (B, H, T, T) arrays
+        blocks, embedded, again = layers * block, drop * nc, 0  # again: rebuilt in backward
+        if recompute == "selective":  # the cores keep q, k, v, which QKV keeps anyway
+            blocks, again = layers * (block - core), core
+        elif recompute == "full":  # each block keeps its input, the embedding its ids
+            blocks, embedded, again = layers * nc * s, 0, block
+        kept = (blocks + (2 * nc + nt + t * c) * s + embedded  # ln_f; embed's mask
                 + 25 * nt)  # targets, rows
         # at its widest: forward's end, the logits beside their softmax (which backward makes
         # the logits' gradient and frees); or in backward, the softmax's two (B, H, T, T)
-        # gradients, GELU's three (N, 4C), or in forward dropout's 64 random bits and mask an
-        # entry, with the residual gradients waiting beside it.
-        widest = max(2 * nv * s, max(2 * a * s, 12 * nc * s, drop * 9 * a) + 3 * nc * s)
+        # gradients, GELU's three (N, 4C), or in forward the attention dropout's draw (its
+        # uint64 positions, their mixed bits and a shifted copy, 24 bytes an entry, beside the
+        # masked scores the core still holds), with the residual gradients waiting beside it,
+        # and a recomputed part's graph.
+        widest = max(2 * nv * s, max(2 * a * s, 12 * nc * s, drop * (24 + s) * a)
+                     + 3 * nc * s + again)
         return kept + (40 * layers + 16) * NODE_BYTES, widest
 
     def evaluation(b: int) -> int:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from scratchpar import backend
 from scratchpar.device_rng import DeviceRandom
+from scratchpar.nn.recompute import chosen, recompute
 from scratchpar.parallel import SingleDevice
 from scratchpar.parallel.zero.formula import formula
 from scratchpar.peak import peak_bytes
@@ -51,7 +52,8 @@ language = {"seq_len": st.integers(1, 48), "vocab_size": st.integers(4, 24),
 models = {
     "gpt": st.fixed_dictionaries({**common, **language, "heads": st.integers(1, 4),
                                   "head_dim": st.integers(1, 16), "n_layers": st.integers(1, 2),
-                                  "dropout": st.sampled_from([0.0, 0.1])}),
+                                  "dropout": st.sampled_from([0.0, 0.1]),
+                                  "recompute": st.sampled_from(["none", "selective", "full"])}),
     "lstm": st.fixed_dictionaries({**common, **language, "d_model": st.integers(1, 32),
                                    "d_hidden": st.integers(1, 48)}),
     "rnn": st.fixed_dictionaries({**common, **language, "d_model": st.integers(1, 32),
@@ -92,6 +94,7 @@ def config(kind: str, d: dict, path=None):
         "optim": {k: d[k] for k in ("optimizer", "weight_decay", "momentum")},
         "train": {"strategy": "single", "steps": 2, "dtype": d["dtype"],
                   "precision": precision(d), "device": backend.device(),
+                  "recompute": d.get("recompute", "none"),
                   "batch_size": d["batch_size"], "eval_batches": d["eval_batches"]}})
 
 
@@ -110,6 +113,7 @@ def measured_peak(cfg) -> int:
         task = build_task(cfg, DeviceRandom(cfg.train.seed, 1))
         task.floor()
         optimizer = apply_precision(cfg, task, build_optimizer(cfg, task.model.parameters()))
+        recompute(chosen(task.model, cfg.train.recompute))
         strategy = SingleDevice(task.model, optimizer, task.loss, cfg.optim.grad_clip)
         strategy.step(task.batch(0, cfg.train.batch_size)[0])
         task.evaluate(cfg.train.eval_batches, cfg.train.batch_size)
@@ -322,3 +326,20 @@ def test_in_mixed_precision_the_states_are_the_papers_2_2_12(strategy, stage):
         assert held["optimizer"] >= want["optimizer"] and held["parameters"] >= \
             want["parameters"] and held["gradients"] >= want["gradients"]
         assert held["optimizer"] <= 1.01 * want["optimizer"]
+
+
+@pytest.mark.parametrize("seq_len", [64, 256])
+def test_recomputation_lowers_what_the_estimate_holds_as_a_step_does(seq_len):
+    """The default GPT with dropout: full recomputation keeps each block's input alone, so its
+    activations fall below selective's, which keep all but the attention cores' (B, H, T, T)
+    arrays; the measured peaks fall alike, each below its estimate."""
+    def cfg(mode: str):
+        return make_config({"model": {"dropout": 0.1}, "data": {"seq_len": seq_len},
+                            "train": {"recompute": mode, "batch_size": 8}})
+
+    estimated = {m: estimate(cfg(m), 1)["activations"] for m in ("none", "selective", "full")}
+    assert estimated["full"] < estimated["selective"] < estimated["none"]
+    peaks = {m: measured_peak(cfg(m)) for m in ("none", "full")}
+    assert peaks["full"] < peaks["none"]
+    for mode, peak in peaks.items():
+        assert peak <= measurable(cfg(mode), estimate(cfg(mode), 1)) + RUNTIME_BYTES
