@@ -7,6 +7,7 @@ from dataclasses import replace
 from ..backend import get_array_module, to_device
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
+from ..optim.scaler import scaled
 from .description import Description, Message
 from .pipeline.actions import ScheduleError
 from .pipeline.strategy import Pipeline
@@ -76,8 +77,12 @@ class Hybrid(Pipeline):
 
     def _output_loss(self):
         """A GPT's shard scores its vocabulary-split logits itself (the vocabulary-parallel
-        loss). An MLP's shard gathers its logits whole, for the task's own loss."""
-        return getattr(self.model, "output_loss", self.task.output_loss)
+        loss), carrying the task's loss scale into backward as the task's own loss does
+        (fp16). An MLP's shard gathers its logits whole, for the task's own loss."""
+        own = getattr(self.model, "output_loss", None)
+        if own is None:
+            return self.task.output_loss
+        return lambda *args, **kwargs: scaled(own(*args, **kwargs), self.task.scaler)
 
     def _sum_partials(self) -> None:
         """The sequence-parallel replicated parameters' gradients, one part per sequence
