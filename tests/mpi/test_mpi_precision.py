@@ -15,10 +15,14 @@ from mpi_helpers import shared_verdict
 
 from scratchpar import backend
 from scratchpar.autograd.precision import dtype_of
+from scratchpar.comm.mesh import Mesh
 from scratchpar.optim import SGD
 from scratchpar.optim.mixed import MixedPrecision
 from scratchpar.optim.scaler import LossScaler
-from scratchpar.parallel import DataParallel, DataParallelNaive, SingleDevice
+from scratchpar.parallel import DataParallel, DataParallelNaive, Hybrid, SingleDevice
+from scratchpar.parallel.pipeline import partition, schedules
+from scratchpar.parallel.pipeline.partition import parameter_counts
+from scratchpar.parallel.ps import AsyncParameterServer, SyncParameterServer
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train.precision import fold_masters, unfold_masters
 
@@ -185,3 +189,104 @@ def test_a_pipeline_in_16_bits_moves_the_masters_as_one_device(comm, schedule, k
         assert_moved_alike(masters(pipe), masters(single), start, precision)
     else:
         pipe.state_dict()  # the gather is a collective
+
+
+def servers_of(comm, task, precision: str, scale: float, mode: str = "sync"):
+    """A parameter server of one server rank over ``task``'s model in 16 bits: the server's
+    fp32 range is the master, the workers push fp32 gradients unscaled by ``scale``."""
+    if comm.size < 2:
+        pytest.skip("a parameter server needs a server and a worker")
+    task.model.to_dtype(dtype_of(precision, backend.xp_default()))
+    task.scaler = LossScaler(scale=scale) if precision == "fp16" else None
+    cls = SyncParameterServer if mode == "sync" else AsyncParameterServer
+    return cls(task.model, lambda params: SGD(params, lr=0.1, momentum=0.9), task.loss,
+               task.count, comm, scaler=task.scaler)
+
+
+@settings(max_examples=3)
+@given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
+       seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_parameter_server_in_16_bits_moves_its_fp32_ranges_as_one_device(comm, kind,
+                                                                            precision, seed):
+    """Synchronous, one server: three steps move the server's fp32 range, the workers'
+    master, as one device's masters move in the same precision; every worker's 16-bit model
+    is that master rounded."""
+    precision = available(precision)
+    mine, one = make_task(kind, seed, np.float32), make_task(kind, seed, np.float32)
+    ps = servers_of(comm, mine, precision, 2.0**8)
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
+                          lambda m, b: one.loss(m, b, "mean"))
+    start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
+    try:
+        for step in range(3):
+            batch = make_batch(kind, ps.workers + 2, seed + step, np.float32)
+            got, want = ps.step(batch), single.step(batch)
+            assert not got["skipped"] and not want["skipped"]
+        state = ps.state_dict()
+        if comm.rank == 0:
+            got = [host(v).astype(np.float64) for v in state["model"].values()]
+            assert all(v.dtype == np.float32 for v in state["model"].values())
+            assert_moved_alike(got, masters(single), start, precision)
+        views = comm.allgather_obj(None if ps.is_server else
+                                   [host(p.data).tobytes() for p in mine.model.parameters()])
+        assert len({tuple(v) for v in views if v is not None}) == 1  # every worker alike
+    finally:
+        ps.close()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@settings(max_examples=2)
+@given(kind=st.sampled_from(("mlp", "gpt")), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_parameter_servers_overflows_are_the_scales_not_divergence(comm, mode, kind, seed):
+    """A scale of 2³⁰ overflows fp16 at once: each worker halves its scale and skips its push
+    until the gradient fits (and again whenever a step's gradient outgrows it); every rank's
+    metrics call those steps overflows (the server's too, which the loop on rank 0 reads),
+    and the others are applied."""
+    ps = servers_of(comm, make_task(kind, seed, np.float32), "fp16", 2.0**30, mode)
+    seen = []
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # the overflows are the point
+            for step in range(30):
+                metrics = ps.step(make_batch(kind, 2 * ps.workers, seed + step, np.float32))
+                seen.append((bool(metrics["skipped"]), bool(metrics.get("overflow"))))
+        ps.shutdown()  # the asynchronous workers leave, the servers see them go
+    finally:
+        ps.close()
+    assert seen[0] == (True, True) and (False, False) in seen, str(seen)
+    assert all(overflow for skipped, overflow in seen if skipped), str(seen)
+
+
+@settings(max_examples=3)
+@given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
+       sequence_parallel=st.booleans(), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_tensor_parallel_stages_in_16_bits_move_the_masters_as_one_device(
+        comm, kind, precision, sequence_parallel, seed):
+    """tp 2 where the world is even, the rest stages: the vocabulary-parallel loss carries
+    the scale into backward as the task's does, so three steps move the masters, gathered on
+    rank 0, as one device's."""
+    precision = available(precision)
+    tp = 2 if comm.size % 2 == 0 else 1
+    mine, one = (pipelined.make_task(kind, seed, np.float32, depth=max(3, comm.size // tp))
+                 for _ in range(2))
+    mesh = Mesh(comm, dp=1, pp=comm.size // tp, tp=tp)
+    ranges = partition(parameter_counts(mine.model.pipeline_layers()), mesh.pp)
+    pipe = Hybrid(mine.model, mixed(mine, precision, 2.0**8).rebind, mine, mesh,
+                  schedules.build("1f1b", mesh.pp, 2, 1), ranges,
+                  sequence_parallel and kind == "gpt")
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
+                          lambda m, b: one.loss(m, b, "mean"))
+    start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
+    try:
+        for step in range(3):
+            batch = pipelined.make_batch(kind, 4, seed + step, np.float32)
+            got, want = pipe.step(batch), single.step(batch)
+            assert not got["skipped"] and not want["skipped"]
+        moved = masters(pipe) if comm.rank == 0 else pipe.state_dict()  # a collective
+        if comm.rank == 0:
+            assert_moved_alike(moved, masters(single), start, precision)
+    finally:
+        pipe.close()
+        mesh.free()

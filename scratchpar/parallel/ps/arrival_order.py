@@ -26,8 +26,9 @@ class ArrivalOrderParameterServer(Roles):
     lockstep = False  # ranks do not agree on each step's verdict: one rank's error is alone
 
     def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,
-                 grad_clip: float = 0.0):
-        super().__init__(model, make_optimizer, loss_fn, count_fn, comm, servers, grad_clip)
+                 grad_clip: float = 0.0, scaler=None):
+        super().__init__(model, make_optimizer, loss_fn, count_fn, comm, servers, grad_clip,
+                         scaler)
         self.offset = 0  # the clock this run started at (a resumed run's step)
         self.role = Server(self) if self.is_server else Worker(self)
 

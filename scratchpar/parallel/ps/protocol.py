@@ -13,11 +13,12 @@ STEP, ACQUIRE, LEAVE = 0, 1, 2  # header kinds
 
 @dataclass
 class Header:
-    """What a worker tells each server, as 9 float64s (one small buffer message, tag HEADER):
+    """What a worker tells each server, as 10 float64s (one small buffer message, tag HEADER):
 
     - ``STEP``: worker step ``clock`` is done, its loss ``mean`` over ``units`` units at rate
       ``lr``. A gradient range follows (tag PUSH) if ``grad``, of norm ``norm`` over the whole
-      model. It wants the parameters back (tag PULL) before its next step if ``pull``.
+      model. It wants the parameters back (tag PULL) before its next step if ``pull``. With
+      ``overflow`` its 16-bit gradient overflowed and its loss scale was halved: no units.
     - ``ACQUIRE``: it asks for the lock (locked mode); the grant is the parameters (tag PULL).
     - ``LEAVE``: it is done after ``clock`` steps and ``pushes`` pushes, a residual push of
       the steps since its last one (Downpour's n_push) following if ``grad``.
@@ -32,19 +33,20 @@ class Header:
     grad: bool = False
     pull: bool = False
     pushes: int = 0
+    overflow: bool = False
 
     def pack(self) -> np.ndarray:
-        return np.array(astuple(self), dtype=np.float64)  # (9,)
+        return np.array(astuple(self), dtype=np.float64)  # (10,)
 
     @classmethod
     def unpack(cls, buf: np.ndarray) -> Header:
-        kind, clock, mean, units, lr, norm, grad, pull, pushes = buf.tolist()
+        kind, clock, mean, units, lr, norm, grad, pull, pushes, overflow = buf.tolist()
         return cls(int(kind), int(clock), mean, units, lr, norm, bool(grad), bool(pull),
-                   int(pushes))
+                   int(pushes), bool(overflow))
 
     @staticmethod
     def buffer() -> np.ndarray:
-        return np.empty(9, dtype=np.float64)
+        return np.empty(10, dtype=np.float64)
 
 
 class ProtocolError(RuntimeError):

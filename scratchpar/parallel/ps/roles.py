@@ -3,6 +3,7 @@ work. Every variant, the synchronous spec included, starts from this part."""
 
 from __future__ import annotations
 
+from ...autograd.precision import WIDE, is_low, wide
 from ...backend import to_host
 from ...comm.chunks import bounds
 from ...nn.module import Parameter
@@ -18,10 +19,15 @@ class Roles(ServerState, Strategy):
     parameters on the host (``flat``, a CPU master whatever device the workers compute on) and
     ``make_optimizer([flat])``. A worker's optimizer only carries the learning rate the training
     loop sets. The protocol runs on its own dup of ``comm``, and the
-    servers (or workers) have a communicator of their own (``group``)."""
+    servers (or workers) have a communicator of their own (``group``).
+
+    A model in 16 bits trains in mixed precision with the server's range as the fp32 master
+    (Micikevicius et al. 2018, §3.1): workers push their gradients in fp32, divided by the loss
+    ``scaler``'s S (the one their loss carries; fp16), and pull fp32 ranges that their 16-bit
+    model rounds. Each rank's scaler answers the verdicts it sees (:meth:`_judged`)."""
 
     def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,
-                 grad_clip: float = 0.0):
+                 grad_clip: float = 0.0, scaler=None):
         if not 1 <= servers < comm.size:
             raise ValueError(f"a parameter server needs 1 ≤ servers < ranks: {servers} servers "
                              f"on {comm.size} ranks leave no worker")
@@ -30,11 +36,13 @@ class Roles(ServerState, Strategy):
         self.servers, self.workers = servers, comm.size - servers
         self.ranges = KeyRanges([p.size for p in self.params], servers)
         self.is_server = comm.rank < servers
+        dtype = self.params[0].dtype
+        self.scaler, self.wire = scaler, WIDE if is_low(dtype) else dtype  # what moves: fp32
         self.group = comm.split(0 if self.is_server else 1, name="ps servers" if self.is_server
                                 else "ps workers")
         if self.is_server:
             host = [to_host(p.data) for p in self.params]
-            self.flat = Parameter(self.ranges.gather(host, comm.rank))  # (K_s,)
+            self.flat = Parameter(self.ranges.gather(host, comm.rank).astype(self.wire))  # (K_s,)
             self.optimizer = make_optimizer([self.flat])
         else:
             self.optimizer = make_optimizer(self.params)  # the loop sets its lr; never steps
@@ -53,10 +61,12 @@ class Roles(ServerState, Strategy):
         the first, is one of the longest)."""
         p, w = shape.bytes, world - servers
         start, stop = bounds(shape.psi, servers)[server]
-        ks = shape.itemsize * (stop - start)  # the server's range, in bytes
-        worker = {"parameters": p, "gradients": p, "optimizer": 0, "buffers": 3 * p}
+        wire = shape.state_itemsize or shape.itemsize  # a range's bytes an element: fp32 masters
+        ks = wire * (stop - start)  # the server's range, in bytes
+        worker = {"parameters": p, "gradients": p, "optimizer": 0,
+                  "buffers": 3 * wire * shape.psi}  # pushed, pulled, not yet pushed
         host = {"parameters": ks, "gradients": ks,
-                "optimizer": shape.k * (stop - start),
+                "optimizer": (shape.k - shape.master) * (stop - start),  # its range is the master
                 "buffers": w * ks}
         server = {**host, "parameters": p + ks}
         header = Header.buffer().nbytes
@@ -68,6 +78,25 @@ class Roles(ServerState, Strategy):
             return Description(server, sends, on_host=sum(host.values()), chunk=ks,
                                arrays=shape.per_array)  # its range, one flat array
         return Description(worker, sends, chunk=shape.largest)
+
+    def _pushed(self, grads: list) -> list:
+        """A worker's gradients as a server takes them: in fp32 from 16 bits, S·∇ / S."""
+        if self.params[0].dtype == self.wire:
+            return grads
+        scale = 1.0 if self.scaler is None else self.scaler.scale
+        return [wide(g) * (1.0 / scale) for g in grads]
+
+    def _judged(self, metrics: dict) -> dict:
+        """``metrics`` of a step, with the loss scale's answer to its verdict: a skipped step
+        halves it (an overflow, unless at its floor: then divergence), an applied one counts
+        towards its growth. Every rank that sees the same verdicts holds the same scale."""
+        if self.scaler is None:
+            return metrics
+        if not metrics["skipped"]:
+            self.scaler.applied()
+        elif self.scaler.overflowed():
+            metrics["overflow"] = True
+        return metrics
 
     def close(self) -> None:
         """Collective: free the communicators this strategy made."""

@@ -52,6 +52,7 @@ class Server:
         self.pending: dict[int, int] = {}  # its pull, waiting on the consistency rule
         self.clocked = defaultdict(dict)  # clock → {worker: (grad, header, read)}, to aggregate
         self.losses = defaultdict(lambda: [0.0, 0.0])  # clock → [Σ L·n, Σ n]
+        self.overflows = Counter()  # clock → its steps whose 16-bit gradient overflowed
         self.waiting, self.holder = deque(), None  # the lock (locked mode)
         self.version, self.served, self.last_norm = 0, 0, 0.0
         self.staleness, self.recent = Counter(), []  # the run's histogram, this step's values
@@ -77,10 +78,13 @@ class Server:
         self.stats.report(final=False, sends=self.sends)
         total, units = self.losses.pop(k, (0.0, 0.0))
         stale = self.recent or [0]
-        return {"loss": total / units if units else math.nan, "grad_norm": self.last_norm,
-                "skipped": not units, "staleness_mean": float(np.mean(stale)),
-                "staleness_max": int(max(stale)), "version": self.version,
-                "busy": self.stats.fractions()}
+        metrics = {"loss": total / units if units else math.nan, "grad_norm": self.last_norm,
+                   "skipped": not units, "staleness_mean": float(np.mean(stale)),
+                   "staleness_max": int(max(stale)), "version": self.version,
+                   "busy": self.stats.fractions()}
+        if self.overflows.pop(k, 0) and not units:  # the loss scales' answer, not divergence
+            metrics["overflow"] = True
+        return metrics
 
     def shutdown(self) -> dict | None:
         """Serve until every worker has left (and, on server 0, every server has reported).
@@ -136,6 +140,7 @@ class Server:
             if h.units:
                 self.losses[h.clock][0] += h.mean * h.units
                 self.losses[h.clock][1] += h.units
+            self.overflows[h.clock] += h.overflow
             self.read.setdefault(w, self.held[w])  # the version this step was computed on
             if h.grad:
                 self._take(w, h, aggregate=self.ps.aggregates(self.ps.offset + h.clock))

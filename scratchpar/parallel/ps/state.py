@@ -42,7 +42,7 @@ class ServerState:
 
     def _join(self, ranges: list) -> list:
         """Per-parameter host arrays from every server's flat range, in server order."""
-        arrays = [np.empty(p.shape, np.dtype(p.dtype)) for p in self.params]
+        arrays = [np.empty(p.shape, ranges[0].dtype) for p in self.params]  # the servers
         for s, flat in enumerate(ranges):
             self.ranges.scatter(flat, arrays, s)
         return arrays

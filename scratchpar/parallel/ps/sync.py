@@ -39,21 +39,21 @@ class SyncParameterServer(Roles):
         loss = self.loss_fn(self.model, batch)  # L_w, the mean over its n_w units
         loss.backward()
         xp = get_array_module(loss.data)
-        grads = [xp.zeros_like(p.data) if p.grad is None else xp.ascontiguousarray(p.grad)
-                 for p in self.params]
+        grads = self._pushed([xp.zeros_like(p.data) if p.grad is None
+                              else xp.ascontiguousarray(p.grad) for p in self.params])
         header = xp.stack([xp.asarray(loss.data, dtype="float64"),
                            xp.asarray(self.count_fn(batch), dtype="float64")])  # [L_w, n_w]
         sends = [self.comm.isend(self.ranges.gather(grads, s), s, PUSH) for s in
                  range(self.servers)] + [self.comm.isend(header, s, HEADER)
                                          for s in range(self.servers)]
-        pulled = [xp.empty(n, self.params[0].dtype) for n in self.ranges.lengths]
+        pulled = [xp.empty(n, self.wire) for n in self.ranges.lengths]
         metrics = np.empty(3)  # [loss, grad_norm, skipped] from server 0
         self.comm.wait_all(sends + [self.comm.irecv(buf, s, PULL) for s, buf in enumerate(pulled)]
                            + [self.comm.irecv(metrics, 0, METRICS)])
         for s, buf in enumerate(pulled):
             self.ranges.scatter(buf, [p.data for p in self.params], s)
-        return {"loss": float(metrics[0]), "grad_norm": float(metrics[1]),
-                "skipped": bool(metrics[2])}
+        return self._judged({"loss": float(metrics[0]), "grad_norm": float(metrics[1]),
+                             "skipped": bool(metrics[2])})
 
     # -- a server -------------------------------------------------------------------------------
     def _serve(self) -> dict:
@@ -74,4 +74,4 @@ class SyncParameterServer(Roles):
             report = np.array([metrics["loss"], metrics["grad_norm"], float(metrics["skipped"])])
             sends += [self.comm.isend(report, w, METRICS) for w in workers]
         self.comm.wait_all(sends)
-        return metrics
+        return self._judged(metrics)

@@ -41,11 +41,12 @@ class Worker:
             mean, units, norm, finite = self._gradient(batch)
         push = self.unpushed is not None and ps.pushes_at(ps.offset + self.clock)
         pull = not ps.locked and ps.fetches_at(ps.offset + self.clock)
+        verdict = ps._judged({"loss": mean, "grad_norm": norm, "skipped": not finite})
         header = Header(STEP, self.clock, mean if finite else 0.0, units if finite else 0.0,
-                        ps.optimizer.lr, pull=pull)
+                        ps.optimizer.lr, pull=pull, overflow="overflow" in verdict)
         waited += self._send(header, push, pull)
         self.clock += 1
-        return {"loss": mean, "grad_norm": norm, "skipped": not finite, "wait_s": waited}
+        return {**verdict, "wait_s": waited}
 
     def shutdown(self) -> None:
         """Leave: push what is not pushed yet, with the count of pushes, to every server."""
@@ -63,8 +64,11 @@ class Worker:
             p.grad = None
         loss = ps.loss_fn(ps.model, batch)
         mean, norm, finite = backward_verdict(loss, ps.params)
+        if ps.scaler is not None:
+            norm /= ps.scaler.scale  # ‖S·∇‖ / S
         xp = get_array_module(loss.data)
-        grads = [xp.zeros_like(p.data) if p.grad is None else p.grad for p in ps.params]
+        grads = ps._pushed([xp.zeros_like(p.data) if p.grad is None else p.grad
+                            for p in ps.params])
         if finite and self.unpushed is None:
             self.unpushed = [xp.ascontiguousarray(g) for g in grads]
         elif finite:
@@ -89,7 +93,7 @@ class Worker:
             self.unpushed = None
         if pull:
             xp = get_array_module(ps.params[0].data)
-            pulled = [xp.empty(n, ps.params[0].dtype) for n in ps.ranges.lengths]
+            pulled = [xp.empty(n, ps.wire) for n in ps.ranges.lengths]
             sends += [self.comm.irecv(buf, s, PULL) for s, buf in enumerate(pulled)]
         start = time.perf_counter()
         with self.tracer.region("pull" if pull else "push" if push else "tick", "comm"):
@@ -105,7 +109,7 @@ class Worker:
         xp = get_array_module(ps.params[0].data)
         packed = Header(ACQUIRE, self.clock).pack()
         for s in range(ps.servers):
-            buf = xp.empty(ps.ranges.lengths[s], ps.params[0].dtype)
+            buf = xp.empty(ps.ranges.lengths[s], ps.wire)
             with self.tracer.region(f"lock {s}", "comm"):
                 self.comm.wait_all([self.comm.isend(packed, s, HEADER),
                                     self.comm.irecv(buf, s, PULL)])

@@ -75,7 +75,8 @@ class ServerFamily(Family):
     def build(self, cfg, task, optimizer, comm):
         """The variant ``--ps-mode`` names; rank 0 says the roles."""
         t = cfg.train
-        common = {"servers": t.servers, "grad_clip": cfg.optim.grad_clip}
+        common = {"servers": t.servers, "grad_clip": cfg.optim.grad_clip,
+                  "scaler": task.scaler}  # fp16's: the workers' losses carry it
         args = (task.model, lambda params: build_optimizer(cfg, params), task.loss, task.count,
                 comm)
         if t.ps_mode == "sync":
