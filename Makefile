@@ -11,7 +11,7 @@ export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-plan batch-throughput batch-fits batch-steps batch-scaling docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-memory bench-plan batch-throughput batch-fits batch-steps batch-scaling docs clean
 
 install: $(VENV)/.installed
 
@@ -54,6 +54,7 @@ bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data and p
 	$(BIN)/python -m scratchpar.bench ps $(ARGS)
 	$(BIN)/python -m scratchpar.bench async $(ARGS)
 	$(BIN)/python -m scratchpar.bench zero $(ARGS)
+	$(BIN)/python -m scratchpar.bench memory $(ARGS)
 	$(BIN)/python -m scratchpar.bench plan $(ARGS)
 
 bench-collectives: install  ## hand-written all-reduces against MPI's own (MPICH's default and ring)
@@ -79,6 +80,9 @@ bench-async: install  ## Hogwild's speed-up and collisions, EASGD against Downpo
 
 bench-zero: install  ## ZeRO stages 1-3 and offload: bytes per rank against the formula, step time against DP
 	$(BIN)/python -m scratchpar.bench zero $(ARGS)
+
+bench-memory: install  ## mixed precision and recomputation: states and a layer's activations per rank against the formulas
+	$(BIN)/python -m scratchpar.bench memory $(ARGS)
 
 bench-plan: install  ## the planner against real runs: every layout runnable here, predicted beside measured
 	$(BIN)/python -m scratchpar.bench plan $(ARGS)
