@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..autograd.precision import WIDE, is_low
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
 from . import local_step
@@ -17,7 +18,9 @@ class LocalSGD(Strategy):
     synchronous data-parallel steps, then every rank runs its optimizer alone and the replicas are
     averaged, θ ← (1/p) Σᵣ θᵣ, after every ``every``-th local step. ``every = 0`` never averages
     until :meth:`finish`: one-shot model averaging after independent SGD (Zinkevich et al. 2010).
-    Optimizer state (momentum, Adam moments) stays local; a checkpoint keeps every rank's.
+    Optimizer state (momentum, Adam moments) stays local; a checkpoint keeps every rank's. In
+    mixed precision the replicas average their fp32 masters, the weights as each optimizer
+    holds them, in fp32, and round the mean into the 16-bit model.
     """
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, every: int, warmup: int = 0,
@@ -27,7 +30,9 @@ class LocalSGD(Strategy):
         super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
         self.sync = DataParallel(model, optimizer, loss_fn, count_fn, comm,
                                  bucket_bytes=bucket_bytes, grad_clip=grad_clip)
-        self.plan = Buckets([p.data for p in self.sync.params], bucket_bytes)  # for averaging
+        arrays = [p.data for p in self.sync.params]
+        self.plan = Buckets(arrays, bucket_bytes,  # for averaging, in fp32 under 16 bits
+                            into=WIDE if is_low(arrays[0].dtype) else None)
         self.every, self.warmup = every, warmup
         self.steps = 0  # steps taken, synchronous ones included
         self.diverged = False  # True while local steps have not been averaged yet
@@ -64,8 +69,13 @@ class LocalSGD(Strategy):
         """θ ← (1/p) Σᵣ θᵣ on every rank, in buckets like DP's gradients: the replicas become
         bitwise identical."""
         params = [p.data for p in self.sync.params]
-        self.plan.pack(params)
-        self.plan.finish(self.plan.start_all(self.comm, op="avg"), out=params)
+        weights = [state.get("master", p) for state, p in zip(self.optimizer.state, params)]
+        self.plan.pack(weights)
+        self.plan.finish(self.plan.start_all(self.comm, op="avg"), out=weights)
+        xp = self.sync.xp
+        for p, w in zip(params, weights):
+            if w is not p:  # a master: its mean rounded into the model
+                xp.copyto(p, w, casting="unsafe")
         self.diverged = False
 
     def finish(self) -> None:
@@ -110,11 +120,17 @@ class LocalSGD(Strategy):
         rank = self.comm.rank
         if saved == self.comm.size:
             model, source = _replica(state, rank if diverged else 0, "model"), rank
+            optim = _replica(state, source, "optim")
         else:
-            model = _mean([_replica(state, q, "model") for q in range(saved if diverged else 1)])
+            replicas = range(saved if diverged else 1)
+            model = _mean([_replica(state, q, "model") for q in replicas])
             source, diverged = (rank if rank < saved else 0), False
+            optim = _replica(state, source, "optim")
+            masters = [key for key in optim if key.startswith("master.")]  # mixed precision's
+            optim = {**optim, **_mean([{key: _replica(state, q, "optim")[key] for key in masters}
+                                       for q in replicas])} if masters else optim
         self.model.load_state_dict(model)
-        self.optimizer.load_state_dict(_replica(state, source, "optim"))
+        self.optimizer.load_state_dict(optim)
         self.steps, self.diverged = int(meta.get("steps", 0)), diverged
 
 

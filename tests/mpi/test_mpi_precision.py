@@ -19,7 +19,7 @@ from scratchpar.comm.mesh import Mesh
 from scratchpar.optim import SGD
 from scratchpar.optim.mixed import MixedPrecision
 from scratchpar.optim.scaler import LossScaler
-from scratchpar.parallel import DataParallel, DataParallelNaive, Hybrid, SingleDevice
+from scratchpar.parallel import DataParallel, DataParallelNaive, Hybrid, LocalSGD, SingleDevice
 from scratchpar.parallel.pipeline import partition, schedules
 from scratchpar.parallel.pipeline.partition import parameter_counts
 from scratchpar.parallel.ps import AsyncParameterServer, SyncParameterServer
@@ -290,3 +290,29 @@ def test_tensor_parallel_stages_in_16_bits_move_the_masters_as_one_device(
     finally:
         pipe.close()
         mesh.free()
+
+
+@settings(max_examples=3)
+@given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
+       seed=st.integers(0, 2**31))
+@shared_verdict
+def test_local_sgd_in_16_bits_averages_the_fp32_masters(comm, kind, precision, seed):
+    """Two local steps on each rank's own rows, then the average: every replica holds the
+    same fp32 masters, the mean of the replicas' masters, and its 16-bit model is that mean
+    rounded."""
+    precision = available(precision)
+    task = make_task(kind, seed + comm.rank, np.float32)
+    local = LocalSGD(task.model, mixed(task, precision, 2.0**8), task.loss, task.count, comm,
+                     every=0)
+    for step in range(2):
+        local.step(make_batch(kind, 2 * comm.size, seed + step, np.float32))
+    before = comm.allgather_obj([host(s["master"]) for s in local.optimizer.state])
+    local.finish()
+    after = [host(s["master"]) for s in local.optimizer.state]
+    for i, master in enumerate(after):
+        mean = sum(replica[i].astype(np.float64) for replica in before) / comm.size
+        np.testing.assert_allclose(master, mean, rtol=1e-6, atol=1e-7)
+    assert len({b"".join(m.tobytes() for m in got) for got in comm.allgather_obj(after)}) == 1
+    for p, master in zip(task.model.parameters(), after):
+        held = host(p.data)
+        assert held.tobytes() == master.astype(held.dtype).tobytes()

@@ -70,7 +70,7 @@ def test_a_precision_is_refused_where_it_cannot_run_with_every_reason():
     for fragment in ("--precision bf16 keeps fp32 masters: it goes with --dtype float32",
                      "bf16 needs bfloat16 arrays, which CuPy lacks (--device cuda)",
                      "--precision bf16 goes with --strategy single, dp-naive, dp, zero, "
-                     "pipeline, hybrid, ps so far, not hogwild",
+                     "pipeline, hybrid, ps, local-sgd so far, not hogwild",
                      "--precision bf16 goes with the flushing schedules, not --pp-schedule "
                      "pipedream"):
         assert fragment in text
