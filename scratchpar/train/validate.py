@@ -15,7 +15,8 @@ LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
 # the strategies that train in 16 bits, and those that recompute activations (train/precision.py)
-MIXED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid", "ps", "local-sgd")
+MIXED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid", "ps", "local-sgd",
+         "hogwild")
 RECOMPUTED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid")
 LAYERED = ("gpt", "lstm", "rnn", "mlp")  # the models that list their layers
 AT_LEAST_ONE = ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",

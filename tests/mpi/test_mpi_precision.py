@@ -19,7 +19,14 @@ from scratchpar.comm.mesh import Mesh
 from scratchpar.optim import SGD
 from scratchpar.optim.mixed import MixedPrecision
 from scratchpar.optim.scaler import LossScaler
-from scratchpar.parallel import DataParallel, DataParallelNaive, Hybrid, LocalSGD, SingleDevice
+from scratchpar.parallel import (
+    DataParallel,
+    DataParallelNaive,
+    Hogwild,
+    Hybrid,
+    LocalSGD,
+    SingleDevice,
+)
 from scratchpar.parallel.pipeline import partition, schedules
 from scratchpar.parallel.pipeline.partition import parameter_counts
 from scratchpar.parallel.ps import AsyncParameterServer, SyncParameterServer
@@ -316,3 +323,35 @@ def test_local_sgd_in_16_bits_averages_the_fp32_masters(comm, kind, precision, s
     for p, master in zip(task.model.parameters(), after):
         held = host(p.data)
         assert held.tobytes() == master.astype(held.dtype).tobytes()
+
+
+@settings(max_examples=3)
+@given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
+       window=st.sampled_from(("shared", "one-sided")), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_one_hogwild_worker_in_16_bits_moves_theta_as_one_device(comm, kind, precision,
+                                                                 window, seed):
+    """Each rank a Hogwild of its own: θ, fp32 in the window, moves as one device's masters
+    under plain SGD in the same precision (the step's γ·g/S against η·(g/S): the same to
+    fp32's rounding)."""
+    precision = available(precision)
+    alone = comm.split(comm.rank, name="alone")
+    mine, one = make_task(kind, seed, np.float32), make_task(kind, seed, np.float32)
+    for task in (mine, one):
+        task.model.to_dtype(dtype_of(precision, backend.xp_default()))
+        task.scaler = LossScaler(scale=2.0**8) if precision == "fp16" else None
+    hogwild = Hogwild(mine.model, MixedPrecision(SGD(mine.model.parameters(), 0.3), mine.scaler),
+                      mine.loss, mine.count, alone, window=window)
+    single = SingleDevice(one.model, MixedPrecision(SGD(one.model.parameters(), 0.3), one.scaler),
+                          lambda m, b: one.loss(m, b, "mean"))
+    start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
+    try:
+        for step in range(3):
+            batch = make_batch(kind, 5, seed + step, np.float32)
+            assert not hogwild.step(batch)["skipped"] and not single.step(batch)["skipped"]
+        got = hogwild.values()
+    finally:
+        hogwild.close()
+        alone.free()
+    assert all(g.dtype == np.float32 for g in got)
+    assert_moved_alike([g.astype(np.float64) for g in got], masters(single), start, precision)

@@ -65,12 +65,12 @@ def test_a_precision_is_refused_where_it_cannot_run_with_every_reason():
     assert load_config(["--precision", "fp16", "--strategy", "single"]).train.precision == "fp16"
     with pytest.raises(ConfigError) as err:
         load_config(["--precision", "bf16", "--dtype", "float64", "--device", "cuda",
-                     "--strategy", "hogwild", "--pp-schedule", "pipedream"])
+                     "--strategy", "easgd", "--pp-schedule", "pipedream"])
     text = str(err.value)
     for fragment in ("--precision bf16 keeps fp32 masters: it goes with --dtype float32",
                      "bf16 needs bfloat16 arrays, which CuPy lacks (--device cuda)",
                      "--precision bf16 goes with --strategy single, dp-naive, dp, zero, "
-                     "pipeline, hybrid, ps, local-sgd so far, not hogwild",
+                     "pipeline, hybrid, ps, local-sgd, hogwild so far, not easgd",
                      "--precision bf16 goes with the flushing schedules, not --pp-schedule "
                      "pipedream"):
         assert fragment in text

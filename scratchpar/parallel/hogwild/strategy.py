@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ...autograd.precision import WIDE, is_low, wide
 from ...backend import get_array_module, to_device, to_host
 from ...data.shard import shard
 from ...optim import SGD, skipped
@@ -30,13 +31,19 @@ class Hogwild(Strategy):
     window's exclusive lock, one writer at a time: no update is ever lost, at the price of
     serialized writes. The read for the gradient stays outside it, so a gradient may still be
     taken at rows another worker has since moved: the lock removes lost updates, not
-    staleness. Niu et al. 2011's AIG locks finer: only a term's variables, around line 4."""
+    staleness. Niu et al. 2011's AIG locks finer: only a term's variables, around line 4.
+
+    A model in 16 bits (``optimizer`` a :class:`~scratchpar.optim.mixed.MixedPrecision` over
+    plain SGD) keeps θ in fp32: it is the master. A worker reads its rows rounded into its
+    model, and writes γ g_v in fp32, its 16-bit gradient divided by its own loss scale, which
+    halves on its own overflows (Micikevicius et al. 2018, §3)."""
 
     lockstep = False  # a worker judges its own loss; the ranks never wait for each other
 
     def __init__(self, model, optimizer, loss_fn, count_fn, comm, lock: bool = False,
                  window: str = "shared", grad_clip: float = 0.0):
-        if not isinstance(optimizer, SGD) or optimizer.momentum or optimizer.weight_decay:
+        rule = getattr(optimizer, "inner", optimizer)  # mixed precision's: the rule it applies
+        if not isinstance(rule, SGD) or rule.momentum or rule.weight_decay:
             raise ValueError("Hogwild writes the plain SGD step θ_v ← θ_v − γ g_v: it needs SGD "
                              "without momentum or weight decay")
         if window not in STORES or lock and window != "shared":
@@ -45,8 +52,10 @@ class Hogwild(Strategy):
         super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
         self.lock = lock
         self.names = [name for name, _ in model.named_parameters()]
-        self.store = STORES[window](comm, [p.shape for p in self.params],
-                                    to_host(self.params[0].data).dtype)
+        dtype = to_host(self.params[0].data).dtype
+        self.scaler = getattr(optimizer, "scaler", None)
+        self.store = STORES[window](comm, [p.shape for p in self.params],  # θ: fp32 under 16 bits
+                                    WIDE if is_low(dtype) else dtype)
         if comm.rank == 0:
             self.store.assign([to_host(p.data) for p in self.params])
         self.store.settle()
@@ -58,11 +67,11 @@ class Hogwild(Strategy):
         step γg. Plain SGD keeps no state. Through a shared window a step's reads and writes
         are loads and stores. Through the one-sided one they are a Get of the rows a batch
         touches and an Accumulate of −γg to them (every row, for a dense model: the bound here)."""
-        p = shape.bytes
-        sends = () if window == "shared" else (Message("get", "world", p, 1, "forward"),
-                                               Message("accumulate", "world", p, 1))
-        return Description({"parameters": 2 * p, "gradients": p, "optimizer": 0,
-                            "buffers": p}, sends, on_host=p, chunk=shape.largest,
+        p, theta = shape.bytes, (shape.state_itemsize or shape.itemsize) * shape.psi
+        sends = () if window == "shared" else (Message("get", "world", theta, 1, "forward"),
+                                               Message("accumulate", "world", theta, 1))
+        return Description({"parameters": p + theta, "gradients": p, "optimizer": 0,
+                            "buffers": theta}, sends, on_host=theta, chunk=shape.largest,
                            arrays=shape.stepped)
 
     def _rows(self, batch) -> list[tuple]:
@@ -83,19 +92,23 @@ class Hogwild(Strategy):
             p.data[mine] = to_device(self.store.read(k, theirs), dtype=p.dtype)
         self.optimizer.zero_grad()
         mean, norm, finite = backward_verdict(self.loss_fn(self.model, batch), self.params)
+        scale = 1.0 if self.scaler is None else self.scaler.scale
+        norm /= scale  # ‖S·g‖ / S
         if not finite:
-            return skipped(mean, norm)
+            return skipped(mean, norm, self.scaler is not None and self.scaler.overflowed())
         if self.grad_clip > 0:
             clip_grad_norm(self.params, self.grad_clip, norm)
         share = float(self.count_fn(batch)) / max(float(self.count_fn(global_batch)), 1.0)
-        gamma = self.optimizer.lr * share  # γ = η·n_w/N (n_w = N with one worker: γ = η)
-        steps = [to_host(p.grad[mine] * gamma) if p.grad is not None else None
+        gamma = self.optimizer.lr * share / scale  # γ = η·n_w/N (one worker: γ = η), over S
+        steps = [to_host(wide(p.grad[mine]) * gamma) if p.grad is not None else None
                  for p, (mine, _) in zip(self.params, rows)]  # γ g_v, on the touched rows
         if self.lock:
             with self.store.exclusive():
                 self._write(rows, steps)
         else:
             self._write(rows, steps)
+        if self.scaler is not None:
+            self.scaler.applied()
         return {"loss": mean, "grad_norm": norm, "skipped": False}
 
     def _write(self, rows: list, steps: list) -> None:
