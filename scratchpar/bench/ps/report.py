@@ -9,7 +9,7 @@ from ...parallel import SyncParameterServer
 from ...parallel.description import Message, Shape
 from ...parallel.ps.protocol import Header
 
-HEADER_BYTES = Header.buffer().nbytes  # 9 float64s with every step and with the leave
+HEADER_BYTES = Header.buffer().nbytes  # 10 float64s with every step and with the leave
 LEVELS = (0.5, 0.8, 0.95)  # loss levels: this share of the way to the best final held-out loss
 
 
