@@ -53,6 +53,12 @@ def is_low(dtype) -> bool:
     return dtype.itemsize == 2 and (kind == "f" or dtype.name == "bfloat16")
 
 
+def widened(dtype):
+    """fp32 for a 16-bit ``dtype``, else ``dtype`` itself: what its masters are kept and moved
+    in (a parameter server's ranges, Hogwild's shared θ)."""
+    return WIDE if is_low(dtype) else dtype
+
+
 def wide(x):
     """``x`` in fp32 if it is a 16-bit float, else itself: numerically sensitive ops
     (softmax, layer norm, the losses, reductions) compute inside in fp32."""

@@ -1,28 +1,16 @@
 """``python -m scratchpar.bench memory``: a tiny run end to end, its bytes against the formulas."""
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from bench_helpers import run_quick
 
 from scratchpar.bench.memory import driver
 from scratchpar.bench.memory.formulas import korthikanti
-from scratchpar.bench.mpijob import ROOT
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """The quick run's printed tables and its JSON."""
-    path = tmp_path_factory.mktemp("memory-bench") / "memory.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "memory", "--quick",
-                           "--json", str(path)], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout, json.loads(path.read_text())
+    return run_quick("memory", tmp_path_factory.mktemp("memory-bench"), figures=False)[:2]
 
 
 def test_korthikanti_in_16_bits_is_the_papers_table():

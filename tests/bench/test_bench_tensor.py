@@ -1,14 +1,9 @@
 """``python -m scratchpar.bench tensor``: a tiny run at t = 1, 2 end to end, its exact counts."""
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from bench_helpers import run_quick
 
-from scratchpar.bench.mpijob import ROOT
 from scratchpar.bench.tensor import driver, formulas
 from scratchpar.nn import Block
 
@@ -16,14 +11,7 @@ from scratchpar.nn import Block
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     """The quick run's printed tables and its JSON."""
-    path = tmp_path_factory.mktemp("tensor-bench") / "tensor.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "scratchpar.bench", "tensor", "--quick",
-                           "--json", str(path)], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout, json.loads(path.read_text())
+    return run_quick("tensor", tmp_path_factory.mktemp("tensor-bench"), figures=False)[:2]
 
 
 def test_the_json_holds_every_table_for_the_quick_ranks(quick):

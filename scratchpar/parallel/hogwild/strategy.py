@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ...autograd.precision import WIDE, is_low, wide
+from ...autograd.precision import wide, widened
 from ...backend import get_array_module, to_device, to_host
 from ...data.shard import shard
 from ...optim import SGD, skipped
@@ -52,10 +52,9 @@ class Hogwild(Strategy):
         super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
         self.lock = lock
         self.names = [name for name, _ in model.named_parameters()]
-        dtype = to_host(self.params[0].data).dtype
         self.scaler = getattr(optimizer, "scaler", None)
         self.store = STORES[window](comm, [p.shape for p in self.params],  # θ: fp32 under 16 bits
-                                    WIDE if is_low(dtype) else dtype)
+                                    widened(to_host(self.params[0].data).dtype))
         if comm.rank == 0:
             self.store.assign([to_host(p.data) for p in self.params])
         self.store.settle()

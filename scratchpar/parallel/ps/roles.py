@@ -3,7 +3,7 @@ work. Every variant, the synchronous spec included, starts from this part."""
 
 from __future__ import annotations
 
-from ...autograd.precision import WIDE, is_low, wide
+from ...autograd.precision import wide, widened
 from ...backend import to_host
 from ...comm.chunks import bounds
 from ...nn.module import Parameter
@@ -36,8 +36,7 @@ class Roles(ServerState, Strategy):
         self.servers, self.workers = servers, comm.size - servers
         self.ranges = KeyRanges([p.size for p in self.params], servers)
         self.is_server = comm.rank < servers
-        dtype = self.params[0].dtype
-        self.scaler, self.wire = scaler, WIDE if is_low(dtype) else dtype  # what moves: fp32
+        self.scaler, self.wire = scaler, widened(self.params[0].dtype)  # what moves: fp32
         self.group = comm.split(0 if self.is_server else 1, name="ps servers" if self.is_server
                                 else "ps workers")
         if self.is_server:
