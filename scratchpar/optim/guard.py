@@ -21,15 +21,24 @@ def guarded_step(optimizer, params, loss, grad_clip: float = 0.0, norm=None) -> 
     ``loss`` and ``norm`` may be numbers or 0-d device arrays: the verdict reads both in one
     copy, the step's one wait for the device."""
     loss, norm = read_scalars(loss, grad_norm_array(params) if norm is None else norm)
+    if not (math.isfinite(loss) and math.isfinite(norm)):
+        return refused(optimizer, loss, norm)
     norm /= optimizer.grad_scale  # the gradients carry the loss scale until the update
-    if not math.isfinite(loss):
-        return skipped(loss, norm)
-    if not math.isfinite(norm):
-        return skipped(loss, norm, overflow=optimizer.overflow())
     if grad_clip > 0:
         clip_grad_norm(params, grad_clip, norm)
     optimizer.step()
     return {"loss": loss, "grad_norm": norm, "skipped": False}
+
+
+def refused(optimizer, loss: float, norm: float) -> dict:
+    """The metrics of a step left unapplied because its ``loss`` or its gradient's ``norm``
+    (scaled, as backward left it) is not finite: with a finite loss, the gradient's overflow
+    is the loss scale's if ``optimizer``'s scale takes the blame (and is halved), not
+    divergence. Every caller whose ranks share a verdict gets the same answer on each."""
+    norm /= optimizer.grad_scale
+    if not math.isfinite(loss):
+        return skipped(loss, norm)
+    return skipped(loss, norm, overflow=optimizer.overflow())
 
 
 def backward_verdict(loss, params) -> tuple[float, float, bool]:

@@ -36,6 +36,7 @@ class MixedPrecision(Optimizer):
         self.inner, self.scaler = inner, scaler
         inner.state = self.state  # one dict per parameter: the master and the inner rule's state
         self.buffers = ("master",) + inner.buffers
+        self.early = ("master",)  # made when a strategy first moves the weights (weights())
         self.counters = inner.counters
 
     @property
@@ -52,11 +53,25 @@ class MixedPrecision(Optimizer):
         if self.scaler is not None:
             self.scaler.applied()
 
-    def _update(self, i: int, p) -> None:
+    def weights(self) -> list:
+        """Every parameter's fp32 master, made now where its first update has not come yet."""
+        return [self._master(i, p) for i, p in enumerate(self.params)]
+
+    def round_params(self) -> None:
+        """Each parameter takes its master, rounded to its 16 bits."""
+        for state, p in zip(self.state, self.params):
+            if "master" in state:
+                get_array_module(p.data).copyto(p.data, state["master"], casting="unsafe")
+
+    def _master(self, i: int, p):
+        """Parameter i's master: the parameter's value widened, at the first call."""
         state = self.state[i]
-        master = state.get("master")
-        if master is None:
-            master = state["master"] = p.data.astype(WIDE)
+        if "master" not in state:
+            state["master"] = p.data.astype(WIDE)
+        return state["master"]
+
+    def _update(self, i: int, p) -> None:
+        master = self._master(i, p)
         xp = get_array_module(master)
         grad = self._scratch(master)  # fp32
         xp.multiply(p.grad, 1.0 / self.grad_scale, out=grad, dtype=WIDE)  # ∇ = (S·∇) / S

@@ -22,6 +22,7 @@ class Optimizer(abc.ABC):
 
     buffers: tuple[str, ...] = ()
     counters: tuple[str, ...] = ()
+    early: tuple[str, ...] = ()  # buffers a parameter may hold alone, before its first update
     grad_scale = 1.0  # the factor the gradients carry until the update (a loss scale: mixed.py)
 
     def __init__(self, params, lr: float):
@@ -50,6 +51,17 @@ class Optimizer(abc.ABC):
         """A step's gradient was not finite: whether that is a loss scale's overflow, forgiven
         (:class:`~.mixed.MixedPrecision`), rather than divergence. Here it never is."""
         return False
+
+    def weights(self) -> list:
+        """The arrays this rule moves, one per parameter: the parameters' own (a mixed-precision
+        optimizer's fp32 masters). A strategy that moves weights outside the rule (elastic or
+        model averaging) moves these, then calls :meth:`round_params`."""
+        return [p.data for p in self.params]
+
+    def round_params(self) -> None:
+        """The parameters take :meth:`weights` after a move outside the rule: here they are
+        the weights themselves."""
+        return
 
     def rebind(self, params) -> Optimizer:
         """The same optimizer (class, hyperparameters, step count) over other parameters, with
@@ -114,7 +126,7 @@ class Optimizer(abc.ABC):
             loaded[i][name] = value
         for i, state in enumerate(loaded):
             for name in self.buffers + self.counters:
-                if state and name not in state:
+                if state.keys() - set(self.early) and name not in state:
                     raise ValueError(f"optimizer state_dict is missing '{name}.{i}'")
         for i, state in enumerate(loaded):
             self.state[i] = {

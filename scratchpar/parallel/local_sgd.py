@@ -68,14 +68,10 @@ class LocalSGD(Strategy):
     def average(self) -> None:
         """θ ← (1/p) Σᵣ θᵣ on every rank, in buckets like DP's gradients: the replicas become
         bitwise identical."""
-        params = [p.data for p in self.sync.params]
-        weights = [state.get("master", p) for state, p in zip(self.optimizer.state, params)]
+        weights = self.optimizer.weights()  # fp32 masters in mixed precision
         self.plan.pack(weights)
         self.plan.finish(self.plan.start_all(self.comm, op="avg"), out=weights)
-        xp = self.sync.xp
-        for p, w in zip(params, weights):
-            if w is not p:  # a master: its mean rounded into the model
-                xp.copyto(p, w, casting="unsafe")
+        self.optimizer.round_params()
         self.diverged = False
 
     def finish(self) -> None:

@@ -8,9 +8,9 @@ from typing import NamedTuple
 
 from ..backend import get_array_module
 from ..comm import collectives
-from ..optim import guarded_step, skipped
+from ..optim import guarded_step
 from ..optim.clip import grad_norm_array
-from ..optim.guard import read_scalars
+from ..optim.guard import read_scalars, refused
 
 
 class Verdict(NamedTuple):
@@ -23,9 +23,10 @@ class Verdict(NamedTuple):
 
     def step(self, optimizer, params, grad_clip: float) -> dict:
         """The rank's own optimizer step on its gradient, clipped to ``grad_clip``; skipped on
-        every rank alike unless the verdict is finite."""
+        every rank alike unless the verdict is finite (a 16-bit gradient's overflow halving
+        every rank's loss scale alike)."""
         if not self.finite:
-            return skipped(self.loss, self.norm)
+            return refused(optimizer, self.loss, self.norm)
         return guarded_step(optimizer, params, self.loss, grad_clip, self.norm)
 
 

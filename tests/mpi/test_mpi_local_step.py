@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
 
 from scratchpar.data.shard import shard
+from scratchpar.optim import SGD
 from scratchpar.optim.clip import global_grad_norm
 from scratchpar.parallel import local_step
 
@@ -58,11 +59,11 @@ def test_a_non_finite_rank_makes_every_rank_skip(comm, poisoned, form, seed):
         agree = local_step.from_summed if form == "summed" else local_step.from_mean
         verdict = agree(comm, params, loss, task.count(rows))
 
-        class Untouched:  # an optimizer that must not step
+        class Untouched(SGD):  # an optimizer that must not step
             def step(self):
                 raise AssertionError("a skipped step reached the optimizer")
 
-        metrics = verdict.step(Untouched(), params, grad_clip=1.0)
+        metrics = verdict.step(Untouched(params, 0.1), params, grad_clip=1.0)
     assert not verdict.finite and metrics["skipped"]
     for p, b in zip(params, before):
         np.testing.assert_array_equal(host(p.data), b)

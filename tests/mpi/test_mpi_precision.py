@@ -12,6 +12,7 @@ from dp_helpers import make_batch, make_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
+from precision_helpers import assert_moved_alike, available, masters, mixed
 
 from scratchpar import backend
 from scratchpar.autograd.precision import dtype_of
@@ -32,41 +33,6 @@ from scratchpar.parallel.pipeline.partition import parameter_counts
 from scratchpar.parallel.ps import AsyncParameterServer, SyncParameterServer
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train.precision import fold_masters, unfold_masters
-
-# Norm-wise relative error of the masters' moves: a few units of each format's rounding
-# (fp16 2⁻¹¹, bf16 2⁻⁸), summed over a backward's products and three steps.
-TOLERANCE = {"fp16": 2e-2, "bf16": 1e-1}
-
-
-def mixed(task, precision: str, scale: float):
-    """``task``'s model in 16 bits, stepped by SGD with momentum through fp32 masters."""
-    task.model.to_dtype(dtype_of(precision, backend.xp_default()))
-    task.scaler = LossScaler(scale=scale) if precision == "fp16" else None
-    return MixedPrecision(SGD(task.model.parameters(), lr=0.1, momentum=0.9), task.scaler)
-
-
-def masters(strategy):
-    """Each parameter's fp32 master, whole, in the one-device model's order (a sharded
-    strategy gathers them: its checkpoint's layout-free state)."""
-    optim = strategy.state_dict()["optim"]
-    count = sum(key.startswith("master.") for key in optim)
-    return [host(optim[f"master.{i}"]).astype(np.float64) for i in range(count)]
-
-
-def assert_moved_alike(got, want, start, precision: str) -> None:
-    """The masters ``got`` moved from ``start`` as ``want`` did, within ``TOLERANCE``
-    norm-wise, a master for every parameter."""
-    moved = [m - s for m, s in zip(got, start)]
-    wanted = [m - s for m, s in zip(want, start)]
-    assert len(moved) == len(wanted) == len(start)
-    error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(moved, wanted)))
-    assert error <= TOLERANCE[precision] * np.sqrt(sum(np.sum(b**2) for b in wanted)), error
-
-
-def available(precision: str) -> str:
-    """``precision``, or fp16 where the device has no bfloat16 (CuPy, and the double)."""
-    return precision if backend.xp_default() is np else "fp16"
-
 
 STRATEGIES = {"dp": DataParallel, "dp-naive": DataParallelNaive,
               **{f"zero{stage}": cls for stage, cls in STAGES.items()},
@@ -95,21 +61,26 @@ def test_three_steps_move_the_masters_as_one_device(comm, name, kind, rows, prec
     assert all(d == digests[0] for d in digests)
 
 
+@pytest.mark.parametrize("cls", [DataParallel, functools.partial(LocalSGD, every=2)])
 @settings(max_examples=3)
 @given(kind=st.sampled_from(("mlp", "gpt")), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_every_replica_skips_an_overflow_and_halves_its_scale_alike(comm, kind, seed):
+def test_every_replica_skips_an_overflow_and_halves_its_scale_alike(comm, cls, kind, seed):
     """A scale of 2⁴⁰ overflows fp16 at once: the ranks halve it together, step after step,
-    until the gradient fits, and hold the same masters and scale throughout."""
+    until the gradient fits, and hold the same masters and scale throughout (local SGD's
+    replicas judge the step together too, and meet at each average)."""
     task = make_task(kind, seed + comm.rank, np.float32)
-    dp = DataParallel(task.model, mixed(task, "fp16", 2.0**40), task.loss, task.count, comm)
+    strategy = cls(task.model, mixed(task, "fp16", 2.0**40), task.loss, task.count, comm)
     seen = []
     with np.errstate(over="ignore", invalid="ignore"):  # the overflows are the point
-        for step in range(30):
-            metrics = dp.step(make_batch(kind, 4, seed + step, np.float32))
-            seen.append((bool(metrics.get("overflow")), dp.optimizer.grad_scale))
-    assert seen[0] == (True, 2.0**39) and not seen[-1][0]  # it overflowed, then found its level
-    views = comm.allgather_obj((seen, [m.tobytes() for m in masters(dp)]))
+        for step in range(40):
+            metrics = strategy.step(make_batch(kind, 4, seed + step, np.float32))
+            seen.append((bool(metrics.get("overflow")), strategy.optimizer.grad_scale))
+    strategy.finish()
+    assert seen[0] == (True, 2.0**39)  # it overflowed,
+    assert any(not overflowed for overflowed, _ in seen)  # then found its level
+    weights = [host(w).tobytes() for w in strategy.optimizer.weights()]
+    views = comm.allgather_obj((seen, weights))
     assert all(v == views[0] for v in views)
 
 

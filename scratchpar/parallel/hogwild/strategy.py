@@ -6,9 +6,9 @@ from __future__ import annotations
 from ...autograd.precision import wide, widened
 from ...backend import get_array_module, to_device, to_host
 from ...data.shard import shard
-from ...optim import SGD, skipped
+from ...optim import SGD
 from ...optim.clip import clip_grad_norm
-from ...optim.guard import backward_verdict
+from ...optim.guard import backward_verdict, refused
 from ..description import Description, Message
 from ..strategy import Strategy
 from .stores import STORES
@@ -91,10 +91,10 @@ class Hogwild(Strategy):
             p.data[mine] = to_device(self.store.read(k, theirs), dtype=p.dtype)
         self.optimizer.zero_grad()
         mean, norm, finite = backward_verdict(self.loss_fn(self.model, batch), self.params)
+        if not finite:
+            return refused(self.optimizer, mean, norm)
         scale = 1.0 if self.scaler is None else self.scaler.scale
         norm /= scale  # ‖S·g‖ / S
-        if not finite:
-            return skipped(mean, norm, self.scaler is not None and self.scaler.overflowed())
         if self.grad_clip > 0:
             clip_grad_norm(self.params, self.grad_clip, norm)
         share = float(self.count_fn(batch)) / max(float(self.count_fn(global_batch)), 1.0)
