@@ -4,7 +4,7 @@ description that the memory estimate, the benchmarks and the planner read."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..nn.rnn import RNNLanguageModel
 
@@ -44,6 +44,11 @@ class Shape:
     def bytes(self) -> int:
         """sΨ: one copy of the parameters (or of their gradient)."""
         return self.itemsize * self.psi
+
+    def widened(self) -> Shape:
+        """This shape as its masters: fp32 elements in mixed precision (``master`` bytes), the
+        weights a strategy moves outside the optimizer (elastic averaging) and sends."""
+        return replace(self, itemsize=self.master or self.itemsize)
 
     @property
     def k(self) -> int:

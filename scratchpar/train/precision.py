@@ -25,21 +25,37 @@ def apply_precision(cfg, task, optimizer):
 def fold_masters(state: dict, names: list[str]) -> dict:
     """A strategy's whole state (``{"model", "optim", …}``) with each parameter's fp32 master
     (``optim["master.<i>"]``, ``names[i]``) in its weights' place: a checkpoint then holds the
-    weights as the run knows them, whatever its precision, and resumes under any."""
-    model, optim = dict(state["model"]), dict(state["optim"])
-    for i, name in enumerate(names):
-        master = optim.pop(f"master.{i}", None)
-        if master is not None:
-            model[name] = master
-    return {**state, "model": model, "optim": optim}
+    weights as the run knows them, whatever its precision, and resumes under any. A rank's own
+    part ``"<who>.optim"`` folds into its ``"<who>.model"``; where it has none (local SGD's
+    replicas between averagings), its masters are the run's ``"model"``'s and are dropped."""
+    folded = dict(state)
+    for part, model_part in _pairs(state):
+        optim = folded[part] = dict(state[part])
+        masters = {name: optim.pop(f"master.{i}") for i, name in enumerate(names)
+                   if f"master.{i}" in optim}
+        if model_part in state:
+            folded[model_part] = {**state[model_part], **masters}
+    return folded
 
 
 def unfold_masters(state: dict, names: list[str]) -> dict:
     """The inverse under a 16-bit precision: each parameter that has optimizer state takes its
-    checkpointed weights as its master, and rounds them into the model as the run would have."""
-    optim = dict(state["optim"])
-    held = {key.rpartition(".")[2] for key in optim if "." in key}
-    for i, name in enumerate(names):
-        if str(i) in held:
-            optim[f"master.{i}"] = state["model"][name]
-    return {**state, "optim": optim}
+    checkpointed weights as its master, and rounds them into the model as the run would have.
+    Under plain SGD the master is all the state a parameter has: once the optimizer has
+    stepped, every parameter takes one."""
+    unfolded = dict(state)
+    for part, model_part in _pairs(state):
+        optim = unfolded[part] = dict(state[part])
+        model = state.get(model_part, state["model"])
+        held = {key.rpartition(".")[2] for key in optim if "." in key}
+        stepped = not held and optim.get("step_count", 0) > 0
+        for i, name in enumerate(names):
+            if str(i) in held or stepped:
+                optim[f"master.{i}"] = model[name]
+    return unfolded
+
+
+def _pairs(state: dict) -> list[tuple[str, str]]:
+    """Each optimizer part of ``state`` and the model part its weights are in."""
+    return [(part, part[: -len("optim")] + "model") for part in state
+            if part == "optim" or part.endswith(".optim")]

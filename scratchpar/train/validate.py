@@ -14,10 +14,6 @@ from .strategies import FAMILIES, REGISTRY
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
 MODELS = {"synthetic": LANGUAGE_MODELS, "text": LANGUAGE_MODELS, "classification": ("mlp",),
           "sparse-logreg": ("logreg",), "matrix-factorization": ("factors",)}  # what learns each
-# the strategies that train in 16 bits, and those that recompute activations (train/precision.py)
-MIXED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid", "ps", "local-sgd",
-         "hogwild")
-RECOMPUTED = ("single", "dp-naive", "dp", "zero", "pipeline", "hybrid")
 LAYERED = ("gpt", "lstm", "rnn", "mlp")  # the models that list their layers
 AT_LEAST_ONE = ("model.d_model", "model.n_heads", "model.n_layers", "model.d_hidden",
                 "data.seq_len", "data.n_features", "data.nnz", "data.n_users", "data.n_items",
@@ -148,17 +144,11 @@ def _run_problems(t, kind: str) -> list[str]:
         (t.precision != "bf16" or t.device == "cpu",
          f"--precision bf16 needs bfloat16 arrays, which CuPy lacks (--device {t.device}): "
          "use --precision fp16"),
-        (t.precision == "fp32" or t.strategy in MIXED,
-         f"--precision {t.precision} goes with --strategy {', '.join(MIXED)} so far, not "
-         f"{t.strategy}"),
         (t.recompute == "none" or kind in LAYERED,
          f"--recompute {t.recompute} recomputes the layers a model lists; model {kind} lists "
          f"none (use {', '.join(LAYERED)})"),
         (t.recompute != "selective" or kind == "gpt",
          f"--recompute selective recomputes attention; model {kind} has none (use full)"),
-        (t.recompute == "none" or t.strategy in RECOMPUTED,
-         f"--recompute {t.recompute} goes with --strategy {', '.join(RECOMPUTED)} so far, not "
-         f"{t.strategy}"),
         (t.precision == "fp32" or t.pp_schedule != "pipedream",
          f"--precision {t.precision} goes with the flushing schedules, not --pp-schedule "
          "pipedream: its stages update each on their own verdict, so their loss scales and "

@@ -4,13 +4,14 @@ own steps while the others go on (Zhang et al. 2015, Algorithm 1)."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
 from ...backend import get_array_module
 from ...data.shard import shard
-from ...optim import guarded_step, skipped
-from ...optim.guard import backward_verdict
+from ...optim import guarded_step
+from ...optim.guard import backward_verdict, refused
 from ..description import Description, Message, replicated
 from ..ps.protocol import HEADER, LEAVE, STEP, Header, ProtocolError
 from .master import MasterAndWorkers
@@ -40,6 +41,7 @@ class AsyncEASGD(MasterAndWorkers):
         if self.comm.rank == 0:
             self.clock = dict.fromkeys(range(1, comm.size), 0)
             self.served = dict.fromkeys(self.clock, 0)  # exchanges per worker
+            self.overflows = Counter()  # clock → its steps whose 16-bit gradient overflowed
             self.losses: dict[int, list[float]] = {}
             self.inbox = {w: self._post(w) for w in self.clock}
 
@@ -48,8 +50,9 @@ class AsyncEASGD(MasterAndWorkers):
         """A worker's model, gradient and optimizer state, and the flat copy of xⁱ it sends
         with the difference it gets back (the master's centre, its received copy and the
         difference weigh no more, on the host). Per step: a header to the master, and every
-        τ of its steps xⁱ out and xⁱ − x̃ back (Algorithm 1)."""
-        p = shape.bytes
+        τ of its steps xⁱ out and xⁱ − x̃ back (Algorithm 1), as the masters are: fp32 in
+        mixed precision."""
+        p = shape.widened().bytes
         return Description(replicated(shape, buffers=2 * p),
                            (Message("header", "world", Header.buffer().nbytes, 1),
                             Message("send", "world", p, 1 / tau),
@@ -71,23 +74,27 @@ class AsyncEASGD(MasterAndWorkers):
         self.optimizer.zero_grad()
         loss = self.loss_fn(self.model, batch)  # the mean over this worker's units
         mean, norm, finite = backward_verdict(loss, self.params)
+        refusal = None if finite else refused(self.optimizer, mean, norm)  # halves its scale
         exchange = finite and t % self.tau == 0
         self.exchanges += exchange
         header = Header(STEP, t, mean if finite else 0.0,
                         float(self.count_fn(batch)) if finite else 0.0, self.optimizer.lr,
-                        norm, grad=exchange, pushes=self.exchanges)
+                        norm, grad=exchange, pushes=self.exchanges,
+                        overflow=bool(refusal and refusal.get("overflow")))
         requests = [self.comm.isend(header.pack(), 0, HEADER)]
         if exchange:
-            flat = self.layout.flatten(xp, [p.data for p in self.params])  # xⁱ (K,)
+            weights = self.optimizer.weights()  # xⁱ: fp32 masters in mixed precision
+            flat = self.layout.flatten(xp, weights)  # (K,)
             diff = xp.empty_like(flat)
             requests += [self.comm.isend(flat, 0, WEIGHTS), self.comm.irecv(diff, 0, DIFFERENCE)]
         self.comm.wait_all(requests)
-        if not finite:
-            return skipped(mean, norm)
+        if refusal:
+            return refusal
         if exchange:
             alpha = self.optimizer.lr * self.rho
-            for p, d in zip(self.params, self.layout.views(diff)):
-                p.data -= alpha * d  # eq. 3's elastic term
+            for x, d in zip(weights, self.layout.views(diff)):
+                x -= alpha * d  # eq. 3's elastic term
+            self.optimizer.round_params()
         return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
 
     def _leave(self) -> None:
@@ -111,14 +118,18 @@ class AsyncEASGD(MasterAndWorkers):
                 continue
             if h.grad:
                 self._exchange(w, h.lr * self.rho)
+            self.overflows[h.clock] += h.overflow
             total = self.losses.setdefault(h.clock, [0.0, 0.0])
             total[0] += h.mean * h.units
             total[1] += h.units
             self.clock[w] = h.clock + 1
             self.inbox[w] = self._post(w)
         total, units = self.losses.pop(t, (0.0, 0.0)) if math.isfinite(t) else (0.0, 0.0)
-        return {"loss": total / units if units else math.nan, "grad_norm": math.nan,
-                "skipped": not units}
+        metrics = {"loss": total / units if units else math.nan, "grad_norm": math.nan,
+                   "skipped": not units}
+        if self.overflows.pop(t, 0) and not units:  # the loss scales' answer, not divergence
+            metrics["overflow"] = True
+        return metrics
 
     def _exchange(self, w: int, alpha: float) -> None:
         """Worker w's xⁱ in; d = xⁱ − x̃ out; x̃ ← x̃ + α d (eq. 4 with one worker)."""

@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from ...backend import get_array_module, to_host
-from ...optim import guarded_step, skipped
-from ...optim.guard import backward_verdict
+from ...optim import guarded_step
+from ...optim.guard import backward_verdict, refused
 from ..description import Description, Message, replicated
 from .master import MasterAndWorkers
 
@@ -43,11 +43,12 @@ class RoundRobinEASGD(MasterAndWorkers):
         """A worker's model, gradient and optimizer state, with the centre W̄ₜ it receives and
         its weights Wᵗʲ kept to send (the master's centre and the weights it receives weigh
         no more, on the host). Each step the master sends one worker W̄ₜ (with the step's
-        samples) and takes its weights back: one worker's exchange per step."""
-        p = shape.bytes
+        samples) and takes its weights back: one worker's exchange per step, as the masters
+        are (fp32 in mixed precision)."""
+        p = shape.widened().bytes
         return Description(replicated(shape, buffers=2 * p),
                            (Message("send", "world", p, 1), Message("recv", "world", p, 1),
-                            Message("report", "world", 32, 1)), chunk=shape.largest,
+                            Message("report", "world", 40, 1)), chunk=shape.largest,
                            arrays=shape.stepped)
 
     def step(self, batch) -> dict:
@@ -63,7 +64,7 @@ class RoundRobinEASGD(MasterAndWorkers):
                  for k, a in enumerate(arrays)]  # the master hands out the samples
         sends.append(self.comm.isend(self.layout.flatten(np, self.centre), turn, CENTRE))
         weights = np.empty(self.layout.n, self.layout.dtype)  # Wᵗʲ end to end (K,)
-        report = np.empty(4)  # [loss, units, ‖g‖, finite]
+        report = np.empty(5)  # [loss, units, ‖g‖, finite, overflowed]
         self.comm.wait_all(sends + [self.comm.irecv(weights, turn, WEIGHTS),
                                     self.comm.irecv(report, turn, REPORT)])
         alpha = self.optimizer.lr * self.rho
@@ -72,6 +73,8 @@ class RoundRobinEASGD(MasterAndWorkers):
                 c += alpha * (w - c)  # eq. 4, one worker: W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ)
         self.last = {"loss": float(report[0]), "grad_norm": float(report[2]),
                      "skipped": not report[3]}
+        if report[4]:  # the worker's loss scale took the blame: not divergence
+            self.last["overflow"] = True
         return self.last
 
     def _work(self, batch) -> dict:
@@ -82,18 +85,22 @@ class RoundRobinEASGD(MasterAndWorkers):
         self.comm.wait_all([self.comm.irecv(s, 0, SAMPLES + 1 + k) for k, s in enumerate(samples)]
                            + [self.comm.irecv(flat, 0, CENTRE)])
         centre = self.layout.views(flat)
-        mine = self.layout.flatten(xp, [p.data for p in self.params])  # Wᵗʲ, before moving
+        weights = self.optimizer.weights()  # Wᵗʲ: fp32 masters in mixed precision
+        mine = self.layout.flatten(xp, weights)  # Wᵗʲ end to end, before moving
         given = tuple(samples) if isinstance(batch, tuple) else samples[0]
         self.optimizer.zero_grad()
         mean, norm, finite = backward_verdict(self.loss_fn(self.model, given), self.params)
-        report = np.array([mean, float(self.count_fn(given)), norm, float(finite)])
+        refusal = None if finite else refused(self.optimizer, mean, norm)  # halves its scale
+        report = np.array([mean, float(self.count_fn(given)), norm / self.optimizer.grad_scale,
+                           float(finite), float(bool(refusal and refusal.get("overflow")))])
         sends = [self.comm.isend(mine, 0, WEIGHTS), self.comm.isend(report, 0, REPORT)]
         if finite:
             alpha = self.optimizer.lr * self.rho
-            for p, c in zip(self.params, centre):
-                p.data -= alpha * (p.data - c)  # eq. 3's elastic term, from Wᵗʲ and W̄ₜ
+            for x, c in zip(weights, centre):
+                x -= alpha * (x - c)  # eq. 3's elastic term, from Wᵗʲ and W̄ₜ
+            self.optimizer.round_params()
             self.last = guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
         else:
-            self.last = skipped(mean, norm)
+            self.last = refusal
         self.comm.wait_all(sends)
         return self.last

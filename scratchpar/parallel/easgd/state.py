@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ...backend import get_array_module, to_device
+import numpy as np
+
+from ...backend import get_array_module, to_device, to_host
 from ...comm.states import gather_states
 
 
@@ -13,20 +15,21 @@ class ElasticState:
 
     def state_dict(self) -> dict | None:
         """Collective: on rank 0, ``"model"`` = the centre (so any strategy resumes from the
-        consensus), ``"optim"`` = the first worker's optimizer, ``"worker{r}.model"`` and
-        (r > 0) ``"worker{r}.optim"`` for every rank, and ``"easgd"``: t, the world size and
-        the mode."""
+        consensus), ``"optim"`` = the first worker's optimizer without its fp32 masters (the
+        centre is the weights), ``"worker{r}.model"`` for every rank and ``"worker{r}.optim"``
+        for every worker, and ``"easgd"``: t, the world size and the mode."""
         xp, what = get_array_module(self.params[0].data), "EASGD worker states"
         models = gather_states(self.comm, self.model.state_dict(), xp, what)
         optims = gather_states(self.comm, self.optimizer.state_dict(), xp, what)
         if self.comm.rank != 0:
             return None
         names = [name for name, _ in self.model.named_parameters()]
-        state = {"model": dict(zip(names, self.centre)), "optim": optims[self.first],
+        first = {k: v for k, v in optims[self.first].items() if not k.startswith("master.")}
+        state = {"model": dict(zip(names, self.centre)), "optim": first,
                  "easgd": {"steps": self.steps, "world": self.comm.size, "mode": self.mode}}
         for r in range(self.comm.size):
             state[f"worker{r}.model"] = models[r]
-            if r:
+            if r >= self.first:
                 state[f"worker{r}.optim"] = optims[r]
         return state
 
@@ -39,8 +42,11 @@ class ElasticState:
         r = self.comm.rank
         same = int(meta.get("world", 0)) == self.comm.size and meta.get("mode") == self.mode
         self.model.load_state_dict(state[f"worker{r}.model"] if same else state["model"])
-        self.optimizer.load_state_dict(state[f"worker{r}.optim"] if same and r else state["optim"])
+        worker = same and r >= self.first
+        self.optimizer.load_state_dict(state[f"worker{r}.optim"] if worker else state["optim"])
         centre = state["model"]
         for c, (name, _) in zip(self.centre, self.model.named_parameters()):
-            get_array_module(c).copyto(c, to_device(centre[name], dtype=c.dtype))
+            xp = get_array_module(c)  # the device's (sync), or the host's (a master's)
+            xp.copyto(c, to_host(centre[name]) if xp is np else to_device(centre[name]),
+                      casting="unsafe")
         self.steps = int(meta.get("steps", 0)) if same else 0

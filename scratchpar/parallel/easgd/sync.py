@@ -25,6 +25,8 @@ class SyncEASGD(ElasticState, Strategy):
     exactly. ρ = 0 leaves every worker an independent SGD. The local optimizer is the run's: with
     Nesterov momentum δ it is EAMSGD (Algorithm 2), in PyTorch's form of the look-ahead. The
     centre is the model that is evaluated and checkpointed (``gather_model``, ``state_dict``).
+    In mixed precision the elastic moves act on the optimizer's fp32 masters and the centre is
+    fp32: a move of α (xⁱ − x̃) is far below a 16-bit weight's ulp once the two are close.
     """
 
     mode, first = "sync", 0  # every rank is a worker
@@ -37,20 +39,22 @@ class SyncEASGD(ElasticState, Strategy):
         self.rho, self.tau = rho, tau
         for p in self.params:  # every worker and the centre start from rank 0's weights
             collectives.broadcast_(comm, p.data)
-        self.centre = [p.data.copy() for p in self.params]  # x̃
-        self.plan = Buckets([p.data for p in self.params], bucket_bytes)
+        self.centre = [w.copy() for w in optimizer.weights()]  # x̃, fp32 beside 16-bit xⁱ
+        self.plan = Buckets(self.centre, bucket_bytes)
         self.steps = 0  # t
 
     @classmethod
     def describe(cls, shape, world: int, tau: int = 4,
                  bucket_bytes: int = 1 << 20) -> Description:
         """A worker's model, gradient and optimizer state with the centre x̃ beside them, and
-        the differences xⁱ − x̃ and their bucket copy. Each step: one all-reduce of [L·n, n,
-        ‖g‖], and every τ steps the differences summed in buckets (eq. 4), exposed."""
-        p = shape.bytes
+        the differences xⁱ − x̃ and their bucket copy (all three as the masters are: fp32 in
+        mixed precision). Each step: one all-reduce of [L·n, n, ‖g‖], and every τ steps the
+        differences summed in buckets (eq. 4), exposed."""
+        wide = shape.widened()
+        p = wide.bytes
         return Description(replicated(shape, parameters=p, buffers=2 * p),
                            (Message("all-reduce", "dp", 24, 1),
-                            bucketed(shape, bucket_bytes, "all-reduce", "dp", every=tau)),
+                            bucketed(wide, bucket_bytes, "all-reduce", "dp", every=tau)),
                            chunk=shape.largest, arrays=shape.stepped)
 
     def step(self, global_batch) -> dict:
@@ -68,14 +72,16 @@ class SyncEASGD(ElasticState, Strategy):
 
     def exchange(self, alpha: float) -> None:
         """The elastic moves of eqs. 3–4, from this step's xⁱ and x̃, on every rank alike."""
-        diffs = [p.data - c for p, c in zip(self.params, self.centre)]  # xⁱ − x̃
+        weights = self.optimizer.weights()  # xⁱ, its fp32 masters in mixed precision
+        diffs = [x - c for x, c in zip(weights, self.centre)]  # xⁱ − x̃
         self.plan.pack(diffs)
         total = self.plan.finish(self.plan.start_all(self.comm))  # Σᵢ (xⁱ − x̃)
-        for p, c, d, s in zip(self.params, self.centre, diffs, total):
-            p.data -= alpha * d  # eq. 3: xⁱ ← xⁱ − α (xⁱ − x̃)
+        for x, c, d, s in zip(weights, self.centre, diffs, total):
+            x -= alpha * d  # eq. 3: xⁱ ← xⁱ − α (xⁱ − x̃)
             c += alpha * s  # eq. 4: x̃ ← x̃ + α Σᵢ (xⁱ − x̃)
+        self.optimizer.round_params()
 
     def gather_model(self) -> None:
         """The model becomes the centre x̃ (every rank holds it): what is evaluated."""
         for p, c in zip(self.params, self.centre):
-            get_array_module(p.data).copyto(p.data, c)
+            get_array_module(p.data).copyto(p.data, c, casting="unsafe")  # rounded to 16 bits
