@@ -1,8 +1,10 @@
 """Every strategy that recomputes gives the bits it gives keeping its activations, on every
 rank: data parallelism (the gradients reach the buckets through the same hooks, in the same
 sums), ZeRO (stage 3 gathers a recomputed layer's parameters for its backward as for any),
-pipelines (each chunk re-materialized from its stashed input, zero-bubble's W included) and
-tensor-parallel stages (the recomputed forward's collectives run again alike)."""
+pipelines (each chunk re-materialized from its stashed input, zero-bubble's W included),
+tensor-parallel stages (the recomputed forward's collectives run again alike), and the
+strategies whose workers step a whole model of their own (local SGD, EASGD, the parameter
+servers, Hogwild)."""
 
 import numpy as np
 import pipeline_helpers as pipelined
@@ -17,10 +19,12 @@ from scratchpar import nn
 from scratchpar.comm.mesh import Mesh
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.nn.recompute import chosen, recompute
-from scratchpar.optim import AdamW
-from scratchpar.parallel import DataParallel, DataParallelNaive, Hybrid
+from scratchpar.optim import SGD, AdamW
+from scratchpar.parallel import DataParallel, DataParallelNaive, Hogwild, Hybrid, LocalSGD
+from scratchpar.parallel.easgd import RoundRobinEASGD, SyncEASGD
 from scratchpar.parallel.pipeline import Pipeline, partition, schedules
 from scratchpar.parallel.pipeline.partition import parameter_counts
+from scratchpar.parallel.ps import SyncParameterServer
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train.task import Task
 
@@ -137,3 +141,44 @@ def test_tensor_parallel_stages_recomputed_give_the_same_bits(comm, sequence_par
     reduce-scatters) and its heads' dropout run again, alike on both ranks."""
     assert hybrid(comm, sequence_parallel, seed, mode) == \
         hybrid(comm, sequence_parallel, seed, "none")
+
+
+WHOLE = {  # a strategy whose ranks each run a whole model, from (comm, task)
+    "local-sgd": lambda comm, task: LocalSGD(
+        task.model, AdamW(task.model.parameters(), 1e-2), task.loss, task.count, comm, every=1),
+    "easgd": lambda comm, task: SyncEASGD(
+        task.model, AdamW(task.model.parameters(), 1e-2), task.loss, task.count, comm, rho=0.5,
+        tau=1),
+    "easgd-round-robin": lambda comm, task: RoundRobinEASGD(
+        task.model, AdamW(task.model.parameters(), 1e-2), task.loss, task.count, comm, rho=0.5),
+    "ps": lambda comm, task: SyncParameterServer(
+        task.model, lambda params: AdamW(params, 1e-2), task.loss, task.count, comm),
+    "hogwild": lambda comm, task: Hogwild(  # on a rank of its own: one worker, no races
+        task.model, SGD(task.model.parameters(), 0.1), task.loss, task.count, comm,
+        window="one-sided"),
+}
+
+
+def whole(comm, name: str, seed: int, mode: str):
+    if comm.size < 2 and name in ("easgd-round-robin", "ps"):
+        pytest.skip(f"{name} needs two ranks")
+    task = gpt(seed, 2, comm.rank)
+    recompute(chosen(task.model, mode))
+    group = comm.split(comm.rank, name="alone") if name == "hogwild" else comm
+    strategy = WHOLE[name](group, task)
+    try:
+        return bits(strategy, [make_batch("gpt", 6, seed + step) for step in range(2)])
+    finally:
+        strategy.shutdown()
+        strategy.close()
+        if group is not comm:
+            group.free()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", WHOLE)
+@settings(max_examples=2)
+@given(seed=st.integers(0, 2**31))
+@shared_verdict
+def test_strategies_of_whole_replicas_recomputed_give_the_same_bits(comm, name, mode, seed):
+    assert whole(comm, name, seed, mode) == whole(comm, name, seed, "none")
