@@ -157,8 +157,9 @@ def network(cfg, s: int, vocab: int, rows: int) -> Model:
 def in_precision(cfg, shape):
     """``shape``'s states under ``--precision``: fp16 or bf16 weights and gradients (2 bytes),
     fp32 masters and moments (Micikevicius et al. 2018; K = 12 for Adam, Rajbhandari et al.
-    2020, §3). Activations stay counted at fp32's 4 bytes, an upper bound: some saved arrays
-    and every sensitive op's temporaries are fp32 inside."""
+    2020, §3). The GPT's and the MLP's saved activations are counted in 16 bits by the models
+    themselves (``memory_models.value_bytes``); the sensitive ops' fp32 temporaries, and the
+    recurrent models' activations, at the run's dtype, an upper bound."""
     if cfg.train.precision == "fp32":
         return shape
     return replace(shape, itemsize=2, state_itemsize=shape.itemsize, master=shape.itemsize)

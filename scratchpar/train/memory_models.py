@@ -46,6 +46,13 @@ class Source(NamedTuple):
     drawing: int = 0
 
 
+def value_bytes(cfg, s: int) -> int:
+    """Bytes of an activation that backward reads: 2 under a 16-bit ``--precision`` (the ops
+    save their 16-bit inputs and outputs; the sensitive ones' fp32 lives in their own
+    temporaries, which a step's widest moment counts at ``s``), else ``s``."""
+    return s if cfg.train.precision == "fp32" else 2
+
+
 def moments(cfg) -> int:
     """The optimizer's arrays per parameter: Adam's two moments, SGD's momentum, or none."""
     o = cfg.optim
@@ -64,12 +71,13 @@ def gpt(cfg, s: int, v: int, rows: int) -> Model:
     backward's widest moment holds one block's, or one core's, graph rebuilt."""
     m, t, recompute = cfg.model, cfg.data.seq_len, cfg.train.recompute
     c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
+    e = value_bytes(cfg, s)
     tied, block = v * c if m.tie_embeddings else 0, gpt_block(c)
     n = 2 * v * c + t * c + layers * block + 2 * c - tied
     largest = max(v * c, t * c, 4 * c * c)
     own = sorted([v * c + t * c - tied, v * c + 2 * c - tied, *[block] * min(layers, 3)])
     shape = Shape(n, s, moments(cfg), largest, 2 + 12 * layers + 2 + (not m.tie_embeddings),
-                  layers + 2, own[-1], sum(own[-3:]), tied, t * c * s)
+                  layers + 2, own[-1], sum(own[-3:]), tied, t * c * e)
     masks = layers * t * t + 2 * t * t  # each block's cached causal mask, and building one
 
     def step(b: int) -> int:
@@ -77,15 +85,16 @@ def gpt(cfg, s: int, v: int, rows: int) -> Model:
         # what backward reads (an op's output stays only if an op saved it), per block: two
         # LayerNorms' x̂ and outputs 4, Q, K, V 3, attention·V joined 1, GELU's input, σ and
         # output 12 (N, C) arrays, their 2 rstd (N,), and the softmax's (B, H, T, T); dropout
-        # keeps the attention weights' mask (a byte each) and dropped copy, and the MLP's mask
-        block = 20 * nc * s + 2 * nt * s + a * s + drop * (a * (s + 1) + nc)
-        core = a * s + drop * a * (s + 1)  # of it, the attention core's (B, H, T, T) arrays
+        # keeps the attention weights' mask (a byte each) and dropped copy, and the MLP's mask;
+        # in 16 bits the rstd stay in the run's dtype
+        block = 20 * nc * e + 2 * nt * s + a * e + drop * (a * (e + 1) + nc)
+        core = a * e + drop * a * (e + 1)  # of it, the attention core's (B, H, T, T) arrays
         blocks, embedded, again = layers * block, drop * nc, 0  # again: rebuilt in backward
         if recompute == "selective":  # the cores keep q, k, v, which QKV keeps anyway
             blocks, again = layers * (block - core), core
         elif recompute == "full":  # each block keeps its input, the embedding its ids
-            blocks, embedded, again = layers * nc * s, 0, block
-        kept = (blocks + (2 * nc + nt + t * c) * s + embedded  # ln_f; embed's mask
+            blocks, embedded, again = layers * nc * e, 0, block
+        kept = (blocks + 2 * nc * e + (nt + t * c) * s + embedded  # ln_f; embed's mask
                 + 25 * nt)  # targets, rows
         # at its widest: forward's end, the logits beside their softmax (which backward makes
         # the logits' gradient and frees); or in backward, the softmax's two (B, H, T, T)
@@ -150,15 +159,15 @@ def mlp(cfg, s: int, rows: int) -> Model:
     pairs = list(zip(sizes[:-1], sizes[1:]))
     layers = sorted(i * o + o for i, o in pairs)
     largest = max(i * o for i, o in pairs)
-    widest, k = max(sizes[1:]), d.n_classes
+    widest, k, e = max(sizes[1:]), d.n_classes, value_bytes(cfg, s)
     cast = F64 * d.n_features * (s == 8)  # float32 inputs meet float64 weights: NumPy casts them
     per_row = 2 * k * s + 25 + cast + 3 * widest * s  # logits, softmax, labels; the widest three
     # each hidden layer keeps what backward reads: its ReLU's mask (a byte) and output, the
     # next layer's input
-    step = rows * (per_row + sum(hidden) * (s + 1)) + (2 * len(pairs) + 4) * NODE_BYTES
+    step = rows * (per_row + sum(hidden) * (e + 1)) + (2 * len(pairs) + 4) * NODE_BYTES
     evaluation = cfg.train.batch_size * (per_row + widest)  # a ReLU's mask beside three arrays
     shape = Shape(sum(layers), s, moments(cfg), largest, 2 * len(pairs), len(pairs), layers[-1],
-                  sum(layers[-3:]), boundary=max(sizes[1:]) * s)
+                  sum(layers[-3:]), boundary=max(sizes[1:]) * e)
     return Model(shape, draw(s, largest), step, evaluation, rows * 3 * widest * s)
 
 
