@@ -22,9 +22,10 @@ from ..trace.tracer import Tracer
 from .flops import Work
 
 
-def roofline(work: Work, rows: int, profile) -> tuple[float, float]:
-    """(forward, backward) seconds of ``rows`` rows at the profile's FLOP/s."""
-    return rows * work.forward / profile.device.flops, rows * work.backward / profile.device.flops
+def roofline(work: Work, rows: int, profile, precision: str = "fp32") -> tuple[float, float]:
+    """(forward, backward) seconds of ``rows`` rows at the profile's FLOP/s in ``precision``."""
+    rate = profile.device.rate(precision)
+    return rows * work.forward / rate, rows * work.backward / rate
 
 
 def measured(task, rows: int, repeats: int = 5, warmup: int = 1) -> tuple[float, float]:

@@ -90,14 +90,36 @@ def of(cfg, vocab: int) -> Work:
 
 
 def layers(cfg, vocab: int) -> list[Work]:
-    """The work per row of each of the model's pipeline layers, in order."""
+    """The work per row of each of the model's pipeline layers, in order, with what
+    ``--recompute`` adds to their backward (:func:`recomputed`)."""
     m, d = cfg.model, cfg.data
     if m.kind == "gpt":
-        return gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers)
-    if m.kind in ("lstm", "rnn"):
-        return recurrent_layers(vocab, d.seq_len, m.d_model, m.d_hidden, m.n_layers,
-                                4 if m.kind == "lstm" else 1)
-    if m.kind == "mlp":
-        return mlp_layers([d.n_features, *m.hidden_sizes, d.n_classes])
-    raise ValueError(f"model {m.kind} does its work in gathers, not matrix products: "
-                     "its FLOP count is not this model's")
+        found = gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers)
+    elif m.kind in ("lstm", "rnn"):
+        found = recurrent_layers(vocab, d.seq_len, m.d_model, m.d_hidden, m.n_layers,
+                                 4 if m.kind == "lstm" else 1)
+    elif m.kind == "mlp":
+        found = mlp_layers([d.n_features, *m.hidden_sizes, d.n_classes])
+    else:
+        raise ValueError(f"model {m.kind} does its work in gathers, not matrix products: "
+                         "its FLOP count is not this model's")
+    return recomputed(found, cfg)
+
+
+def recomputed(found: list[Work], cfg) -> list[Work]:
+    """``found`` with each recomputed forward added to its layer's backward. ``full`` runs
+    again every layer but the last (``nn.recompute.chosen``; Chen et al. 2016), or, in a
+    pipeline, every chunk a stage re-materializes: the last layer too (Huang et al. 2019,
+    §2.1). ``selective`` runs again each block's attention core, whose products are the
+    4·T²·C of QKᵀ and AV (Korthikanti et al. 2022, §5). A zero-bubble W rebuilds its layer
+    once more; that forward is not counted."""
+    mode = cfg.train.recompute
+    if mode == "full":
+        last = len(found) - (cfg.train.strategy not in ("pipeline", "hybrid"))
+        return [Work(w.forward, w.backward + w.forward * (i < last), w.weight)
+                for i, w in enumerate(found)]
+    if mode == "selective" and cfg.model.kind == "gpt":
+        core = 4 * cfg.data.seq_len ** 2 * cfg.model.d_model
+        return [found[0], *[Work(w.forward, w.backward + core, w.weight) for w in found[1:-1]],
+                found[-1]]
+    return found

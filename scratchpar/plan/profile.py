@@ -9,7 +9,9 @@ one for a machine that is not here)::
     [device]
     name = "…"
     memory_bytes = 85899345920       what one rank may hold
-    flops = 4.9e14                   FLOP/s of a large matrix product in the training dtype
+    flops = 9.9e14                   FLOP/s of a large matrix product in 16 bits (a GPU's
+                                     tensor cores), or in the one dtype a calibration timed
+    flops_fp32 = 6.7e13              the same in fp32, where it is slower (left out: flops)
     bytes_per_s = 3.35e12            memory bandwidth: elementwise ops move this many bytes/s
     [node]                           a message within a node: alpha_s + n·beta_s_per_byte
     alpha_s = 5e-6
@@ -63,6 +65,13 @@ class Device:
     memory_bytes: int
     flops: float
     bytes_per_s: float
+    flops_fp32: float = 0.0
+
+    def rate(self, precision: str) -> float:
+        """FLOP/s of a large product of a run in ``precision`` (fp32, fp16 or bf16): a GPU's
+        tensor cores take 16-bit operands (Micikevicius et al. 2018, §1), fp32 runs on its
+        plain cores unless it has no separate figure."""
+        return self.flops_fp32 if precision == "fp32" and self.flops_fp32 else self.flops
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
         cfg = layout.cfg
         vocab = source_of(cfg).vocab
         work = flops.of(cfg, vocab)
-        step = predict(cfg, world, profile, lambda rows, w=work: roofline(w, rows, profile),
+        step = predict(cfg, world, profile,
+                       lambda rows, w=work, p=cfg.train.precision: roofline(w, rows, profile, p),
                        shares=flop_shares(cfg, vocab))
         fit = per_rank(cfg, world, profile, budget)
         found.append(Ranked(layout, step, fit))

@@ -50,3 +50,14 @@ def test_a_shard_s_collectives_are_counted_out_of_the_phase_they_began_in():
         Event("all_gather", "comm", 60, 100), Event("reduce_scatter", "comm", 100, 130)])
     assert _inside(SimpleNamespace(tracer=tracer), 1100) == (10 + 40, 30)
     assert _inside(None, 1100) == (0, 0)
+
+
+def test_a_run_in_16_bits_multiplies_at_the_tensor_cores_rate_and_fp32_at_its_own():
+    device = Device("gpu", 2**34, 9.9e14, 3e12, flops_fp32=6.7e13)
+    fast = Profile("p", "by hand", 1, device, Link(1e-6, 1e-11), Reduce(1e-12), Engine(2**29))
+    work = flops.gpt(32, 64, 64, 2)
+    assert roofline(work, 16, fast, "bf16") == roofline(work, 16, fast, "fp16") == \
+        (16 * work.forward / 9.9e14, 16 * work.backward / 9.9e14)
+    assert roofline(work, 16, fast, "fp32") == (16 * work.forward / 6.7e13,
+                                                16 * work.backward / 6.7e13)
+    assert roofline(work, 16, PROFILE, "fp32") == roofline(work, 16, PROFILE, "bf16")  # one rate

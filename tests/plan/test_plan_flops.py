@@ -1,6 +1,8 @@
 """The FLOP formulas equal the products the engine really computes: every matrix product of a
 forward and a backward counted as the autograd runs it, for each model."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from device_helpers import on_device
@@ -12,6 +14,7 @@ from scratchpar.autograd.ops_math import MatMul
 from scratchpar.autograd.ops_nn import Linear
 from scratchpar.autograd.ops_shape import Permute
 from scratchpar.autograd.tensor import Context
+from scratchpar.nn.recompute import chosen, recompute
 from scratchpar.plan import flops
 
 
@@ -88,3 +91,28 @@ def test_the_work_of_a_run_s_config_and_of_a_gathering_model():
     assert work.forward == 2 * (24 * 64 * 64 * 64 + 4 * 64 * 64 * 64) + 2 * 64 * 64 * 32
     with pytest.raises(ValueError, match="model logreg does its work in gathers"):
         flops.of(load_config(["--source", "sparse-logreg"]), 0)
+
+
+@pytest.mark.parametrize("mode", ["full", "selective"])
+def test_recomputation_adds_to_backward_the_forward_work_it_runs_again(counted, mode):
+    """Counted on the model itself, the products that ``--recompute`` runs again in backward
+    (a marked layer's forward, each attention core's QKᵀ and AV) are what the formula adds to
+    the backward: all of it, under full, but the last layer's (a pipeline re-materializes
+    that too)."""
+    v, t, c, layers, rows = 13, 9, 8, 3, 4
+    model = nn.GPT(v, t, c, 2, layers, np.random.default_rng(0))
+    recompute(chosen(model, mode))
+    ids = on_device(np.random.default_rng(1).integers(1, v, (rows, t + 1)))
+    got, plain = run(model, ids, rows, counted), flops.gpt(v, t, c, layers)
+
+    def formula(strategy: str) -> flops.Work:
+        cfg = SimpleNamespace(train=SimpleNamespace(recompute=mode, strategy=strategy),
+                              model=SimpleNamespace(kind="gpt", d_model=c),
+                              data=SimpleNamespace(seq_len=t))
+        return flops.total(flops.recomputed(flops.gpt_layers(v, t, c, layers), cfg))
+
+    want = formula("dp")
+    assert got.forward - plain.forward == want.backward - plain.backward > 0  # the reruns
+    assert (got.backward, want.forward) == (plain.backward, plain.forward)
+    head = 2 * t * c * v
+    assert formula("pipeline").backward == want.backward + head * (mode == "full")

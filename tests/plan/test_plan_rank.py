@@ -91,3 +91,19 @@ def test_when_nothing_fits_the_command_recommends_nothing(capsys):
     assert main(["--world", "2", "--memory", "0.6", "--", *RUN]) == 0
     out = capsys.readouterr().out
     assert "best:" not in out and "no layout fits: the fastest needs" in out
+
+
+def test_the_precision_and_the_recomputation_reach_the_prediction():
+    """On the datasheet H100, a bf16 step multiplies at the tensor cores' rate and sends half
+    the bytes, so it beats fp32's; recomputing adds the forward it runs again (full more than
+    selective) and holds fewer activations."""
+    def best(*flags: str):
+        rows = ranked([*RUN, "--seq-len", "512", *flags], 8, H100)
+        return next(r for r in rows if r.layout.flags == ("--strategy", "dp"))
+
+    fp32, bf16 = best(), best("--precision", "bf16")
+    assert bf16.step.step_s < fp32.step.step_s and bf16.step.sent_bytes < fp32.step.sent_bytes
+    selective, full = best("--recompute", "selective"), best("--recompute", "full")
+    assert fp32.step.backward_s < selective.step.backward_s < full.step.backward_s
+    assert full.fit.parts["activations"] < selective.fit.parts["activations"] \
+        < fp32.fit.parts["activations"]
