@@ -62,3 +62,16 @@ def test_full_recomputation_lowers_the_steps_peak(quick):
     peaks = {(r["precision"], r["recompute"]): r["peak_ratio"] for r in result["steps"]}
     assert peaks[("fp32", "none")] == 1.0
     assert peaks[("fp32", "full")] < 0.9
+
+
+def test_a_gpipe_stage_recomputing_keeps_its_boundary_not_its_blocks(quick):
+    """Per micro-batch in flight, a stage keeps at least its blocks' activations, less under
+    selective recomputation, and under full little beyond its boundary input."""
+    _, result = quick
+    by = {(r["stage"], r["recompute"]): r for r in result["stash"]}
+    assert {stage for stage, _ in by} == {0, 1}
+    for stage in (0, 1):
+        none, selective, full = (by[stage, mode] for mode in ("none", "selective", "full"))
+        assert full["per"] < selective["per"] < none["per"]
+        assert none["ratio"] >= 1 and selective["ratio"] >= 1 and full["ratio"] >= 1
+        assert full["per"] < 0.15 * none["per"]

@@ -1,5 +1,5 @@
-"""The memory benchmark: what mixed precision and recomputation hold per rank, beside the
-papers' formulas, and what recomputation costs a step."""
+"""The memory benchmark: what mixed precision and recomputation hold per rank (model states, a
+layer, a pipeline stage), beside the papers' formulas, and what recomputation costs a step."""
 
 from __future__ import annotations
 
@@ -17,11 +17,15 @@ LAYER_SIZES = [{"batch": 8, "seq": 64, "d_model": 64, "heads": 4},
                {"batch": 2, "seq": 512, "d_model": 256, "heads": 8}]
 STEP_SIZES = [{"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 2, "batch": 32},
               {"vocab": 32, "seq": 256, "d_model": 64, "heads": 4, "layers": 2, "batch": 8}]
-CONFIG = {"states": STATES, "layers": LAYER_SIZES, "steps": STEP_SIZES, "dropout": 0.1,
-          "warmup": 2, "repeats": 10}
+STASH = {"size": {"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 4},
+         "rows": 4, "micro": [2, 8]}  # a GPipe stage: rows per micro-batch, m from and to
+CONFIG = {"states": STATES, "layers": LAYER_SIZES, "stash": STASH, "steps": STEP_SIZES,
+          "dropout": 0.1, "warmup": 2, "repeats": 10}
 QUICK = {"states": {**STATES, "seq": 16, "d_model": 32, "layers": 2, "batch": 4, "steps": 1,
                     "bucket_kib": 16},
          "layers": [{"batch": 2, "seq": 8, "d_model": 16, "heads": 4}],
+         "stash": {"size": {**STASH["size"], "seq": 16, "d_model": 32, "layers": 2}, "rows": 2,
+                   "micro": [2, 4]},
          "steps": [{**STEP_SIZES[0], "seq": 16, "d_model": 16, "batch": 4}], "dropout": 0.1,
          "warmup": 1, "repeats": 2}
 PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value
@@ -77,6 +81,30 @@ def layer_rows(results: dict, cfg: dict, device: str) -> list[dict]:
     return rows
 
 
+def stash_rows(result: dict | None, cfg: dict) -> list[dict]:
+    """Per stage and recomputation, the bytes a GPipe stage keeps per micro-batch in flight
+    (the slope of its step's peak in m) beside Korthikanti et al.'s count for its blocks: each
+    block's activations (this engine's arrays, :func:`engine`), or under full recomputation
+    its boundary input alone (GPipe's re-materialization, Huang et al. 2019, §2.1); and the
+    boundary activations the runtime held, per micro-batch."""
+    if result is None:
+        return []
+    st, (lo, hi) = cfg["stash"], cfg["stash"]["micro"]
+    size, rows = st["size"], st["rows"]
+    shape = (size["seq"], rows, size["d_model"], size["heads"], 1, PRECISIONS["fp32"])
+    out = []
+    for stage, mine in enumerate(result["ranks"]):
+        for mode in MODES:
+            low, high = mine[f"{mode} {lo}"], mine[f"{mode} {hi}"]
+            per = (high["peak"] - low["peak"]) / (hi - lo)
+            want = (korthikanti(*shape, "full", False) if mode == "full"
+                    else high["blocks"] * engine(*shape, mode, False))
+            out.append({"stage": stage, "blocks": high["blocks"], "recompute": mode,
+                        "per": per / KiB, "formula": want / KiB, "ratio": per / want,
+                        "boundary": (high["boundary"] - low["boundary"]) / (hi - lo) / KiB})
+    return out
+
+
 def step_rows(result: dict, cfg: dict, cases: list) -> list[dict]:
     """Per step size and case, the median and peak beside fp32 without recomputation's."""
     rows = []
@@ -102,12 +130,15 @@ def measure(args) -> dict:
     layers = {t: job(t, "scratchpar.bench.memory.worker:activations",
                      {"sizes": [{**s, **drop} for s in cfg["layers"]],
                       "precisions": cfg["precisions"]}, args.device) for t in ranks}
+    stash = job(2, "scratchpar.bench.memory.worker:stash",
+                {**cfg["stash"], "size": {**cfg["stash"]["size"], **drop}}, args.device) \
+        if 2 in ranks else None
     cases = [("fp32", m) for m in MODES] + [(p, "none") for p in cfg["precisions"][1:]]
     steps = job(1, "scratchpar.bench.memory.worker:steps",
                 {**cfg, "sizes": [{**s, **drop} for s in cfg["steps"]], "cases": cases},
                 args.device)
     rows = {"states": state_rows(states), "layers": layer_rows(layers, cfg, args.device),
-            "steps": step_rows(steps, cfg, cases)}
+            "stash": stash_rows(stash, cfg), "steps": step_rows(steps, cfg, cases)}
     print(f"memory benchmark on {describe(args.device)}, {machine(args)}")
     st = cfg["states"]
     print(table(f"model states per rank (rank 0, MiB), the ledger's peaks beside ZeRO's formula "
@@ -126,6 +157,17 @@ def measure(args) -> dict:
                     ((mode, mode), (f"K. {mode}", f"f_{mode}"), (f"÷ engine {mode}",
                                                                   f"r_{mode}"))},
                  "selective saves": "{saved:.0%}"}))
+    if rows["stash"]:
+        sz = cfg["stash"]["size"]
+        print(table(f"a GPipe stage's bytes per micro-batch in flight (KiB; 2 stages, GPT C "
+                    f"{sz['d_model']}, T {sz['seq']}, {sz['layers']} blocks, "
+                    f"{cfg['stash']['rows']} rows a micro-batch, dropout {cfg['dropout']}, "
+                    f"fp32): the slope of the step's peak from m = {cfg['stash']['micro'][0]} "
+                    f"to {cfg['stash']['micro'][1]}, beside its blocks' activations, or the "
+                    "boundary input alone under full", rows["stash"],
+                    {"stage": "stage", "blocks": "blocks", "recompute": "recompute",
+                     "per micro-batch": "per", "formula": "formula",
+                     "measured/formula": "ratio", "boundary held": "boundary"}))
     print(table(f"a step of one device's GPT (dropout {cfg['dropout']}), median of "
                 f"{cfg['repeats']} in turns, and its peak (MiB)", rows["steps"],
                 {"size": "size", "precision": "precision", "recompute": "recompute",
@@ -133,9 +175,10 @@ def measure(args) -> dict:
     return {"config": cfg, "ranks": ranks, **rows}
 
 
-BENCHMARK = Benchmark("mixed precision and recomputation: model states and a layer's "
-                      "activations per rank beside ZeRO's and Korthikanti et al.'s formulas, "
-                      "and recomputation's time", "tiny models", measure,
+BENCHMARK = Benchmark("mixed precision and recomputation: model states, a layer's "
+                      "activations and a GPipe stage's per micro-batch beside ZeRO's and "
+                      "Korthikanti et al.'s formulas, and recomputation's time", "tiny models",
+                      measure,
                       lambda parser: parser.add_argument(
                           "--ranks", type=ints, help="comma-separated world sizes (default "
                           "1,2,4; --quick: 1,2): ZeRO's N and the layer's t"))

@@ -1,5 +1,6 @@
 """One rank of the memory benchmark: model states by ZeRO stage and precision, a transformer
-layer's activations by precision and recomputation, and a step's time and peak."""
+layer's activations by precision and recomputation, a GPipe stage's per micro-batch, and a
+step's time and peak."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ...autograd import Tensor
 from ...autograd.held import graph_bytes
 from ...autograd.precision import dtype_of
 from ...comm.chunks import bounds
+from ...comm.mesh import Mesh
 from ...device_rng import DeviceRandom
 from ...nn.attention import AttentionCore
 from ...nn.recompute import chosen, recompute
@@ -17,6 +19,8 @@ from ...optim import AdamW
 from ...optim.mixed import MixedPrecision
 from ...optim.scaler import LossScaler
 from ...parallel import SingleDevice
+from ...parallel.pipeline import Pipeline, partition, schedules
+from ...parallel.pipeline.partition import parameter_counts
 from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from ...peak import peak_bytes
 from ...train.defaults import ADAM_LR
@@ -77,6 +81,35 @@ def activations(comm, cfg: dict) -> dict:
             for i, size in enumerate(cfg["sizes"]) for layer in layers
             for precision in cfg["precisions"] for mode in MODES}
     return {"ranks": comm.allgather_obj(mine, "layer bytes")}
+
+
+def stash(comm, cfg: dict) -> dict:
+    """Per recomputation and micro-batch count m, this rank's peak over a GPipe step (one
+    stage a rank; the second step, after the first allocated what steps keep) and the bytes of
+    the boundary activations the runtime held at once. GPipe runs every forward before any
+    backward, so what a stage keeps per micro-batch is the slope of the peak in m."""
+    size, rows = cfg["size"], cfg["rows"]
+    out = {}
+    for mode in MODES:
+        for m in cfg["micro"]:
+            task, batches = language({**size, "batch": rows * m, "steps": 2})
+            model = nn.GPT(size["vocab"], size["seq"], size["d_model"], size["heads"],
+                           size["layers"], np.random.default_rng(0), dropout=size["dropout"])
+            nn.set_dropout_generator(model, DeviceRandom(0, comm.rank))
+            mesh = Mesh(comm, dp=1, pp=comm.size)
+            ranges = partition(parameter_counts(model.pipeline_layers()), comm.size)
+            pipe = Pipeline(model, lambda params: AdamW(params, ADAM_LR), task, mesh,
+                            schedules.build("gpipe", comm.size, m, 1), ranges, recompute=mode)
+            pipe.step(batches[0])
+            with peak_bytes() as seen:
+                pipe.step(batches[1])
+            out[f"{mode} {m}"] = {"peak": seen.bytes, "boundary": pipe.runtime.peak_bytes,
+                                  "blocks": sum(isinstance(layer, nn.Block)
+                                                for chunk in pipe.stage.chunks
+                                                for layer in chunk)}
+            pipe.close()
+            mesh.free()
+    return {"ranks": comm.allgather_obj(out, "stash bytes")}
 
 
 def stepping(size: dict, precision: str, mode: str) -> Timed:
