@@ -149,14 +149,11 @@ def _run_problems(t, kind: str) -> list[str]:
          f"none (use {', '.join(LAYERED)})"),
         (t.recompute != "selective" or kind == "gpt",
          f"--recompute selective recomputes attention; model {kind} has none (use full)"),
-        (t.precision == "fp32" or t.pp_schedule != "pipedream",
-         f"--precision {t.precision} goes with the flushing schedules, not --pp-schedule "
-         "pipedream: its stages update each on their own verdict, so their loss scales and "
-         "masters would part"),
-        (t.recompute == "none" or t.pp_schedule != "pipedream",
-         f"--recompute {t.recompute} goes with the flushing schedules, not --pp-schedule "
-         "pipedream: its backward runs on stashed weights, which a recomputed forward would "
-         "not see")]
+        (t.precision != "fp16" or t.pp_schedule != "pipedream",
+         "--precision fp16 goes with the flushing schedules, not --pp-schedule pipedream: its "
+         "stages update after each micro-batch on their own verdicts, so a loss scale that "
+         "one stage halves would part from the scale the last stage multiplied the loss by "
+         "(use --precision bf16, which needs no scale)")]
     return [message for ok, message in checks if not ok] + t.value_problems()
 
 

@@ -169,6 +169,37 @@ def test_a_pipeline_in_16_bits_moves_the_masters_as_one_device(comm, schedule, k
         pipe.state_dict()  # the gather is a collective
 
 
+@settings(max_examples=2)
+@given(kind=st.sampled_from(("mlp", "gpt")), seed=st.integers(0, 2**31))
+@shared_verdict
+def test_pipedream_in_bf16_moves_its_masters_as_in_fp32(comm, kind, seed):
+    """PipeDream updates each stage after every micro-batch on the weights its forward
+    stashed; in bf16 (no loss scale to part) its fp32 masters move, over three steps of two
+    micro-batches, as the same run's fp32 weights from the same bf16 start, within bf16's
+    tolerance."""
+    if backend.xp_default() is not np:
+        pytest.skip("bf16 needs NumPy's bfloat16")
+    low, full = (pipelined.make_task(kind, seed, np.float32) for _ in range(2))
+    optimizer = mixed(low, "bf16", 1.0).rebind  # SGD with momentum, as the fp32 run's
+    for p, q in zip(full.model.parameters(), low.model.parameters()):
+        p.data[...] = q.data.astype(np.float32)  # the bf16 start, in fp32
+    start = [host(p.data).astype(np.float64) for p in full.model.parameters()]
+    names = [name for name, _ in full.model.named_parameters()]
+    moved = []
+    for task, make in ((low, optimizer), (full, None)):  # make_pipeline frees the last one
+        pipe = pipelined.make_pipeline(comm, task, "pipedream", comm.size, 2, optimizer=make)
+        for step in range(3):
+            batch = pipelined.make_batch(kind, 4, seed + step, np.float32)
+            assert not pipe.step(batch)["skipped"]
+        state = pipe.state_dict()  # gathered on rank 0: a collective
+        if comm.rank == 0:
+            weights = [state["optim"][f"master.{i}"] for i in range(len(names))] if make \
+                else [state["model"][n] for n in names]
+            moved.append([host(w).astype(np.float64) for w in weights])
+    if comm.rank == 0:
+        assert_moved_alike(moved[0], moved[1], start, "bf16")
+
+
 def servers_of(comm, task, precision: str, scale: float, mode: str = "sync"):
     """A parameter server of one server rank over ``task``'s model in 16 bits: the server's
     fp32 range is the master, the workers push fp32 gradients unscaled by ``scale``."""

@@ -3,6 +3,7 @@ each micro-batch's backward sees the weights its forward saw."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 
 from ...comm import collectives
@@ -15,33 +16,38 @@ from .strategy import Pipeline
 
 class StashingRuntime(Runtime):
     """Weight stashing (Narayanan et al. 2019, PipeDream, §3.3): a forward runs on a copy of
-    the chunk's current weights, and the graph it builds keeps that copy, so the micro-batch's
-    backward uses the same version however many updates came in between. ``stashed`` counts
-    the bytes of the copies held; ``peak_stashed`` their maximum over a step."""
+    the chunk's current weights, and the micro-batch's backward runs on that copy again, so it
+    uses the same version however many updates came in between: the graph the forward built
+    holds the copy, and a recomputed layer (``--recompute``) rebuilds its graph from it."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.chunk_params = [chunk.parameters() for chunk in self.stage.chunks]
-        self.versions: dict = {}  # (mb, chunk) → bytes of its stashed weights
-        self.peak_stashed = 0
+        self.versions: dict = {}  # (mb, chunk) → its stashed weights, one array per parameter
 
     def forward(self, a, x):
-        params = self.chunk_params[a.chunk]
-        live = [p.data for p in params]
-        for p in params:  # the graph captures the copy; updates change the live arrays in place
-            p.data = p.data.copy()
-        self.versions[a.mb, a.chunk] = sum(p.data.nbytes for p in params)
-        self.peak_stashed = max(self.peak_stashed, sum(self.versions.values()))
-        try:
+        stashed = self.versions[a.mb, a.chunk] = [p.data.copy()
+                                                  for p in self.chunk_params[a.chunk]]
+        with self._on(a.chunk, stashed):
             return super().forward(a, x)
+
+    def backward(self, a, root, later=None):
+        with self._on(a.chunk, self.versions.pop((a.mb, a.chunk))):
+            return super().backward(a, root, later)
+
+    @contextmanager
+    def _on(self, chunk: int, version: list):
+        """The chunk's parameters hold ``version`` meanwhile; updates change the live arrays,
+        which they hold again after."""
+        params = self.chunk_params[chunk]
+        live = [p.data for p in params]
+        for p, w in zip(params, version):
+            p.data = w
+        try:
+            yield
         finally:
             for p, data in zip(params, live):
                 p.data = data
-
-    def backward(self, a, root, later=None):
-        weights = super().backward(a, root, later)
-        del self.versions[a.mb, a.chunk]  # the graph, and with it the stashed copy, goes now
-        return weights
 
 
 class PipeDream(Pipeline):
