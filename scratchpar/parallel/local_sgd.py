@@ -40,13 +40,15 @@ class LocalSGD(Strategy):
     @classmethod
     def describe(cls, shape, world: int, every: int = 8,
                  bucket_bytes: int = 1 << 20) -> Description:
-        """A replica and its buckets for averaging beside data parallelism's (the warm-up's
-        steps). Each local step: one all-reduce of [L, n, ‖g‖], and every ``every`` steps the
-        model averaged in buckets, exposed (once, at the end, when ``every`` is 0)."""
+        """A replica and its buckets for averaging (as the masters are: fp32 in mixed
+        precision) beside data parallelism's (the warm-up's steps). Each local step: one
+        all-reduce of [L, n, ‖g‖], and every ``every`` steps the model averaged in buckets,
+        exposed (once, at the end, when ``every`` is 0)."""
+        wide = shape.widened()
         sends = [Message("all-reduce", "dp", 24, 1)]
         if every:
-            sends.append(bucketed(shape, bucket_bytes, "all-reduce", "dp", every=every))
-        return Description(replicated(shape, parameters=shape.bytes, buffers=2 * shape.bytes),
+            sends.append(bucketed(wide, bucket_bytes, "all-reduce", "dp", every=every))
+        return Description(replicated(shape, parameters=wide.bytes, buffers=2 * shape.bytes),
                            tuple(sends), chunk=shape.largest, arrays=shape.stepped)
 
     def step(self, global_batch) -> dict:
