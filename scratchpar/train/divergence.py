@@ -17,13 +17,17 @@ class Diverged(RuntimeError):
 class BadSteps:
     """Counts the skipped steps (the strategy's ``metrics["skipped"]``) and those in a row. A
     loss scale's overflow (``metrics["overflow"]``: the scale was halved, Micikevicius et al.
-    2018, §3.2) is skipped too, but counted apart: it says nothing of divergence."""
+    2018, §3.2) is skipped too, but counted apart: it says nothing of divergence. A step this
+    rank sat out (``metrics["idle"]``: a round-robin worker waiting for its turn, repeating
+    its last metrics) neither counts nor breaks a run."""
 
     def __init__(self, limit: int):
         self.limit, self.in_a_row, self.total, self.overflows = limit, 0, 0, 0
 
     def count(self, step: int, metrics: dict, lr: float) -> dict | None:
         """Take step ``step``'s verdict; the metrics record of a skipped step, else ``None``."""
+        if metrics.get("idle"):
+            return None
         if not metrics.get("skipped"):
             self.in_a_row = 0
             return None

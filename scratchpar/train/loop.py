@@ -144,7 +144,7 @@ class Trainer:
         units = int(metrics.pop("units")) if units is None else units
         self.step += 1
         skip = self.bad.count(self.step, metrics, lr)
-        window.add(metrics, units, skipped=skip is not None)
+        window.add(metrics, units, skipped=bool(metrics.get("skipped")))
         if skip is not None:
             self._write(skip)
             if self.bad.exhausted:

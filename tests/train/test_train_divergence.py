@@ -16,7 +16,8 @@ from scratchpar.train.loop import Trainer
 
 class Scripted(Strategy):
     """A strategy whose step ``i`` is skipped when ``pattern[i]`` is "x" (applied for "."), or
-    skipped as a loss scale's overflow for "o"."""
+    skipped as a loss scale's overflow for "o"; "i": the rank sat the step out, repeating its
+    last step's metrics (a round-robin worker waiting for its turn)."""
 
     def __init__(self, model, optimizer, pattern: str):
         super().__init__(model, optimizer, loss_fn=None)
@@ -33,8 +34,11 @@ class Scripted(Strategy):
             return {"loss": 1.0, "grad_norm": float("inf"), "skipped": True, "overflow": True}
         if said == "p":  # PipeDream's: a stage's update skipped, no one norm for the step
             return {"loss": 1.0, "skipped": True}
+        if said == "i":
+            return {**self.last, "idle": True}
         bad = said == "x"
-        return {"loss": float("nan") if bad else 1.0, "grad_norm": 2.0, "skipped": bad}
+        self.last = {"loss": float("nan") if bad else 1.0, "grad_norm": 2.0, "skipped": bad}
+        return self.last
 
 
 def scripted_run(tiny_config, pattern: str, limit: int):
@@ -109,3 +113,13 @@ def test_a_skip_without_a_norm_is_recorded_without_one(tiny_config):
     trainer, records = scripted_run(tiny_config, "..p.", limit=3)
     trainer.run()
     assert [(r["step"], r["grad_norm"]) for r in records() if r["event"] == "skip"] == [(3, None)]
+
+
+def test_a_step_a_rank_sat_out_neither_counts_nor_breaks_a_run_of_skips(tiny_config):
+    """A round-robin worker repeats its last metrics while the others take their turns: its
+    one bad turn is one skip, not one a step until its next turn."""
+    trainer, records = scripted_run(tiny_config, "xiixiix.", limit=4)
+    summary = trainer.run()
+    assert (summary["skipped_steps"], summary["step"]) == (3, 8)
+    assert [(r["step"], r["in_a_row"]) for r in records() if r["event"] == "skip"] == \
+        [(1, 1), (4, 2), (7, 3)]

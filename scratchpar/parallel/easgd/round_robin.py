@@ -22,10 +22,11 @@ class RoundRobinEASGD(MasterAndWorkers):
     samples and W̄ₜ, and takes its weights Wᵗʲ back. Worker j computes its gradient at Wᵗʲ,
     moves by eq. 3, Wʲ ← Wᵗʲ − ηρ (Wᵗʲ − W̄ₜ) − η ∇f(Wᵗʲ) (elastic term, then its optimizer's
     step), and the master by eq. 4 with one worker, W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ). The other
-    workers wait for their turn, so every step is one worker's: a sequential algorithm that an
-    emulation on one process reproduces bit for bit. The centre and the weights travel end to
-    end, one message each: a master that waited out a worker's compute polls with naps, and
-    would answer each array's rendezvous up to a nap late."""
+    workers wait for their turn (their metrics: their last turn's, marked ``idle``, which the
+    loop's count of bad steps passes over), so every step is one worker's: a sequential
+    algorithm that an emulation on one process reproduces bit for bit. The centre and the
+    weights travel end to end, one message each: a master that waited out a worker's compute
+    polls with naps, and would answer each array's rendezvous up to a nap late."""
 
     mode = "round-robin"
 
@@ -56,7 +57,7 @@ class RoundRobinEASGD(MasterAndWorkers):
         turn = 1 + t % self.workers  # rank of worker j = t mod G
         if self.comm.rank == 0:
             return self._serve(batch, turn)
-        return self._work(batch) if self.comm.rank == turn else self.last
+        return self._work(batch) if self.comm.rank == turn else {**self.last, "idle": True}
 
     def _serve(self, batch, turn: int) -> dict:
         arrays = batch if isinstance(batch, tuple) else (batch,)
