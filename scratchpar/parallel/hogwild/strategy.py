@@ -66,7 +66,7 @@ class Hogwild(Strategy):
         step γg. Plain SGD keeps no state. Through a shared window a step's reads and writes
         are loads and stores. Through the one-sided one they are a Get of the rows a batch
         touches and an Accumulate of −γg to them (every row, for a dense model: the bound here)."""
-        p, theta = shape.bytes, (shape.state_itemsize or shape.itemsize) * shape.psi
+        p, theta = shape.bytes, shape.widened().bytes  # θ as the masters: fp32 under 16 bits
         sends = () if window == "shared" else (Message("get", "world", theta, 1, "forward"),
                                                Message("accumulate", "world", theta, 1))
         return Description({"parameters": p + theta, "gradients": p, "optimizer": 0,
@@ -93,7 +93,7 @@ class Hogwild(Strategy):
         mean, norm, finite = backward_verdict(self.loss_fn(self.model, batch), self.params)
         if not finite:
             return refused(self.optimizer, mean, norm)
-        scale = 1.0 if self.scaler is None else self.scaler.scale
+        scale = self.optimizer.grad_scale  # S, or 1 without a loss scale
         norm /= scale  # ‖S·g‖ / S
         if self.grad_clip > 0:
             clip_grad_norm(self.params, self.grad_clip, norm)

@@ -60,7 +60,7 @@ class Roles(ServerState, Strategy):
         the first, is one of the longest)."""
         p, w = shape.bytes, world - servers
         start, stop = bounds(shape.psi, servers)[server]
-        wire = shape.state_itemsize or shape.itemsize  # a range's bytes an element: fp32 masters
+        wire = shape.widened().itemsize  # a range's bytes an element: fp32 masters
         ks = wire * (stop - start)  # the server's range, in bytes
         worker = {"parameters": p, "gradients": p, "optimizer": 0,
                   "buffers": 3 * wire * shape.psi}  # pushed, pulled, not yet pushed
