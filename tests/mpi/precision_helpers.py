@@ -22,6 +22,14 @@ def mixed(task, precision: str, scale: float):
     return MixedPrecision(SGD(task.model.parameters(), lr=0.1, momentum=0.9), task.scaler)
 
 
+def fp32_start(low, full) -> list:
+    """``full``'s model takes ``low``'s 16-bit weights, in fp32: one start for a 16-bit run and
+    its fp32 spec. Returns that start on the host, in float64."""
+    for p, q in zip(full.model.parameters(), low.model.parameters()):
+        p.data[...] = q.data.astype(np.float32)
+    return [host(p.data).astype(np.float64) for p in full.model.parameters()]
+
+
 def masters(strategy):
     """Each parameter's fp32 master, whole, in the one-device model's order (a sharded
     strategy gathers them: its checkpoint's layout-free state)."""

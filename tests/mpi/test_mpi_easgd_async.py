@@ -1,6 +1,7 @@
 """Asynchronous EASGD on real ranks: one asynchronous worker is synchronous EASGD on one rank, bit
-for bit; no exchange is lost under a slowed worker; and the synchronous and asynchronous modes
-converge on logistic regression to within TOLERANCE of serial SGD, the centre evaluated."""
+for bit, in float64 and in 16 bits; no exchange is lost under a slowed worker; and the
+synchronous and asynchronous modes converge on logistic regression to within TOLERANCE of
+serial SGD, the centre evaluated."""
 
 import time
 
@@ -9,7 +10,10 @@ import pytest
 from convex_helpers import LR, batches, final_loss, problem, serial_run, task
 from device_helpers import host
 from dp_helpers import make_batch, make_task
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
+from precision_helpers import available, mixed
 
 from scratchpar.optim import SGD
 from scratchpar.parallel.easgd import AsyncEASGD, SyncEASGD
@@ -17,20 +21,36 @@ from scratchpar.parallel.easgd import AsyncEASGD, SyncEASGD
 TOLERANCE = 0.035  # nats: the centre against serial SGD (seen ≤ 0.028, with one worker it trails)
 
 
+def worker_of(seed: int, precision: str):
+    """A GPT task and the optimizer it steps with: SGD with momentum in float64, or in 16 bits
+    through fp32 masters (fp16 with a loss scale)."""
+    if precision == "fp32":
+        task = make_task("gpt", seed)
+        return task, SGD(task.model.parameters(), 0.1, momentum=0.9)
+    task = make_task("gpt", seed, np.float32)
+    return task, mixed(task, available(precision), 2.0**8)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+@settings(max_examples=2)
+@given(seed=st.integers(0, 2**31))
 @shared_verdict
-def test_one_asynchronous_worker_is_synchronous_easgd_on_one_rank(comm):
+def test_one_asynchronous_worker_is_synchronous_easgd_on_one_rank(comm, precision, seed):
+    """Bit for bit, the worker's weights (its fp32 masters in 16 bits) and the centre."""
     if comm.size < 2:
         pytest.skip("asynchronous EASGD needs a master and a worker")
     pair = comm.split(0 if comm.rank < 2 else 1, name="pair")
     alone = comm.split(comm.rank, name="alone")
     if comm.rank < 2:
-        mine, reference = make_task("gpt", 3), make_task("gpt", 3)
-        strategy = AsyncEASGD(mine.model, SGD(mine.model.parameters(), 0.1, momentum=0.9),
-                              mine.loss, mine.count, pair, rho=0.7, tau=2)
-        sync = SyncEASGD(reference.model, SGD(reference.model.parameters(), 0.1, momentum=0.9),
-                         reference.loss, reference.count, alone, rho=0.7, tau=2)
+        (mine, optimizer), (reference, optim) = worker_of(seed, precision), \
+            worker_of(seed, precision)
+        strategy = AsyncEASGD(mine.model, optimizer, mine.loss, mine.count, pair, rho=0.7,
+                              tau=2)
+        sync = SyncEASGD(reference.model, optim, reference.loss, reference.count, alone,
+                         rho=0.7, tau=2)
+        dtype = np.float64 if precision == "fp32" else np.float32
         for step in range(5):
-            batch = make_batch("gpt", 3, step)
+            batch = make_batch("gpt", 3, seed + step, dtype)
             strategy.step(batch)
             if comm.rank == 1:
                 sync.step(batch)
@@ -38,10 +58,12 @@ def test_one_asynchronous_worker_is_synchronous_easgd_on_one_rank(comm):
         centre = pair.allgather_obj([host(c) for c in strategy.centre])[0]  # the master's
         strategy.close()
         if comm.rank == 1:
+            for got, want in zip(optimizer.weights(), optim.weights()):
+                assert host(got).tobytes() == host(want).tobytes()
             for p, q in zip(mine.model.parameters(), reference.model.parameters()):
-                assert np.array_equal(host(p.data), host(q.data))
+                assert host(p.data).tobytes() == host(q.data).tobytes()
             for c, d in zip(centre, sync.centre):
-                assert np.array_equal(c, host(d))
+                assert c.tobytes() == host(d).tobytes()
     pair.free()
     alone.free()
 

@@ -1,8 +1,9 @@
 """Elastic averaging in 16 bits: the elastic moves act on the workers' fp32 masters and an fp32
-centre. Round-robin equals its sequential emulation bit for bit; one asynchronous worker is
-synchronous EASGD on one rank; the synchronous centre moves as fp32's does within the format's
-rounding; an overflow halves a worker's loss scale and is not divergence on any rank; and a
-checkpoint's weights are the centre, from which every worker resumes bit for bit."""
+centre. Round-robin equals its sequential emulation bit for bit (one asynchronous worker is
+synchronous EASGD on one rank in 16 bits too: test_mpi_easgd_async.py); the synchronous centre
+moves as fp32's does within the format's rounding; an overflow halves a worker's loss scale
+and is not divergence on any rank; and a checkpoint's weights are the centre, from which every
+worker resumes bit for bit."""
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from dp_helpers import make_batch, make_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
-from precision_helpers import assert_moved_alike, available, mixed
+from precision_helpers import assert_moved_alike, available, fp32_start, mixed
 
 from scratchpar.optim import SGD, guarded_step
 from scratchpar.parallel.easgd import AsyncEASGD, RoundRobinEASGD, SyncEASGD
@@ -71,39 +72,6 @@ def test_round_robin_in_16_bits_equals_its_sequential_emulation_bitwise(comm, ki
         assert host(p.data).tobytes() == host(q.data).tobytes()
 
 
-@settings(max_examples=2)
-@given(precision=st.sampled_from(("fp16", "bf16")), seed=st.integers(0, 2**31))
-@shared_verdict
-def test_one_asynchronous_worker_in_16_bits_is_synchronous_easgd_on_one_rank(comm, precision,
-                                                                             seed):
-    if comm.size < 2:
-        pytest.skip("asynchronous EASGD needs a master and a worker")
-    precision = available(precision)
-    pair = comm.split(0 if comm.rank < 2 else 1, name="pair")
-    alone = comm.split(comm.rank, name="alone")
-    if comm.rank < 2:
-        mine, reference = make_task("gpt", seed, np.float32), make_task("gpt", seed, np.float32)
-        strategy = AsyncEASGD(mine.model, mixed(mine, precision, 2.0**8), mine.loss, mine.count,
-                              pair, rho=RHO, tau=2)
-        sync = SyncEASGD(reference.model, mixed(reference, precision, 2.0**8), reference.loss,
-                         reference.count, alone, rho=RHO, tau=2)
-        for step in range(STEPS):
-            batch = make_batch("gpt", 3, seed + step, np.float32)
-            strategy.step(batch)
-            if comm.rank == 1:
-                sync.step(batch)
-        strategy.shutdown()
-        centre = pair.allgather_obj([host(c) for c in strategy.centre])[0]  # the master's
-        strategy.close()
-        if comm.rank == 1:
-            for got, want in zip(strategy.optimizer.weights(), sync.optimizer.weights()):
-                assert host(got).tobytes() == host(want).tobytes()
-            for c, d in zip(centre, sync.centre):
-                assert c.tobytes() == host(d).tobytes()
-    pair.free()
-    alone.free()
-
-
 @settings(max_examples=3)
 @given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
        seed=st.integers(0, 2**31))
@@ -116,11 +84,9 @@ def test_the_synchronous_centre_moves_as_fp32s_within_the_formats_rounding(comm,
     low, full = make_task(kind, seed, np.float32), make_task(kind, seed, np.float32)
     strategy = SyncEASGD(low.model, mixed(low, precision, 2.0**8), low.loss, low.count, comm,
                          rho=RHO, tau=1)
-    for p, q in zip(full.model.parameters(), low.model.parameters()):
-        p.data[...] = q.data.astype(np.float32)  # the 16-bit start, in fp32
+    start = fp32_start(low, full)
     spec = SyncEASGD(full.model, SGD(full.model.parameters(), LR, momentum=0.9), full.loss,
                      full.count, comm, rho=RHO, tau=1)
-    start = [host(c).astype(np.float64) for c in spec.centre]
     for step in range(3):
         batch = make_batch(kind, 2 * comm.size, seed + step, np.float32)
         assert not strategy.step(batch)["skipped"] and not spec.step(batch)["skipped"]

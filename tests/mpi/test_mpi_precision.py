@@ -12,7 +12,7 @@ from dp_helpers import make_batch, make_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
-from precision_helpers import assert_moved_alike, available, masters, mixed
+from precision_helpers import assert_moved_alike, available, fp32_start, masters, mixed
 
 from scratchpar import backend
 from scratchpar.autograd.precision import dtype_of
@@ -181,9 +181,7 @@ def test_pipedream_in_bf16_moves_its_masters_as_in_fp32(comm, kind, seed):
         pytest.skip("bf16 needs NumPy's bfloat16")
     low, full = (pipelined.make_task(kind, seed, np.float32) for _ in range(2))
     optimizer = mixed(low, "bf16", 1.0).rebind  # SGD with momentum, as the fp32 run's
-    for p, q in zip(full.model.parameters(), low.model.parameters()):
-        p.data[...] = q.data.astype(np.float32)  # the bf16 start, in fp32
-    start = [host(p.data).astype(np.float64) for p in full.model.parameters()]
+    start = fp32_start(low, full)
     names = [name for name, _ in full.model.named_parameters()]
     moved = []
     for task, make in ((low, optimizer), (full, None)):  # make_pipeline frees the last one
