@@ -4,6 +4,8 @@ regimes fitted and drawn, with the planner's time to the target beside a run's."
 
 import json
 
+import pytest
+
 from scratchpar.batch import steps
 from scratchpar.batch.__main__ import main
 
@@ -62,7 +64,10 @@ def test_the_quick_study_meets_its_targets_fits_and_draws(tmp_path):
             assert r["best"]["steps"] == min(x["steps"] for x in seed["runs"] if x["steps"])
     checks = json.loads(out.read_text())["checks"]  # the planner's time beside a run's
     assert [c["batch"] for c in checks] == [4, 64]  # nearest B_crit, and the largest
-    for check in checks:
-        assert check["seconds"] == check["step_s"] * check["steps"] > 0
+    gpt = found["gpt"]
+    for check in checks:  # the fitted S = S_min + E_min/B steps of the planner's step
+        fitted = gpt["s_min"] + gpt["e_min"] / check["batch"]
+        assert check["steps"] == pytest.approx(fitted) and check["step_s"] > 0
+        assert check["seconds"] == pytest.approx(check["step_s"] * fitted)
         assert check["measured_s"] > 0 and check["measured_steps"] is not None  # it met it
     assert (figures / "batch_steps.png").read_bytes()[:8] == PNG

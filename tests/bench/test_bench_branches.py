@@ -24,14 +24,21 @@ def test_quick_run_prints_both_tables_for_each_world_size(capsys, tmp_path):
     assert [r[:3] for r in held] == [["1", "0", "3"], ["2", "0", "2"], ["2", "1", "1"]]
     result = json.loads(path.read_text())
     assert result["config"] == branches.QUICK and result["ranks"] == [1, 2]
-    for row in result["timing"]:
-        assert row["alone_ms"] > 0 and row["branches_ms"] > 0
-        assert row["speedup"] == pytest.approx(row["alone_ms"] / row["branches_ms"])
+    for row in result["timing"]:  # the medians of the slowest rank's samples, in turns
+        timed = result["timed"][str(row["ranks"])]
+        alone, split = (np.median(timed[k]["samples_s"]) for k in ("alone", "split"))
+        assert len(timed["alone"]["samples_s"]) == branches.QUICK["repeats"]
+        assert row["alone_ms"] == pytest.approx(1e3 * alone)
+        assert row["branches_ms"] == pytest.approx(1e3 * split)
+        assert row["speedup"] == pytest.approx(alone / split)
     assert [row["ideal"] for row in result["timing"]] == [1.0, 1.5]
-    one = result["one_device"]
+    one, k = result["one_device"], branches.QUICK["k"]
+    assert one["param_bytes"] == branches.param_formula(branches.QUICK, k)
     for row in result["memory"]:  # what a rank holds is its towers and the head, exactly
         assert row["param_bytes"] == row["param_formula"]
-        assert row["param_share"] == pytest.approx(row["param_bytes"] / one["param_bytes"])
+        assert row["param_share"] == pytest.approx(
+            branches.param_formula(branches.QUICK, row["towers"])
+            / branches.param_formula(branches.QUICK, k))
         assert row["activation_bytes"] > 0 and float(row["loss_diff"]) < 1e-5
     two = [row for row in result["memory"] if row["ranks"] == 2]
     assert sum(row["param_bytes"] for row in two) == one["param_bytes"] + \

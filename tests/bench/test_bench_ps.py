@@ -9,7 +9,7 @@ import pytest
 from bench_helpers import run_quick, table_rows
 
 from scratchpar.bench.ps import driver as ps
-from scratchpar.bench.ps.report import HEADER_BYTES, protocol_bytes, ring_formula, run_seconds
+from scratchpar.bench.ps.report import HEADER_BYTES, LEVELS, run_seconds
 from scratchpar.bench.standin import StandIn, count_fn, loss_fn
 
 
@@ -30,36 +30,44 @@ def test_every_server_moves_the_protocols_bytes(quick):
         if s == 1:  # K·itemsize both ways per worker and step, and a header each time
             assert row["protocol"] == [2 * k * itemsize * steps * w
                                        + HEADER_BYTES * w * (steps + 1)]
-        assert row["protocol"] == protocol_bytes(k, itemsize, s, w, steps)
-        assert sum(row["protocol"]) - HEADER_BYTES * s * w * (steps + 1) == \
-            2 * k * itemsize * steps * w  # the ranges cut K: the servers together move it once
+        assert len(row["protocol"]) == s
+        ranges = [(b - HEADER_BYTES * w * (steps + 1)) / (2 * itemsize * steps * w)
+                  for b in row["protocol"]]  # each server's parameters, both ways, every step
+        assert all(r == int(r) > 0 for r in ranges) and sum(ranges) == k  # the ranges cut K
         assert row["bytes"] == row["protocol"]  # every server, to the byte
         assert row["pushes"] == w * steps  # every push applied
 
 
 def test_the_ring_moves_its_formulas_bytes(quick):
     _, result, _ = quick
+    steps = result["config"]["bottleneck"]["steps"]
     for row in result["bytes"]:
         k, p = row["parameters"], row["ranks"]
-        assert abs(row["ring_bytes"] - ring_formula(k, 4, p)) <= 4 * 4  # chunks differ by 1
-        assert row["ring_formula"] == round(ring_formula(k, 4, p))
-        assert row["ratio"] == pytest.approx(row["server_bytes"] / steps_of(result)
-                                             / row["ring_bytes"])
-
-
-def steps_of(result) -> int:
-    return result["config"]["bottleneck"]["steps"]
+        ring = 2 * 2 * (p - 1) / p * k * 4  # each way: reduce-scatter and all-gather, float32
+        assert row["ring_formula"] == round(ring)
+        assert abs(row["ring_bytes"] - ring) <= 4 * 4  # the chunks differ by one element
+        raw = result["results"]["bottleneck"][str(p)]["ring"]
+        assert row["ring_bytes"] == max(r["sent"] + r["received"] for r in raw)
+        # the busiest server's bytes a step over the ring's, both by their formulas
+        assert row["ratio"] == pytest.approx(max(row["protocol"]) / steps / ring,
+                                             rel=4 * 4 / ring)
 
 
 def test_step_times_are_ratios_to_data_parallel(quick):
     out, result, _ = quick
     printed = table_rows(out, "1. step time")
     assert [r[1] for r in printed] == ["sync", "dp", "ssp", "sync", "sync", "dp", "ssp", "ssp"]
+    steps = result["config"]["bottleneck"]["steps"]
     for row in result["speed"]:
-        assert row["ms"] > 0 and row["steps_per_s"] == pytest.approx(1e3 / row["ms"])
-        dp = next(r for r in result["speed"] if r["ranks"] == row["ranks"]
-                  and r["contender"] == "dp")
-        assert row["vs_dp"] == pytest.approx(dp["ms"] / row["ms"])
+        raw = result["results"]["bottleneck"][str(row["ranks"])]
+        for t in raw["timed"].values():  # each contender's median of its samples
+            assert t["median_s"] == pytest.approx(np.median(t["samples_s"]))
+        seconds = {name: t["median_s"] for name, t in raw["timed"].items()}
+        seconds.update({f"ssp τ=0 S={s}": f["seconds"] / steps  # back to back: a step's share
+                        for s, f in raw["family"].items()})
+        assert row["ms"] == pytest.approx(1e3 * seconds[row["contender"]])
+        assert row["steps_per_s"] == pytest.approx(1 / seconds[row["contender"]])
+        assert row["vs_dp"] == pytest.approx(seconds["dp"] / seconds[row["contender"]])
 
 
 def test_staleness_stays_within_each_bound_and_every_push_is_applied(quick):
@@ -69,8 +77,13 @@ def test_staleness_stays_within_each_bound_and_every_push_is_applied(quick):
     rows = {r["key"]: r for r in result["staleness"]}
     assert list(rows) == [f"ssp{t}" for t in cfg["taus"]] + ["async"]
     for key, row in rows.items():
+        report = result["results"]["staleness"]["runs"][key][0]["report"]  # server 0's
         assert row["pushes"] == row["sent"] == workers * steps
-        assert sum(row["staleness"].values()) == row["pushes"]
+        assert row["staleness"] == report["staleness"]
+        hist = {int(s): n for s, n in report["staleness"].items()}
+        assert sum(hist.values()) == row["pushes"]
+        assert row["mean"] == pytest.approx(sum(s * n for s, n in hist.items()) / row["pushes"])
+        assert row["max"] == max(hist)
         if key.startswith("ssp"):
             assert row["max"] <= int(key[3:])
             assert row["updates"] == steps  # one update per clock
@@ -78,9 +91,16 @@ def test_staleness_stays_within_each_bound_and_every_push_is_applied(quick):
             assert row["updates"] == workers * steps  # one per push
     assert rows["ssp0"]["staleness"] == {"0": workers * steps}
     by_run = {}
+    names = {row["contender"]: key for key, row in rows.items()}
     for row in result["workers"]:
         by_run.setdefault(row["contender"], []).append(row)
-        assert row["steps_per_s"] > 0 and row["wait_ms"] >= 0 and 0 <= row["wait_share"] <= 1
+        ranks = result["results"]["staleness"]["runs"][names[row["contender"]]]
+        rank = next(r for r in ranks if r["worker"] == row["worker"])
+        waits, end = rank["metrics"]["wait_s"], rank["ends_s"][-1]
+        assert len(waits) == len(rank["ends_s"]) == steps  # a pull's wait every step
+        assert row["steps_per_s"] == pytest.approx(steps / end)
+        assert row["wait_ms"] == pytest.approx(1e3 * sum(waits) / steps)
+        assert row["wait_share"] == pytest.approx(sum(waits) / end) and row["wait_share"] <= 1
     for run in by_run.values():
         assert [r["worker"] for r in run] == list(range(workers))
         assert [r["slowed"] for r in run] == [True] + [False] * (workers - 1)
@@ -94,20 +114,39 @@ def test_loss_runs_apply_their_updates_and_evaluate(quick):
     assert rows["sync"]["updates"] == steps
     assert rows["async (τ=∞)"]["updates"] == workers * steps
     assert rows["sync-then-async"]["updates"] == warmup + workers * (steps - warmup)
-    assert rows["sync"]["stale_max"] is None and rows["sync-then-async"]["stale_max"] >= 0
+    fastest = {key: min(rounds, key=run_seconds)
+               for key, rounds in result["results"]["loss"]["runs"].items()}
+    assert rows["sync"]["stale_max"] is None and fastest["sync"]["ranks"][0]["report"] is None
+    for key in ("async", "sync-then-async"):  # server 0's histogram of the run shown
+        report = fastest[key]["ranks"][0]["report"]
+        hist = {int(s): n for s, n in report["staleness"].items()}
+        assert sum(hist.values()) == report["pushes"] == workers * steps  # every push counted
+        row = rows["async (τ=∞)" if key == "async" else key]
+        assert row["stale_max"] == max(hist)
+        assert row["stale_mean"] == pytest.approx(sum(s * n for s, n in hist.items())
+                                                  / report["pushes"])
+    warm = fastest["sync-then-async"]["ranks"][0]["report"]["staleness"]
+    assert warm["0"] >= warmup * workers  # the synchronous clocks' pushes are never stale
     every = cfg["eval_every"]
     for rounds in result["results"]["loss"]["runs"].values():
         assert len(rounds) == cfg["rounds"]
         for run in rounds:  # every few clocks, and after the shutdown
             assert [k for k, _ in run["evals"]] == [*range(every - 1, steps, every), steps]
             assert all(math.isfinite(loss) for _, loss in run["evals"])
-    assert len(result["levels"]) == 3 and result["levels"] == sorted(result["levels"],
-                                                                     reverse=True)
+    best = min(run["evals"][-1][1] for run in fastest.values())  # the best final loss
+    initial = result["initial"]
+    assert result["levels"] == pytest.approx([initial - q * (initial - best) for q in LEVELS])
     assert len(table_rows(out, "3. loss against wall-clock")) == 3
     names = {"sync": "sync", "async": "async (τ=∞)", "sync-then-async": "sync-then-async"}
     for key, rounds in result["results"]["loss"]["runs"].items():  # each one's shortest round
-        row = next(r for r in result["loss"] if r["contender"] == names[key])
+        row = rows[names[key]]
         assert row["seconds"] == min(map(run_seconds, rounds))
+        assert row["final"] == fastest[key]["evals"][-1][1]
+        server = fastest[key]["ranks"][0]  # each evaluation at its clock's end, the last at done
+        points = [(server["ends_s"][k] if k < steps else server["done_s"], loss)
+                  for k, loss in fastest[key]["evals"]]
+        for i, level in enumerate(result["levels"]):  # the first evaluation at or below it
+            assert row[f"level{i}"] == next((t for t, loss in points if loss <= level), None)
 
 
 def test_figures_and_timelines_are_written(quick):

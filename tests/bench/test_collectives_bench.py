@@ -5,9 +5,10 @@ import json
 
 import numpy as np
 import pytest
+from bench_helpers import table_rows
 
 from scratchpar.bench.__main__ import main
-from scratchpar.bench.collectives.driver import byte_size
+from scratchpar.bench.collectives.driver import byte_size, message_rows
 from scratchpar.bench.collectives.report import (
     algbw,
     busbw,
@@ -51,23 +52,49 @@ def test_quick_run_times_every_algorithm_and_both_mpi_baselines(capsys, tmp_path
     for name in CONTENDERS:
         for size in ("4096", "16384"):
             assert len(raw[name][size]["samples_s"]) == 2
+            assert raw[name][size]["median_s"] == pytest.approx(
+                np.median(raw[name][size]["samples_s"]))
             assert 0 < raw[name][size]["median_s"] < 1
-    mpi_rows = [r for r in result["table"] if r["algorithm"] == "mpi"]
-    assert all(r["x_mpi"] == 1.0 for r in mpi_rows)
+    sizes = {human(size): str(size) for size in result["sizes"]}
+    for row in result["table"]:  # each row from its raw median, over MPI's default at its size
+        seconds = raw[row["algorithm"]][sizes[row["size"]]]["median_s"]
+        assert row["us"] == pytest.approx(1e6 * seconds)
+        assert row["x_mpi"] == pytest.approx(seconds / raw["mpi"][sizes[row["size"]]]["median_s"])
     ring, auto, bus = result["targets"]
     assert ring["verdict"] == "n/a (no size in range)"  # no size ≥ 1 MiB in this run
-    assert auto["verdict"] in out and bus["verdict"] in out
-    assert auto["verdict"] in ("PASS", "MISS") and bus["verdict"] in ("PASS", "MISS")
-    assert auto["measured"] == max(r["x_mpi"] for r in result["table"] if r["algorithm"] == "auto")
+    autos = {r["size"]: r["x_mpi"] for r in result["table"] if r["algorithm"] == "auto"}
+    assert auto["measured"] == max(autos.values()) and autos[auto["at"]] == auto["measured"]
+    memcpy = result["memcpy"]["bytes"] / result["memcpy"]["seconds"]  # bytes a second
+    assert bus["at"] == "16 KiB" and bus["measured"] == pytest.approx(
+        busbw(16 * KIB, raw["ring"]["16384"]["median_s"], 2) / memcpy)
+    printed = [" ".join(r) for r in table_rows(out, "targets (docs/collectives.md")]
+    assert [line.endswith(f" {t['at']} {t['verdict']}") for line, t in
+            zip(printed, result["targets"], strict=True)] == [True] * 3
     assert {f["model"] for f in result["fits"]} == {"ring", "recursive_doubling", "rabenseifner"}
     pingpong = result["per_world_size"]["2"]["pingpong"]
     assert pingpong["large_bytes"] == 16 * KIB and pingpong["large_s"] > 0
     assert "one message one way" in out  # the Communicator's against MPI's own send and recv
     assert [(m["size"], m["target"]) for m in result["messages"]] == [("8 B", "≤ 1.3"),
                                                                       ("4 KiB", "≤ 1.2")]
-    for m in result["messages"]:
-        assert m["ours_us"] > 0 and m["ratio"] == pytest.approx(m["ours_us"] / m["mpi_us"])
-        assert m["verdict"] in ("PASS", "MISS") and m["verdict"] in out
+    pairs = result["per_world_size"]["2"]["messages"]  # each way's median seconds
+    printed = table_rows(out, "one message one way")
+    for m, line, (size, pair) in zip(result["messages"], printed, pairs.items(), strict=True):
+        assert m["size"] == human(int(size)) and line[-1] == m["verdict"]
+        assert m["ours_us"] == pytest.approx(1e6 * pair["scratchpar"])
+        assert m["mpi_us"] == pytest.approx(1e6 * pair["mpi"])
+        assert m["ratio"] == pytest.approx(pair["scratchpar"] / pair["mpi"])
+
+
+def test_a_message_is_judged_by_its_size_s_bound():
+    pair = {"scratchpar": 1.25e-6, "mpi": 1e-6}
+    rows = message_rows({2: {"messages": {"8": pair, "4096": pair}}}, "cpu")
+    assert [(r["size"], r["target"], r["verdict"]) for r in rows] == [
+        ("8 B", "≤ 1.3", "PASS"), ("4 KiB", "≤ 1.2", "MISS")]
+    assert rows[0]["ratio"] == pytest.approx(1.25) and rows[0]["ours_us"] == pytest.approx(1.25)
+    at = message_rows({2: {"messages": {"4096": {"scratchpar": 1.2, "mpi": 1.0}}}}, "cpu")
+    assert at[0]["verdict"] == "PASS"  # the bound itself meets it
+    assert {r["verdict"] for r in message_rows({2: {"messages": {"8": pair}}}, "double")} == {
+        "n/a (double)"}
 
 
 @pytest.mark.parametrize("p", [2, 3, 4, 8])

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from bench_helpers import table_rows
 
@@ -47,16 +48,27 @@ def test_quick_run_prints_every_table_and_contender(capsys, tmp_path, monkeypatc
             assert set(timed["contenders"]) == names
             for times in timed["contenders"].values():
                 assert len(times["samples_s"]) == 3 and 0 < times["median_s"] < 5
+                assert times["median_s"] == pytest.approx(np.median(times["samples_s"]))
             check = timed["loss_check"]
             assert (check is not None) == with_torch
             if with_torch:
                 assert [c["step"] for c in check] == [1, 2]
                 assert all(c["abs_err"] <= 1e-4 and c["scratchpar"] > 0 for c in check)
+    medians = {job: {name: t["median_s"] for name, t in timed["contenders"].items()}
+               for job, timed in result["per_world_size"]["2"]["configs"].items()}
+    efficiency, wide, deep, *ddp = result["targets"]  # each measured from the jobs' medians
+    assert efficiency["measured"] == pytest.approx(medians["compute@8"]["alone"]
+                                                   / medians["compute@8"]["bucketed"])
+    for target, job in ((wide, "wide"), (deep, "deep")):
+        assert target["measured"] == pytest.approx(medians[job]["bucketed"]
+                                                   / medians[job]["naive"])
+    assert len(ddp) == 3 and all((t["measured"] is None) != with_torch for t in ddp)
     verdicts = [t["verdict"] for t in result["targets"]]
-    assert len(verdicts) == 6 and all(v in ("PASS", "MISS") for v in verdicts[:3])
+    assert all(v in ("PASS", "MISS") for v in verdicts[:3])
     assert set(verdicts[3:]) <= ({"PASS", "MISS"} if with_torch else {"n/a (torch missing)"})
-    for verdict in verdicts:
-        assert verdict in out
+    printed = [" ".join(r) for r in table_rows(out, "targets (docs/data_parallel.md")]
+    assert [line.endswith(f" 2 {t['verdict']}") for line, t in
+            zip(printed, result["targets"], strict=True)] == [True] * 6
 
 
 def test_pooling_rounds_takes_the_median_of_every_sample():

@@ -91,7 +91,7 @@ def measure(args) -> dict:
                  "activation B": "activation_bytes", "× one ": "activation_share",
                  "|loss − one device's|": "loss_diff"}))
     return {"config": cfg, "ranks": args.ranks, "timing": timing, "memory": memory,
-            "one_device": one}
+            "one_device": one, "timed": {n: r["timed"] for n, r in results.items()}}
 
 
 BENCHMARK = Benchmark("model parallelism over branches: a Towers step split over the ranks "

@@ -210,7 +210,8 @@ def measure(args) -> dict:
                  "measured/formula": "activation_ratio", "× nn.Block": "vs_block",
                  "Korthikanti 16-bit B": "korthikanti"}))
     return {"config": cfg, "ranks": ranks, "collectives": collectives, "timing": timing,
-            "memory": memory, "one_device": one}
+            "memory": memory, "one_device": one,
+            "timed": {t: res["mlp"]["timed"] for t, res in results.items() if "mlp" in res}}
 
 
 BENCHMARK = Benchmark("tensor (Megatron) parallelism: collectives per layer from the trace, "
