@@ -1,9 +1,10 @@
 """``python -m scratchpar.evaluate CKPT [--data PATH]``: a checkpoint's held-out loss.
 
 The model comes back from the checkpoint alone (``train/trained.py``) and is scored on the
-held-out batches of its own data, the ones the training run's final line was scored on, or on
-another text file read with the model's vocabulary. The loss is in nats per token or sample,
-and in bits per character for text; a classifier's accuracy is beside it.
+held-out batches of its own data, the ones the training run's final line was scored on (a
+text's held-out last part, ``--eval-fraction``, which the run never trained on), or on windows
+from the whole of another text file, read with the model's vocabulary. The loss is in nats
+per token or sample, and in bits per character for text; a classifier's accuracy is beside it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "scratchpar.train), on its own data or on another text file.")
     parser.add_argument("checkpoint", metavar="CKPT", help="the checkpoint's directory")
     parser.add_argument("--data", metavar="PATH", help="a text file to score the model on, "
-                        "read with the model's own characters (a model trained on text)")
+                        "read with the model's own characters (a model trained on text): all "
+                        "of it, or, for the file it trained on, its held-out part")
     parser.add_argument("--batches", type=int, help="held-out batches (default: the run's "
                         "--eval-batches)")
     parser.add_argument("--batch-size", type=int, help="sequences or samples per batch "

@@ -25,6 +25,14 @@ def check_positive(name: str, value) -> float:
     return float(value)
 
 
+def check_fraction(name: str, value) -> float:
+    """``value`` as a float, or a ValueError naming ``name`` unless ``0 < value <= 1``."""
+    value = check_positive(name, value)
+    if value > 1:
+        raise ValueError(f"{name} must be at most 1, got {value}")
+    return value
+
+
 def check_step(step, batch_size) -> tuple[int, int]:
     """A data position is a step ``>= 0``; a batch has at least one row."""
     return check_int("step", step, 0), check_int("batch_size", batch_size, 1)

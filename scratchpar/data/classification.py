@@ -8,6 +8,7 @@ import numpy as np
 
 from scratchpar.backend import rng
 from scratchpar.data.checks import check_int, check_rows, check_step, cut
+from scratchpar.data.fresh import Fresh
 
 TEACHER_WIDTH = 64
 CALIBRATION_SIZE = 4096
@@ -15,7 +16,7 @@ _TEACHER_STREAM = 1
 _BATCH_STREAM = 2
 
 
-class SyntheticClassification:
+class SyntheticClassification(Fresh):
     """Inputs ``x ~ N(0, I)`` in float32 ``(b, n_features)``, labels int64 ``(b,)``.
 
     A fixed random one-hidden-layer teacher labels each input: ``label(x) = argmax(tanh(x W1 + c1)

@@ -8,12 +8,13 @@ import numpy as np
 
 from scratchpar.backend import rng
 from scratchpar.data.checks import check_int, check_rows, check_step, cut
+from scratchpar.data.fresh import Fresh
 
 _FACTOR_STREAM = 1
 _BATCH_STREAM = 2
 
 
-class LowRankRatings:
+class LowRankRatings(Fresh):
     """Observed entries of ``R = U* V*ᵀ + noise``: a batch is ``user`` int64 ``(b,)``, ``item``
     int64 ``(b,)`` and ``rating`` float32 ``(b,)``.
 

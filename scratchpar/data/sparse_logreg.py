@@ -8,6 +8,7 @@ import numpy as np
 
 from scratchpar.backend import rng
 from scratchpar.data.checks import check_int, check_rows, check_step, cut
+from scratchpar.data.fresh import Fresh
 
 EXPONENT = 1.0  # Zipf's law: feature j is drawn with probability ∝ (j + 1)^−EXPONENT
 WEIGHT_SCALE = 3.0  # w*_j ~ N(0, 3²): a unit-norm sample's logit x·w* has standard deviation 3
@@ -18,7 +19,7 @@ _BATCH_STREAM = 2
 _CALIBRATION_STREAM = 3
 
 
-class SparseLogistic:
+class SparseLogistic(Fresh):
     """Samples of ``nnz`` distinct features out of ``n_features``, labelled by a true logistic
     model: a batch is ``idx`` int64 ``(b, nnz)`` (ascending in each row), ``val`` float32
     ``(b, nnz)`` and ``y`` int64 ``(b,)`` in {0, 1}. Every sample has the same number of

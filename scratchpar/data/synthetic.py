@@ -7,13 +7,14 @@ import numpy as np
 from scratchpar.backend import rng
 from scratchpar.data.checks import check_int, check_positive, check_rows, check_step
 from scratchpar.data.errors import DataError
+from scratchpar.data.fresh import Fresh
 
 MAX_TABLE_ENTRIES = 2**22
 _TABLE_STREAM = 1
 _BATCH_STREAM = 2
 
 
-class SyntheticLanguage:
+class SyntheticLanguage(Fresh):
     """Sentences ``BOS w1 … wk EOS`` from a random n-gram source, padded with ``PAD``.
 
     Token ids: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``, words ``3 … vocab_size-1``. The source is

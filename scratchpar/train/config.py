@@ -44,6 +44,8 @@ class DataConfig:
                       choices=("synthetic", "text", "classification", "sparse-logreg",
                                "matrix-factorization"))
     path: str | None = opt(None, "character-level text file to train on", flag="--data", kind=str)
+    eval_fraction: float = opt(0.1, "text: the last fraction of the file, held out for "
+                                    "evaluation and never trained on")
     seq_len: int = opt(64, "tokens per sequence (language models)")
     vocab_size: int = opt(32, "synthetic language: vocabulary size, incl. PAD/BOS/EOS")
     order: int = opt(2, "synthetic language: Markov order of the source")

@@ -25,7 +25,6 @@ from ..device_rng import DeviceRandom
 from ..optim.scaler import LossScaler, scaled
 from .divergence import finite_or_text
 
-EVAL_OFFSET = 2**40  # held-out batches are drawn at data positions no training run reaches
 HALF_SQUARED = "½·squared error"  # a regression's measure, read as an RMSE in the summary
 
 
@@ -48,7 +47,15 @@ class Task:
         units, counted on the host before the copy (counting on the device would be a sync).
         With ``rows = (start, stop)``, those rows alone, as a :class:`Part`, and ``None``
         units: the others' are not drawn."""
-        batch = self.dataset.batch(step, batch_size, rows)
+        return self._placed(self.dataset.batch(step, batch_size, rows), rows, batch_size)
+
+    def held_out_batch(self, i: int, batch_size: int):
+        """Held-out batch ``i`` on the device, and its units: a batch no training step reads
+        (the source's ``held_out``: a text's held-out part, another source's fresh draw)."""
+        return self._placed(self.dataset.held_out(i, batch_size), None, batch_size)
+
+    def _placed(self, batch, rows, batch_size: int):
+        """A batch drawn on the host, moved to the device with its units (see :meth:`batch`)."""
         units = None if rows is not None else int(self.count(batch))  # on the host: no wait
         batch = tuple(map(to_device, batch)) if isinstance(batch, tuple) else to_device(batch)
         return (batch if rows is None else Part(batch, *rows, batch_size)), units
@@ -81,12 +88,12 @@ class Task:
         return self.dataset.entropy_floor()
 
     def evaluate(self, n_batches: int, batch_size: int) -> float:
-        """Held-out loss per unit: Σ losses / Σ units over ``n_batches`` fresh batches."""
+        """Held-out loss per unit: Σ losses / Σ units over ``n_batches`` held-out batches."""
         return self.held_out(n_batches, batch_size)[0]
 
     def held_out(self, n_batches: int, batch_size: int,
                  rows: int | None = None) -> tuple[float, float | None]:
-        """In one pass over ``n_batches`` fresh batches: the loss per unit, and the share of
+        """In one pass over ``n_batches`` held-out batches: the loss per unit, and the share of
         samples a classifier labels right (the largest logit, or a logit above 0 for a binary
         one), None for a task that is not a classification. ``rows``: each batch is scored
         that many rows at a time (a training rank's share), so that evaluating needs no more
@@ -135,7 +142,7 @@ class Task:
         self.model.eval()
         with no_grad():
             for i in range(n_batches):
-                yield self.batch(EVAL_OFFSET + i, batch_size)
+                yield self.held_out_batch(i, batch_size)
         self.model.train()
 
 
@@ -174,8 +181,8 @@ def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None,
         model = nn.MatrixFactorization(d.n_users, d.n_items, d.rank, rng(seed, 0), dtype)
         return Task(data, model, "sample", nn.half_squared_error, HALF_SQUARED)
     if d.source == "text":
-        data = CharText(d.path, d.seq_len, seed=seed, chars=chars) if text or chars is None \
-            else Characters(chars)
+        data = CharText(d.path, d.seq_len, seed, chars, d.eval_fraction) \
+            if text or chars is None else Characters(chars)
     else:
         data = SyntheticLanguage(d.vocab_size, d.order, d.seq_len, d.concentration,
                                  d.mean_length, seed=seed)

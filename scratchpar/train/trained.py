@@ -8,7 +8,7 @@ reads and writes characters without the file it learned from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..backend import BackendError, set_device
@@ -55,6 +55,7 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None,
                         **{k: t[k] for k in ("seed", "dtype", "batch_size", "eval_batches")
                            if k in t}}}
     vocabulary = meta.get("vocabulary")
+    path = values["data"].get("path")  # the text it was trained on, if any
     if data is not None:
         source = values["data"].get("source", "synthetic")
         if source != "text":
@@ -62,11 +63,12 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None,
                                   "reads another text with a model trained on one")
         values["data"]["path"] = data
     text = text or data is not None or vocabulary is None
-    path = values["data"].get("path")
     if text and data is None and path is not None and not Path(path).is_file():
         raise CheckpointError(f"{directory} was trained on {path}, which is not there from "
                               "this folder: give the text with --data PATH")
     cfg = make_config(values, check=text)
+    if data is not None and not _same_file(data, path):  # a text it never read: all held out
+        cfg = replace(cfg, data=replace(cfg.data, eval_fraction=1.0))
     set_device(cfg.train.device)
     task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0), chars=vocabulary, text=text)
     try:
@@ -76,3 +78,12 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None,
             from e
     task.model.eval()
     return Trained(str(directory), cfg, task, meta.get("step", 0))
+
+
+def _same_file(path: str, trained_on: str | None) -> bool:
+    """Whether ``path`` is the file the model was trained on (its held-out part is then the
+    run's); a file that cannot be compared is another."""
+    try:
+        return trained_on is not None and Path(path).samefile(trained_on)
+    except OSError:
+        return False

@@ -102,6 +102,8 @@ def _data_problems(d, m) -> list[str]:
         need(d.path is not None, "data.source text needs a file: --data PATH")
         kind = None if d.path is None else _file_kind(d.path)
         need(kind in (None, "file"), f"--data {d.path}: {kind}")
+    need(0 < d.eval_fraction < 1, f"data.eval_fraction must be in (0, 1): a part of the text "
+                                  f"to hold out; got {d.eval_fraction}")
     need(d.path is None or d.source == "text", f"--data PATH goes with data.source text, "
                                                f"not {d.source}")
     need(m.kind in MODELS.get(d.source, (m.kind,)),

@@ -1,4 +1,5 @@
-"""CharText: vocabulary, windows from the file, determinism, encode/decode, unreadable files."""
+"""CharText: vocabulary, windows from the file, the held-out part, determinism, encode/decode,
+unreadable files."""
 
 import numpy as np
 import pytest
@@ -44,16 +45,16 @@ def test_decode_inverts_encode(tmp_path_factory, text):
 def test_batches_are_windows_of_the_file(tmp_path_factory, seq_len, step, batch_size):
     path = tmp_path_factory.mktemp("c") / "c.txt"
     path.write_text(TEXT, encoding="utf-8")
-    data = CharText(path, seq_len=seq_len, seed=5)
-    batch = data.batch(step, batch_size)
-    assert batch.dtype == np.int32
-    assert batch.shape == (batch_size, seq_len + 1)
-    assert np.all(batch != CharText.PAD)
-    for row in batch:
-        assert data.decode(row) in TEXT
-    np.testing.assert_array_equal(
-        CharText(path, seq_len=seq_len, seed=5).batch(step, batch_size), batch
-    )
+    data = CharText(path, seq_len=seq_len, seed=5, eval_fraction=0.5)
+    again = CharText(path, seq_len=seq_len, seed=5, eval_fraction=0.5)
+    for batch, same in ((data.batch(step, batch_size), again.batch(step, batch_size)),
+                        (data.held_out(step, batch_size), again.held_out(step, batch_size))):
+        assert batch.dtype == np.int32
+        assert batch.shape == (batch_size, seq_len + 1)
+        assert np.all(batch != CharText.PAD)
+        for row in batch:
+            assert data.decode(row) in TEXT
+        np.testing.assert_array_equal(same, batch)
 
 
 def test_steps_and_seeds_give_different_windows(corpus):
@@ -62,12 +63,49 @@ def test_steps_and_seeds_give_different_windows(corpus):
     assert not np.array_equal(CharText(corpus, seq_len=16, seed=1).batch(0, 8), data.batch(0, 8))
 
 
-def test_every_offset_is_reachable(tmp_path):
+def test_every_offset_of_each_part_is_reachable(tmp_path):
     path = tmp_path / "short.txt"
-    path.write_text("abcdef", encoding="utf-8")
-    data = CharText(path, seq_len=4)  # two windows: "abcde" and "bcdef"
+    path.write_text("abcdefghijkl", encoding="utf-8")
+    data = CharText(path, seq_len=4, eval_fraction=0.5)  # "abcdef" trains, "ghijkl" is held out
     rows = {data.decode(row) for step in range(5) for row in data.batch(step, 10)}
     assert rows == {"abcde", "bcdef"}
+    held = {data.decode(row) for i in range(5) for row in data.held_out(i, 10)}
+    assert held == {"ghijk", "hijkl"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(20, 400), seq_len=st.integers(1, 9),
+       fraction=st.floats(0.05, 0.95), step=st.integers(0, 2**40), batch_size=st.integers(1, 9))
+def test_held_out_windows_never_overlap_training_windows(tmp_path_factory, n, seq_len, fraction,
+                                                         step, batch_size):
+    """Character k of the file is chr(0x4E00 + k), so a window says where it was cut from."""
+    path = tmp_path_factory.mktemp("c") / "c.txt"
+    path.write_text("".join(chr(0x4E00 + k) for k in range(n)), encoding="utf-8")
+    held = round(fraction * n)
+    if min(held, n - held) < seq_len + 1:
+        with pytest.raises(DataError, match="must fit in each part"):
+            CharText(path, seq_len=seq_len, eval_fraction=fraction)
+        return
+    data = CharText(path, seq_len=seq_len, eval_fraction=fraction)
+
+    def positions(batch):  # (B, T+1) → the file positions of its characters
+        return np.array([[ord(c) - 0x4E00 for c in data.decode(row)] for row in batch])
+
+    trained = positions(data.batch(step, batch_size))
+    scored = positions(data.held_out(step, batch_size))
+    assert trained.max() < n - held <= scored.min()  # the last `held` characters are held out
+    for windows in (trained, scored):  # each a contiguous window of the file
+        np.testing.assert_array_equal(np.diff(windows, axis=1), 1)
+
+
+def test_a_text_held_out_whole_has_no_training_batches(corpus):
+    data = CharText(corpus, seq_len=8, eval_fraction=1)
+    assert data.decode(data.held_out(0, 3)[0]) in TEXT
+    with pytest.raises(DataError, match="held out whole"):
+        data.batch(0, 3)
+    for fraction in (0, -0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="eval_fraction"):
+            CharText(corpus, seq_len=8, eval_fraction=fraction)
 
 
 def test_missing_file(tmp_path):
@@ -89,10 +127,13 @@ def test_non_utf8_file(tmp_path):
 
 def test_too_short_file(tmp_path):
     path = tmp_path / "short.txt"
-    path.write_text("x" * 9, encoding="utf-8")
-    with pytest.raises(DataError, match="at least"):
-        CharText(path, seq_len=8)
-    assert CharText(path, seq_len=7).batch(0, 3).shape == (3, 8)
+    path.write_text("x" * 90, encoding="utf-8")  # 81 to train on, 9 held out
+    with pytest.raises(DataError, match="90 characters, of which the last 0.1 is held out: 9 "
+                                        "held out, but a window of seq_len"):
+        CharText(path, seq_len=9)
+    assert CharText(path, seq_len=8).held_out(0, 3).shape == (3, 9)
+    with pytest.raises(DataError, match="9 to train on, but"):
+        CharText(path, seq_len=9, eval_fraction=0.9)
 
 
 def test_data_error_is_a_value_error():

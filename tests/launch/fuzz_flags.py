@@ -94,6 +94,7 @@ FLAGS: dict[str, Pools] = {
     "--data": paths(["{tmp}/text.txt"], ["{tmp}/short.txt", "{tmp}/file.txt"],
                     ["{tmp}/empty", "{tmp}/dir", "{tmp}/latin1.txt", "{tmp}/missing.txt"]),
     "--seq-len": ints(["4", "8", "12"], ["2", "13", "300"]),
+    "--eval-fraction": floats(["0.1", "0.3"], ["0.5", "0.999", "-0.1"]),
     "--vocab-size": ints(["4", "10", "12"], ["3", "5", "2048", "65536"]),
     "--order": ints(["1", "2"], ["3", "6", "7", "21", "22"]),
     "--mean-length": floats(["3", "6.5"], ["1e-9", "1e9"]),

@@ -142,7 +142,8 @@ def test_the_estimate_bounds_what_a_step_and_an_evaluation_allocate(kind):
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # one file, rewritten
 @given(model=st.sampled_from(["gpt", "lstm", "rnn"]).flatmap(
            lambda kind: st.tuples(st.just(kind), models[kind])),
-       text=st.text(st.sampled_from("ab cdé\nñ€😀"), min_size=50, max_size=2000))
+       text=st.text(st.sampled_from("ab cdé\nñ€😀"), min_size=500,  # a tenth holds a window
+                    max_size=2000))
 def test_the_estimate_bounds_training_on_a_text_file(tmp_path, model, text):
     path = tmp_path / "corpus.txt"
     path.write_text(text, encoding="utf-8")

@@ -11,7 +11,7 @@ from ...autograd import functional as F
 from ...autograd import no_grad
 from ...backend import get_array_module, to_device, to_host
 from ...data import LowRankRatings, SparseLogistic, SyntheticClassification
-from ...train.task import EVAL_OFFSET, Task
+from ...train.task import Task
 
 SPARSE = ("sparse-logreg", "matrix-factorization")  # a step touches a few rows of θ
 DENSE = "dense-mlp"  # a step touches every parameter
@@ -49,8 +49,8 @@ def rows(pool: tuple, start: int, stop: int) -> tuple:
 
 
 def held_out(data, cfg: dict) -> list[tuple]:
-    """The held-out batches, on the device: positions no training run reaches."""
-    return [rows(data.batch(EVAL_OFFSET + i, cfg["eval_rows"]), 0, cfg["eval_rows"])
+    """The held-out batches, on the device: draws no training run reaches."""
+    return [rows(data.held_out(i, cfg["eval_rows"]), 0, cfg["eval_rows"])
             for i in range(cfg["eval_batches"])]
 
 
