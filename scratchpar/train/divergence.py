@@ -23,6 +23,7 @@ class BadSteps:
 
     def __init__(self, limit: int):
         self.limit, self.in_a_row, self.total, self.overflows = limit, 0, 0, 0
+        self.applied = None  # (step, loss) of the last step applied
 
     def count(self, step: int, metrics: dict, lr: float) -> dict | None:
         """Take step ``step``'s verdict; the metrics record of a skipped step, else ``None``."""
@@ -30,6 +31,7 @@ class BadSteps:
             return None
         if not metrics.get("skipped"):
             self.in_a_row = 0
+            self.applied = step, metrics["loss"]
             return None
         record = {"event": "skip", "step": step, "loss": finite_or_text(metrics["loss"]),
                   "grad_norm": finite_or_text(metrics.get("grad_norm")), "lr": lr}
@@ -45,17 +47,25 @@ class BadSteps:
         return self.in_a_row >= self.limit
 
     def error(self, cfg, skip: dict) -> Diverged:
-        """The error after :attr:`exhausted`, from the last skip record, naming the knobs."""
+        """The error after :attr:`exhausted`, from the last skip record: where the run
+        stopped, the loss it came from (the last step applied) and went to, and the knobs.
+        Losses are said to 4 digits: past the point of divergence, the digits after those
+        depend on the rounding of the machine's BLAS kernel."""
         o, last = cfg.optim, skip["step"]
         first = last - self.in_a_row + 1
         steps = f"step {last} (" if first == last else \
             f"steps {first}-{last} ({self.in_a_row} in a row, "
+        then = f"gradient norm {_short(skip['grad_norm'])}, learning rate {skip['lr']:.3g}"
+        if self.applied is None:
+            went = f"No step was applied: step {last} had loss {_short(skip['loss'])} ({then})."
+        else:
+            went = (f"The loss went from {_short(self.applied[1])} at step {self.applied[0]}, "
+                    f"the last step applied, to {_short(skip['loss'])} at step {last} ({then}).")
         return Diverged(
             f"training diverged: {steps}--max-bad-steps {self.limit}) had a non-finite loss "
-            f"or gradient (last: loss "
-            f"{skip['loss']}, gradient norm {skip['grad_norm']}, learning rate {skip['lr']:.3g}); "
-            f"each was skipped. Lower --lr (now {o.lr:g}), lengthen --warmup (now {o.warmup}), "
-            f"or clip gradients with --grad-clip (now {o.grad_clip:g}; 0 is off).")
+            f"or gradient, and each was skipped. {went} Lower --lr (now {o.lr:g}), lengthen "
+            f"--warmup (now {o.warmup}), or clip gradients with --grad-clip (now "
+            f"{o.grad_clip:g}; 0 is off).")
 
 
 def held_out_diverged(cfg, summary: dict) -> Diverged:
@@ -69,3 +79,8 @@ def held_out_diverged(cfg, summary: dict) -> Diverged:
 def finite_or_text(value):
     """``value``, or its text ("nan", "inf") where strict JSON has no number for it."""
     return str(value) if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _short(value) -> str:
+    """A loss or norm to 4 significant digits, or its text where it is not finite."""
+    return value if isinstance(value, str) else f"{value:.4g}"

@@ -72,9 +72,19 @@ def test_the_limit_in_a_row_stops_every_rank_with_what_to_change(tiny_config):
     assert trainer.step == 7
     message = str(err.value)
     assert message.startswith("training diverged: steps 5-7 (3 in a row, --max-bad-steps 3)")
+    assert "The loss went from 1 at step 4, the last step applied, to nan at step 7 (gradient " \
+           "norm 2, learning rate" in message
     for knob in ("--lr", "--warmup", "--grad-clip"):
         assert knob in message
     assert records()[-1] == {"event": "diverged", "step": 7}
+
+
+def test_a_run_that_never_applied_a_step_says_so(tiny_config):
+    trainer, _ = scripted_run(tiny_config, "xxx...", limit=3)
+    with pytest.raises(Diverged, match=r"training diverged: steps 1-3 \(3 in a row, "
+                       r"--max-bad-steps 3\) had a non-finite loss or gradient, and each was "
+                       r"skipped\. No step was applied: step 3 had loss nan \(gradient norm 2, "):
+        trainer.run()
 
 
 def test_a_window_of_skipped_steps_only_has_no_loss(tiny_config):
