@@ -33,7 +33,7 @@ LIMIT_AS = 2 << 30  # per process: a rank maps ~420 MiB (and starts with no less
 ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
        "PYTHONPATH": str(ROOT), "SCRATCHPAR_COMM_TIMEOUT": "30"}
 EXITS = (0, 2, 3)  # trained, invalid input, diverged
-PROGRESS = re.compile(r"\r|\d+%\|")  # tqdm's bar
+PROGRESS = re.compile(r"\r|\d+%\||^step \d+/\d+ \(\d+%\) · ")  # tqdm's bar; a log's plain line
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # MPICH's own lines: its banner (each line starts with "="), one per rank that called MPI_Abort
 LAUNCHER = re.compile(r"=|YOUR APPLICATION TERMINATED|This typically refers to a problem with your "

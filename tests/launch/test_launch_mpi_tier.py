@@ -7,6 +7,7 @@ import pytest
 from launch_helpers import run_mpi
 
 
+@pytest.mark.timeout(660)  # the job's own limit, 600 s, and a minute to report it
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_mpi_tier(n):
     result = run_mpi(n, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/mpi"],
