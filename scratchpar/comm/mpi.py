@@ -220,7 +220,7 @@ class Communicator(NativeCollectives):
         try:
             index, done = MPI.Request.Testany(mpi, status)
         except MPI.Exception as error:
-            reason = MPI.Get_error_string(error.Get_error_code())
+            reason = _reason(error.Get_error_code())
             raise MessageError(failed(self.rank, self.name, [(r.wait, reason) for r in requests])
                                + failed_directly(self.cuda_aware)) from None
         return index if done and index != MPI.UNDEFINED else None
@@ -237,7 +237,7 @@ class Communicator(NativeCollectives):
             raise self._failure(requests, codes) from None
 
     def _failure(self, requests: list[Request], codes: list[int]) -> MessageError:
-        failures = [(r.wait, MPI.Get_error_string(c)) for r, c in zip(requests, codes)
+        failures = [(r.wait, _reason(c)) for r, c in zip(requests, codes)
                     if MPI.Get_error_class(c) not in (MPI.SUCCESS, MPI.ERR_PENDING)]
         return MessageError(failed(self.rank, self.name, failures)
                             + failed_directly(self.cuda_aware))
@@ -352,6 +352,16 @@ class Communicator(NativeCollectives):
             if not self.cuda_aware or isinstance(buf, np.ndarray):
                 raise
             raise CommError(f"{self}: {refused(error)}") from error
+
+
+def _reason(code: int) -> str:
+    """MPI's words for an error code, read the same under every MPI: Open MPI leads with the
+    class's name ("MPI_ERR_TRUNCATE: message truncated"), MPICH does not ("Message truncated")."""
+    words = MPI.Get_error_string(code)
+    name, colon, rest = words.partition(": ")
+    if colon and name.startswith("MPI_ERR_"):
+        words = rest[:1].upper() + rest[1:]
+    return words
 
 
 def _host(buf) -> bool:
