@@ -6,10 +6,12 @@
 A quoted block follows a ``<!-- output: NAME -->`` line: a fenced block of ``$ command`` lines,
 each followed by what it printed. The commands run as a user types them from the repository
 root, in a scratch folder (the package and its corpus linked in), with this Python's
-``python`` and ``mpiexec`` first on the PATH. What changes from run to run or from machine to
-machine (throughput, seconds, the memory a node has) is masked when blocks are compared, and a
-run's final losses may differ by a unit in their last place (another CPU's rounding), so that a
-check fails only where the engine now says something else. The tests run ``--check``
+``python`` and ``mpiexec`` first on the PATH, in the environment every job of the project gets
+(``bench/launcher.py``); what they print is read less the MPI launcher's own lines. What
+changes from run to run or from machine to machine (throughput, seconds, the memory a node
+has) is masked when blocks are compared, and a run's final losses may differ by a unit in their
+last place (another CPU's rounding), so that a check fails only where the engine now says
+something else. The tests run ``--check``
 (``tests/launch/test_launch_quoted_outputs.py``); ``make docs`` runs ``--write``.
 """
 
@@ -23,6 +25,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from scratchpar.bench.launcher import mpi_env, own_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = "scratchpar/data/corpora/shakespeare.txt"
@@ -77,7 +81,7 @@ QUOTES = [
 def run(quote: Quote) -> str:
     """The block's text: each command after ``$``, then what it printed."""
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PATH": f"{bin_dir}{os.pathsep}"
+    env = {**os.environ, **mpi_env(), "PATH": f"{bin_dir}{os.pathsep}"
            f"{os.environ.get('PATH', '')}"}
     lines = []
     with tempfile.TemporaryDirectory(prefix="scratchpar-quotes-") as tmp:
@@ -87,7 +91,7 @@ def run(quote: Quote) -> str:
             done = subprocess.run(["bash", "-c", command], cwd=tmp, env=env,
                                   capture_output=True, text=True, timeout=600)
             if command in quote.commands:
-                shown = done.stdout if quote.stream == "stdout" else done.stderr
+                shown = own_lines(done.stdout if quote.stream == "stdout" else done.stderr)
                 lines += [f"$ {command}", *shown.rstrip("\n").splitlines()]
             elif done.returncode != 0:
                 raise RuntimeError(f"{command}: exit {done.returncode}\n{done.stderr}")

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from .launcher import JobFailed, mpi_env, mpiexec
+
 ROOT = Path(__file__).resolve().parents[2]  # the repository root, so workers import this tree
-THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-class JobFailed(RuntimeError):
-    """An MPI job exited with an error or ran past its timeout."""
-
-
-def mpiexec() -> str:
-    """The mpiexec beside this Python (the mpich wheel's), else the one on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    found = str(beside) if beside.exists() else shutil.which("mpiexec")
-    if found is None:
-        raise JobFailed("no mpiexec beside this Python or on PATH: install the mpich extra")
-    return found
 
 
 def job(n: int, target: str, cfg: dict, device: str = "cpu", env: dict | None = None,
@@ -34,7 +21,7 @@ def job(n: int, target: str, cfg: dict, device: str = "cpu", env: dict | None = 
     and the result its rank 0 wrote (``target``: "scratchpar.bench.dp.worker:measure"); ranks'
     stderr passes through, stdout is kept for the error message. The job runs in its own
     session, so a timeout kills every rank."""
-    env = {**THREADS, **(env or {})}
+    env = {**mpi_env(), **(env or {})}
     module, _, name = target.partition(":")
     print(f"{module.split('.')[-2]}: {name}, {n} ranks", file=sys.stderr, flush=True)
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
