@@ -3,11 +3,20 @@
 import functools
 import os
 
+import pytest
+
 os.environ.setdefault("SCRATCHPAR_COMM_TIMEOUT", "60")  # a stuck test fails instead of hanging
 
 from scratchpar.comm.mpi import Communicator  # noqa: E402  (after the timeout is set)
 
 WORLD = Communicator(name="world")
+# Whether MPI puts every rank on one node (MPI_Comm_split_type), as on this machine, or on
+# several, as on a cluster or here with MPICH's shared memory off (MPIR_CVAR_NOLOCAL=1,
+# docs/mpi.md). A shared window maps one node's memory: where there is none to share, its tests
+# check that it is refused, or are skipped.
+ONE_NODE = WORLD.local_size == WORLD.size
+one_node = pytest.mark.skipif(not ONE_NODE, reason="a shared window maps one node's memory, "
+                                                   "and MPI puts these ranks on several nodes")
 
 
 def shared_verdict(test):

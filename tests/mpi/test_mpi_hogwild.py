@@ -10,7 +10,7 @@ from device_helpers import host, on_device
 from dp_helpers import make_batch, make_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mpi_helpers import shared_verdict
+from mpi_helpers import one_node, shared_verdict
 
 from scratchpar import nn
 from scratchpar.autograd import functional as F
@@ -74,7 +74,8 @@ def count_loss(model, idx, reduction="mean"):
     return F.sum(model.weight[idx.reshape(-1)])
 
 
-@pytest.mark.parametrize("window", ["locked", "one-sided", "shared"])
+@pytest.mark.parametrize("window", [pytest.param("locked", marks=one_node), "one-sided",
+                                    pytest.param("shared", marks=one_node)])
 @shared_verdict
 def test_the_locked_variant_loses_no_update(comm, window):
     """Every rank subtracts integer counts from 6 hot coordinates 300 times, with η = 1: under
@@ -97,7 +98,7 @@ def test_the_locked_variant_loses_no_update(comm, window):
         assert np.all(applied <= sent) and np.all(applied % 1 == 0)
 
 
-@pytest.mark.parametrize("window", ["shared", "one-sided"])
+@pytest.mark.parametrize("window", [pytest.param("shared", marks=one_node), "one-sided"])
 @pytest.mark.parametrize("kind", ["logreg", "factors"])
 @shared_verdict
 def test_lock_free_hogwild_converges_on_the_sparse_problems(comm, kind, window):

@@ -1,16 +1,21 @@
-"""Windows on real ranks: a shared array is one memory for every rank of the node, its exclusive
+"""Windows on real ranks: a shared array is one memory for every rank of the node (and refused
+where the ranks span nodes), its exclusive
 lock loses no update (an integer-valued count, exact), and a remote array's adds from every rank
 all land at scattered indices, read back by any rank."""
 
 import numpy as np
 import pytest
-from mpi_helpers import shared_verdict
+from mpi_helpers import ONE_NODE, one_node, shared_verdict
 
 from scratchpar.comm.window import RemoteArray, SharedArray
 
 
 @shared_verdict
 def test_a_shared_array_is_one_memory_for_every_rank(comm):
+    if not ONE_NODE:
+        with pytest.raises(ValueError, match="a shared array needs every rank on one node"):
+            SharedArray(comm, (comm.size, 3), np.float32)
+        return
     shared = SharedArray(comm, (comm.size, 3), np.float32)
     zeroed = not shared.array.any()
     comm.barrier()  # every rank has looked before any writes
@@ -22,6 +27,7 @@ def test_a_shared_array_is_one_memory_for_every_rank(comm):
     np.testing.assert_array_equal(seen, np.arange(comm.size)[:, None] + np.arange(3))
 
 
+@one_node
 @shared_verdict
 def test_the_exclusive_lock_loses_no_update(comm):
     """Read–modify–write of shared counters under the lock, 300 times on every rank: the
