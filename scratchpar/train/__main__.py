@@ -26,11 +26,11 @@ END_WAIT_S = 10.0  # how long a rank that diverged second waits for the first on
 
 
 def main(argv: list[str] | None = None, comm=None) -> int:
-    """Exit status 0 on success, 3 if training diverged, 130 if interrupted (Ctrl-C; 143 for
-    SIGTERM), and 2 for a bad input (flags, config, paths, data, checkpoint, device or
-    memory), which every rank checks before any message and all agree on. Any other exception
-    propagates (under MPI, to the abort path). ``comm`` is the world when launched by MPI.
-    Rank 0 alone prints, each message once per job."""
+    """Exit status 0 on success, 3 if training diverged, 130 if interrupted (Ctrl-C), and 2
+    for a bad input (flags, config, paths, data, checkpoint, device or memory), which every
+    rank checks before any message and all agree on. Any other exception propagates (under
+    MPI, to the abort path). ``comm`` is the world when launched by MPI. Rank 0 alone prints,
+    each message once per job."""
     rank, size = (0, 1) if comm is None else (comm.rank, comm.size)
     with np.errstate(all="ignore"), warnings.catch_warnings():  # non-finite: caught, reported
         if rank != 0:
@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None, comm=None) -> int:
                 parts = prepare(cfg, comm)
             trainer = assemble(cfg, parts)
             summary = trainer.run()
-        except KeyboardInterrupt as stop:
-            return _interrupted(rank, size, comm, cfg, trainer, stop)
+        except KeyboardInterrupt:
+            return _interrupted(rank, size, comm, cfg, trainer)
         except RankErrors as e:
             _report(rank, e.lines())
             return EXIT_BAD_INPUT
@@ -69,40 +69,26 @@ def _diverged_alone(rank: int, comm, trainer, error: Diverged) -> None:
     end_job(comm, EXIT_DIVERGED)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, taken as Ctrl-C is: what a scheduler sends at a job's time limit (Slurm, before
-    SIGKILL), and what Open MPI's launcher sends its ranks when it gets Ctrl-C itself."""
-
-
-def _terminated(number, frame):
-    raise Terminated
-
-
-def _interrupted(rank: int, size: int, comm, cfg, trainer, stop: KeyboardInterrupt) -> int:
-    """Ctrl-C (or SIGTERM): every rank got the signal from the launcher, each somewhere in its
-    step. Rank 0 says where the run stopped and which checkpoint is intact, in one line, and
-    ends the job with 128 + the signal's number, as shells expect (130 for SIGINT, 143 for
-    SIGTERM): a rank caught inside a blocking MPI call, whose peers left, could not end by
-    itself. The others wait for that end (and exit alike should it not come), without
-    finalizing MPI: a peer may have left a message unmatched."""
-    for number in (signal.SIGINT, signal.SIGTERM):  # a second signal does not cut the report
-        signal.signal(number, signal.SIG_IGN)
-    by, status = (" by SIGTERM", 128 + signal.SIGTERM) if isinstance(stop, Terminated) \
-        else ("", EXIT_INTERRUPTED)
+def _interrupted(rank: int, size: int, comm, cfg, trainer) -> int:
+    """Ctrl-C: every rank got SIGINT from the launcher, each somewhere in its step. Rank 0 says
+    where the run stopped and which checkpoint is intact, in one line, and ends the job with
+    130 (128 + SIGINT, as shells expect): a rank caught inside a blocking MPI call, whose
+    peers left, could not end by itself. The others wait for that end (and exit 130 should it
+    not come), without finalizing MPI: a peer may have left a message unmatched."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the report
     if rank == 0:
         if trainer is not None:
             trainer.interrupted()
         where = "before training started" if trainer is None else \
             f"at step {trainer.step} of {cfg.train.steps}"
         lead = "\n" if sys.stderr.isatty() else ""  # past the ^C the terminal echoed
-        print(f"{lead}scratchpar.train: interrupted{by} {where}{_intact(cfg)}", file=sys.stderr,
-              flush=True)
+        print(f"{lead}scratchpar.train: interrupted {where}{_intact(cfg)}", file=sys.stderr)
     if size == 1:
-        return status
+        return EXIT_INTERRUPTED
     if rank == 0:
-        end_job(comm, status)
+        end_job(comm, EXIT_INTERRUPTED)
     time.sleep(END_WAIT_S)
-    os._exit(status)
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _intact(cfg) -> str:
@@ -129,7 +115,6 @@ def _report(rank: int, lines: list[str]) -> None:
 
 if __name__ == "__main__":
     keep_freed_memory()  # NumPy's short-lived arrays reuse the heap instead of re-faulting it
-    signal.signal(signal.SIGTERM, _terminated)
     world = None
     if launched_by_mpi():  # an exception on one rank must end them all, not hang the rest
         from ..comm.mpi import Communicator  # loads MPI: only under mpiexec

@@ -20,9 +20,9 @@ from scratchpar.train import load_checkpoint
 
 MODEL = ["--d-model", "16", "--n-heads", "2", "--n-layers", "2", "--seq-len", "16",
          "--batch-size", "8", "--eval-batches", "2", "--no-progress", "--dtype", "float64"]
-# A plain process, outside mpiexec, in an environment of its own. It has a home: the training
-# loop imports comm/ (for its windows), so MPI starts as a singleton, and Open MPI's singleton
-# will not start without one ("Unable to get the user home directory").
+# A plain process, outside mpiexec, in an environment of its own. It has a home: the engine's
+# strategies import comm/, so MPI starts as a singleton, and Open MPI's singleton will not
+# start without one ("Unable to get the user home directory").
 PLAIN = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HOME": str(Path.home())}
 LINES = ["the quick brown fox jumps over the lazy dog", "pack my box with five dozen jugs",
          "how vexingly quick daft zebras jump", "sphinx of black quartz, judge my vow"]
@@ -109,10 +109,9 @@ def test_bad_inputs_to_sample_and_evaluate_end_in_one_line(tmp_path, text):
     assert sampled.returncode == 0 and "each layer's state carried" in sampled.stderr
 
 
-def interrupt(cmd: list[str], metrics, number: int = signal.SIGINT,
-              steps: int = 3) -> subprocess.CompletedProcess:
-    """Start ``cmd``, wait until the metrics file holds ``steps`` steps, send signal ``number``
-    (SIGINT: Ctrl-C) to the launcher, and return what it printed and its exit status."""
+def interrupt(cmd: list[str], metrics, steps: int = 3) -> subprocess.CompletedProcess:
+    """Start ``cmd``, wait until the metrics file holds ``steps`` steps, send SIGINT (Ctrl-C)
+    to the launcher, and return what it printed and its exit status."""
     job = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, start_new_session=True,
                            env={**os.environ, **mpi_env(), "PYTHONPATH": str(ROOT)})
@@ -121,37 +120,32 @@ def interrupt(cmd: list[str], metrics, number: int = signal.SIGINT,
         if metrics.exists() and metrics.read_text().count('"event": "step"') >= steps:
             break
         time.sleep(0.05)
-    job.send_signal(number)
+    job.send_signal(signal.SIGINT)
     try:
         out, err = job.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(job.pid, signal.SIGKILL)
-        raise AssertionError(f"{cmd} still running 30 s after signal {number}") from None
+        raise AssertionError(f"{cmd} still running 30 s after Ctrl-C") from None
     return subprocess.CompletedProcess(cmd, job.returncode, out, err)
 
 
-@pytest.mark.parametrize("ranks, number", [(None, signal.SIGINT), (None, signal.SIGTERM),
-                                           (4, signal.SIGINT)])
-def test_ctrl_c_ends_every_rank_with_one_line_and_the_last_checkpoint_intact(tmp_path, ranks,
-                                                                             number):
-    """SIGTERM (a scheduler's time limit) ends a run as Ctrl-C does, with 128 + 15. Open MPI's
-    launcher answers Ctrl-C by ending the ranks itself and forwards nothing they print after
-    it (docs/mpi.md): there the job must end, its checkpoint intact, and no more is said."""
+@pytest.mark.parametrize("ranks", [None, 4])
+def test_ctrl_c_ends_every_rank_with_one_line_and_the_last_checkpoint_intact(tmp_path, ranks):
+    """Open MPI's launcher answers Ctrl-C by ending the ranks itself and forwards nothing they
+    print after it (docs/mpi.md): there the job must end, its checkpoint intact."""
     metrics, ck = tmp_path / "m.jsonl", tmp_path / "ck"
     train = [sys.executable, "-m", "scratchpar.train", *MODEL, "--steps", "100000",
              "--log-every", "1", "--save", str(ck), "--save-every", "2", "--metrics",
              str(metrics)]
-    done = interrupt(train if ranks is None else [mpiexec(), "-n", str(ranks), *train], metrics,
-                     number)
+    done = interrupt(train if ranks is None else [mpiexec(), "-n", str(ranks), *train], metrics)
     if ranks is not None and open_mpi():
         assert done.returncode != 0 and load_checkpoint(ck)[1]["step"] >= 2
         return
-    assert done.returncode == 128 + number, done.stderr
+    assert done.returncode == 130, done.stderr
     said = [line for line in done.stderr.splitlines() if line.startswith("scratchpar")]
     assert len(said) == 1, done.stderr
     assert "Traceback" not in done.stderr and "Abort" not in done.stderr + done.stdout
-    by = " by SIGTERM" if number == signal.SIGTERM else ""
-    stopped = re.fullmatch(rf"scratchpar\.train: interrupted{by} at step (\d+) of 100000; the "
+    stopped = re.fullmatch(r"scratchpar\.train: interrupted at step (\d+) of 100000; the "
                            rf"checkpoint in {re.escape(str(ck))} \(step (\d+)\) is intact: "
                            rf"--resume {re.escape(str(ck))} continues from it", said[0])
     assert stopped, said[0]
