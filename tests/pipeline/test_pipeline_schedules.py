@@ -14,7 +14,6 @@ from scratchpar.parallel.pipeline.schedules import (
     gpipe,
     interleaved,
     one_f_one_b,
-    per_microbatch_updates,
     rounds,
     unmet,
     zb_h1,
@@ -53,7 +52,6 @@ def test_every_schedule_checks_out_and_runs_each_microbatch_once(name, data):
             assert all(Action("B", acts[i].mb) in acts[:i] for i in steps)
         else:  # one update after the flush, as the rank's last action
             assert steps == [len(acts) - 1] and acts[-1] == Action("STEP")
-    assert per_microbatch_updates(schedule) == (name == "pipedream")
 
 
 def test_gpipe_and_1f1b_orders():
@@ -103,6 +101,8 @@ def test_schedule_functions_refuse_what_requirements_refuse():
         interleaved(3, 4, 1)
     with pytest.raises(ScheduleError, match="0 < weight < backward"):
         zb_h1(2, 2, weight=2.0)
+    with pytest.raises(ScheduleError, match="^zb-h1: m, the micro-batches"):  # its own name
+        zb_h1(2, 0)
 
 
 def test_lower_names_each_rank_stuck_in_an_infeasible_order():

@@ -161,7 +161,7 @@ def zb_h1(p: int, m: int, forward: float = 1.0, backward: float = 2.0,
     gradient, waits. Forwards and B keep 1F1B's order. A rank with nothing else ready runs its
     oldest pending W, filling what would be a bubble, and must run one once p micro-batches are
     held (1F1B's peak on rank 0). Bubble about (p − 1)(T_F + T_B − T_W), T_B = backward − weight."""
-    ensure("1f1b", p, m, 1)
+    ensure("zb-h1", p, m, 1)
     if not (forward > 0 and 0 < weight < backward):
         raise ScheduleError(f"zb_h1 needs forward > 0 and 0 < weight < backward, got forward="
                             f"{forward}, backward={backward}, weight={weight}")
@@ -226,10 +226,10 @@ def unmet(name: str, p: int, m: int, v: int = 1) -> list[Unmet]:
 
 
 def ensure(name: str, p: int, m: int, v: int) -> None:
-    """Raise ScheduleError with every unmet requirement of ``name`` at (p, m, v)."""
+    """Raise ScheduleError, led by ``name``, with its every unmet requirement at (p, m, v)."""
     why = unmet(name, p, m, v)
     if why:
-        raise ScheduleError("; ".join(map(str, why)))
+        raise ScheduleError(f"{name}: " + "; ".join(map(str, why)))
 
 
 def build(name: str, p: int, m: int, v: int = 1) -> Schedule:
@@ -237,8 +237,3 @@ def build(name: str, p: int, m: int, v: int = 1) -> Schedule:
     ensure(name, p, m, v)
     return SCHEDULES[name](p, m, v) if name == "interleaved" else SCHEDULES[name](p, m)
 
-
-def per_microbatch_updates(schedule: Schedule) -> bool:
-    """Whether ``schedule`` updates after single micro-batches (PipeDream) rather than once
-    after a flush: its STEPs name a micro-batch."""
-    return any(a.kind == "STEP" and a.mb is not None for acts in schedule.values() for a in acts)
