@@ -69,7 +69,7 @@ class SyntheticClassification(Fresh):
         y = np.where(flip, random_class, self.label(x)).astype(np.int64)  # (B,)
         return cut((x, y), first, stop, batch_size)
 
-    def entropy_floor(self) -> float:
+    def bayes_risk(self) -> float:
         """The exact Bayes cross-entropy in nats per example.
 
         The true posterior is ``1 - ε + ε/K`` on the teacher's class and ``ε/K`` on each other,

@@ -58,9 +58,9 @@ class LowRankRatings(Fresh):
         """The noiseless ratings ``U*[user]·V*[item]``, float64 ``(b,)``: E[rating | u, i]."""
         return np.einsum("br,br->b", self.users[user], self.items[item])  # (B,)
 
-    def entropy_floor(self) -> float:
-        """The Bayes risk of the loss ½(r̂ − r)²: ``noise²/2``, exactly (the name is the
-        datasets' common one for the best loss per unit). The best prediction is the mean
+    def bayes_risk(self) -> float:
+        """The Bayes risk of the loss ½(r̂ − r)², the best expected loss per rating: ``noise²/2``,
+        exactly. The best prediction is the mean
         ``U*[u]·V*[i]``, which leaves ½·E[ε²]. The float32 rounding of the ratings, about
         1e-7 of a rating, is all that moves a measured loss off it."""
         return 0.5 * self.noise * self.noise

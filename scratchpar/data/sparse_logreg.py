@@ -95,7 +95,7 @@ class SparseLogistic(Fresh):
         val = raw / np.linalg.norm(raw, axis=1, keepdims=True)  # (rows, nnz) cosine normalized
         return idx, val.astype(np.float32)
 
-    def entropy_floor(self) -> float:
+    def bayes_risk(self) -> float:
         """The Bayes risk in nats per sample: ``E_x[H(σ(x·w* + b*))]``, the expected log-loss
         of the true model, which no model beats in expectation.
 

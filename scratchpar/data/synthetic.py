@@ -124,8 +124,9 @@ class SyntheticLanguage(Fresh):
                                 f"w{self.vocab_size - 1}, or . to end a sentence")
         return np.array(ids, dtype=np.int64)
 
-    def entropy_floor(self) -> float:
-        """The exact expected cross-entropy (nats per non-pad target) of the true source.
+    def bayes_risk(self) -> float:
+        """The exact expected cross-entropy (nats per non-pad target) of the true source, its
+        Bayes risk: the entropy floor no model beats.
 
         With ``X = B[:, :T]``, ``Y = B[:, 1:]`` the loss at position ``t`` counts iff the row is
         alive there (no ``EOS`` among tokens ``1 … t``). Its context ``c_t`` is the last ``order``

@@ -44,7 +44,7 @@ class Characters:
             raise DataError(f"id {ids[bad][0]} is outside [0, {self.vocab_size})")
         return "".join(self.chars[i - 1] for i in ids.tolist() if i != self.PAD)
 
-    def entropy_floor(self) -> None:
+    def bayes_risk(self) -> None:
         """Unknown for real text: ``None``."""
         return None
 

@@ -85,7 +85,7 @@ class Task:
 
     def floor(self) -> float | None:
         """The best achievable loss per unit, where the data source knows it."""
-        return self.dataset.entropy_floor()
+        return self.dataset.bayes_risk()
 
     def evaluate(self, n_batches: int, batch_size: int) -> float:
         """Held-out loss per unit: Σ losses / Σ units over ``n_batches`` held-out batches."""

@@ -1,4 +1,4 @@
-"""SyntheticLanguage.entropy_floor: exact against enumeration, hand cases, and Monte Carlo."""
+"""SyntheticLanguage.bayes_risk: exact against enumeration, hand cases, and Monte Carlo."""
 
 import math
 
@@ -52,7 +52,7 @@ def test_floor_equals_enumeration_over_all_sentences(
     vocab_size, order, seq_len, concentration, mean_length, seed
 ):
     lang = SyntheticLanguage(vocab_size, order, seq_len, concentration, mean_length, seed)
-    assert lang.entropy_floor() == pytest.approx(enumerated_floor(lang), rel=1e-12)
+    assert lang.bayes_risk() == pytest.approx(enumerated_floor(lang), rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_floor_equals_enumeration_over_all_sentences(
 def test_one_word_vocabulary_gives_the_binary_entropy(order, seq_len, mean_length):
     """With a single word every context is the same coin: word or EOS."""
     lang = SyntheticLanguage(4, order, seq_len, mean_length=mean_length, seed=7)
-    assert lang.entropy_floor() == pytest.approx(binary_entropy(1 / (mean_length + 1)), rel=1e-12)
+    assert lang.bayes_risk() == pytest.approx(binary_entropy(1 / (mean_length + 1)), rel=1e-12)
 
 
 def test_huge_concentration_gives_the_uniform_entropy():
@@ -69,12 +69,12 @@ def test_huge_concentration_gives_the_uniform_entropy():
     lang = SyntheticLanguage(vocab_size=20, order=2, concentration=1e9, mean_length=5.0, seed=0)
     p = 1 / 6
     expected = binary_entropy(p) + (1 - p) * math.log(17)
-    assert lang.entropy_floor() == pytest.approx(expected, abs=1e-6)
+    assert lang.bayes_risk() == pytest.approx(expected, abs=1e-6)
 
 
 def test_seq_len_one_is_the_entropy_of_the_first_token():
     lang = SyntheticLanguage(vocab_size=10, order=2, seq_len=1, seed=3)
-    assert lang.entropy_floor() == pytest.approx(row_entropy(lang.table[BOS, BOS]), rel=1e-12)
+    assert lang.bayes_risk() == pytest.approx(row_entropy(lang.table[BOS, BOS]), rel=1e-12)
 
 
 def test_seq_len_two_by_hand():
@@ -83,12 +83,12 @@ def test_seq_len_two_by_hand():
     first = lang.table[BOS]
     second = sum(first[w] * row_entropy(lang.table[w]) for w in range(3, 7))
     expected = (row_entropy(first) + second) / (1 + (1 - 1 / 3))
-    assert lang.entropy_floor() == pytest.approx(expected, rel=1e-12)
+    assert lang.bayes_risk() == pytest.approx(expected, rel=1e-12)
 
 
 def test_floor_is_below_the_unigram_bound_and_positive():
     lang = SyntheticLanguage()
-    assert 0.0 < lang.entropy_floor() < binary_entropy(1 / 21) + (20 / 21) * math.log(29)
+    assert 0.0 < lang.bayes_risk() < binary_entropy(1 / 21) + (20 / 21) * math.log(29)
 
 
 def monte_carlo_floor(lang, n_batches, batch_size):
@@ -121,4 +121,4 @@ def test_floor_matches_monte_carlo(kwargs):
     lang = SyntheticLanguage(seed=11, **kwargs)
     estimate, se = monte_carlo_floor(lang, n_batches=100, batch_size=128)
     assert se < 0.01
-    assert abs(estimate - lang.entropy_floor()) < 4 * se
+    assert abs(estimate - lang.bayes_risk()) < 4 * se

@@ -85,9 +85,9 @@ def test_label_noise_rate(noise):
 
 
 @pytest.mark.parametrize(("noise", "n_classes"), [(0.0, 10), (0.2, 5), (1.0, 7)])
-def test_entropy_floor_is_the_bayes_cross_entropy(noise, n_classes):
+def test_bayes_risk_is_the_bayes_cross_entropy(noise, n_classes):
     data = SyntheticClassification(n_features=6, n_classes=n_classes, seed=0, noise=noise)
-    floor = data.entropy_floor()
+    floor = data.bayes_risk()
     if noise == 0.0:
         assert floor == 0.0
     if noise == 1.0:

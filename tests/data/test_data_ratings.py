@@ -47,14 +47,14 @@ def test_observed_entries_are_uniform_over_the_matrix():
 @pytest.mark.parametrize("noise", [0.0, 0.1, 0.7])
 def test_the_floor_is_half_the_noise_variance_and_the_true_factors_meet_it(noise):
     data = LowRankRatings(200, 150, 4, noise, seed=2)
-    assert data.entropy_floor() == 0.5 * noise * noise
+    assert data.bayes_risk() == 0.5 * noise * noise
     losses = np.concatenate([0.5 * (data.mean(u, i) - r) ** 2
                              for u, i, r in (data.batch(s, 5000) for s in range(8))])
     if noise == 0.0:
         assert losses.max() < 1e-12  # float32 rounding alone
     else:
         se = losses.std() / math.sqrt(len(losses))
-        assert abs(losses.mean() - data.entropy_floor()) < 4 * se
+        assert abs(losses.mean() - data.bayes_risk()) < 4 * se
 
 
 def test_steps_and_seeds_differ():

@@ -81,7 +81,7 @@ def test_labels_follow_the_true_logistic_model():
 @pytest.mark.parametrize("n_features, nnz, seed", [(784, 8, 0), (64, 4, 3), (40, 20, 1)])
 def test_the_true_models_log_loss_meets_the_floor(n_features, nnz, seed):
     data = SparseLogistic(n_features, nnz, seed=seed)
-    floor = data.entropy_floor()
+    floor = data.bayes_risk()
     assert 0.0 < floor < math.log(2)
     assert 0 < data.floor_stderr < 2e-3  # a tight estimate
     losses = []
@@ -96,8 +96,8 @@ def test_the_true_models_log_loss_meets_the_floor(n_features, nnz, seed):
 
 def test_the_floor_is_fixed_by_the_seed():
     a, b = SparseLogistic(100, 5, seed=4), SparseLogistic(100, 5, seed=4)
-    assert a.entropy_floor() == b.entropy_floor() and a.floor_stderr == b.floor_stderr
-    assert SparseLogistic(100, 5, seed=5).entropy_floor() != a.entropy_floor()
+    assert a.bayes_risk() == b.bayes_risk() and a.floor_stderr == b.floor_stderr
+    assert SparseLogistic(100, 5, seed=5).bayes_risk() != a.bayes_risk()
 
 
 def test_bernoulli_entropy_is_stable_and_exact():

@@ -22,7 +22,7 @@ def test_vocabulary_is_the_sorted_characters_after_pad(corpus):
     data = CharText(corpus, seq_len=8)
     assert data.chars == "".join(sorted(set(TEXT)))
     assert data.vocab_size == len(set(TEXT)) + 1
-    assert data.entropy_floor() is None
+    assert data.bayes_risk() is None
     ids = data.encode("abc")
     assert ids.dtype == np.int32
     np.testing.assert_array_equal(ids, [data.chars.index(c) + 1 for c in "abc"])

@@ -7,7 +7,7 @@ from scratchpar.train import build_trainer, make_config
 MARGIN = 0.1  # nats per token above the exact floor; the start is ~0.9 nats above it
 
 @pytest.mark.parametrize("kind", ["gpt", "lstm"])
-def test_short_run_reaches_entropy_floor(tmp_path, kind):
+def test_short_run_reaches_bayes_risk(tmp_path, kind):
     cfg = make_config({
         "model": {"kind": kind, "d_model": 32, "n_heads": 2, "n_layers": 1, "d_hidden": 32},
         "data": {"vocab_size": 12, "order": 1, "seq_len": 24, "mean_length": 8.0,

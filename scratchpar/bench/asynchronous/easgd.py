@@ -51,7 +51,7 @@ def tau_part(comm, cfg: dict) -> dict:
                     "seconds": run["seconds"], "curve": [[k, loss] for _, k, loss in run["curve"]],
                     "exchanges": strategy.exchanges if method == "easgd" else
                     run["report"] and run["report"]["pushes"]}
-    return {"runs": runs, "floor": data.entropy_floor(), "workers": comm.size - 1}
+    return {"runs": runs, "floor": data.bayes_risk(), "workers": comm.size - 1}
 
 
 class WaitClock:

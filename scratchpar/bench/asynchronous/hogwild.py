@@ -132,7 +132,7 @@ def hogwild_part(comm, cfg: dict) -> dict:
             if comm.rank < p:
                 counted[p] = collisions(subs[p], task(name, pcfg, data), pcfg["lr"], pool, cfg)
             comm.barrier()
-        out[name] = {"floor": data.entropy_floor() if comm.rank == 0 else None, "runs": runs,
+        out[name] = {"floor": data.bayes_risk() if comm.rank == 0 else None, "runs": runs,
                      "collisions": counted}
     for sub in subs.values():
         sub.free()

@@ -216,4 +216,4 @@ def loss(comm, cfg: dict) -> dict:
         if ranks is not None:
             runs[spec["name"]].append({"ranks": ranks, "evals": evals})
     first = held_out(gpt(), cfg["eval_batches"]) if comm.rank == 0 else None
-    return {"floor": data.entropy_floor(), "initial": first, "runs": runs}
+    return {"floor": data.bayes_risk(), "initial": first, "runs": runs}
