@@ -9,8 +9,7 @@ the training-step protocol of :class:`~scratchpar.parallel.strategy.Strategy`.
                                                         SSPParameterServer, SyncThenAsync
     Hogwild                       hogwild/              Hogwild
     elastic averaging             easgd/                SyncEASGD, AsyncEASGD, RoundRobinEASGD
-    model distribution, branches  model_distribution.py ModelDistribution
-                                  branches.py           ParallelBranches
+    branches                      branches.py           ParallelBranches
     pipelines                     pipeline/             Pipeline, PipeDream
     tensor parallel               tensor/               tensor_parallel
     hybrid dp × pp × tp           hybrid.py             Hybrid
@@ -25,7 +24,6 @@ from .easgd import AsyncEASGD, RoundRobinEASGD, SyncEASGD
 from .hogwild import Hogwild
 from .hybrid import Hybrid
 from .local_sgd import LocalSGD
-from .model_distribution import ModelDistribution
 from .pipeline import PipeDream, Pipeline
 from .ps import (
     AsyncParameterServer,
@@ -39,7 +37,6 @@ from .tensor import tensor_parallel
 from .zero import ZeRO1, ZeRO2, ZeRO3
 
 __all__ = ["AsyncEASGD", "AsyncParameterServer", "DataParallel", "DataParallelNaive", "Hogwild",
-           "Hybrid", "LocalSGD", "LockedParameterServer", "ModelDistribution",
-           "ParallelBranches", "PipeDream", "Pipeline", "RoundRobinEASGD", "SSPParameterServer",
-           "SingleDevice", "SyncEASGD", "SyncParameterServer", "SyncThenAsync", "ZeRO1", "ZeRO2",
-           "ZeRO3", "tensor_parallel"]
+           "Hybrid", "LocalSGD", "LockedParameterServer", "ParallelBranches", "PipeDream",
+           "Pipeline", "RoundRobinEASGD", "SSPParameterServer", "SingleDevice", "SyncEASGD",
+           "SyncParameterServer", "SyncThenAsync", "ZeRO1", "ZeRO2", "ZeRO3", "tensor_parallel"]

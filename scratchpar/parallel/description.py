@@ -131,11 +131,6 @@ class Description:
     def held(self) -> int:
         return sum(self.holds.values())
 
-    def sent(self) -> float:
-        """Bytes of payload a rank takes part in each step (before an algorithm's own factor,
-        such as the ring all-reduce's 2(p − 1)/p)."""
-        return sum(m.nbytes * m.count for m in self.sends)
-
 
 def replicated(shape: Shape, parameters: int = 0, buffers: int = 0) -> dict[str, int]:
     """A rank holding the whole model and its optimizer: sΨ of parameters, sΨ of gradient and

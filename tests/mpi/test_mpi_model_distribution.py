@@ -1,5 +1,6 @@
-"""Model distribution on real ranks: each rank holds its own layers only, and three steps equal
-three one-device steps, gradients and parameters."""
+"""Model distribution on real ranks, the naive schedule of a pipeline as deep as the world
+(Huang et al. 2019, GPipe, Fig. 2b): each rank holds its own layers only, and three steps
+equal three one-device steps, gradients and parameters."""
 
 import numpy as np
 from hypothesis import given, settings
@@ -8,8 +9,10 @@ from mpi_helpers import shared_verdict
 from pipeline_helpers import KINDS, make_batch, make_optimizer, make_task
 from test_mpi_pipeline import assert_like_one_device
 
-from scratchpar.parallel import SingleDevice
-from scratchpar.parallel.model_distribution import ModelDistribution
+from scratchpar.comm.mesh import Mesh
+from scratchpar.parallel import Pipeline, SingleDevice
+from scratchpar.parallel.pipeline import partition, schedules
+from scratchpar.parallel.pipeline.partition import parameter_counts
 
 
 @settings(max_examples=6)
@@ -19,7 +22,10 @@ def test_model_distribution_equals_one_device(comm, kind, adam, seed):
     mine, one = make_task(kind, seed, depth=max(4, comm.size)), \
         make_task(kind, seed, depth=max(4, comm.size))
     whole = sum(p.size for p in one.model.parameters())
-    strategy = ModelDistribution(mine.model, make_optimizer(adam), mine, comm, grad_clip=0.5)
+    mesh = Mesh(comm, dp=1, pp=comm.size, tp=1)
+    ranges = partition(parameter_counts(mine.model.pipeline_layers()), comm.size)
+    strategy = Pipeline(mine.model, make_optimizer(adam), mine, mesh, schedules.naive(comm.size),
+                        ranges, grad_clip=0.5)
     try:
         held = comm.allgather_obj(sum(p.size for p in strategy.params))
         assert sum(held) >= whole and (comm.size == 1 or max(held) < whole)  # each its layers
@@ -33,3 +39,4 @@ def test_model_distribution_equals_one_device(comm, kind, adam, seed):
         assert_like_one_device(strategy, one, rtol=1e-9, atol=1e-10 if adam else 1e-13)
     finally:
         strategy.close()
+        mesh.free()
