@@ -17,6 +17,7 @@ from scratchpar.autograd import functional as F
 from scratchpar.autograd import no_grad
 from scratchpar.comm.abort import abort_on_exception
 from scratchpar.comm.chunks import bounds
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.data.shard import shard
 from scratchpar.optim import SGD
@@ -25,13 +26,20 @@ from scratchpar.parallel import DataParallel, SingleDevice
 ROWS, SIZES, BUCKET_BYTES = 10, [5, 8, 3], 256
 
 
-def loss_fn(model, batch, reduction="mean"):
-    x, y = batch
-    return F.cross_entropy(model(x), y, reduction=reduction)
+class Classify:
+    """The objective: a batch's loss, and the units it sums over."""
+
+    def loss(self, model, batch, reduction):  # every strategy asks for "sum"
+        x, y = batch
+        return F.cross_entropy(model(x), y, reduction=reduction)
+
+    def count(self, batch):
+        return len(batch[1])  # units of the loss: samples
 
 
-def count_fn(batch):
-    return len(batch[1])  # units of the loss: samples
+def momentum_sgd(params):
+    """The optimizer every strategy here makes over the parameters it steps."""
+    return SGD(params, lr=0.3, momentum=0.5)
 
 
 def make_batch(step):
@@ -57,12 +65,12 @@ def main():
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     p, say = comm.size, comm.rank == 0
 
+    mesh, objective = Mesh(comm), Classify()  # pure data parallelism: every rank a replica
     # A different initialization on each rank: DataParallel broadcasts rank 0's to every replica.
     mine = nn.MLP(SIZES, np.random.default_rng([3, comm.rank]), np.float64)
-    dp = DataParallel(mine, SGD(mine.parameters(), lr=0.3, momentum=0.5), loss_fn, count_fn,
-                      comm, bucket_bytes=BUCKET_BYTES)
+    dp = DataParallel(mine, momentum_sgd, objective, mesh, bucket_bytes=BUCKET_BYTES)
     one = nn.MLP(SIZES, np.random.default_rng([3, 0]), np.float64)  # rank 0's start
-    single = SingleDevice(one, SGD(one.parameters(), lr=0.3, momentum=0.5), loss_fn)
+    single = SingleDevice(one, momentum_sgd, objective)
     if say:
         print(f"{len(dp.params)} parameter arrays in {len(dp.plan)} buckets of at most "
               f"{BUCKET_BYTES} bytes; a global batch of {ROWS} samples over {p} rank(s)")
@@ -70,7 +78,7 @@ def main():
     batch = make_batch(0)
     with no_grad():  # this rank's summed loss Lᵣ over its nᵣ samples, before the step
         part = shard(batch, comm.rank, p)
-        local = (loss_fn(mine, part, "sum").item(), count_fn(part))
+        local = (objective.loss(mine, part, "sum").item(), objective.count(part))
     got, want = dp.step(batch), single.step(batch)
     rel = max_rel_diff([q.grad for q in mine.parameters()], [q.grad for q in one.parameters()])
     rows = comm.allgather_obj((local, rel))
@@ -91,6 +99,8 @@ def main():
               f"{'yes' if ok else 'NO'}")
 
     print_steps(comm, dp, single, mine, one)
+    dp.close()
+    mesh.free()
 
 
 def print_steps(comm, dp, single, mine, one):

@@ -29,10 +29,12 @@ import numpy as np
 
 from scratchpar import nn
 from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
 from scratchpar.parallel import DataParallel, DataParallelNaive
 from scratchpar.trace.tracer import Tracer
+from scratchpar.train.task import Task
 
 VOCAB, SEQ, ROWS, BUCKET_BYTES = 11, 8, 6, 8192
 
@@ -86,11 +88,11 @@ def main():
     comm = Communicator()
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     say = comm.rank == 0
-    model, twin = make_gpt(), make_gpt()
-    dp = DataParallel(model, SGD(model.parameters(), lr=0.1), nn.lm_loss, nn.count_targets, comm,
+    model, twin, mesh = make_gpt(), make_gpt(), Mesh(comm)  # Mesh(comm): every rank a replica
+    lm = Task(None, model, "tok")  # the objective: next-token loss, summed over target tokens
+    dp = DataParallel(model, lambda params: SGD(params, lr=0.1), lm, mesh,
                       bucket_bytes=BUCKET_BYTES)
-    naive = DataParallelNaive(twin, SGD(twin.parameters(), lr=0.1), nn.lm_loss,
-                              nn.count_targets, comm)
+    naive = DataParallelNaive(twin, lambda params: SGD(params, lr=0.1), lm, mesh)
     names = {id(p): name for name, p in model.named_parameters()}
     if say:
         print_plan(dp, names)
@@ -111,6 +113,9 @@ def main():
     diff = max(float(np.abs(p.grad - q.grad).max())
                for p, q in zip(model.parameters(), twin.parameters()))
     diffs = comm.allgather_obj(diff)
+    for strategy in (dp, naive):
+        strategy.close()
+    mesh.free()
     if say:
         print_timeline(backward, events)
         last = ", ".join(names[id(dp.order[j])] for j in dp.plan.members[-1])

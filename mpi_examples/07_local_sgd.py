@@ -22,6 +22,7 @@ from scratchpar.autograd import functional as F
 from scratchpar.autograd import no_grad
 from scratchpar.comm import collectives
 from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
 from scratchpar.parallel import DataParallel, LocalSGD
@@ -31,13 +32,20 @@ ROWS, SIZES, EVERY, STEPS, LR = 32, [5, 16, 3], 3, 9, 0.2
 LOSS_BYTES = 24  # at most three float64 scalars
 
 
-def loss_fn(model, batch, reduction="mean"):
-    x, y = batch
-    return F.cross_entropy(model(x), y, reduction=reduction)
+class Classify:
+    """The objective: a batch's loss, and the units it sums over."""
+
+    def loss(self, model, batch, reduction):  # the strategies ask for "sum"
+        x, y = batch
+        return F.cross_entropy(model(x), y, reduction=reduction)
+
+    def count(self, batch):
+        return len(batch[1])  # units of the loss: samples
 
 
-def count_fn(batch):
-    return len(batch[1])  # units of the loss: samples
+def sgd(params):
+    """Both strategies' optimizer, made over the parameters they step."""
+    return SGD(params, lr=LR)
 
 
 def make_batch(step):
@@ -85,8 +93,9 @@ def main():
     comm = Communicator()
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     say = comm.rank == 0
+    mesh, objective = Mesh(comm), Classify()  # pure data parallelism: every rank a replica
     model = nn.MLP(SIZES, np.random.default_rng(3), np.float64)
-    local = LocalSGD(model, SGD(model.parameters(), lr=LR), loss_fn, count_fn, comm, every=EVERY)
+    local = LocalSGD(model, sgd, objective, mesh, every=EVERY)
     if say:
         print(f"local SGD on {comm.size} ranks: {ROWS // comm.size} rows each, "
               f"replicas averaged every {EVERY} steps")
@@ -99,13 +108,16 @@ def main():
             print(f"  step {step}  loss {loss:.6f}  spread {s:.6f}{mark}", flush=True)
 
     twin = nn.MLP(SIZES, np.random.default_rng(3), np.float64)
-    dp = DataParallel(twin, SGD(twin.parameters(), lr=LR), loss_fn, count_fn, comm)
+    dp = DataParallel(twin, sgd, objective, mesh)
     dp_log = Tracer(comm.rank)
     for step in range(1, STEPS + 1):
         counted(comm, dp_log, dp.step, make_batch(step))
     with no_grad():
         held_out = make_batch(STEPS + 1)
-        final = loss_fn(model, held_out).item(), loss_fn(twin, held_out).item()
+        final = [objective.loss(m, held_out, "mean").item() for m in (model, twin)]
+    for strategy in (local, dp):
+        strategy.close()
+    mesh.free()
     if say:
         print(f"\nafter {STEPS} steps, loss on a new batch of {ROWS}: local SGD {final[0]:.6f}, "
               f"synchronous DataParallel {final[1]:.6f}")

@@ -181,8 +181,8 @@ def pipelined(comm, label, batch, naive_ms):
     mesh = Mesh(comm, pp=P)
     ranges = partition(parameter_counts(model.pipeline_layers()), P)  # one layer per rank here
     pipe = Pipeline(model, lambda params: SGD(params, lr=LR), Task(None, model, "sample"), mesh,
-                    schedules.build(label.lower(), P, M), ranges)
-    single = SingleDevice(twin, SGD(twin.parameters(), lr=LR), Task(None, twin, "sample").loss)
+                    schedule=schedules.build(label.lower(), P, M), ranges=ranges)
+    single = SingleDevice(twin, lambda params: SGD(params, lr=LR), Task(None, twin, "sample"))
     if r == 0:
         print(f"\n{label}: m = {M} micro-batches of {ROWS // M} rows, schedules.build"
               f"({label.lower()!r}, {P}, {M}) on a Mesh with pp = {P}", flush=True)

@@ -59,9 +59,9 @@ def main():
     model = gpt()
     ranges = partition(parameter_counts(model.pipeline_layers()), PP)  # layers of each stage
     pipe = Hybrid(model, lambda params: SGD(params, LR, 0.9), Task(None, model, "tok"), mesh,
-                  schedules.build("1f1b", PP, M, 1), ranges)  # keeps its tp shard; model freed
+                  schedule=schedules.build("1f1b", PP, M, 1), ranges=ranges)  # copies its shard
     one = gpt()
-    single = SingleDevice(one, SGD(one.parameters(), LR, 0.9), Task(None, one, "tok").loss)
+    single = SingleDevice(one, lambda params: SGD(params, LR, 0.9), Task(None, one, "tok"))
 
     d, p, t = mesh.coords
     held = sum(q.size for q in pipe.params)

@@ -6,10 +6,12 @@ contiguous range of it, as ps-lite's servers do (Li et al. 2014, §3.1), and kee
 optimizer state, on the host; the other ranks are workers. A range may start or end inside a
 parameter (``KeyRanges``).
 
-Part 1, ``SyncParameterServer`` on 2 servers and 2 workers: each step, worker w pushes to each
-server its mean gradient's keys in that server's range with [L_w, n_w]; the server weighs the
-pushes by n_w/N, steps its range, and every worker pulls every range back (Dean et al. 2012,
-§4.1). That is one device's step on the global batch: the losses and every parameter match it.
+Part 1, ``SyncParameterServer`` on 2 servers and 2 workers: each step, worker w sums its loss
+over its n_w rows, divides the gradient by n_w as one device divides by its batch's, and pushes
+to each server that mean gradient's keys in the server's range with [L_w, n_w]; the server
+weighs the pushes by n_w/N, steps its range, and every worker pulls every range back (Dean et
+al. 2012, §4.1). That is one device's step on the global batch: the losses and every parameter
+match it.
 
 Part 2, ``LockedParameterServer`` on 1 server and 3 workers: a worker takes the lock, whose grant
 is the latest parameters, computes its gradient, and its push is applied and frees the lock for
@@ -28,6 +30,7 @@ from scratchpar import nn
 from scratchpar.autograd import functional as F
 from scratchpar.comm.abort import abort_on_exception
 from scratchpar.comm.chunks import bounds
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.data.shard import shard
 from scratchpar.optim import SGD
@@ -47,13 +50,16 @@ def sgd(params):
     return SGD(params, LR, MOMENTUM)
 
 
-def loss_fn(model, batch, reduction="mean"):
-    x, y = batch
-    return F.cross_entropy(model(x), y, reduction=reduction)
+class Classify:
+    """The objective: a batch's cross-entropy, summed (every strategy divides by the units of
+    the global batch), and its units, samples."""
 
+    def loss(self, model, batch, reduction):
+        x, y = batch
+        return F.cross_entropy(model(x), y, reduction=reduction)
 
-def count_fn(batch):
-    return len(batch[1])  # units of the loss: samples
+    def count(self, batch):
+        return len(batch[1])
 
 
 def batch(step):
@@ -79,11 +85,11 @@ def key_ranges(ps, model) -> list[str]:
     return lines
 
 
-def synchronous(comm, say):
-    model = mlp()
-    ps = SyncParameterServer(model, sgd, loss_fn, count_fn, comm, servers=2)
+def synchronous(mesh, say):
+    comm, model = mesh.world, mlp()
+    ps = SyncParameterServer(model, sgd, Classify(), mesh, servers=2)
     one = mlp()
-    single = SingleDevice(one, sgd(one.parameters()), loss_fn)
+    single = SingleDevice(one, sgd, Classify())
     if say:
         rows = " and ".join(str(stop - start) for start, stop in bounds(ROWS, ps.workers))
         print(f"Part 1: synchronous, {ps.servers} servers and {ps.workers} workers, "
@@ -111,15 +117,22 @@ def synchronous(comm, say):
     ps.close()
 
 
-def locked(comm, say):
-    seen = []  # (digest of the parameters computed on, worker, step) on this worker
+class Recording(Classify):
+    """The objective, noting before each loss (worker rank − 1, its step, a digest of the
+    parameters it computes on) in ``seen``."""
 
-    def recording_loss(model, rows):
-        seen.append((digest(model), comm.rank - 1, len(seen)))
-        return loss_fn(model, rows)
+    def __init__(self, rank: int):
+        self.rank, self.seen = rank, []
 
-    model = mlp()
-    ps = LockedParameterServer(model, sgd, recording_loss, count_fn, comm, servers=1)
+    def loss(self, model, batch, reduction):
+        self.seen.append((digest(model), self.rank - 1, len(self.seen)))
+        return super().loss(model, batch, reduction)
+
+
+def locked(mesh, say):
+    comm, model = mesh.world, mlp()
+    recording = Recording(comm.rank)
+    ps = LockedParameterServer(model, sgd, recording, mesh, servers=1)
     if say:
         print(f"\nPart 2: locked, 1 server and {ps.workers} workers, {LOCKED_STEPS} steps each: "
               "one worker at a time reads, computes and writes", flush=True)
@@ -127,14 +140,14 @@ def locked(comm, say):
         ps.step(batch(step))
     report = ps.shutdown()  # workers leave; server 0 reports the run
     state = ps.state_dict()
-    grants = [entry for entries in comm.allgather_obj(seen) for entry in entries]
+    grants = [entry for entries in comm.allgather_obj(recording.seen) for entry in entries]
     ps.close()
     if not say:
         return
     print(f"  {report['summary']}")
     by_digest = {d: (w, step) for d, w, step in grants}
     one = mlp()
-    serial, order = SingleDevice(one, sgd(one.parameters()), loss_fn), []
+    serial, order = SingleDevice(one, sgd, Classify()), []
     for _ in grants:  # follow the chain: the grant that holds exactly these parameters
         w, step = by_digest[digest(one)]
         order.append(f"{w + 1}·{step}")
@@ -156,8 +169,10 @@ def main():
             print(f"13_parameter_server.py runs 2 servers with 2 workers, then 1 with 3: "
                   f"mpiexec -n {P} python mpi_examples/13_parameter_server.py", flush=True)
         sys.exit(2)
-    synchronous(comm, say)
-    locked(comm, say)
+    mesh = Mesh(comm)  # pure data parallelism: a parameter server splits its ranks itself
+    synchronous(mesh, say)
+    locked(mesh, say)
+    mesh.free()
 
 
 if __name__ == "__main__":

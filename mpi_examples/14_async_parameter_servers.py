@@ -27,6 +27,7 @@ from scratchpar import nn
 from scratchpar.autograd import functional as F
 from scratchpar.autograd import no_grad
 from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
 from scratchpar.parallel.ps import AsyncParameterServer, SSPParameterServer, SyncThenAsync
@@ -42,30 +43,32 @@ def batch(step):
     return x, (x @ TEACHER).argmax(axis=1)  # (B,)
 
 
-def loss_fn(model, rows, reduction="mean"):
-    x, y = rows
-    return F.cross_entropy(model(x), y, reduction=reduction)
+class Classify:
+    """The objective: the rows' cross-entropy, summed (the strategy divides by their units),
+    and their units, samples; with ``slow``, a straggler's, which sleeps before each loss."""
 
+    def __init__(self, slow: bool = False):
+        self.slow = slow
 
-def count_fn(rows):
-    return len(rows[1])
-
-
-def run(comm, name, build, say):
-    """Train with ``build(model, make_optimizer, loss, count, comm)``; rank 0 prints the servers'
-    report, the workers' waits and the held-out loss before and after, and returns the report."""
-    model = nn.MLP([FEATURES, CLASSES], np.random.default_rng(SEED), np.float64)
-    slow = comm.rank == comm.size - 1
-
-    def straggler_loss(m, rows):
-        if slow:
+    def loss(self, model, rows, reduction):
+        if self.slow:
             time.sleep(SLOW)
-        return loss_fn(m, rows)
+        x, y = rows
+        return F.cross_entropy(model(x), y, reduction=reduction)
 
-    ps = build(model, lambda params: SGD(params, LR), straggler_loss, count_fn, comm)
+    def count(self, rows):
+        return len(rows[1])
+
+
+def run(mesh, name, build, say):
+    """Train with ``build(model, make_optimizer, objective, mesh)``; rank 0 prints the servers'
+    report, the workers' waits and the held-out loss before and after, and returns the report."""
+    comm = mesh.world
+    model = nn.MLP([FEATURES, CLASSES], np.random.default_rng(SEED), np.float64)
+    ps = build(model, lambda params: SGD(params, LR), Classify(comm.rank == comm.size - 1), mesh)
     held_out = batch(STEPS)
     with no_grad():
-        start = loss_fn(model, held_out).item()
+        start = Classify().loss(model, held_out, "mean").item()
     waited = sum(ps.step(batch(step)).get("wait_s", 0.0) for step in range(STEPS))
     report = ps.shutdown()  # the workers leave; the servers check that no update was lost
     waits = comm.allgather_obj(waited)[1:]
@@ -74,7 +77,7 @@ def run(comm, name, build, say):
     if not say:
         return None
     with no_grad():
-        end = loss_fn(model, held_out).item()
+        end = Classify().loss(model, held_out, "mean").item()
     stale = " ".join(f"{k}:{n}" for k, n in report["staleness"].items())
     print(f"\n{name}\n  {report['summary']}\n  staleness (updates: count) {stale}\n"
           f"  waiting for pulls: {', '.join(f'rank {r} {w:.2f} s' for r, w in enumerate(waits, 1))}"
@@ -98,12 +101,14 @@ def main():
         print(f"logistic regression, {FEATURES} features → {CLASSES} classes; 1 server, {w} "
               f"workers of {ROWS // w} rows, {STEPS} steps each; rank 3 sleeps {SLOW} s a step",
               flush=True)
-    downpour = run(comm, "Downpour, n_push 1, n_fetch 1", AsyncParameterServer, say)
-    batched = run(comm, "Downpour, n_push 4, n_fetch 2",
+    mesh = Mesh(comm)  # pure data parallelism: a parameter server splits its ranks itself
+    downpour = run(mesh, "Downpour, n_push 1, n_fetch 1", AsyncParameterServer, say)
+    batched = run(mesh, "Downpour, n_push 4, n_fetch 2",
                   lambda *a: AsyncParameterServer(*a, n_push=4, n_fetch=2), say)
-    ssp = run(comm, f"SSP, τ = {TAU}", lambda *a: SSPParameterServer(*a, staleness=TAU), say)
-    warm = run(comm, f"synchronous for {WARMUP} steps, then Downpour",
+    ssp = run(mesh, f"SSP, τ = {TAU}", lambda *a: SSPParameterServer(*a, staleness=TAU), say)
+    warm = run(mesh, f"synchronous for {WARMUP} steps, then Downpour",
                lambda *a: SyncThenAsync(*a, warmup=WARMUP), say)
+    mesh.free()
     if not say:
         return
     pushes = -(-STEPS // 4)  # 7 pushes of 4 steps, and the last 2 steps with the LEAVE

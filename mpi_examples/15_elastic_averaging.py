@@ -23,6 +23,7 @@ from scratchpar import nn
 from scratchpar.autograd import functional as F
 from scratchpar.autograd import no_grad
 from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
 from scratchpar.parallel.easgd import AsyncEASGD, RoundRobinEASGD, SyncEASGD
@@ -37,9 +38,21 @@ def batch(step):
     return x, (x @ TEACHER).argmax(axis=1)  # (B,)
 
 
-def loss_fn(model, rows, reduction="mean"):
-    x, y = rows
-    return F.cross_entropy(model(x), y, reduction=reduction)
+class Classify:
+    """The objective: a batch's loss, and the units it sums over. ``slow``: a rank that sleeps
+    before each gradient."""
+
+    def __init__(self, slow: bool = False):
+        self.slow = slow
+
+    def loss(self, model, rows, reduction):  # the strategies ask for "sum"
+        if self.slow:
+            time.sleep(0.01)
+        x, y = rows
+        return F.cross_entropy(model(x), y, reduction=reduction)
+
+    def count(self, rows):
+        return len(rows[1])  # units of the loss: samples
 
 
 def held_out(params) -> float:
@@ -48,17 +61,22 @@ def held_out(params) -> float:
     for p, value in zip(model.parameters(), params):
         p.data[...] = value
     with no_grad():
-        return float(loss_fn(model, batch(10**6)).data)
+        return float(Classify().loss(model, batch(10**6), "mean").data)
 
 
-def model_and_optimizer():
-    model = nn.MLP([FEATURES, CLASSES], np.random.default_rng(SEED), np.float64)
-    return model, SGD(model.parameters(), LR)
+def fresh_model() -> nn.Module:
+    """The logistic regression every mode starts from."""
+    return nn.MLP([FEATURES, CLASSES], np.random.default_rng(SEED), np.float64)
 
 
-def synchronous(comm, rho: float) -> None:
-    model, optimizer = model_and_optimizer()
-    strategy = SyncEASGD(model, optimizer, loss_fn, len, comm, rho=rho, tau=2)
+def sgd(params):
+    """Every worker's optimizer, made over the parameters it steps."""
+    return SGD(params, LR)
+
+
+def synchronous(mesh, rho: float) -> None:
+    comm = mesh.world
+    strategy = SyncEASGD(fresh_model(), sgd, Classify(), mesh, rho=rho, tau=2)
     spreads = []
     for step in range(STEPS):
         strategy.step(batch(step))
@@ -71,15 +89,10 @@ def synchronous(comm, rho: float) -> None:
               f"{held_out(strategy.centre):.4f}")
 
 
-def asynchronous(comm) -> None:
-    model, optimizer = model_and_optimizer()
-
-    def straggler(m, rows):  # rank 3 sleeps before each gradient
-        if comm.rank == 3:
-            time.sleep(0.01)
-        return loss_fn(m, rows)
-
-    strategy = AsyncEASGD(model, optimizer, straggler, len, comm, rho=1 / 3, tau=2)
+def asynchronous(mesh) -> None:
+    comm = mesh.world
+    straggler = Classify(slow=comm.rank == 3)  # rank 3 sleeps before each gradient
+    strategy = AsyncEASGD(fresh_model(), sgd, straggler, mesh, rho=1 / 3, tau=2)
     start = time.perf_counter()
     for step in range(STEPS):
         strategy.step(batch(step))
@@ -94,9 +107,9 @@ def asynchronous(comm) -> None:
               f"loss {held_out(strategy.centre):.4f}")
 
 
-def round_robin(comm) -> None:
-    model, optimizer = model_and_optimizer()
-    strategy = RoundRobinEASGD(model, optimizer, loss_fn, len, comm, rho=1.0)
+def round_robin(mesh) -> None:
+    comm = mesh.world
+    strategy = RoundRobinEASGD(fresh_model(), sgd, Classify(), mesh, rho=1.0)
     losses = [strategy.step(batch(step))["loss"] for step in range(STEPS)]
     strategy.close()
     if comm.rank == 0:
@@ -111,16 +124,18 @@ def main() -> int:
         if comm.rank == 0:
             print(f"run on {P} ranks: mpiexec -n {P} python {sys.argv[0]}")
         return 2
+    mesh = Mesh(comm)  # pure data parallelism: every rank holds the whole model
     if comm.rank == 0:
         print(f"synchronous EASGD, {P} workers, τ = 2, η = {LR}, {STEPS} steps:")
-    synchronous(comm, 0.0)
-    synchronous(comm, 0.25)
+    synchronous(mesh, 0.0)
+    synchronous(mesh, 0.25)
     if comm.rank == 0:
         print(f"asynchronous EASGD, a master and {P - 1} workers, τ = 2, ρ = 1/3:")
-    asynchronous(comm)
+    asynchronous(mesh)
     if comm.rank == 0:
         print(f"round-robin EASGD (Algorithm 1), a master and {P - 1} workers in turn, ρ = 1:")
-    round_robin(comm)
+    round_robin(mesh)
+    mesh.free()
     return 0
 
 

@@ -16,9 +16,9 @@ of the node maps into its own memory (an MPI-3 shared-memory window).
   step, writing θ_v ← θ_v − γ g_v into the shared vector with no lock (Algorithm 1), with
   γ = η·16/64, a worker's share of the batch: the four writes add up to one device's step on
   the whole batch. One device's SGD on the same batches at the same η is the yardstick, and
-  the locked variant, whose writes never race, runs beside it. Hogwild's losses and the lost
-  increments change from run to run; the lock's counts, the measures and one device's loss do
-  not.
+  the locked variant (``LockedHogwild``), whose writes never race, runs beside it. Hogwild's
+  losses and the lost increments change from run to run; the lock's counts, the measures and
+  one device's loss do not.
 """
 
 import sys
@@ -29,12 +29,13 @@ import numpy as np
 from scratchpar import nn
 from scratchpar.autograd import functional as F
 from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.comm.window import SharedArray
 from scratchpar.data import LowRankRatings, SparseLogistic
 from scratchpar.optim import SGD
 from scratchpar.parallel import SingleDevice
-from scratchpar.parallel.hogwild import Hogwild
+from scratchpar.parallel.hogwild import Hogwild, LockedHogwild
 from scratchpar.train.task import Task
 
 P, FEATURES, NNZ, ROWS, STEPS, LR, SEED = 4, 784, 8, 16, 500, 8.0, 3
@@ -94,11 +95,15 @@ def task() -> Task:
     return Task(data, model, "sample", F.binary_cross_entropy_with_logits)
 
 
-def train(comm, lock: bool) -> float:
+def sgd(params):
+    """Plain SGD at η, made over the parameters it steps: Hogwild's write is its step."""
+    return SGD(params, LR)
+
+
+def train(mesh, lock: bool) -> float:
     """Hogwild (or its locked variant) on every rank: the held-out loss of the shared θ."""
-    mine = task()
-    hogwild = Hogwild(mine.model, SGD(mine.model.parameters(), LR), mine.loss, mine.count, comm,
-                      lock=lock)
+    comm, mine = mesh.world, task()
+    hogwild = (LockedHogwild if lock else Hogwild)(mine.model, sgd, mine, mesh)
     start = time.perf_counter()
     for step in range(STEPS):
         hogwild.step(mine.batch(step, ROWS * comm.size)[0])  # this rank takes its 16 rows
@@ -115,7 +120,7 @@ def train(comm, lock: bool) -> float:
 def one_device() -> float:
     """One device's SGD on the same 64-row batches at the same η."""
     one = task()
-    single = SingleDevice(one.model, SGD(one.model.parameters(), LR), one.loss)
+    single = SingleDevice(one.model, sgd, one)
     for step in range(STEPS):
         single.step(one.batch(step, ROWS * P)[0])
     return one.evaluate(8, 256)
@@ -137,8 +142,10 @@ def main() -> int:
               f"sample, and rank-4 ratings; 2,048 samples each:")
         sparsity()
         print(f"{P} workers × {ROWS} rows × {STEPS} steps, plain SGD at η = {LR}:")
-    train(comm, lock=False)
-    train(comm, lock=True)
+    mesh = Mesh(comm)  # pure data parallelism: every rank a worker on the whole θ
+    train(mesh, lock=False)
+    train(mesh, lock=True)
+    mesh.free()
     if comm.rank == 0:
         data = SparseLogistic(FEATURES, NNZ, SEED)
         print(f"  {'one device on the same batches':36s} held-out loss {one_device():.4f}")

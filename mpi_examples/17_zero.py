@@ -16,6 +16,7 @@ import numpy as np
 
 from scratchpar import nn
 from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import AdamW
 from scratchpar.parallel import SingleDevice
@@ -34,16 +35,20 @@ def gpt(dtype=np.float32) -> Task:
                              dtype=dtype), "tok")
 
 
+def adamw(params):
+    """The optimizer every run here makes over what it steps (a ZeRO rank: its chunks)."""
+    return AdamW(params, lr=1e-2)
+
+
 def batch(step):
     return np.random.default_rng([5, step]).integers(1, VOCAB, (ROWS, SEQ + 1))  # (B, T + 1)
 
 
-def train(comm, stage, offload):
+def train(mesh, stage, offload):
     """Three steps of ``stage``; the last metrics, the strategy."""
     task = gpt()
-    run = STAGES[stage](task.model, AdamW(task.model.parameters(), lr=1e-2), task.loss,
-                        task.count, comm, bucket_bytes=BUCKET, grad_clip=1.0, offload=offload,
-                        measure=True)
+    run = STAGES[stage](task.model, adamw, task, mesh, bucket_bytes=BUCKET, grad_clip=1.0,
+                        offload=offload, measure=True)
     for step in range(STEPS):
         metrics = run.step(batch(step))
     return metrics, run
@@ -53,9 +58,9 @@ def main():
     comm = Communicator()
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     say = comm.rank == 0
+    mesh = Mesh(comm)  # pure data parallelism: every rank a chunk of every group
     one = gpt()
-    single = SingleDevice(one.model, AdamW(one.model.parameters(), lr=1e-2),
-                          lambda m, b: one.loss(m, b, "mean"), 1.0)
+    single = SingleDevice(one.model, adamw, one, grad_clip=1.0)
     for step in range(STEPS):
         want = single.step(batch(step))
     psi = one.model.num_parameters()
@@ -64,11 +69,12 @@ def main():
               "measured (formula)")
         print(f"  {'':<16}" + "".join(f"{part:>20}" for part in PARTS) + "   loss after 3 steps")
     for stage, offload in [(1, False), (2, False), (3, False), (3, True)]:
-        got, run = train(comm, stage, offload)
+        got, run = train(mesh, stage, offload)
         if stage == 1:
             largest = max(g.n for g in run.groups) * 4 / KIB  # bytes of its largest bucket
         grads = run.gradients()  # gathered from every rank's chunk
         worst = max(float(np.abs(g - p.grad).max()) for g, p in zip(grads, one.model.parameters()))
+        run.close()
         if say:
             want_bytes = formula(stage, psi, comm.size, 4, 8, offload)  # s = 4, K = 8: Adam
             cells = "".join(f"{run.ledger.peak.get(part, 0) / KIB:11.1f} "
@@ -76,6 +82,7 @@ def main():
             name = f"ZeRO-{stage}" + (" + offload" if offload else "")
             print(f"  {name:<16}{cells}   {got['loss']:.6f} (one device {want['loss']:.6f}), "
                   f"|Δ gradient| ≤ {worst:.1e}")
+    mesh.free()
     if say:
         print(f"  data parallel holds all of it on every rank: {16 * psi / KIB:.1f} KiB; stage "
               f"1 packs each bucket beside the gradient (the largest: {largest:.1f} KiB)")

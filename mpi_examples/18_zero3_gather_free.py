@@ -17,6 +17,7 @@ import numpy as np
 
 from scratchpar import nn
 from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import AdamW
 from scratchpar.parallel.zero import ZeRO3
@@ -31,14 +32,16 @@ def main():
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     task = Task(None, nn.GPT(VOCAB, SEQ, WIDTH, HEADS, BLOCKS, np.random.default_rng(0),
                              tie_embeddings=True), "tok")
-    zero = ZeRO3(task.model, AdamW(task.model.parameters(), lr=1e-3), task.loss, task.count,
-                 comm, measure=True)
+    mesh = Mesh(comm)  # pure data parallelism: every rank a chunk of every layer
+    zero = ZeRO3(task.model, lambda params: AdamW(params, lr=1e-3), task, mesh, measure=True)
     batch = np.random.default_rng(1).integers(1, VOCAB, (ROWS, SEQ + 1))  # (B, T + 1)
     zero.step(batch)  # a first step, untraced: buffers and pools settle
     comm.tracer = Tracer(comm.rank)
     zero.step(batch)
     events = sorted(comm.tracer.events, key=lambda e: e.start)
     comm.tracer = None
+    zero.close()
+    mesh.free()
     if comm.rank != 0:
         return
     print(f"layers: {', '.join(zero.labels)}; {comm.size} ranks; rank 0 holds "

@@ -76,7 +76,7 @@ class StandIn(Module):
         return rows * self.per_row_s
 
     def loss(self, batch, reduction: str = "mean") -> Tensor:
-        rows = count_fn(batch)
+        rows = rows_of(batch)
         seconds = self.compute_s(rows)
         return SleepLinear.apply(*self.net.parameters(), directions=self._directions,
                                  scale=float(rows) if reduction == "sum" else 1.0,
@@ -84,12 +84,19 @@ class StandIn(Module):
                                  backward_s=(1 - self.forward_share) * seconds)
 
 
-def loss_fn(model: StandIn, batch, reduction: str = "mean") -> Tensor:
-    return model.loss(batch, reduction)
-
-
-def count_fn(batch) -> int:
+def rows_of(batch) -> int:
     return len(batch[-1] if isinstance(batch, tuple) else batch)
+
+
+class Sleeping:
+    """The stand-in's objective (:class:`~scratchpar.parallel.objective.Objective`): its
+    sleeping loss, over the batch's rows."""
+
+    def loss(self, model: StandIn, batch, reduction: str) -> Tensor:
+        return model.loss(batch, reduction)
+
+    def count(self, batch) -> int:
+        return rows_of(batch)
 
 
 def calibrate(sizes: list[int], rows: int, repeats: int = 7) -> dict:

@@ -23,10 +23,13 @@ class Mesh:
     Megatron's order (Shoeybi et al. 2019; Narayanan et al. 2021, §3): tensor-parallel ranks are
     adjacent (the fastest-varying axis, so on one node), then pipeline stages, then data-parallel
     replicas. ``dp_comm``, ``pp_comm`` and ``tp_comm`` hold the ranks that differ from this one
-    only along that axis. A rank's rank in each is its coordinate on that axis.
+    only along that axis. A rank's rank in each is its coordinate on that axis. ``dp`` left out
+    is the ranks the other axes leave: ``Mesh(comm)`` is pure data parallelism.
     """
 
-    def __init__(self, comm, dp: int = 1, pp: int = 1, tp: int = 1):
+    def __init__(self, comm, dp: int | None = None, pp: int = 1, tp: int = 1):
+        if dp is None:
+            dp = max(comm.size // (pp * tp), 1) if _positive_int(pp) and _positive_int(tp) else 1
         check(comm.size, dp, pp, tp)  # before any message: every rank raises alike
         self.world = comm
         self.shape = (int(dp), int(pp), int(tp))

@@ -7,7 +7,7 @@ the training-step protocol of :class:`~scratchpar.parallel.strategy.Strategy`.
     parameter servers             ps/                   SyncParameterServer, LockedParameterServer,
                                                         AsyncParameterServer (Downpour),
                                                         SSPParameterServer, SyncThenAsync
-    Hogwild                       hogwild/              Hogwild
+    Hogwild                       hogwild/              Hogwild, LockedHogwild
     elastic averaging             easgd/                SyncEASGD, AsyncEASGD, RoundRobinEASGD
     branches                      branches.py           ParallelBranches
     pipelines                     pipeline/             Pipeline, PipeDream
@@ -21,7 +21,7 @@ The communication they are built from: differentiable collectives in dual pairs 
 from .branches import ParallelBranches
 from .dp import DataParallel, DataParallelNaive
 from .easgd import AsyncEASGD, RoundRobinEASGD, SyncEASGD
-from .hogwild import Hogwild
+from .hogwild import Hogwild, LockedHogwild
 from .hybrid import Hybrid
 from .local_sgd import LocalSGD
 from .pipeline import PipeDream, Pipeline
@@ -37,6 +37,7 @@ from .tensor import tensor_parallel
 from .zero import ZeRO1, ZeRO2, ZeRO3
 
 __all__ = ["AsyncEASGD", "AsyncParameterServer", "DataParallel", "DataParallelNaive", "Hogwild",
-           "Hybrid", "LocalSGD", "LockedParameterServer", "ParallelBranches", "PipeDream",
-           "Pipeline", "RoundRobinEASGD", "SSPParameterServer", "SingleDevice", "SyncEASGD",
-           "SyncParameterServer", "SyncThenAsync", "ZeRO1", "ZeRO2", "ZeRO3", "tensor_parallel"]
+           "Hybrid", "LocalSGD", "LockedHogwild", "LockedParameterServer", "ParallelBranches",
+           "PipeDream", "Pipeline", "RoundRobinEASGD", "SSPParameterServer", "SingleDevice",
+           "SyncEASGD", "SyncParameterServer", "SyncThenAsync", "ZeRO1", "ZeRO2", "ZeRO3",
+           "tensor_parallel"]

@@ -14,7 +14,7 @@ from ..optim import guarded_step
 from ..optim.guard import read_scalars
 from .description import TOTALS, Description, Message, bucketed, replicated
 from .noise import LocalNoise
-from .strategy import Strategy, require_reduction
+from .strategy import Strategy, whole_model
 
 
 class DataParallelNaive(Strategy):
@@ -34,10 +34,10 @@ class DataParallelNaive(Strategy):
     gradient stays in it for the update.
     """
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm, grad_clip: float = 0.0,
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, grad_clip: float = 0.0,
                  noise=None, reduce_dtype=None):
-        require_reduction(loss_fn)
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+        super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
+        comm = whole_model(mesh, type(self).__name__)
         self.reduce_dtype = reduce_dtype
         self.xp = get_array_module(*(p.data for p in self.params))
         self.noise = None if noise is None else LocalNoise(comm, self.xp, noise)
@@ -90,10 +90,10 @@ class DataParallelNaive(Strategy):
             self.optimizer.zero_grad()
         self._handed_part = isinstance(global_batch, Part)
         batch = shard(global_batch, self.comm.rank, self.comm.size)
-        units = self.count_fn(batch)
+        loss, units = self.sum_loss(batch)
         if self.noise is not None:
             self.noise.count(rows(batch), units)
-        return self.loss_fn(self.model, batch, reduction="sum"), units
+        return loss, units
 
     def _reduce_grads(self, totals):
         for p in self.params:
@@ -147,10 +147,11 @@ class DataParallel(DataParallelNaive):
     the other gradients become views of their bucket, like PyTorch's ``gradient_as_bucket_view``.
     """
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
-                 grad_clip: float = 0.0, noise=None, reduce_dtype=None):
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip, noise,
-                         reduce_dtype)
+    def __init__(self, model, make_optimizer, objective, mesh, /, *,
+                 bucket_bytes: int = 1 << 20, grad_clip: float = 0.0, noise=None,
+                 reduce_dtype=None):
+        super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip, noise=noise,
+                         reduce_dtype=reduce_dtype)
         self.order = self.params[::-1]
         self.plan = Buckets([p.data for p in self.order], bucket_bytes, reduce_dtype)
         self.index = {id(p): j for j, p in enumerate(self.order)}

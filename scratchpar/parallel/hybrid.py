@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..backend import get_array_module, to_device
+from ..backend import to_device
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
 from ..optim.scaler import scaled
@@ -21,35 +21,45 @@ class Hybrid(Pipeline):
     over dp, stages over pp, and each stage's matrices split over tp (Shoeybi et al. 2019),
     its sequence too with ``sequence_parallel`` (Korthikanti et al. 2022): equal to one device.
 
-    ``model`` is the whole single-device model. This rank keeps its tp shard of it
-    (:func:`~scratchpar.parallel.tensor.tensor_parallel`), and the whole model's weights are
-    freed until :meth:`gather_model`. The shard's layouts say which parameters are split. A
-    split parameter's gradient is exact on its rank, a replicated one's is whole and equal on
-    every rank of the tp group, and a ``PARTIAL`` one's (sequence-parallel LayerNorms) is
-    summed over tp. So tp rank 0 counts the replicated parameters in the norm, and the loss
-    that every tp rank computed alike, once. Every rank counts its split ones. The rest is
+    ``model`` is the whole single-device model (a GPT or an MLP). The strategy takes from it
+    its weights, copied into this rank's tp shard
+    (:func:`~scratchpar.parallel.tensor.tensor_parallel`), and its dropout stream, which the
+    shard draws from; it trains the shard's stage (:attr:`model`, :attr:`params`) and leaves
+    ``model`` as it was, but for :meth:`gather_model`, which fills rank 0's whole. A caller
+    short of memory frees ``model``'s weights meanwhile (:func:`~.pipeline.stage.release`, as
+    the command does). ``ranges`` cut the whole model's layers, alike on every tp rank.
+
+    The shard's layouts say which parameters are split. A split parameter's gradient is exact
+    on its rank, a replicated one's is whole and equal on every rank of the tp group, and a
+    ``PARTIAL`` one's (sequence-parallel LayerNorms) is summed over tp. So tp rank 0 counts
+    the replicated parameters in the norm, and the loss that every tp rank computed alike,
+    once. Every rank counts its split ones. The rest is
     :class:`~scratchpar.parallel.pipeline.Pipeline`'s.
     """
 
-    def __init__(self, model, make_optimizer, task, mesh, schedule, ranges,
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, schedule=None, ranges=None,
                  sequence_parallel: bool = False, grad_clip: float = 0.0,
                  bucket_bytes: int = 1 << 20, recompute: str = "none"):
-        spans = [(r.start, r.stop) for r in ranges]
-        if len({tuple(s) for s in mesh.tp_comm.allgather_obj(spans, "stage layers")}) > 1:
-            raise ScheduleError("the tp ranks of a stage were given different layers: partition "
-                                "the whole model's layers, alike on every rank")
-        shard = tensor_parallel(model, mesh.tp_comm, sequence_parallel)
-        super().__init__(shard, make_optimizer, task, mesh, schedule, ranges, grad_clip,
-                         bucket_bytes, recompute)
-        for param in model.parameters():  # the whole model waits, empty, for gather_model
-            param.data = get_array_module(param.data).empty(0, param.dtype)
-        by_name = layouts(shard)
+        self.sequence_parallel = sequence_parallel
+        super().__init__(model, make_optimizer, objective, mesh, schedule=schedule,
+                         ranges=ranges, grad_clip=grad_clip, bucket_bytes=bucket_bytes,
+                         recompute=recompute)
+        by_name = layouts(self.shard)
         self.layouts = [by_name[name] for name in self.stage.names]
         split = {id(p) for p, lay in zip(self.params, self.layouts) if isinstance(lay, Split)}
         self.owned = [p for p in self.owned if mesh.tp_comm.rank == 0 or id(p) in split]
         self.partial = [i for i, lay in enumerate(self.layouts) if lay == PARTIAL]
         self.partial_plan = (Buckets([self.params[i].data for i in self.partial], bucket_bytes)
                              if self.partial and mesh.tp > 1 else None)
+
+    def _held(self, model, ranges):
+        """This rank's tp shard of ``model``, whose layers the stages run."""
+        spans = [(r.start, r.stop) for r in ranges]
+        if len({tuple(s) for s in self.mesh.tp_comm.allgather_obj(spans, "stage layers")}) > 1:
+            raise ScheduleError("the tp ranks of a stage were given different layers: partition "
+                                "the whole model's layers, alike on every rank")
+        self.shard = tensor_parallel(model, self.mesh.tp_comm, self.sequence_parallel)
+        return self.shard
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
@@ -77,12 +87,15 @@ class Hybrid(Pipeline):
 
     def _output_loss(self):
         """A GPT's shard scores its vocabulary-split logits itself (the vocabulary-parallel
-        loss), carrying the task's loss scale into backward as the task's own loss does
-        (fp16). An MLP's shard gathers its logits whole, for the task's own loss."""
-        own = getattr(self.model, "output_loss", None)
+        loss): the objective's ``output_loss`` takes whole logits, which no rank forms. It
+        carries into backward the loss scale the objective's own losses carry (fp16), which
+        the objective's protocol does not offer: it is read from the objective, where it has
+        one. An MLP's shard gathers its logits whole, for the objective's ``output_loss``."""
+        own = getattr(self.shard, "output_loss", None)
         if own is None:
-            return self.task.output_loss
-        return lambda *args, **kwargs: scaled(own(*args, **kwargs), self.task.scaler)
+            return self.objective.output_loss
+        scaler = getattr(self.objective, "scaler", None)
+        return lambda *args, **kwargs: scaled(own(*args, **kwargs), scaler)
 
     def _sum_partials(self) -> None:
         """The sequence-parallel replicated parameters' gradients, one part per sequence

@@ -5,10 +5,11 @@ from __future__ import annotations
 from ..autograd.precision import WIDE, is_low
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
+from ..data.shard import Part, shard
 from . import local_step
 from .description import Description, Message, bucketed, replicated
 from .dp import DataParallel
-from .strategy import Strategy
+from .strategy import Strategy, whole_model
 
 
 class LocalSGD(Strategy):
@@ -23,12 +24,13 @@ class LocalSGD(Strategy):
     holds them, in fp32, and round the mean into the 16-bit model.
     """
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm, every: int, warmup: int = 0,
-                 grad_clip: float = 0.0, bucket_bytes: int = 1 << 20):
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, every: int = 8,
+                 warmup: int = 0, grad_clip: float = 0.0, bucket_bytes: int = 1 << 20):
         if every < 0 or warmup < 0:
             raise ValueError(f"every and warmup must be >= 0, got {every} and {warmup}")
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
-        self.sync = DataParallel(model, optimizer, loss_fn, count_fn, comm,
+        super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
+        whole_model(mesh, "LocalSGD")
+        self.sync = DataParallel(model, lambda _: self.optimizer, objective, mesh,  # one rule
                                  bucket_bytes=bucket_bytes, grad_clip=grad_clip)
         arrays = [p.data for p in self.sync.params]
         self.plan = Buckets(arrays, bucket_bytes,  # for averaging, in fp32 under 16 bits
@@ -51,6 +53,10 @@ class LocalSGD(Strategy):
         return Description(replicated(shape, parameters=wide.bytes, buffers=2 * shape.bytes),
                            tuple(sends), chunk=shape.largest, arrays=shape.stepped)
 
+    def rows(self, batch_size: int) -> tuple[int, int]:
+        """This rank's shard alone, as data parallelism's."""
+        return self.sync.rows(batch_size)
+
     def step(self, global_batch) -> dict:
         """One step: ``{"loss": mean over the global batch, "grad_norm": this replica's,
         "skipped"}``. One tiny all-reduce gives the loss and the verdict on finiteness: a step
@@ -58,11 +64,16 @@ class LocalSGD(Strategy):
         self.steps += 1
         if self.steps <= self.warmup:
             return self.sync.step(global_batch)
-        loss, n = self.sync.local_loss(global_batch)  # Lᵣ summed over this rank's nᵣ units
-        verdict = local_step.from_summed(self.comm, self.sync.params, loss, n)
-        metrics = verdict.step(self.optimizer, self.sync.params, self.grad_clip)
-        if not metrics["skipped"]:
-            self.diverged = True
+        self.optimizer.zero_grad()
+        batch = shard(global_batch, self.comm.rank, self.comm.size)
+        loss, n, _ = self.backward_mean(batch)  # Lᵣ summed over this rank's nᵣ units
+        verdict = local_step.agree(self.comm, self.params, loss, n)
+        metrics = verdict.step(self.optimizer, self.params, self.grad_clip)
+        if isinstance(global_batch, Part):  # the loop drew this rank's rows alone
+            metrics["units"] = verdict.units
+        if metrics["skipped"]:  # nothing moves, the period's averaging included
+            return metrics
+        self.diverged = True
         if self.every and (self.steps - self.warmup) % self.every == 0:
             self.average()
         return metrics
@@ -85,7 +96,7 @@ class LocalSGD(Strategy):
         """Collective: the whole run on rank 0, ``None`` on the other ranks.
 
         Parts: ``"model"``/``"optim"`` (rank 0's replica, so any strategy can load it),
-        ``"replica{r}.optim"`` for every other rank r, ``"replica{r}.model"`` only while the
+        ``"rank{r}.optim"`` for every other rank r, ``"rank{r}.model"`` only while the
         replicas differ (``diverged``), and ``"local_sgd"``: steps, world size, diverged.
         """
         xp = self.sync.xp
@@ -100,8 +111,8 @@ class LocalSGD(Strategy):
                                "diverged": self.diverged}}
         for r in range(1, self.comm.size):
             if models:
-                state[f"replica{r}.model"] = models[r]
-            state[f"replica{r}.optim"] = optims[r]
+                state[f"rank{r}.model"] = models[r]
+            state[f"rank{r}.optim"] = optims[r]
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -134,7 +145,7 @@ class LocalSGD(Strategy):
 
 def _replica(state: dict, r: int, name: str) -> dict:
     """Part ``name`` ("model" or "optim") of saved replica r."""
-    return state[name] if r == 0 else state[f"replica{r}.{name}"]
+    return state[name] if r == 0 else state[f"rank{r}.{name}"]
 
 
 def _mean(states: list[dict]) -> dict:

@@ -10,20 +10,20 @@ from .strategy import Strategy
 
 
 class SingleDevice(Strategy):
-    """Forward, backward, clip, update: θ ← θ − η·∇L(θ; batch), on one device. A step whose
-    loss or gradient is not finite is skipped (:func:`~scratchpar.optim.guarded_step`).
+    """Forward, backward, clip, update: θ ← θ − η·∇L(θ; batch), on one device, with L the
+    batch's mean loss: its summed loss over N, its units, as every strategy divides. A step
+    whose loss or gradient is not finite is skipped (:func:`~scratchpar.optim.guarded_step`).
+    ``mesh``: none (one device).
 
-    With ``noise`` (a :class:`~scratchpar.optim.noise_scale.NoiseScale`; ``count_fn`` then
-    counts a batch's units), the step runs its batch in two halves, as data parallelism's two
-    ranks would, and estimates the gradient noise scale from each half's gradient and their
-    sum (McCandlish et al. 2018, Appendix A.1): the same step, up to the rounding of a sum
-    taken in two parts, for one gradient's copy more."""
+    With ``noise`` (a :class:`~scratchpar.optim.noise_scale.NoiseScale`), the step runs its
+    batch in two halves, as data parallelism's two ranks would, and estimates the gradient
+    noise scale from each half's gradient and their sum (McCandlish et al. 2018, Appendix
+    A.1): the same step, up to the rounding of a sum taken in two parts, for one gradient's
+    copy more."""
 
-    def __init__(self, model, optimizer, loss_fn, grad_clip: float = 0.0, noise=None,
-                 count_fn=None):
-        if noise is not None and count_fn is None:
-            raise ValueError("the noise scale needs count_fn, a batch's units")
-        super().__init__(model, optimizer, loss_fn, count_fn, grad_clip=grad_clip)
+    def __init__(self, model, make_optimizer, objective, mesh=None, /, *,
+                 grad_clip: float = 0.0, noise=None):
+        super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
         self.noise = noise
 
     @classmethod
@@ -37,9 +37,8 @@ class SingleDevice(Strategy):
         self.optimizer.zero_grad()
         if self.noise is not None:
             return self._in_halves(batch)
-        loss = self.loss_fn(self.model, batch)
-        loss.backward()
-        return guarded_step(self.optimizer, self.params, loss.data, self.grad_clip)
+        loss, _, scale = self.backward_mean(batch)
+        return guarded_step(self.optimizer, self.params, loss * scale, self.grad_clip)
 
     def _in_halves(self, batch) -> dict:
         """The step's mean gradient as the units-weighted sum of its halves' summed ones."""
@@ -47,9 +46,9 @@ class SingleDevice(Strategy):
         summed, squares, units, total = [], [], [], 0.0
         for half in halves:
             self.optimizer.zero_grad()
-            loss = self.loss_fn(self.model, half, reduction="sum")
+            loss, n = self.sum_loss(half)
             loss.backward()
-            n = float(self.count_fn(half))
+            n = float(n)
             squares.append((global_grad_norm(self.params) / max(n, 1.0)) ** 2)
             summed.append([p.grad for p in self.params])
             units.append(n)

@@ -3,38 +3,40 @@
 from __future__ import annotations
 
 import abc
-import inspect
 
+from ..backend import get_array_module
 from ..trace.tracer import NULL
-
-EXAMPLES = {"loss_fn": "def loss_fn(model, batch, reduction='mean'): x, y = batch; return "
-                       "F.cross_entropy(model(x), y, reduction=reduction)",
-            "criterion": "def criterion(out, y, reduction='mean'): return "
-                         "F.cross_entropy(out, y, reduction=reduction)"}
+from .objective import require
 
 
-def require_reduction(fn, what: str = "loss_fn") -> None:
-    """Refuse, in words, a loss function that cannot be called with two arguments and
-    ``reduction="sum"`` (a strategy that sums each rank's loss needs it): a ``loss_fn(model,
-    batch)`` or a pipeline's ``criterion(out, targets)``. Where Python cannot tell (a
-    builtin), accept it."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return
-    try:
-        signature.bind(None, None, reduction="sum")
-    except TypeError:
-        raise TypeError(
-            f"{what} {getattr(fn, '__name__', fn)!r} must take reduction= ('mean' or "
-            "'sum'): each rank sums the loss of its part of the batch (reduction='sum') "
-            "and the strategy divides by the units over every rank. For example: "
-            f"{EXAMPLES[what]}") from None
+def whole_model(mesh, name: str):
+    """The communicator of a strategy that gives every rank the whole model (data parallelism
+    and its asynchronous kin): the mesh's world, which must be pure data parallelism."""
+    if mesh.pp != 1 or mesh.tp != 1:
+        raise ValueError(f"{name} gives every rank the whole model: its mesh is pure data "
+                         f"parallelism, Mesh(comm); got {mesh!r} (Hybrid splits a model over "
+                         "pp and tp)")
+    return mesh.world
 
 
 class Strategy(abc.ABC):
-    """A way to train one single-device ``model`` with its ``optimizer`` over the ranks of
-    ``comm``. The training loop, checkpoints and metrics use only this protocol:
+    """A way to train one single-device ``model`` over the ranks of a mesh. Every strategy is
+    built one way::
+
+        Strategy(model, make_optimizer, objective, mesh, /, *, grad_clip=0.0, …knobs)
+
+    - ``model``: a single-device model. :attr:`model` is the model the strategy trains: the
+      same, or the part of it this rank holds (a stage, a shard), as the strategy says.
+    - ``make_optimizer(parameters)`` builds the optimizer over what this rank updates (its
+      stage's, its shard's, its key range's); :attr:`optimizer` is that optimizer, read-only.
+    - ``objective``: :class:`~scratchpar.parallel.objective.Objective`, the batch's summed
+      loss and its units.
+    - ``mesh``: a :class:`~scratchpar.comm.mesh.Mesh`; ``Mesh(comm)`` is pure data
+      parallelism. Its maker frees it; the strategy frees what it makes (:meth:`close`).
+    - ``grad_clip``, the global gradient norm to clip to (0: off), and every knob are
+      keyword-only.
+
+    The training loop, checkpoints and metrics use only this protocol:
 
     - :meth:`step` (``batch -> {"loss", "grad_norm", "skipped", …}``): one training step on
       the global batch, which every rank holds. ``optimizer.lr`` is set before it.
@@ -51,19 +53,40 @@ class Strategy(abc.ABC):
       loss and the gradient). Where not, a rank whose steps diverge ends the job itself.
     - :meth:`describe`, a class method: what a rank holds and sends each step, for a model's
       :class:`~scratchpar.parallel.description.Shape`, without building anything.
-
-    ``loss_fn(model, batch, reduction)`` scores a batch, ``count_fn(batch)`` counts its units
-    (tokens or samples), ``grad_clip`` is the global gradient norm to clip to (0: off).
     """
 
     lockstep = True
+    staged = False  # whether the objective must say how to split a batch (a pipeline's)
 
-    def __init__(self, model, optimizer, loss_fn, count_fn=None, comm=None,
-                 grad_clip: float = 0.0):
-        self.model, self.optimizer, self.loss_fn, self.count_fn = \
-            model, optimizer, loss_fn, count_fn
-        self.comm, self.grad_clip = comm, grad_clip
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, grad_clip: float = 0.0):
+        require(objective, self.staged)
+        self.model, self.objective, self.mesh, self.grad_clip = model, objective, mesh, grad_clip
+        self.comm = None if mesh is None else mesh.world
         self.params = model.parameters()
+        self._optimizer = None if make_optimizer is None else make_optimizer(self.params)
+
+    @property
+    def optimizer(self):
+        """The optimizer this rank steps, made by ``make_optimizer`` (the loop sets its rate)."""
+        return self._optimizer
+
+    def sum_loss(self, batch):
+        """This rank's summed loss on ``batch`` (a Tensor) and its units."""
+        loss = self.objective.loss(self.model, batch, reduction="sum")
+        return loss, self.objective.count(batch)
+
+    def backward_mean(self, batch):
+        """Backpropagate the summed loss on ``batch``, then divide every gradient by N, its
+        units, as one device divides by its batch's: ∇L = ∇(Σ losses)/N. Returns Σ losses, N
+        and 1/N, on the device (no wait for it here)."""
+        loss, n = self.sum_loss(batch)
+        loss.backward()
+        xp = get_array_module(loss.data)
+        scale = 1.0 / xp.maximum(xp.asarray(n, dtype="float64"), 1.0)
+        for p in self.params:
+            if p.grad is not None:
+                p.grad *= scale
+        return loss.data, n, scale
 
     @property
     def tracer(self):
@@ -86,7 +109,10 @@ class Strategy(abc.ABC):
         return None
 
     def state_dict(self) -> dict | None:
-        """The whole model and optimizer state (one device's form): every replica holds it."""
+        """Collective: the whole model and optimizer state in one device's form, on rank 0
+        (every replica holds it); ``None`` on the others."""
+        if self.comm is not None and self.comm.rank != 0:
+            return None
         return {"model": self.model.state_dict(), "optim": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:

@@ -13,7 +13,7 @@ from ..trace.tracer import Tracer
 from .checkpoint import CheckpointError, load_checkpoint
 from .loop import Trainer
 from .memory import memory_problems
-from .optimizer import build_optimizer, build_schedule
+from .optimizer import build_schedule, optimizer_factory
 from .option import ConfigError
 from .paths import output_problems
 from .precision import apply_precision
@@ -29,11 +29,12 @@ RANK_ERRORS = (ConfigError, CheckpointError, BackendError, DataError, MemoryErro
 @dataclass
 class Prepared:
     """What one rank builds alone, before any message: the world it trains in, its task and
-    optimizer, its dropout stream, and the checkpoint it read (arrays, meta) if resuming."""
+    its optimizer factory, its dropout stream, and the checkpoint it read (arrays, meta) if
+    resuming."""
 
     comm: object
     task: Task
-    optimizer: object
+    make_optimizer: object
     dropout_gen: DeviceRandom
     checkpoint: tuple[dict, dict] | None
 
@@ -66,10 +67,10 @@ def prepare(cfg, comm=None) -> Prepared:
     problems = family.task_problems(cfg, task)
     if problems:
         raise ConfigError(problems)
-    optimizer = apply_precision(cfg, task, build_optimizer(cfg, task.model.parameters()))
+    apply_precision(cfg, task)
     family.recompute(cfg, task)
     checkpoint = load_checkpoint(cfg.train.resume) if cfg.train.resume else None
-    return Prepared(comm, task, optimizer, dropout_gen, checkpoint)
+    return Prepared(comm, task, optimizer_factory(cfg, task.scaler), dropout_gen, checkpoint)
 
 
 def assemble(cfg, parts: Prepared) -> Trainer:
@@ -80,7 +81,9 @@ def assemble(cfg, parts: Prepared) -> Trainer:
     if cfg.train.trace:  # the strategy and its collectives record on the communicator's tracer
         comm.tracer = Tracer(comm.rank)
         comm.tracer.align(comm.barrier)
-    strategy = REGISTRY[cfg.train.strategy].build(cfg, parts.task, parts.optimizer, comm)
+    family = REGISTRY[cfg.train.strategy]
+    mesh = None if comm is None else family.mesh(cfg, comm)  # freed by the Trainer at its end
+    strategy = family.build(cfg, parts.task, parts.make_optimizer, mesh)
     trainer = Trainer(cfg, strategy, parts.task, build_schedule(cfg), parts.dropout_gen, comm,
                       REGISTRY[cfg.train.strategy].computing(cfg, comm.size if comm else 1))
     if parts.checkpoint is not None:

@@ -119,6 +119,8 @@ class Trainer:
             self._reports.free()
         self.strategy.gather_model()  # a pipeline's stages → rank 0
         self.strategy.close()
+        if self.strategy.mesh is not None:  # the mesh the run made for it (train/build.py)
+            self.strategy.mesh.free()
         if not self.is_logger:
             return None
         summary = self.summary(units_done, elapsed, self.step - first)

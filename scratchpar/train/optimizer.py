@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import optim
+from ..optim.mixed import MixedPrecision
 
 
 def build_optimizer(cfg, params):
@@ -14,6 +15,17 @@ def build_optimizer(cfg, params):
                          nesterov=cfg.train.strategy == "easgd" and o.momentum > 0)
     cls = optim.Adam if o.optimizer == "adam" else optim.AdamW
     return cls(params, o.lr, weight_decay=o.weight_decay)
+
+
+def optimizer_factory(cfg, scaler=None):
+    """``make_optimizer(params)``, as every strategy takes it: the optimizer ``--optimizer``
+    names over ``params`` (this rank's: its stage's, its shards', its key range's), stepping
+    16-bit parameters through fp32 masters under ``--precision fp16|bf16`` (with fp16's loss
+    ``scaler``)."""
+    def make_optimizer(params):
+        optimizer = build_optimizer(cfg, params)
+        return optimizer if cfg.train.precision == "fp32" else MixedPrecision(optimizer, scaler)
+    return make_optimizer
 
 
 def build_schedule(cfg):

@@ -5,21 +5,19 @@ from __future__ import annotations
 
 from ..autograd.precision import dtype_of
 from ..backend import xp_default
-from ..optim.mixed import MixedPrecision
 from ..optim.scaler import LossScaler
 
 
-def apply_precision(cfg, task, optimizer):
-    """Under ``--precision fp16`` or ``bf16``: ``task``'s model cast to 16 bits, and the
-    optimizer that steps it through fp32 masters (Micikevicius et al. 2018, §3.1). fp16 scales
-    the loss (§3.2; its scaler is the task's and the optimizer's); bf16, with fp32's exponent
-    range, needs no scale. Under fp32, ``optimizer`` itself."""
+def apply_precision(cfg, task) -> None:
+    """Under ``--precision fp16`` or ``bf16``: ``task``'s model cast to 16 bits, which the
+    optimizer steps through fp32 masters (Micikevicius et al. 2018, §3.1;
+    :func:`~scratchpar.train.optimizer.optimizer_factory`). fp16 scales the loss (§3.2; its
+    scaler is the task's and the optimizer's); bf16, with fp32's exponent range, needs no
+    scale. Under fp32, nothing."""
     precision = cfg.train.precision
-    if precision == "fp32":
-        return optimizer
-    task.model.to_dtype(dtype_of(precision, xp_default()))
-    task.scaler = LossScaler() if precision == "fp16" else None
-    return MixedPrecision(optimizer, task.scaler)
+    if precision != "fp32":
+        task.model.to_dtype(dtype_of(precision, xp_default()))
+        task.scaler = LossScaler() if precision == "fp16" else None
 
 
 def fold_masters(state: dict, names: list[str]) -> dict:

@@ -23,6 +23,7 @@ from ..data import (
 from ..data.shard import Part
 from ..device_rng import DeviceRandom
 from ..optim.scaler import LossScaler, scaled
+from ..parallel.objective import takes_reduction
 from .divergence import finite_or_text
 
 HALF_SQUARED = "½·squared error"  # a regression's measure, read as an RMSE in the summary
@@ -40,6 +41,11 @@ class Task:
     criterion: Callable = F.cross_entropy  # a sample task's loss of (output, targets)
     measure: str = "nats"  # what the loss counts: nats, or a regression's squared error
     scaler: LossScaler | None = None  # fp16's loss scale, which every loss's backward carries
+
+    def __post_init__(self):
+        if self.unit == "sample":  # every strategy asks the loss for a sum
+            takes_reduction(self.criterion, f"the task's criterion "
+                                            f"{getattr(self.criterion, '__name__', '')!r}")
 
     def batch(self, step: int, batch_size: int, rows=None):
         """Global batch ``step`` on the device: B (b, n+1) ids, or (x (b, F), y (b,)), or

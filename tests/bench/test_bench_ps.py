@@ -10,7 +10,7 @@ from bench_helpers import run_quick, table_rows
 
 from scratchpar.bench.ps import driver as ps
 from scratchpar.bench.ps.report import HEADER_BYTES, LEVELS, run_seconds
-from scratchpar.bench.standin import StandIn, count_fn, loss_fn
+from scratchpar.bench.standin import Sleeping, StandIn, rows_of
 
 
 @pytest.fixture(scope="module")
@@ -164,11 +164,11 @@ def test_figures_and_timelines_are_written(quick):
 def test_the_stand_in_gradient_is_exact_and_its_sleep_scales_with_rows():
     model = StandIn(ps.QUICK_BOTTLENECK["sizes"], per_row_s=1e-5, forward_share=0.5)
     batch = np.arange(6)
-    loss = loss_fn(model, batch, reduction="sum")
+    loss = Sleeping().loss(model, batch, reduction="sum")
     loss.backward()
     for p, d in zip(model.parameters(), model._directions):
-        np.testing.assert_allclose(p.grad, count_fn(batch) * d, rtol=1e-6)
-    expected = count_fn(batch) * sum(float(np.vdot(d, p.data)) for d, p in
+        np.testing.assert_allclose(p.grad, rows_of(batch) * d, rtol=1e-6)
+    expected = rows_of(batch) * sum(float(np.vdot(d, p.data)) for d, p in
                                      zip(model._directions, model.parameters()))
     assert float(loss.data) == pytest.approx(expected, rel=1e-5)
     assert model.compute_s(6) == pytest.approx(6e-5)

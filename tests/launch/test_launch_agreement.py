@@ -48,11 +48,11 @@ def test_a_local_sgd_checkpoint_missing_one_replicas_optimizer_ends_every_rank(t
     ck, flags = tmp_path / "ck", ["--strategy", "local-sgd", "--local-sgd-every", "4",
                                   "--metrics", str(tmp_path / "m.jsonl")]
     train(3, *flags, "--stop-after", "3", "--save", str(ck))
-    (ck / "replica2.optim.npz").unlink()
-    edit_meta(ck, lambda meta: meta["sha256"].pop("replica2.optim"))  # as if never written
+    (ck / "rank2.optim.npz").unlink()
+    edit_meta(ck, lambda meta: meta["sha256"].pop("rank2.optim"))  # as if never written
     result, wall = resume(3, ck, *flags)
     assert_refused_once(result, wall, f"scratchpar.train: rank 2 of 3: {ck} does not fit this "
-                                      "run: 'replica2.optim'")
+                                      "run: 'rank2.optim'")
 
 
 def test_a_bad_flag_is_reported_once_without_the_usage(tmp_path):

@@ -41,7 +41,7 @@ def test_one_worker_trains_as_one_device(tmp_path, source, strategy):
     want, params = one_device(tmp_path, *SOURCES[source], *SGD)
     np.testing.assert_allclose(losses, want, rtol=1e-12)
     state = load_checkpoint(tmp_path / "ck")[0]
-    saved = state["worker0.model"] if "easgd" in strategy else state["model"]
+    saved = state["rank0.model"] if "easgd" in strategy else state["model"]
     for name, value in params.items():
         np.testing.assert_array_equal(saved[name], value)
 

@@ -91,10 +91,10 @@ def test_local_sgd_resumed_between_averaging_points_ends_as_the_uninterrupted_ru
     train(2, *flags, "--save", str(tmp_path / "straight"))
     train(2, *flags, "--stop-after", "3", "--save", str(tmp_path / "resumed"))
     mid = load_checkpoint(tmp_path / "resumed")[0]
-    assert {"replica1.model", "replica1.optim"} <= mid.keys()  # the replicas differ at step 3
+    assert {"rank1.model", "rank1.optim"} <= mid.keys()  # the replicas differ at step 3
     train(2, *flags, "--resume", str(tmp_path / "resumed"), "--save", str(tmp_path / "resumed"))
     want, got = (load_checkpoint(tmp_path / name)[0] for name in ("straight", "resumed"))
-    assert got.keys() == want.keys() and "replica1.optim" in got
+    assert got.keys() == want.keys() and "rank1.optim" in got
     for part, named in want.items():
         assert got[part].keys() == named.keys()
         for name, value in named.items():

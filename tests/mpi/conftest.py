@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from mpi_helpers import WORLD
 
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 
 settings.register_profile(
@@ -23,3 +24,11 @@ def comm() -> Communicator:
     """The world communicator, shared by every test of the session."""
     return WORLD
 
+
+@pytest.fixture(scope="session")
+def mesh(comm):
+    """Pure data parallelism over the world, ``Mesh(comm)``: the mesh of every strategy that
+    gives each rank the whole model, made once (on every rank alike) and freed at the end."""
+    made = Mesh(comm)
+    yield made
+    made.free()

@@ -61,7 +61,7 @@ def final_loss(params, x, y) -> float:
 def serial_run(x, y) -> float:
     """Serial SGD's full-data loss after the same batches."""
     one = task()
-    single = SingleDevice(one.model, SGD(one.model.parameters(), LR), one.loss)
+    single = SingleDevice(one.model, lambda params: SGD(params, LR), one)
     for batch in batches(x, y):
         single.step(batch)
     return final_loss([p.data for p in one.model.parameters()], x, y)

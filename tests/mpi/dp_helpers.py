@@ -9,6 +9,7 @@ import numpy as np
 from device_helpers import host, on_device
 
 from scratchpar import nn
+from scratchpar.backend import get_array_module
 from scratchpar.train.task import Task
 
 VOCAB, SEQ = 7, 5
@@ -44,6 +45,11 @@ def assert_close(got, want, rtol, atol=0.0):
         np.testing.assert_allclose(host(g), host(w), rtol=rtol, atol=atol)
 
 
+def everywhere(comm, state):
+    """Rank 0's ``state_dict()`` (the others return ``None``) on every rank, to compare there."""
+    return comm.allgather_obj(state)[0]
+
+
 def snapshot(state: dict) -> dict:
     """A copy of a strategy's ``state_dict()`` (its arrays are live: the next step moves them)."""
     return {part: {k: v.copy() if hasattr(v, "copy") else v for k, v in values.items()}
@@ -59,3 +65,16 @@ def assert_same_state(state: dict, want: dict) -> None:
         for key, value in want[part].items():
             np.testing.assert_allclose(host(state[part][key]), host(value), rtol=1e-9,
                                        atol=1e-10, err_msg=f"{part} {key}")
+
+
+def mean_backward(task, batch):
+    """Backpropagate the batch's summed loss and scale the gradient by 1/N after backward, N
+    its units, as one device does: the mean loss, which this returns."""
+    loss = task.loss(task.model, batch, "sum")
+    loss.backward()
+    xp = get_array_module(loss.data)
+    scale = 1.0 / xp.maximum(xp.asarray(task.count(batch), dtype="float64"), 1.0)
+    for p in task.model.parameters():
+        if p.grad is not None:
+            p.grad *= scale
+    return loss.data * scale

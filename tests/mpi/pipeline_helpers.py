@@ -51,11 +51,10 @@ def make_pipeline(comm, task, schedule: str, pp: int, m: int, v: int = 1, adam=F
     while LIVE:  # every rank builds its pipelines in the same order, so frees them alike
         LIVE.pop()()
     mesh = Mesh(comm, dp=comm.size // pp, pp=pp)
-    ranges = partition(parameter_counts(task.model.pipeline_layers()), pp * v)
     cls = PipeDream if schedule == "pipedream" else Pipeline
     pipe = cls(task.model, optimizer or make_optimizer(adam), task, mesh,
-               schedules.build(schedule, pp, m, v), ranges, grad_clip=clip,
-               bucket_bytes=bucket_bytes)
+               schedule=schedules.build(schedule, pp, m, v), grad_clip=clip,
+               bucket_bytes=bucket_bytes)  # ranges: balanced by parameter count
     LIVE.extend([mesh.free, pipe.close])
     return pipe
 
@@ -63,12 +62,13 @@ def make_pipeline(comm, task, schedule: str, pp: int, m: int, v: int = 1, adam=F
 def make_hybrid(comm, task, schedule: str, dp: int, pp: int, tp: int, m: int, adam=False,
                 clip=0.0, sequence_parallel: bool = False):
     """The synchronous pipeline of ``schedule`` on a dp × pp × tp mesh, each stage this rank's
-    tensor-parallel shard of ``task.model`` (whose own weights are then freed)."""
+    tensor-parallel shard of ``task.model`` (which is left as it was)."""
     while LIVE:
         LIVE.pop()()
     mesh = Mesh(comm, dp=dp, pp=pp, tp=tp)
     ranges = partition(parameter_counts(task.model.pipeline_layers()), pp)  # alike on every rank
     pipe = Hybrid(task.model, make_optimizer(adam), task, mesh,
-                  schedules.build(schedule, pp, m, 1), ranges, sequence_parallel, grad_clip=clip)
+                  schedule=schedules.build(schedule, pp, m, 1), ranges=ranges,
+                  sequence_parallel=sequence_parallel, grad_clip=clip)
     LIVE.extend([mesh.free, pipe.close])
     return pipe

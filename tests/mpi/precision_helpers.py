@@ -15,11 +15,13 @@ from scratchpar.optim.scaler import LossScaler
 TOLERANCE = {"fp16": 2e-2, "bf16": 1e-1}
 
 
-def mixed(task, precision: str, scale: float):
-    """``task``'s model in 16 bits, stepped by SGD with momentum through fp32 masters."""
+def mixed(task, precision: str, scale: float, **sgd):
+    """``task``'s model in 16 bits, and the factory of what steps it: SGD (with momentum, or
+    ``sgd``'s settings) through fp32 masters."""
     task.model.to_dtype(dtype_of(precision, backend.xp_default()))
     task.scaler = LossScaler(scale=scale) if precision == "fp16" else None
-    return MixedPrecision(SGD(task.model.parameters(), lr=0.1, momentum=0.9), task.scaler)
+    settings = sgd or {"lr": 0.1, "momentum": 0.9}
+    return lambda params: MixedPrecision(SGD(params, **settings), task.scaler)
 
 
 def fp32_start(low, full) -> list:
@@ -33,7 +35,8 @@ def fp32_start(low, full) -> list:
 def masters(strategy):
     """Each parameter's fp32 master, whole, in the one-device model's order (a sharded
     strategy gathers them: its checkpoint's layout-free state)."""
-    optim = strategy.state_dict()["optim"]
+    state = strategy.state_dict()  # rank 0's (every strategy's is a collective)
+    optim = (state if strategy.comm is None else strategy.comm.allgather_obj(state)[0])["optim"]
     count = sum(key.startswith("master.") for key in optim)
     return [host(optim[f"master.{i}"]).astype(np.float64) for i in range(count)]
 

@@ -38,21 +38,23 @@ def quadratic(model, targets, reduction="mean"):
     return F.mean(per_row) if reduction == "mean" else F.sum(per_row)
 
 
-def easgd(comm, task, rho, tau, lr=0.1, momentum=0.0):
-    return SyncEASGD(task.model, SGD(task.model.parameters(), lr, momentum=momentum,
-                                     nesterov=momentum > 0), task.loss, task.count, comm,
-                     rho=rho, tau=tau)
+def sgd(lr=0.1, momentum=0.0):
+    """The factory of SGD at ``lr``, with Nesterov momentum where ``momentum`` > 0."""
+    return lambda params: SGD(params, lr, momentum=momentum, nesterov=momentum > 0)
+
+
+def easgd(mesh, task, rho, tau, lr=0.1, momentum=0.0):
+    return SyncEASGD(task.model, sgd(lr, momentum), task, mesh, rho=rho, tau=tau)
 
 
 @settings(max_examples=6)
 @given(kind=st.sampled_from(("mlp", "gpt")), momentum=st.sampled_from((0.0, 0.9)),
        tau=st.integers(1, 3), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_zero_rho_leaves_every_worker_an_independent_sgd(comm, kind, momentum, tau, seed):
+def test_zero_rho_leaves_every_worker_an_independent_sgd(comm, mesh, kind, momentum, tau, seed):
     mine, alone = make_task(kind, seed), make_task(kind, seed)
-    strategy = easgd(comm, mine, 0.0, tau, momentum=momentum)
-    single = SingleDevice(alone.model, SGD(alone.model.parameters(), 0.1, momentum=momentum,
-                                           nesterov=momentum > 0), alone.loss)
+    strategy = easgd(mesh, mine, 0.0, tau, momentum=momentum)
+    single = SingleDevice(alone.model, sgd(0.1, momentum), alone)
     for step in range(4):
         batch = make_batch(kind, 2 * comm.size + step, seed + step)
         strategy.step(batch)
@@ -79,14 +81,14 @@ def centre_closed_form(x0, targets, lr, rho, tau, steps):
 @settings(max_examples=8)
 @given(rho=st.floats(0.05, 2.0), tau=st.integers(1, 4), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_the_centre_follows_its_closed_form_on_a_quadratic(comm, rho, tau, seed):
+def test_the_centre_follows_its_closed_form_on_a_quadratic(comm, mesh, rho, tau, seed):
     gen = np.random.default_rng(seed)
     x0, targets = gen.standard_normal(5), gen.standard_normal((comm.size, 5))  # c₀ … c_p−1
     task = type("Quadratic", (), {"model": Point(on_device(x0.copy())),
                                   "loss": staticmethod(quadratic),
                                   "count": staticmethod(len)})
     lr = 0.3 / comm.size  # pα ≤ 0.6: the elastic map is stable (Zhang et al. 2015, §5)
-    strategy = easgd(comm, task, rho, tau, lr=lr)
+    strategy = easgd(mesh, task, rho, tau, lr=lr)
     for _ in range(9):
         strategy.step(on_device(targets))
     got = host(strategy.centre[0])
@@ -97,19 +99,19 @@ def test_the_centre_follows_its_closed_form_on_a_quadratic(comm, rho, tau, seed)
 
 
 @shared_verdict
-def test_a_checkpoint_resumes_every_worker_and_the_centre(comm):
+def test_a_checkpoint_resumes_every_worker_and_the_centre(comm, mesh):
     if comm.size < 2:
         pytest.skip("one worker has no elastic partner")
     batches = [make_batch("mlp", 3 * comm.size, step) for step in range(6)]
     straight, stopped = make_task("mlp", 4), make_task("mlp", 4)
-    whole = easgd(comm, straight, 0.5, 2, momentum=0.9)
-    first = easgd(comm, stopped, 0.5, 2, momentum=0.9)
+    whole = easgd(mesh, straight, 0.5, 2, momentum=0.9)
+    first = easgd(mesh, stopped, 0.5, 2, momentum=0.9)
     for batch in batches:
         whole.step(batch)
     for batch in batches[:3]:
         first.step(batch)
     state = comm.allgather_obj(first.state_dict(), "EASGD checkpoint")[0]
-    resumed = easgd(comm, make_task("mlp", 9), 0.5, 2, momentum=0.9)
+    resumed = easgd(mesh, make_task("mlp", 9), 0.5, 2, momentum=0.9)
     resumed.load_state_dict(state)
     for batch in batches[3:]:
         resumed.step(batch)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
 from precision_helpers import available, mixed
 
+from scratchpar.comm.mesh import Mesh
 from scratchpar.optim import SGD
 from scratchpar.parallel.easgd import AsyncEASGD, SyncEASGD
 
@@ -22,11 +23,10 @@ TOLERANCE = 0.035  # nats: the centre against serial SGD (seen ≤ 0.028, with o
 
 
 def worker_of(seed: int, precision: str):
-    """A GPT task and the optimizer it steps with: SGD with momentum in float64, or in 16 bits
+    """A GPT task and the factory of its optimizer: SGD with momentum in float64, or in 16 bits
     through fp32 masters (fp16 with a loss scale)."""
     if precision == "fp32":
-        task = make_task("gpt", seed)
-        return task, SGD(task.model.parameters(), 0.1, momentum=0.9)
+        return make_task("gpt", seed), lambda params: SGD(params, 0.1, momentum=0.9)
     task = make_task("gpt", seed, np.float32)
     return task, mixed(task, available(precision), 2.0**8)
 
@@ -41,46 +41,59 @@ def test_one_asynchronous_worker_is_synchronous_easgd_on_one_rank(comm, precisio
         pytest.skip("asynchronous EASGD needs a master and a worker")
     pair = comm.split(0 if comm.rank < 2 else 1, name="pair")
     alone = comm.split(comm.rank, name="alone")
-    if comm.rank < 2:
-        (mine, optimizer), (reference, optim) = worker_of(seed, precision), \
-            worker_of(seed, precision)
-        strategy = AsyncEASGD(mine.model, optimizer, mine.loss, mine.count, pair, rho=0.7,
-                              tau=2)
-        sync = SyncEASGD(reference.model, optim, reference.loss, reference.count, alone,
-                         rho=0.7, tau=2)
-        dtype = np.float64 if precision == "fp32" else np.float32
-        for step in range(5):
-            batch = make_batch("gpt", 3, seed + step, dtype)
-            strategy.step(batch)
+    meshes = (Mesh(pair), Mesh(alone)) if comm.rank < 2 else ()
+    try:
+        if comm.rank < 2:
+            (mine, mine_optimizer), (reference, reference_optimizer) = \
+                worker_of(seed, precision), worker_of(seed, precision)
+            strategy = AsyncEASGD(mine.model, mine_optimizer, mine, meshes[0], rho=0.7, tau=2)
+            sync = SyncEASGD(reference.model, reference_optimizer, reference, meshes[1],
+                             rho=0.7, tau=2)
+            dtype = np.float64 if precision == "fp32" else np.float32
+            for step in range(5):
+                batch = make_batch("gpt", 3, seed + step, dtype)
+                strategy.step(batch)
+                if comm.rank == 1:
+                    sync.step(batch)
+            strategy.shutdown()
+            centre = pair.allgather_obj([host(c) for c in strategy.centre])[0]  # the master's
+            strategy.close()
             if comm.rank == 1:
-                sync.step(batch)
-        strategy.shutdown()
-        centre = pair.allgather_obj([host(c) for c in strategy.centre])[0]  # the master's
-        strategy.close()
-        if comm.rank == 1:
-            for got, want in zip(optimizer.weights(), optim.weights()):
-                assert host(got).tobytes() == host(want).tobytes()
-            for p, q in zip(mine.model.parameters(), reference.model.parameters()):
-                assert host(p.data).tobytes() == host(q.data).tobytes()
-            for c, d in zip(centre, sync.centre):
-                assert c.tobytes() == host(d).tobytes()
-    pair.free()
-    alone.free()
+                for got, want in zip(strategy.optimizer.weights(), sync.optimizer.weights()):
+                    assert host(got).tobytes() == host(want).tobytes()
+                for p, q in zip(mine.model.parameters(), reference.model.parameters()):
+                    assert host(p.data).tobytes() == host(q.data).tobytes()
+                for c, d in zip(centre, sync.centre):
+                    assert c.tobytes() == host(d).tobytes()
+    finally:
+        for mesh in meshes:
+            mesh.free()
+        pair.free()
+        alone.free()
+
+
+class Slowed:
+    """``task``'s objective, its loss 3 ms slower where ``slow``."""
+
+    def __init__(self, task, slow: bool):
+        self.task, self.slow = task, slow
+
+    def loss(self, model, batch, reduction):
+        if self.slow:
+            time.sleep(0.003)
+        return self.task.loss(model, batch, reduction)
+
+    def count(self, batch):
+        return self.task.count(batch)
 
 
 @shared_verdict
-def test_no_exchange_is_lost_under_a_slowed_worker(comm):
+def test_no_exchange_is_lost_under_a_slowed_worker(comm, mesh):
     if comm.size < 2:
         pytest.skip("asynchronous EASGD needs a master and a worker")
     mine = make_task("mlp", 1)
-
-    def loss(model, batch, *args):
-        if comm.rank == 1:
-            time.sleep(0.003)
-        return mine.loss(model, batch, *args)
-
-    strategy = AsyncEASGD(mine.model, SGD(mine.model.parameters(), 0.1, momentum=0.9), loss,
-                          mine.count, comm, rho=0.5, tau=3)
+    strategy = AsyncEASGD(mine.model, lambda params: SGD(params, 0.1, momentum=0.9),
+                          Slowed(mine, comm.rank == 1), mesh, rho=0.5, tau=3)
     for step in range(10):
         strategy.step(make_batch("mlp", 2 * comm.size, step))
     strategy.shutdown()
@@ -91,8 +104,8 @@ def test_no_exchange_is_lost_under_a_slowed_worker(comm):
     if comm.rank == 0:  # the checkpoint's optimizer is the first worker's, not the master's
         assert state["easgd"] == {"steps": 10, "world": comm.size, "mode": "async"}
         assert state["optim"]["step_count"] == 10 and state["optim"].keys() == \
-            state["worker1.optim"].keys()
-        for key, value in state["worker1.optim"].items():
+            state["rank1.optim"].keys()
+        for key, value in state["rank1.optim"].items():
             assert np.array_equal(host(state["optim"][key]), host(value)), key
 
 
@@ -101,7 +114,7 @@ MODES = {"synchronous": SyncEASGD, "asynchronous": AsyncEASGD}
 
 @pytest.mark.parametrize("mode", list(MODES))
 @shared_verdict
-def test_every_mode_converges_on_logistic_regression(comm, mode):
+def test_every_mode_converges_on_logistic_regression(comm, mesh, mode):
 
     if comm.size < 2 and mode == "asynchronous":
         pytest.skip("a master needs a worker")
@@ -109,8 +122,8 @@ def test_every_mode_converges_on_logistic_regression(comm, mode):
     mine = task()
     workers = comm.size if mode == "synchronous" else comm.size - 1
     rho = 1.0 / workers  # the centre moves by pα = ηρp = η a round: stable, and prompt
-    strategy = MODES[mode](mine.model, SGD(mine.model.parameters(), LR), mine.loss, mine.count,
-                           comm, rho=rho, tau=1)
+    strategy = MODES[mode](mine.model, lambda params: SGD(params, LR), mine, mesh, rho=rho,
+                           tau=1)
     for batch in batches(x, y):
         strategy.step(batch)
     if mode == "asynchronous":

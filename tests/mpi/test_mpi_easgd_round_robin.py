@@ -5,7 +5,7 @@ worker's weights."""
 import numpy as np
 import pytest
 from device_helpers import host, on_device
-from dp_helpers import make_batch, make_task
+from dp_helpers import make_batch, make_task, mean_backward
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
@@ -26,12 +26,11 @@ def emulate(kind: str, seed: int, workers: int, rho: float, momentum: float):
         j = t % workers
         task, params = tasks[j], tasks[j].model.parameters()
         optims[j].zero_grad()
-        loss = task.loss(task.model, make_batch(kind, 4, seed + t))
-        loss.backward()
+        loss = mean_backward(task, make_batch(kind, 4, seed + t))
         before = [host(p.data).copy() for p in params]  # Wᵗʲ
         for p, c in zip(params, centre):
             p.data -= alpha * (p.data - on_device(c))  # eq. 3's elastic term
-        guarded_step(optims[j], params, loss.data)
+        guarded_step(optims[j], params, loss)
         for c, w in zip(centre, before):
             c += alpha * (w - c)  # eq. 4
     return centre, [[host(p.data) for p in t.model.parameters()] for t in tasks]
@@ -41,12 +40,13 @@ def emulate(kind: str, seed: int, workers: int, rho: float, momentum: float):
 @given(kind=st.sampled_from(("mlp", "gpt")), rho=st.floats(0.0, 2.0),
        momentum=st.sampled_from((0.0, 0.9)), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_round_robin_equals_its_sequential_emulation_bitwise(comm, kind, rho, momentum, seed):
+def test_round_robin_equals_its_sequential_emulation_bitwise(comm, mesh, kind, rho, momentum,
+                                                             seed):
     if comm.size < 2:
         pytest.skip("round-robin EASGD needs a master and a worker")
     task = make_task(kind, seed)
-    strategy = RoundRobinEASGD(task.model, SGD(task.model.parameters(), LR, momentum=momentum),
-                               task.loss, task.count, comm, rho=rho)
+    strategy = RoundRobinEASGD(task.model, lambda params: SGD(params, LR, momentum=momentum),
+                               task, mesh, rho=rho)
     for t in range(STEPS):
         strategy.step(make_batch(kind, 4, seed + t))
     strategy.close()

@@ -22,8 +22,7 @@ SCHEDULES = ("gpipe", "1f1b", "bprio", "zb-h1")
 
 
 def single_device(one, adam, clip):
-    return SingleDevice(one.model, make_optimizer(adam)(one.model.parameters()),
-                        lambda model, b: one.loss(model, b, "mean"), clip)
+    return SingleDevice(one.model, make_optimizer(adam), one, grad_clip=clip)
 
 
 def whole_slice(pipe, name, layout, whole):

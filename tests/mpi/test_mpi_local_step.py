@@ -1,6 +1,6 @@
 """The local step's verdict (parallel/local_step.py) on real ranks: every rank backpropagates
-its own shard's mean loss, agrees on the global batch's mean loss, and skips alike when any
-rank's loss or gradient is not finite; the summed and the mean forms agree."""
+its own shard's mean loss, agrees on the global batch's mean loss and units, and skips alike
+when any rank's loss or gradient is not finite."""
 
 import dp_helpers as dp_cases
 import numpy as np
@@ -12,27 +12,23 @@ from mpi_helpers import shared_verdict
 from scratchpar.data.shard import shard
 from scratchpar.optim import SGD
 from scratchpar.optim.clip import global_grad_norm
-from scratchpar.parallel import local_step
+from scratchpar.parallel import SingleDevice, local_step
 
 
 @settings(max_examples=8)
 @given(model=st.sampled_from(("mlp", "gpt", "lstm")), extra=st.integers(0, 5),
-       form=st.sampled_from(("summed", "mean")), seed=st.integers(0, 2**31))
+       seed=st.integers(0, 2**31))
 @shared_verdict
-def test_each_rank_steps_on_its_own_mean_and_all_agree_on_the_global_loss(comm, model, extra,
-                                                                          form, seed):
+def test_each_rank_steps_on_its_own_mean_and_all_agree_on_the_global_loss(comm, model,
+                                                                          extra, seed):
     mine, one = dp_cases.make_task(model, seed), dp_cases.make_task(model, seed)
     batch = dp_cases.make_batch(model, comm.size + extra, seed)  # rows not divisible
     rows = shard(batch, comm.rank, comm.size)
-    units = mine.count(rows)
-    if form == "summed":
-        verdict = local_step.from_summed(comm, mine.model.parameters(),
-                                         mine.loss(mine.model, rows, "sum"), units)
-    else:
-        verdict = local_step.from_mean(comm, mine.model.parameters(),
-                                       mine.loss(mine.model, rows), units)
+    own = SingleDevice(mine.model, lambda params: SGD(params, 0.1), mine)
+    loss, units, _ = own.backward_mean(rows)
+    verdict = local_step.agree(comm, mine.model.parameters(), loss, units)
     want = one.loss(one.model, batch)  # one device's mean over the global batch
-    assert verdict.finite
+    assert verdict.finite and verdict.units == float(one.count(batch))
     np.testing.assert_allclose(verdict.loss, float(host(want.data)), rtol=1e-10)
     alone = one.loss(one.model, rows)  # this rank's own mean gradient, on one device
     alone.backward()
@@ -44,20 +40,19 @@ def test_each_rank_steps_on_its_own_mean_and_all_agree_on_the_global_loss(comm, 
 
 
 @settings(max_examples=6)
-@given(poisoned=st.integers(0, 3), form=st.sampled_from(("summed", "mean")),
-       seed=st.integers(0, 2**31))
+@given(poisoned=st.integers(0, 3), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_a_non_finite_rank_makes_every_rank_skip(comm, poisoned, form, seed):
+def test_a_non_finite_rank_makes_every_rank_skip(comm, poisoned, seed):
     task = dp_cases.make_task("mlp", seed)
     rows = shard(dp_cases.make_batch("mlp", 2 * comm.size, seed), comm.rank, comm.size)
     params = task.model.parameters()
     before = [host(p.data).copy() for p in params]
     with np.errstate(all="ignore"):
-        loss = task.loss(task.model, rows, "sum" if form == "summed" else "mean")
+        loss = task.loss(task.model, rows, "sum")
         if comm.rank == poisoned % comm.size:
             loss = loss + float("inf")
-        agree = local_step.from_summed if form == "summed" else local_step.from_mean
-        verdict = agree(comm, params, loss, task.count(rows))
+        loss.backward()
+        verdict = local_step.agree(comm, params, loss.data, task.count(rows))
 
         class Untouched(SGD):  # an optimizer that must not step
             def step(self):

@@ -24,13 +24,12 @@ def test_model_distribution_equals_one_device(comm, kind, adam, seed):
     whole = sum(p.size for p in one.model.parameters())
     mesh = Mesh(comm, dp=1, pp=comm.size, tp=1)
     ranges = partition(parameter_counts(mine.model.pipeline_layers()), comm.size)
-    strategy = Pipeline(mine.model, make_optimizer(adam), mine, mesh, schedules.naive(comm.size),
-                        ranges, grad_clip=0.5)
+    strategy = Pipeline(mine.model, make_optimizer(adam), mine, mesh,
+                        schedule=schedules.naive(comm.size), ranges=ranges, grad_clip=0.5)
     try:
         held = comm.allgather_obj(sum(p.size for p in strategy.params))
         assert sum(held) >= whole and (comm.size == 1 or max(held) < whole)  # each its layers
-        single = SingleDevice(one.model, make_optimizer(adam)(one.model.parameters()),
-                              lambda model, b: one.loss(model, b, "mean"), 0.5)
+        single = SingleDevice(one.model, make_optimizer(adam), one, grad_clip=0.5)
         for step in range(3):
             batch = make_batch(kind, 3 + step, seed + step)
             got, want = strategy.step(batch), single.step(batch)

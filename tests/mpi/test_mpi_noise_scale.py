@@ -26,11 +26,11 @@ def mean_gradient_sq(task, batch) -> float:
        kind=st.sampled_from(("mlp", "gpt", "lstm")), rows_=st.integers(0, 9),
        bucket_bytes=st.integers(8, 4000), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_a_step_s_estimates_are_those_of_the_ranks_shards(comm, cls, kind, rows_, bucket_bytes,
-                                                          seed):
+def test_a_step_s_estimates_are_those_of_the_ranks_shards(comm, mesh, cls, kind, rows_,
+                                                          bucket_bytes, seed):
     mine = make_task(kind, seed + comm.rank)  # rank 0's start is broadcast to every replica
     kw = {"bucket_bytes": bucket_bytes} if cls is DataParallel else {}
-    dp = cls(mine.model, SGD(mine.model.parameters(), lr=0.0), mine.loss, mine.count, comm,
+    dp = cls(mine.model, lambda params: SGD(params, lr=0.0), mine, mesh,
              noise=NoiseScale(decay=0.5), **kw)
     batch = make_batch(kind, rows_ + 1, seed)
     got = dp.step(batch)

@@ -2,6 +2,8 @@
 data-parallel strategy: the parameters and optimizer state stay as they were, the replicas stay
 identical, and the next finite step is applied. The verdict rides on values already reduced."""
 
+from types import SimpleNamespace
+
 import dp_helpers as dp_cases
 import numpy as np
 from device_helpers import host
@@ -21,9 +23,9 @@ STRATEGIES = {
 
 
 def poisoned(task, ranks: set[int], rank: int, kind: str, steps: list[int]):
-    """``task.loss`` made non-finite on ``ranks`` while ``steps[0]`` is the step being taken:
-    "loss" adds inf to the loss; "gradient" adds 0·‖0‖^½, whose value is 0 but whose gradient
-    is 0·∞ = NaN (the loss stays finite)."""
+    """``task`` with its loss made non-finite on ``ranks`` while ``steps[0]`` is the step being
+    taken: "loss" adds inf to the loss; "gradient" adds 0·‖0‖^½, whose value is 0 but whose
+    gradient is 0·∞ = NaN (the loss stays finite)."""
 
     def loss(model, batch, reduction="mean"):
         value = task.loss(model, batch, reduction)
@@ -34,7 +36,7 @@ def poisoned(task, ranks: set[int], rank: int, kind: str, steps: list[int]):
         zero = F.mul(F.sum(model.parameters()[0]), 0.0)
         return value + F.pow(zero, 0.5)
 
-    return loss
+    return SimpleNamespace(loss=loss, count=task.count)
 
 
 def state(strategy) -> bytes:
@@ -48,13 +50,12 @@ def state(strategy) -> bytes:
        ranks=st.sets(st.integers(0, 3), min_size=1), model=st.sampled_from(("mlp", "gpt")),
        seed=st.integers(0, 2**31))
 @shared_verdict
-def test_every_rank_skips_a_step_that_is_not_finite_on_any_rank(comm, name, kind, ranks, model,
-                                                                 seed):
+def test_every_rank_skips_a_step_that_is_not_finite_on_any_rank(comm, mesh, name, kind, ranks,
+                                                                 model, seed):
     ranks = {r % comm.size for r in ranks}
     task, steps = dp_cases.make_task(model, seed), [0]
-    loss = poisoned(task, ranks, comm.rank, kind, steps)
-    strategy = STRATEGIES[name](task.model, AdamW(task.model.parameters(), 0.01), loss,
-                                task.count, comm)
+    objective = poisoned(task, ranks, comm.rank, kind, steps)
+    strategy = STRATEGIES[name](task.model, lambda params: AdamW(params, 0.01), objective, mesh)
     seen = []
     with np.errstate(all="ignore"):
         for step in range(3):

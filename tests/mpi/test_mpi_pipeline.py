@@ -10,8 +10,10 @@ from mpi_helpers import shared_verdict
 from pipeline_helpers import KINDS, make_batch, make_optimizer, make_pipeline, make_task
 
 from scratchpar import nn
+from scratchpar.data.shard import Part, rows, shard
 from scratchpar.optim import SGD
 from scratchpar.parallel import SingleDevice
+from scratchpar.parallel.pipeline.stage import release
 from scratchpar.train.task import Task
 
 SYNC = ("naive", "gpipe", "1f1b", "interleaved", "bprio", "zb-h1")
@@ -57,8 +59,7 @@ def test_three_steps_equal_three_single_device_steps(comm, data, schedule, kind,
     depth = max(4, pp * v)
     mine, one = make_task(kind, seed, depth=depth), make_task(kind, seed, depth=depth)
     pipe = make_pipeline(comm, mine, schedule, pp, m, v, adam, clip)
-    single = SingleDevice(one.model, make_optimizer(adam)(one.model.parameters()),
-                          lambda model, b: one.loss(model, b, "mean"), clip)
+    single = SingleDevice(one.model, make_optimizer(adam), one, grad_clip=clip)
     for step in range(3):
         batch = make_batch(kind, dp * m + extra + step, seed + step)  # rows not divisible
         got, want = pipe.step(batch), single.step(batch)
@@ -79,8 +80,7 @@ def test_float32_gradients_equal_one_device(comm, schedule, kind, seed):
     depth = max(4, pp * v)
     mine, one = (make_task(kind, seed, np.float32, depth), make_task(kind, seed, np.float32, depth))
     pipe = make_pipeline(comm, mine, schedule, pp, m, v)
-    single = SingleDevice(one.model, make_optimizer(False)(one.model.parameters()),
-                          lambda model, b: one.loss(model, b, "mean"))
+    single = SingleDevice(one.model, make_optimizer(False), one)
     batch = make_batch(kind, m + 1, seed, np.float32)
     pipe.step(batch)
     single.step(batch)
@@ -119,17 +119,19 @@ def test_the_tied_embedding_copies_stay_bitwise_equal(comm):
 
 @shared_verdict
 def test_a_checkpoint_holds_the_whole_model_and_loads_into_any_layout(comm):
-    """Each rank holds only its stage's weights until gather_model fills rank 0's model; rank
-    0's state is one device's, names and optimizer indices alike; and one device's state
+    """The pipeline leaves the caller's model whole; freed but for its stage's weights (as the
+    command frees it), each rank holds only those until gather_model fills rank 0's model;
+    rank 0's state is one device's, names and optimizer indices alike; and one device's state
     loaded into a pipeline (started from other weights) carries on like one device."""
     mine, one = make_task("tied", 5), make_task("tied", 5)
     pipe = make_pipeline(comm, mine, "gpipe", comm.size, 2, adam=True)
-    single = SingleDevice(one.model, make_optimizer(True)(one.model.parameters()),
-                          lambda model, b: one.loss(model, b, "mean"))
+    single = SingleDevice(one.model, make_optimizer(True), one)
     for step in range(2):
         batch = make_batch("tied", 4, step)
         pipe.step(batch)
         single.step(batch)
+    assert sum(p.size for p in mine.model.parameters()) == one.model.num_parameters()
+    release(mine.model, pipe.params)
     held = sum(p.size for p in mine.model.parameters())  # the others' arrays were freed
     assert held == sum(p.size for p in pipe.params) < one.model.num_parameters() or pp_one(comm)
     pipe.gather_model()  # rank 0's model whole again, for the held-out evaluation
@@ -184,3 +186,34 @@ def test_the_last_stage_keeps_its_losses_values_not_their_graphs(comm):
     losses = pipe.runtime.losses.values()
     assert len(losses) == (4 if comm.rank == comm.size - 1 else 0)
     assert all(loss._ctx is None for loss in losses)
+
+
+@settings(max_examples=6)
+@given(data=st.data(), schedule=st.sampled_from(("1f1b", "interleaved", "pipedream")),
+       kind=st.sampled_from(("mlp", "gpt", "lstm")), extra=st.integers(0, 3),
+       seed=st.integers(0, 2**31))
+@shared_verdict
+def test_a_replica_handed_its_rows_alone_steps_as_with_the_whole_batch(comm, data, schedule,
+                                                                       kind, extra, seed):
+    """The loop draws only ``rows(b)``, the rows of this rank's replica, and hands them as a
+    Part: each step is the one on the whole batch, bit for bit, and reports N, the units of
+    every replica's rows (with one replica, a stage reads every row: ``None``)."""
+    pp = data.draw(pp_sizes(comm.size), label="pp")
+    dp, (m, v) = comm.size // pp, shape(schedule, pp, 2, 2)
+    runs = []
+    for handed in ("whole", "rows"):
+        task = make_task(kind, seed, depth=max(4, pp * v))
+        pipe = make_pipeline(comm, task, schedule, pp, m, v, adam=True)
+        metrics = []
+        for step in range(2):
+            whole = make_batch(kind, dp * m + extra + step, seed + step)
+            b, units = rows(whole), float(host(task.count(whole)))
+            span = pipe.rows(b)
+            assert (span is None) == (dp == 1)
+            batch = whole if handed == "whole" or span is None else \
+                Part(shard(whole, pipe.mesh.dp_comm.rank, dp), *span, b)
+            got = pipe.step(batch)
+            assert got.pop("units", None) == (units if isinstance(batch, Part) else None)
+            metrics.append(got)
+        runs.append((metrics, [host(p.data).tobytes() for p in pipe.params]))
+    assert runs[0] == runs[1]

@@ -44,13 +44,12 @@ STRATEGIES = {"dp": DataParallel, "dp-naive": DataParallelNaive,
 @given(kind=st.sampled_from(("mlp", "gpt", "lstm")), rows=st.integers(0, 9),
        precision=st.sampled_from(("fp16", "bf16")), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_three_steps_move_the_masters_as_one_device(comm, name, kind, rows, precision, seed):
+def test_three_steps_move_the_masters_as_one_device(comm, mesh, name, kind, rows, precision,
+                                                    seed):
     precision = available(precision)
     mine, one = make_task(kind, seed + comm.rank, np.float32), make_task(kind, seed, np.float32)
-    dp = STRATEGIES[name](mine.model, mixed(mine, precision, 2.0**8), mine.loss, mine.count,
-                          comm)
-    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
-                          lambda m, b: one.loss(m, b, "mean"))
+    dp = STRATEGIES[name](mine.model, mixed(mine, precision, 2.0**8), mine, mesh)
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8), one)
     start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
     for step in range(3):
         batch = make_batch(kind, rows + 1, seed + step, np.float32)
@@ -65,12 +64,13 @@ def test_three_steps_move_the_masters_as_one_device(comm, name, kind, rows, prec
 @settings(max_examples=3)
 @given(kind=st.sampled_from(("mlp", "gpt")), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_every_replica_skips_an_overflow_and_halves_its_scale_alike(comm, cls, kind, seed):
+def test_every_replica_skips_an_overflow_and_halves_its_scale_alike(comm, mesh, cls, kind,
+                                                                     seed):
     """A scale of 2⁴⁰ overflows fp16 at once: the ranks halve it together, step after step,
     until the gradient fits, and hold the same masters and scale throughout (local SGD's
     replicas judge the step together too, and meet at each average)."""
     task = make_task(kind, seed + comm.rank, np.float32)
-    strategy = cls(task.model, mixed(task, "fp16", 2.0**40), task.loss, task.count, comm)
+    strategy = cls(task.model, mixed(task, "fp16", 2.0**40), task, mesh)
     seen = []
     with np.errstate(over="ignore", invalid="ignore"):  # the overflows are the point
         for step in range(40):
@@ -89,16 +89,14 @@ def test_every_replica_skips_an_overflow_and_halves_its_scale_alike(comm, cls, k
 @given(kind=st.sampled_from(("mlp", "gpt", "lstm")), precision=st.sampled_from(("fp16", "bf16")),
        seed=st.integers(0, 2**31))
 @shared_verdict
-def test_gradients_summed_in_fp32_move_the_masters_as_one_device(comm, cls, kind, precision,
-                                                                  seed):
+def test_gradients_summed_in_fp32_move_the_masters_as_one_device(comm, mesh, cls, kind,
+                                                                  precision, seed):
     """``reduce_dtype=fp32``: the 16-bit gradients are summed over ranks in fp32 and stay so
     for the update; the masters move as one device's."""
     precision = available(precision)
     mine, one = make_task(kind, seed + comm.rank, np.float32), make_task(kind, seed, np.float32)
-    dp = cls(mine.model, mixed(mine, precision, 2.0**8), mine.loss, mine.count, comm,
-             reduce_dtype=np.float32)
-    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
-                          lambda m, b: one.loss(m, b, "mean"))
+    dp = cls(mine.model, mixed(mine, precision, 2.0**8), mine, mesh, reduce_dtype=np.float32)
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8), one)
     start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
     for step in range(3):
         batch = make_batch(kind, 5, seed + step, np.float32)
@@ -113,7 +111,7 @@ def test_gradients_summed_in_fp32_move_the_masters_as_one_device(comm, cls, kind
 @given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
        seed=st.integers(0, 2**31))
 @shared_verdict
-def test_a_checkpoint_of_masters_resumes_bitwise(comm, name, kind, precision, seed):
+def test_a_checkpoint_of_masters_resumes_bitwise(comm, mesh, name, kind, precision, seed):
     """Two steps, the state folded as a checkpoint holds it (the masters as the weights), a
     fresh strategy unfolds it, one more step: the masters equal three uninterrupted steps'."""
     precision = available(precision)
@@ -121,8 +119,7 @@ def test_a_checkpoint_of_masters_resumes_bitwise(comm, name, kind, precision, se
 
     def build():
         task = make_task(kind, seed + comm.rank, np.float32)
-        return task, STRATEGIES[name](task.model, mixed(task, precision, 2.0**8), task.loss,
-                                      task.count, comm)
+        return task, STRATEGIES[name](task.model, mixed(task, precision, 2.0**8), task, mesh)
 
     batches = [make_batch(kind, 5, seed + step, np.float32) for step in range(3)]
     (_, straight), (first_task, first) = build(), build()
@@ -130,7 +127,7 @@ def test_a_checkpoint_of_masters_resumes_bitwise(comm, name, kind, precision, se
         straight.step(batch)
     for batch in batches[:2]:
         first.step(batch)
-    saved = fold_masters(first.state_dict(), names)
+    saved = fold_masters(comm.allgather_obj(first.state_dict())[0], names)  # rank 0's
     assert not any(k.startswith("master.") for k in saved["optim"])
     task, second = build()
     second.load_state_dict(unfold_masters(saved, names))
@@ -155,18 +152,14 @@ def test_a_pipeline_in_16_bits_moves_the_masters_as_one_device(comm, schedule, k
     mine, one = pipelined.make_task(kind, seed, np.float32), pipelined.make_task(kind, seed,
                                                                                    np.float32)
     pipe = pipelined.make_pipeline(comm, mine, schedule, comm.size, 2,
-                                   optimizer=mixed(mine, precision, 2.0**8).rebind)
-    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
-                          lambda m, b: one.loss(m, b, "mean"))
+                                   optimizer=mixed(mine, precision, 2.0**8))
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8), one)
     start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
     for step in range(3):
         batch = pipelined.make_batch(kind, 4, seed + step, np.float32)
         got, want = pipe.step(batch), single.step(batch)
         assert not got["skipped"] and not want["skipped"]
-    if comm.rank == 0:
-        assert_moved_alike(masters(pipe), masters(single), start, precision)
-    else:
-        pipe.state_dict()  # the gather is a collective
+    assert_moved_alike(masters(pipe), masters(single), start, precision)  # on every rank
 
 
 @settings(max_examples=2)
@@ -180,7 +173,7 @@ def test_pipedream_in_bf16_moves_its_masters_as_in_fp32(comm, kind, seed):
     if backend.xp_default() is not np:
         pytest.skip("bf16 needs NumPy's bfloat16")
     low, full = (pipelined.make_task(kind, seed, np.float32) for _ in range(2))
-    optimizer = mixed(low, "bf16", 1.0).rebind  # SGD with momentum, as the fp32 run's
+    optimizer = mixed(low, "bf16", 1.0)  # SGD with momentum, as the fp32 run's
     start = fp32_start(low, full)
     names = [name for name, _ in full.model.named_parameters()]
     moved = []
@@ -198,7 +191,7 @@ def test_pipedream_in_bf16_moves_its_masters_as_in_fp32(comm, kind, seed):
         assert_moved_alike(moved[0], moved[1], start, "bf16")
 
 
-def servers_of(comm, task, precision: str, scale: float, mode: str = "sync"):
+def servers_of(comm, mesh, task, precision: str, scale: float, mode: str = "sync"):
     """A parameter server of one server rank over ``task``'s model in 16 bits: the server's
     fp32 range is the master, the workers push fp32 gradients unscaled by ``scale``."""
     if comm.size < 2:
@@ -206,24 +199,23 @@ def servers_of(comm, task, precision: str, scale: float, mode: str = "sync"):
     task.model.to_dtype(dtype_of(precision, backend.xp_default()))
     task.scaler = LossScaler(scale=scale) if precision == "fp16" else None
     cls = SyncParameterServer if mode == "sync" else AsyncParameterServer
-    return cls(task.model, lambda params: SGD(params, lr=0.1, momentum=0.9), task.loss,
-               task.count, comm, scaler=task.scaler)
+    return cls(task.model, lambda params: SGD(params, lr=0.1, momentum=0.9), task, mesh,
+               scaler=task.scaler)
 
 
 @settings(max_examples=3)
 @given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
        seed=st.integers(0, 2**31))
 @shared_verdict
-def test_a_parameter_server_in_16_bits_moves_its_fp32_ranges_as_one_device(comm, kind,
+def test_a_parameter_server_in_16_bits_moves_its_fp32_ranges_as_one_device(comm, mesh, kind,
                                                                             precision, seed):
     """Synchronous, one server: three steps move the server's fp32 range, the workers'
     master, as one device's masters move in the same precision; every worker's 16-bit model
     is that master rounded."""
     precision = available(precision)
     mine, one = make_task(kind, seed, np.float32), make_task(kind, seed, np.float32)
-    ps = servers_of(comm, mine, precision, 2.0**8)
-    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
-                          lambda m, b: one.loss(m, b, "mean"))
+    ps = servers_of(comm, mesh, mine, precision, 2.0**8)
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8), one)
     start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
     try:
         for step in range(3):
@@ -246,12 +238,13 @@ def test_a_parameter_server_in_16_bits_moves_its_fp32_ranges_as_one_device(comm,
 @settings(max_examples=2)
 @given(kind=st.sampled_from(("mlp", "gpt")), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_a_parameter_servers_overflows_are_the_scales_not_divergence(comm, mode, kind, seed):
+def test_a_parameter_servers_overflows_are_the_scales_not_divergence(comm, mesh, mode, kind,
+                                                                     seed):
     """A scale of 2³⁰ overflows fp16 at once: each worker halves its scale and skips its push
     until the gradient fits (and again whenever a step's gradient outgrows it); every rank's
     metrics call those steps overflows (the server's too, which the loop on rank 0 reads),
     and the others are applied."""
-    ps = servers_of(comm, make_task(kind, seed, np.float32), "fp16", 2.0**30, mode)
+    ps = servers_of(comm, mesh, make_task(kind, seed, np.float32), "fp16", 2.0**30, mode)
     seen = []
     try:
         with np.errstate(over="ignore", invalid="ignore"):  # the overflows are the point
@@ -280,20 +273,17 @@ def test_tensor_parallel_stages_in_16_bits_move_the_masters_as_one_device(
                  for _ in range(2))
     mesh = Mesh(comm, dp=1, pp=comm.size // tp, tp=tp)
     ranges = partition(parameter_counts(mine.model.pipeline_layers()), mesh.pp)
-    pipe = Hybrid(mine.model, mixed(mine, precision, 2.0**8).rebind, mine, mesh,
-                  schedules.build("1f1b", mesh.pp, 2, 1), ranges,
-                  sequence_parallel and kind == "gpt")
-    single = SingleDevice(one.model, mixed(one, precision, 2.0**8),
-                          lambda m, b: one.loss(m, b, "mean"))
+    pipe = Hybrid(mine.model, mixed(mine, precision, 2.0**8), mine, mesh,
+                  schedule=schedules.build("1f1b", mesh.pp, 2, 1), ranges=ranges,
+                  sequence_parallel=sequence_parallel and kind == "gpt")
+    single = SingleDevice(one.model, mixed(one, precision, 2.0**8), one)
     start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
     try:
         for step in range(3):
             batch = pipelined.make_batch(kind, 4, seed + step, np.float32)
             got, want = pipe.step(batch), single.step(batch)
             assert not got["skipped"] and not want["skipped"]
-        moved = masters(pipe) if comm.rank == 0 else pipe.state_dict()  # a collective
-        if comm.rank == 0:
-            assert_moved_alike(moved, masters(single), start, precision)
+        assert_moved_alike(masters(pipe), masters(single), start, precision)  # on every rank
     finally:
         pipe.close()
         mesh.free()
@@ -303,14 +293,13 @@ def test_tensor_parallel_stages_in_16_bits_move_the_masters_as_one_device(
 @given(kind=st.sampled_from(("mlp", "gpt")), precision=st.sampled_from(("fp16", "bf16")),
        seed=st.integers(0, 2**31))
 @shared_verdict
-def test_local_sgd_in_16_bits_averages_the_fp32_masters(comm, kind, precision, seed):
+def test_local_sgd_in_16_bits_averages_the_fp32_masters(comm, mesh, kind, precision, seed):
     """Two local steps on each rank's own rows, then the average: every replica holds the
     same fp32 masters, the mean of the replicas' masters, and its 16-bit model is that mean
     rounded."""
     precision = available(precision)
     task = make_task(kind, seed + comm.rank, np.float32)
-    local = LocalSGD(task.model, mixed(task, precision, 2.0**8), task.loss, task.count, comm,
-                     every=0)
+    local = LocalSGD(task.model, mixed(task, precision, 2.0**8), task, mesh, every=0)
     for step in range(2):
         local.step(make_batch(kind, 2 * comm.size, seed + step, np.float32))
     before = comm.allgather_obj([host(s["master"]) for s in local.optimizer.state])
@@ -340,10 +329,11 @@ def test_one_hogwild_worker_in_16_bits_moves_theta_as_one_device(comm, kind, pre
     for task in (mine, one):
         task.model.to_dtype(dtype_of(precision, backend.xp_default()))
         task.scaler = LossScaler(scale=2.0**8) if precision == "fp16" else None
-    hogwild = Hogwild(mine.model, MixedPrecision(SGD(mine.model.parameters(), 0.3), mine.scaler),
-                      mine.loss, mine.count, alone, window=window)
-    single = SingleDevice(one.model, MixedPrecision(SGD(one.model.parameters(), 0.3), one.scaler),
-                          lambda m, b: one.loss(m, b, "mean"))
+    mesh = Mesh(alone)
+    hogwild = Hogwild(mine.model, lambda params: MixedPrecision(SGD(params, 0.3), mine.scaler),
+                      mine, mesh, window=window)
+    single = SingleDevice(one.model, lambda params: MixedPrecision(SGD(params, 0.3), one.scaler),
+                          one)
     start = [host(p.data).astype(np.float64) for p in one.model.parameters()]
     try:
         for step in range(3):
@@ -352,6 +342,7 @@ def test_one_hogwild_worker_in_16_bits_moves_theta_as_one_device(comm, kind, pre
         got = hogwild.values()
     finally:
         hogwild.close()
+        mesh.free()
         alone.free()
     assert all(g.dtype == np.float32 for g in got)
     assert_moved_alike([g.astype(np.float64) for g in got], masters(single), start, precision)

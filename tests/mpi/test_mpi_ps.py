@@ -21,7 +21,8 @@ def optimizer(adam: bool):
     return lambda params: Adam(params, lr=0.01) if adam else SGD(params, lr=0.1, momentum=0.9)
 
 
-def parameter_server(comm, kind: str, seed: int, servers: int, adam: bool, clip: float = 0.0):
+def parameter_server(comm, mesh, kind: str, seed: int, servers: int, adam: bool,
+                     clip: float = 0.0):
     """A synchronous parameter server of ``kind`` on at most size − 1 servers, and one device
     beside it from the same weights: ``(ps, its model, the one-device strategy, its model)``.
     The previous test's communicators are freed first."""
@@ -30,11 +31,10 @@ def parameter_server(comm, kind: str, seed: int, servers: int, adam: bool, clip:
     while LIVE:
         LIVE.pop()()
     mine, one = make_task(kind, seed), make_task(kind, seed)
-    ps = SyncParameterServer(mine.model, optimizer(adam), mine.loss, mine.count, comm,
-                             min(servers, comm.size - 1), clip)
+    ps = SyncParameterServer(mine.model, optimizer(adam), mine, mesh,
+                             servers=min(servers, comm.size - 1), grad_clip=clip)
     LIVE.append(ps.close)
-    single = SingleDevice(one.model, optimizer(adam)(one.model.parameters()),
-                          lambda model, b: one.loss(model, b, "mean"), clip)
+    single = SingleDevice(one.model, optimizer(adam), one, grad_clip=clip)
     return ps, mine.model, single, one.model
 
 
@@ -42,9 +42,9 @@ def parameter_server(comm, kind: str, seed: int, servers: int, adam: bool, clip:
 @given(kind=st.sampled_from(("mlp", "gpt")), servers=st.integers(1, 2), adam=st.booleans(),
        clip=st.sampled_from((0.0, 0.5)), extra=st.integers(0, 3), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_three_synchronous_steps_equal_three_single_device_steps(comm, kind, servers, adam,
-                                                                 clip, extra, seed):
-    ps, model, single, one = parameter_server(comm, kind, seed, servers, adam, clip)
+def test_three_synchronous_steps_equal_three_single_device_steps(comm, mesh, kind, servers,
+                                                                 adam, clip, extra, seed):
+    ps, model, single, one = parameter_server(comm, mesh, kind, seed, servers, adam, clip)
     got, want, grads = [], [], []
     for step in range(3):
         batch = make_batch(kind, ps.workers + extra + step, seed + step)
@@ -68,21 +68,20 @@ def test_three_synchronous_steps_equal_three_single_device_steps(comm, kind, ser
 
 
 @shared_verdict
-def test_a_world_without_a_worker_is_refused(comm):
+def test_a_world_without_a_worker_is_refused(comm, mesh):
     task = make_task("mlp", 0)
     with pytest.raises(ValueError, match="leave no worker"):
-        SyncParameterServer(task.model, optimizer(False), task.loss, task.count, comm,
-                            comm.size)
+        SyncParameterServer(task.model, optimizer(False), task, mesh, servers=comm.size)
 
 
 @settings(max_examples=6)
 @given(kind=st.sampled_from(("mlp", "gpt")), servers=st.integers(1, 2), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_a_checkpoint_is_one_devices_and_resumes_on_any_split(comm, kind, servers, seed):
+def test_a_checkpoint_is_one_devices_and_resumes_on_any_split(comm, mesh, kind, servers, seed):
     """After two steps, rank 0's state is one device's (names and optimizer keys alike); loaded
     into servers started from other weights, with another number of servers, the next step
     equals one device's."""
-    ps, model, single, _ = parameter_server(comm, kind, seed, servers, adam=True)
+    ps, model, single, _ = parameter_server(comm, mesh, kind, seed, servers, adam=True)
     for step in range(2):
         batch = make_batch(kind, comm.size + step, seed + step)
         ps.step(batch)
@@ -93,8 +92,8 @@ def test_a_checkpoint_is_one_devices_and_resumes_on_any_split(comm, kind, server
     while LIVE:
         LIVE.pop()()
     other = make_task(kind, seed + 1)
-    resumed = SyncParameterServer(other.model, optimizer(True), other.loss, other.count, comm,
-                                  comm.size - ps.servers if comm.size > 2 else 1)
+    resumed = SyncParameterServer(other.model, optimizer(True), other, mesh,
+                                  servers=comm.size - ps.servers if comm.size > 2 else 1)
     LIVE.append(resumed.close)
     resumed.load_state_dict(want)
     batch = make_batch(kind, comm.size + 3, seed + 5)

@@ -32,13 +32,13 @@ def serial():
 
 @pytest.mark.parametrize("mode", list(MODES))
 @shared_verdict
-def test_every_mode_reaches_serial_sgds_loss_on_logistic_regression(comm, serial, mode):
+def test_every_mode_reaches_serial_sgds_loss_on_logistic_regression(comm, mesh, serial, mode):
     if comm.size < 2:
         pytest.skip("a parameter server needs a server and a worker")
     x, y = problem()
     mine = task()
     cls, knobs = MODES[mode]
-    ps = cls(mine.model, lambda params: SGD(params, LR), mine.loss, mine.count, comm, **knobs)
+    ps = cls(mine.model, lambda params: SGD(params, LR), mine, mesh, **knobs)
     for batch in batches(x, y):
         ps.step(batch)
     if hasattr(ps, "shutdown"):

@@ -25,13 +25,13 @@ class JustRoles(Roles):
 @settings(max_examples=6)
 @given(kind=st.sampled_from(("mlp", "gpt")), servers=st.integers(1, 3), seed=st.integers(0, 99))
 @shared_verdict
-def test_the_servers_hold_the_model_in_order_and_the_rest_work(comm, kind, servers, seed):
+def test_the_servers_hold_the_model_in_order_and_the_rest_work(comm, mesh, kind, servers,
+                                                               seed):
     if comm.size < 2:
         pytest.skip("a parameter server needs a server and a worker")
     servers = min(servers, comm.size - 1)
     task = make_task(kind, seed)
-    roles = JustRoles(task.model, lambda params: SGD(params, 0.1), task.loss, task.count,
-                      comm, servers)
+    roles = JustRoles(task.model, lambda params: SGD(params, 0.1), task, mesh, servers=servers)
     try:
         server = comm.rank < servers
         assert (roles.is_server, roles.servers, roles.workers) == \
@@ -48,9 +48,8 @@ def test_the_servers_hold_the_model_in_order_and_the_rest_work(comm, kind, serve
 
 
 @shared_verdict
-def test_a_world_with_no_worker_left_is_refused(comm):
+def test_a_world_with_no_worker_left_is_refused(comm, mesh):
     task = make_task("mlp", 0)
     with pytest.raises(ValueError, match=f"{comm.size} servers on {comm.size} ranks leave no "
                                          "worker"):
-        JustRoles(task.model, lambda params: SGD(params, 0.1), task.loss, task.count, comm,
-                  comm.size)
+        JustRoles(task.model, lambda params: SGD(params, 0.1), task, mesh, servers=comm.size)

@@ -45,18 +45,21 @@ def bits(strategy, batches) -> list[bytes]:
     and Adam's moments, which the gradients wrote) as the strategy gathers it."""
     for batch in batches:
         strategy.step(batch)
-    state = strategy.state_dict() or {}  # a pipeline gathers it on rank 0
+    state = strategy.state_dict() or {}  # gathered on rank 0
     grads = [host(p.grad).tobytes() for p in strategy.params if p.grad is not None]
     return grads + [host(v).tobytes() for part in ("model", "optim")
                     for _, v in sorted(state.get(part, {}).items()) if hasattr(v, "shape")]
 
 
-def data_parallel(comm, cls, seed: int, mode: str, bucket_bytes: int):
-    task = gpt(seed, 2, comm.rank)
+def adamw(params):
+    return AdamW(params, 1e-2)
+
+
+def data_parallel(mesh, cls, seed: int, mode: str, bucket_bytes: int):
+    task = gpt(seed, 2, mesh.world.rank)
     recompute(chosen(task.model, mode))
     knobs = {"bucket_bytes": bucket_bytes} if cls is DataParallel else {}
-    dp = cls(task.model, AdamW(task.model.parameters(), 1e-2), task.loss, task.count, comm,
-             **knobs)
+    dp = cls(task.model, adamw, task, mesh, **knobs)
     return bits(dp, [make_batch("gpt", 6, seed + step) for step in range(2)])
 
 
@@ -65,16 +68,15 @@ def data_parallel(comm, cls, seed: int, mode: str, bucket_bytes: int):
 @settings(max_examples=3)
 @given(seed=st.integers(0, 2**31), bucket_bytes=st.integers(64, 4000))
 @shared_verdict
-def test_data_parallel_recomputed_gives_the_same_bits(comm, cls, mode, seed, bucket_bytes):
-    assert data_parallel(comm, cls, seed, mode, bucket_bytes) == \
-        data_parallel(comm, cls, seed, "none", bucket_bytes)
+def test_data_parallel_recomputed_gives_the_same_bits(mesh, cls, mode, seed, bucket_bytes):
+    assert data_parallel(mesh, cls, seed, mode, bucket_bytes) == \
+        data_parallel(mesh, cls, seed, "none", bucket_bytes)
 
 
-def zero(comm, stage: int, seed: int, mode: str):
-    task = gpt(seed, 2, comm.rank)
+def zero(mesh, stage: int, seed: int, mode: str):
+    task = gpt(seed, 2, mesh.world.rank)
     recompute(chosen(task.model, mode))
-    strategy = STAGES[stage](task.model, AdamW(task.model.parameters(), 1e-2), task.loss,
-                             task.count, comm, bucket_bytes=512)
+    strategy = STAGES[stage](task.model, adamw, task, mesh, bucket_bytes=512)
     try:
         return bits(strategy, [make_batch("gpt", 6, seed + step) for step in range(2)])
     finally:
@@ -86,8 +88,8 @@ def zero(comm, stage: int, seed: int, mode: str):
 @settings(max_examples=2)
 @given(seed=st.integers(0, 2**31))
 @shared_verdict
-def test_zero_recomputed_gives_the_same_bits(comm, stage, mode, seed):
-    assert zero(comm, stage, seed, mode) == zero(comm, stage, seed, "none")
+def test_zero_recomputed_gives_the_same_bits(mesh, stage, mode, seed):
+    assert zero(mesh, stage, seed, mode) == zero(mesh, stage, seed, "none")
 
 
 def pipeline(comm, schedule: str, v: int, seed: int, mode: str):
@@ -96,8 +98,8 @@ def pipeline(comm, schedule: str, v: int, seed: int, mode: str):
     mesh = Mesh(comm, dp=1, pp=p)
     ranges = partition(parameter_counts(task.model.pipeline_layers()), p * v)
     cls = PipeDream if schedule == "pipedream" else Pipeline
-    pipe = cls(task.model, lambda params: AdamW(params, 1e-2), task, mesh,
-               schedules.build(schedule, p, 2 * p, v), ranges, recompute=mode)
+    pipe = cls(task.model, adamw, task, mesh, schedule=schedules.build(schedule, p, 2 * p, v),
+               ranges=ranges, recompute=mode)
     try:
         return bits(pipe, [pipelined.make_batch("gpt", 4 * p, seed + step) for step in range(2)])
     finally:
@@ -123,8 +125,8 @@ def hybrid(comm, sequence_parallel: bool, seed: int, mode: str):
     task = gpt(seed, max(2, pp), comm.rank // tp)  # a tp group draws one stream
     mesh = Mesh(comm, dp=1, pp=pp, tp=tp)
     ranges = partition(parameter_counts(task.model.pipeline_layers()), pp)
-    pipe = Hybrid(task.model, lambda params: AdamW(params, 1e-2), task, mesh,
-                  schedules.build("1f1b", pp, 2, 1), ranges, sequence_parallel, recompute=mode)
+    pipe = Hybrid(task.model, adamw, task, mesh, schedule=schedules.build("1f1b", pp, 2, 1),
+                  ranges=ranges, sequence_parallel=sequence_parallel, recompute=mode)
     try:
         return bits(pipe, [pipelined.make_batch("gpt", 4, seed + step) for step in range(2)])
     finally:
@@ -145,19 +147,14 @@ def test_tensor_parallel_stages_recomputed_give_the_same_bits(comm, sequence_par
         hybrid(comm, sequence_parallel, seed, "none")
 
 
-WHOLE = {  # a strategy whose ranks each run a whole model, from (comm, task)
-    "local-sgd": lambda comm, task: LocalSGD(
-        task.model, AdamW(task.model.parameters(), 1e-2), task.loss, task.count, comm, every=1),
-    "easgd": lambda comm, task: SyncEASGD(
-        task.model, AdamW(task.model.parameters(), 1e-2), task.loss, task.count, comm, rho=0.5,
-        tau=1),
-    "easgd-round-robin": lambda comm, task: RoundRobinEASGD(
-        task.model, AdamW(task.model.parameters(), 1e-2), task.loss, task.count, comm, rho=0.5),
-    "ps": lambda comm, task: SyncParameterServer(
-        task.model, lambda params: AdamW(params, 1e-2), task.loss, task.count, comm),
-    "hogwild": lambda comm, task: Hogwild(  # on a rank of its own: one worker, no races
-        task.model, SGD(task.model.parameters(), 0.1), task.loss, task.count, comm,
-        window="one-sided"),
+WHOLE = {  # a strategy whose ranks each run a whole model, from (mesh, task)
+    "local-sgd": lambda mesh, task: LocalSGD(task.model, adamw, task, mesh, every=1),
+    "easgd": lambda mesh, task: SyncEASGD(task.model, adamw, task, mesh, rho=0.5, tau=1),
+    "easgd-round-robin": lambda mesh, task: RoundRobinEASGD(task.model, adamw, task, mesh,
+                                                            rho=0.5),
+    "ps": lambda mesh, task: SyncParameterServer(task.model, adamw, task, mesh),
+    "hogwild": lambda mesh, task: Hogwild(  # on a rank of its own: one worker, no races
+        task.model, lambda params: SGD(params, 0.1), task, mesh, window="one-sided"),
 }
 
 
@@ -167,12 +164,14 @@ def whole(comm, name: str, seed: int, mode: str):
     task = gpt(seed, 2, comm.rank)
     recompute(chosen(task.model, mode))
     group = comm.split(comm.rank, name="alone") if name == "hogwild" else comm
-    strategy = WHOLE[name](group, task)
+    mesh = Mesh(group)
+    strategy = WHOLE[name](mesh, task)
     try:
         return bits(strategy, [make_batch("gpt", 6, seed + step) for step in range(2)])
     finally:
         strategy.shutdown()
         strategy.close()
+        mesh.free()
         if group is not comm:
             group.free()
 

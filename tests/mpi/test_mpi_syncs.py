@@ -32,12 +32,11 @@ def model_syncs(task, batch, comm) -> list[str]:
 @pytest.mark.parametrize("kind", ["mlp", "gpt"])
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 @shared_verdict
-def test_a_step_waits_for_the_device_once_beyond_the_model(comm, device, name, kind):
+def test_a_step_waits_for_the_device_once_beyond_the_model(comm, mesh, device, name, kind):
     if device != "double":
         pytest.skip("only the double counts what the host waited for")
     task = dp_cases.make_task(kind, 3)
-    strategy = STRATEGIES[name](task.model, AdamW(task.model.parameters(), 0.01), task.loss,
-                                task.count, comm)
+    strategy = STRATEGIES[name](task.model, lambda params: AdamW(params, 0.01), task, mesh)
     batch = dp_cases.make_batch(kind, 2 * comm.size + 1, 3)
     strategy.step(batch)  # the first step builds buffers and optimizer state
     model = model_syncs(task, batch, comm)

@@ -5,6 +5,7 @@ import hashlib
 import numpy as np
 import pytest
 from device_helpers import host, on_device
+from dp_helpers import everywhere
 
 from scratchpar import nn
 from scratchpar.optim import Adam
@@ -17,16 +18,18 @@ SIZES = [32, 256, 256, 10]  # Ψ = 76,810 float32 parameters
 BUCKET = 16 << 10
 
 
-def trained(comm, stage: int, offload: bool, steps: int = 2, dtype=np.float32):
+def trained(mesh, stage: int, offload: bool, steps: int = 2, dtype=np.float32):
     """ZeRO ``stage`` after ``steps`` steps of Adam; with a 16-bit ``dtype``, in mixed
     precision: 16-bit parameters and gradients, fp32 masters and moments."""
     task = Task(None, nn.MLP(SIZES, np.random.default_rng(5), np.float32), "sample")
-    optimizer = Adam(task.model.parameters(), lr=1e-3)
+    def make_optimizer(params):
+        return Adam(params, lr=1e-3) if dtype == np.float32 else \
+            MixedPrecision(Adam(params, lr=1e-3))
+
     if dtype != np.float32:
         task.model.to_dtype(dtype)
-        optimizer = MixedPrecision(Adam(task.model.parameters(), lr=1e-3))
-    zero = STAGES[stage](task.model, optimizer, task.loss,
-                         task.count, comm, bucket_bytes=BUCKET, offload=offload, measure=True)
+    zero = STAGES[stage](task.model, make_optimizer, task, mesh, bucket_bytes=BUCKET,
+                         offload=offload, measure=True)
     gen = np.random.default_rng(6)
     for _ in range(steps):
         zero.step((on_device(gen.standard_normal((8, SIZES[0])), np.float32),
@@ -40,8 +43,8 @@ def largest(groups, itemsize: int = 4) -> int:
 
 @pytest.mark.parametrize("offload", [False, True], ids=["device", "offload"])
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_measured_peak_bytes_equal_the_formula_plus_the_named_buffers(comm, stage, offload):
-    zero = trained(comm, stage, offload)
+def test_measured_peak_bytes_equal_the_formula_plus_the_named_buffers(comm, mesh, stage, offload):
+    zero = trained(mesh, stage, offload)
     psi = sum(int(np.prod(shape)) for shape in zero.shapes)
     want = formula(stage, psi, comm.size, 4, 8, offload)
     peak = zero.ledger.peak
@@ -60,10 +63,10 @@ def test_measured_peak_bytes_equal_the_formula_plus_the_named_buffers(comm, stag
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_in_mixed_precision_the_ledger_holds_the_papers_2_2_12(comm, stage):
+def test_in_mixed_precision_the_ledger_holds_the_papers_2_2_12(comm, mesh, stage):
     """fp16 parameters and gradients (s = 2), fp32 masters and Adam's moments (K = 12):
     the parts the paper counts within 5% of its formula, beside the named buffers."""
-    zero = trained(comm, stage, False, dtype=np.float16)
+    zero = trained(mesh, stage, False, dtype=np.float16)
     psi = sum(int(np.prod(shape)) for shape in zero.shapes)
     want = formula(stage, psi, comm.size, 2, 12)
     peak = zero.ledger.peak
@@ -72,8 +75,8 @@ def test_in_mixed_precision_the_ledger_holds_the_papers_2_2_12(comm, stage):
         assert abs(peak.get(part, 0) - size) <= 0.05 * size + named.get(part, 0), (part, peak)
 
 
-def test_zero3_frees_every_gather_and_its_graph_holds_no_parameter(comm):
-    zero3, zero1 = trained(comm, 3, False), trained(comm, 1, False)
+def test_zero3_frees_every_gather_and_its_graph_holds_no_parameter(comm, mesh):
+    zero3, zero1 = trained(mesh, 3, False), trained(mesh, 1, False)
     layers = sum(1 for layer in zero3.model.pipeline_layers() if layer.parameters())
     assert zero3.gathers == zero3.frees == 2 * 2 * layers  # forward and backward, two steps
     assert zero3.resident() == 0  # nothing, the strategy or the graph, keeps a gathered buffer
@@ -82,11 +85,10 @@ def test_zero3_frees_every_gather_and_its_graph_holds_no_parameter(comm):
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))
-def test_gathered_parameters_are_bitwise_identical_on_every_rank(comm, stage):
-    zero = trained(comm, stage, False)
-    whole = zero.state_dict()["model"]
+def test_gathered_parameters_are_bitwise_identical_on_every_rank(comm, mesh, stage):
+    zero = trained(mesh, stage, False)
+    whole = everywhere(comm, zero.state_dict())["model"]  # rank 0's, gathered from the chunks
     digest = hashlib.sha256(b"".join(host(a).tobytes() for a in whole.values())).hexdigest()
-    assert len(set(comm.allgather_obj(digest))) == 1
-    if stage < 3:
-        mine = hashlib.sha256(b"".join(host(p.data).tobytes() for p in zero.params))
-        assert mine.hexdigest() == digest
+    zero.gather_model()  # stage 3: every rank's parameters made whole
+    mine = hashlib.sha256(b"".join(host(p.data).tobytes() for p in zero.params)).hexdigest()
+    assert set(comm.allgather_obj(mine)) == {digest}

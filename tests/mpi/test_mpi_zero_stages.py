@@ -4,7 +4,7 @@ import hashlib
 
 import numpy as np
 from device_helpers import host
-from dp_helpers import make_batch, make_task
+from dp_helpers import everywhere, make_batch, make_task
 
 from scratchpar.optim import Adam
 from scratchpar.parallel.zero.stage1 import ZeRO1
@@ -14,9 +14,9 @@ from scratchpar.trace.tracer import Tracer
 BUCKET = 256  # bytes: the tiny GPT's 20 arrays fill several buckets
 
 
-def trained(cls, comm, steps: int = 3, traced: bool = False):
-    task = make_task("gpt", 11)
-    zero = cls(task.model, Adam(task.model.parameters(), lr=0.01), task.loss, task.count, comm,
+def trained(cls, mesh, steps: int = 3, traced: bool = False):
+    comm, task = mesh.world, make_task("gpt", 11)
+    zero = cls(task.model, lambda params: Adam(params, lr=0.01), task, mesh,
                bucket_bytes=BUCKET, grad_clip=0.5, measure=True)
     for step in range(steps):
         comm.tracer = Tracer(comm.rank) if traced and step == steps - 1 else None
@@ -32,18 +32,18 @@ def digest(arrays) -> str:
     return hashlib.sha256(b"".join(host(a).tobytes() for a in arrays)).hexdigest()
 
 
-def test_stage1_and_stage2_reduce_the_same_buckets_to_the_same_bits(comm):
-    one, _ = trained(ZeRO1, comm)
-    two, _ = trained(ZeRO2, comm)
+def test_stage1_and_stage2_reduce_the_same_buckets_to_the_same_bits(comm, mesh):
+    one, _ = trained(ZeRO1, mesh)
+    two, _ = trained(ZeRO2, mesh)
     assert [g.n for g in one.groups] == [g.n for g in two.groups] and len(one.groups) > 2
     assert digest(one.gradients()) == digest(two.gradients())
-    assert digest(one.state_dict()["model"].values()) == \
-        digest(two.state_dict()["model"].values())
+    assert digest(everywhere(comm, one.state_dict())["model"].values()) == \
+        digest(everywhere(comm, two.state_dict())["model"].values())
 
 
-def test_stage1_reduces_after_backward_and_stage2_while_it_runs(comm):
+def test_stage1_reduces_after_backward_and_stage2_while_it_runs(comm, mesh):
     for cls, during in ((ZeRO1, False), (ZeRO2, True)):
-        zero, events = trained(cls, comm, traced=True)
+        zero, events = trained(cls, mesh, traced=True)
         backward = next(e for e in events if e.name == "backward")
         starts = [e.start for e in events if e.name.startswith("reduce_scatter")]
         assert len(starts) == len(zero.groups)
@@ -53,11 +53,11 @@ def test_stage1_reduces_after_backward_and_stage2_while_it_runs(comm):
             assert min(starts) >= backward.end
 
 
-def test_stage1_keeps_the_whole_gradient_and_stage2_only_its_chunk(comm):
+def test_stage1_keeps_the_whole_gradient_and_stage2_only_its_chunk(comm, mesh):
     """Stage 2's buckets in flight are timing's: how many overlap depends on how fast the
     ranks poll, so only the persistent gradient is held to the chunk."""
-    one, _ = trained(ZeRO1, comm)
-    two, _ = trained(ZeRO2, comm)
+    one, _ = trained(ZeRO1, mesh)
+    two, _ = trained(ZeRO2, mesh)
     whole = sum(int(np.prod(s)) for s in one.shapes) * 8  # float64
     chunks = sum(g.hi - g.lo for g in two.groups) * 8
     assert one.ledger.peak["gradients"] >= whole

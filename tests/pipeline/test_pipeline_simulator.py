@@ -226,5 +226,5 @@ def test_the_strategy_refuses_a_deadlocking_schedule_before_any_message():
     model = nn.MLP([3, 4, 2], np.random.default_rng(0))
     with pytest.raises(ScheduleError, match="deadlock with rendezvous sends: rank 0 blocks at "
                                             "SEND_ACT 1→1"):
-        Pipeline(model, lambda params: SGD(params, 0.1), Task(None, model, "sample"), None, bad,
-                 [range(0, 1), range(1, 2)])
+        Pipeline(model, lambda params: SGD(params, 0.1), Task(None, model, "sample"), None,
+                 schedule=bad, ranges=[range(0, 1), range(1, 2)])

@@ -19,8 +19,8 @@ class Scripted(Strategy):
     skipped as a loss scale's overflow for "o"; "i": the rank sat the step out, repeating its
     last step's metrics (a round-robin worker waiting for its turn)."""
 
-    def __init__(self, model, optimizer, pattern: str):
-        super().__init__(model, optimizer, loss_fn=None)
+    def __init__(self, model, optimizer, objective, pattern: str):
+        super().__init__(model, lambda params: optimizer, objective, None)
         self.pattern, self.calls = pattern, 0
 
     @classmethod
@@ -46,7 +46,7 @@ def scripted_run(tiny_config, pattern: str, limit: int):
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(
         cfg.train, steps=len(pattern), max_bad_steps=limit, log_every=4))
     real = build_trainer(cfg)
-    strategy = Scripted(real.strategy.model, real.strategy.optimizer, pattern)
+    strategy = Scripted(real.strategy.model, real.strategy.optimizer, real.task, pattern)
     trainer = Trainer(cfg, strategy, real.task, real.schedule, real.dropout_gen)
     records = lambda: [json.loads(line) for line in open(cfg.train.metrics)]  # noqa: E731
     return trainer, records

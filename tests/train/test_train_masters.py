@@ -58,14 +58,14 @@ def test_a_ranks_part_folds_into_its_own_weights_or_the_runs():
     def weights(value):
         return {"w": np.full(2, value, np.float16), "b": np.full(1, value, np.float16)}
 
-    state = {"model": weights(0), "optim": masters(0.5), "replica1.model": weights(1),
-             "replica1.optim": masters(1.5), "replica2.optim": masters(0.5), "meta": {"k": 1}}
+    state = {"model": weights(0), "optim": masters(0.5), "rank1.model": weights(1),
+             "rank1.optim": masters(1.5), "rank2.optim": masters(0.5), "meta": {"k": 1}}
     folded = fold_masters(state, NAMES)
-    assert float(folded["model"]["w"][0]) == 0.5 and float(folded["replica1.model"]["b"][0]) == 1.5
-    assert "replica2.model" not in folded and folded["meta"] == {"k": 1}
-    assert not any(k.startswith("master.") for part in ("optim", "replica1.optim",
-                                                         "replica2.optim") for k in folded[part])
+    assert float(folded["model"]["w"][0]) == 0.5 and float(folded["rank1.model"]["b"][0]) == 1.5
+    assert "rank2.model" not in folded and folded["meta"] == {"k": 1}
+    assert not any(k.startswith("master.") for part in ("optim", "rank1.optim", "rank2.optim")
+                   for k in folded[part])
     unfolded = unfold_masters(folded, NAMES)
-    for part, value in (("optim", 0.5), ("replica1.optim", 1.5), ("replica2.optim", 0.5)):
+    for part, value in (("optim", 0.5), ("rank1.optim", 1.5), ("rank2.optim", 0.5)):
         assert [float(unfolded[part][f"master.{i}"][0]) for i in range(2)] == [value, value]
     assert "master.0" in state["optim"]  # the state folded is left as it was

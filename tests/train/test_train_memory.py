@@ -31,7 +31,7 @@ from scratchpar.train.memory import (
     on_device,
 )
 from scratchpar.train.memory_models import Model
-from scratchpar.train.optimizer import build_optimizer
+from scratchpar.train.optimizer import optimizer_factory
 from scratchpar.train.precision import apply_precision
 from scratchpar.train.strategies import REGISTRY
 from scratchpar.train.strategies.mesh import tensor_share
@@ -113,9 +113,10 @@ def measured_peak(cfg) -> int:
     with peak_bytes() as seen, np.errstate(over="ignore", invalid="ignore"):  # fp16 overflows
         task = build_task(cfg, DeviceRandom(cfg.train.seed, 1))
         task.floor()
-        optimizer = apply_precision(cfg, task, build_optimizer(cfg, task.model.parameters()))
+        apply_precision(cfg, task)
         recompute(chosen(task.model, cfg.train.recompute))
-        strategy = SingleDevice(task.model, optimizer, task.loss, cfg.optim.grad_clip)
+        strategy = SingleDevice(task.model, optimizer_factory(cfg, task.scaler), task,
+                                grad_clip=cfg.optim.grad_clip)
         strategy.step(task.batch(0, cfg.train.batch_size)[0])
         task.evaluate(cfg.train.eval_batches, cfg.train.batch_size)
     return seen.bytes

@@ -7,13 +7,14 @@ import math
 
 import pytest
 
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel.description import Shape
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train import make_config
 from scratchpar.train.memory import estimate
-from scratchpar.train.optimizer import build_optimizer
+from scratchpar.train.optimizer import optimizer_factory
 from scratchpar.train.task import build_task
 
 S = 4  # float32
@@ -67,7 +68,9 @@ def test_each_stage_keeps_zeros_share_and_what_the_engine_holds_beside(stage, wo
 
 @pytest.fixture(scope="module")
 def one_rank():
-    return Communicator(name="world")
+    mesh = Mesh(Communicator(name="world"))
+    yield mesh
+    mesh.free()
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -78,8 +81,7 @@ def test_the_estimate_bounds_what_every_stage_holds_on_one_rank(name, one_rank):
             cfg = zero(stage, offload, model, data, bucket_mb=0.01)
             task = build_task(cfg, DeviceRandom(0, 1))
             bound = states(cfg, 1, task)  # before stage 3 frees the model's arrays
-            optimizer = build_optimizer(cfg, task.model.parameters())
-            strategy = STAGES[stage](task.model, optimizer, task.loss, task.count, one_rank,
+            strategy = STAGES[stage](task.model, optimizer_factory(cfg), task, one_rank,
                                      bucket_bytes=cfg.train.bucket_bytes, grad_clip=1.0,
                                      offload=offload == "cpu", measure=True)
             for step in range(2):

@@ -6,22 +6,24 @@ from __future__ import annotations
 import time
 
 from ... import optim
+from ...comm.mesh import Mesh
 from ...parallel import AsyncEASGD, AsyncParameterServer, RoundRobinEASGD
-from .. import standin
-from ..standin import StandIn
+from ..standin import Sleeping, StandIn
 from .problems import curve, dataset, flat, held_out, rows, snapshot_run, task
 
 
-def build(method: str, t, cfg: dict, tau: int, comm):
+def build(method: str, t, cfg: dict, tau: int, mesh):
     """EASGD with α = ηρ = β/W (Zhang et al. 2015, §5: β = Wα = 0.9), or Downpour with
     n_push = n_fetch = τ (Dean et al. 2012, §4.1); both plain SGD at the same η."""
-    lr, workers = cfg["lr"], comm.size - 1
+    lr, workers = cfg["lr"], mesh.world.size - 1
+
+    def sgd(params):
+        return optim.SGD(params, lr)
+
     if method == "easgd":
         rho = cfg["beta"] / workers / lr  # α = ηρ = β/W
-        return AsyncEASGD(t.model, optim.SGD(t.model.parameters(), lr), t.loss, t.count, comm,
-                          rho=rho, tau=tau)
-    return AsyncParameterServer(t.model, lambda params: optim.SGD(params, lr), t.loss, t.count,
-                                comm, n_push=tau, n_fetch=tau)
+        return AsyncEASGD(t.model, sgd, t, mesh, rho=rho, tau=tau)
+    return AsyncParameterServer(t.model, sgd, t, mesh, n_push=tau, n_fetch=tau)
 
 
 def tau_part(comm, cfg: dict) -> dict:
@@ -34,11 +36,11 @@ def tau_part(comm, cfg: dict) -> dict:
     data = dataset(pcfg["name"], pcfg)
     width = (comm.size - 1) * cfg["batch"]
     batches = [rows(data.batch(k, width), 0, width) for k in range(cfg["steps"])]
-    held, runs = held_out(data, cfg), {}
+    held, runs, mesh = held_out(data, cfg), {}, Mesh(comm)
     for tau in cfg["taus"]:
         for method in ("easgd", "downpour"):
             t = task(pcfg["name"], pcfg, data)
-            strategy = build(method, t, cfg, tau, comm)
+            strategy = build(method, t, cfg, tau, mesh)
 
             def read(strategy=strategy, t=t):
                 strategy.gather_model()
@@ -51,6 +53,7 @@ def tau_part(comm, cfg: dict) -> dict:
                     "seconds": run["seconds"], "curve": [[k, loss] for _, k, loss in run["curve"]],
                     "exchanges": strategy.exchanges if method == "easgd" else
                     run["report"] and run["report"]["pushes"]}
+    mesh.free()
     return {"runs": runs, "floor": data.bayes_risk(), "workers": comm.size - 1}
 
 
@@ -98,18 +101,20 @@ def rr_run(comm, compute: str, batches: list, cfg: dict) -> dict | None:
     pcfg = cfg["problem"]
     if compute == "real":
         t = task(pcfg["name"], pcfg, dataset(pcfg["name"], pcfg))
-        model, loss_fn = t.model, t.loss
+        model, objective = t.model, t
     else:  # a sleep of the MLP's time on the batch's rows
-        model, loss_fn = StandIn([pcfg["n_features"], *pcfg["hidden"], pcfg["n_classes"]],
-                                 cfg["per_row_s"], cfg["forward_share"]), standin.loss_fn
-    strategy = TimedRoundRobin(model, optim.SGD(model.parameters(), cfg["lr"]), loss_fn,
-                               standin.count_fn, comm, rho=cfg["rho"])
+        model, objective = StandIn([pcfg["n_features"], *pcfg["hidden"], pcfg["n_classes"]],
+                                   cfg["per_row_s"], cfg["forward_share"]), Sleeping()
+    mesh = Mesh(comm)
+    strategy = TimedRoundRobin(model, lambda params: optim.SGD(params, cfg["lr"]), objective,
+                               mesh, rho=cfg["rho"])
     comm.barrier()
     start = time.perf_counter()
     for batch in batches:
         strategy.step(batch)
     seconds = time.perf_counter() - start
     strategy.close()
+    mesh.free()
     return None if comm.rank else {"workers": comm.size - 1, "compute": compute,
                                    "steps": len(batches), "seconds": seconds, **strategy.seconds}
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ... import optim
+from ...comm.mesh import Mesh
 from ...comm.window import SharedArray
-from ...parallel import Hogwild, SingleDevice
+from ...parallel import SingleDevice
+from ...parallel.hogwild import Hogwild, LockedHogwild
 from .problems import curve, dataset, flat, held_out, rows, snapshot_run, task
 
 
@@ -18,8 +20,9 @@ class CountingHogwild(Hogwild):
     ``counts``: per parameter, the coordinates written and those in colliding rows;
     ``colliding``: the writes with a colliding row."""
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm):
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, lock=False)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        comm = self.comm
         self.row_counts = [p.shape[0] if p.ndim else 1 for p in self.params]
         self.row_sizes = [p.size // n for p, n in zip(self.params, self.row_counts)]
         self.starts = np.cumsum([0, *self.row_counts[:-1]])  # each parameter's first row
@@ -75,28 +78,34 @@ def global_batches(pool: tuple, processes: int, cfg: dict) -> list[tuple]:
     return [rows(pool, k * width, (k + 1) * width) for k in range(cfg["updates"] // processes)]
 
 
-def run(comm, t, lr: float, mode: str, pool: tuple, cfg: dict) -> dict | None:
+def sgd(lr: float):
+    """The factory of plain SGD at ``lr``: Hogwild's write is its step."""
+    return lambda params: optim.SGD(params, lr)
+
+
+def run(mesh, t, lr: float, mode: str, pool: tuple, cfg: dict) -> dict | None:
     """Serial SGD (``SingleDevice``, one process: update u on samples [u·b, (u+1)·b), every
     update a dense step of the whole model), or Hogwild (locked or not) on every rank of
-    ``comm``, each worker on its rows of the same global batches: rank 0's run with its
+    ``mesh``, each worker on its rows of the same global batches: rank 0's run with its
     copies of θ (Hogwild's window, racing the writers). Hogwild writes γ = η·n_w/N, and a
     worker's share n_w/N of the global batch is 1/P: the serial run's step γ = ``lr`` is
     η = lr·P."""
-    p, opt = comm.size, optim.SGD(t.model.parameters(), lr * comm.size)
+    comm = mesh.world
+    p, make_optimizer = comm.size, sgd(lr * comm.size)
     if mode == "serial":
-        strategy = SingleDevice(t.model, opt, t.loss)
+        strategy = SingleDevice(t.model, make_optimizer, t)
         return snapshot_run(comm, strategy, global_batches(pool, p, cfg), cfg["snapshots"],
                             lambda: flat(strategy.params))
-    strategy = Hogwild(t.model, opt, t.loss, t.count, comm, lock=mode == "locked")
+    strategy = (LockedHogwild if mode == "locked" else Hogwild)(t.model, make_optimizer, t, mesh)
     return snapshot_run(comm, strategy, global_batches(pool, p, cfg), cfg["snapshots"],
                         lambda: np.concatenate([v.reshape(-1) for v in strategy.store.values()]))
 
 
-def collisions(comm, t, lr: float, pool: tuple, cfg: dict) -> list[dict]:
+def collisions(mesh, t, lr: float, pool: tuple, cfg: dict) -> list[dict]:
     """Lock-free Hogwild, instrumented (``CountingHogwild``), on the same global batches:
     every rank's counts of writes, colliding writes and coordinates (on every rank)."""
-    strategy = CountingHogwild(t.model, optim.SGD(t.model.parameters(), lr * comm.size),
-                               t.loss, t.count, comm)
+    comm = mesh.world
+    strategy = CountingHogwild(t.model, sgd(lr * comm.size), t, mesh)
     comm.barrier()
     for batch in global_batches(pool, comm.size, cfg):
         strategy.step(batch)
@@ -114,6 +123,7 @@ def hogwild_part(comm, cfg: dict) -> dict:
     of lock-free Hogwild at each P ≥ 2."""
     sizes = sorted({c["processes"] for c in cfg["contenders"]} | set(cfg["collisions"]))
     subs = {p: comm.split(0 if comm.rank < p else 1, name=f"first {p} ranks") for p in sizes}
+    meshes = {p: Mesh(sub) for p, sub in subs.items()}  # a worker on the whole θ each
     out = {}
     for name, pcfg in cfg["problems"].items():
         data = dataset(name, pcfg)
@@ -123,17 +133,20 @@ def hogwild_part(comm, cfg: dict) -> dict:
         for r in range(cfg["rounds"]):
             for c in cfg["contenders"][::-1] if r % 2 else cfg["contenders"]:
                 t, p = task(name, pcfg, data), c["processes"]
-                done = run(subs[p], t, pcfg["lr"], c["mode"], pool, cfg) if comm.rank < p else None
+                done = run(meshes[p], t, pcfg["lr"], c["mode"], pool, cfg) \
+                    if comm.rank < p else None
                 if comm.rank == 0:
                     runs[c["key"]].append(curve(t, done, held, p))
                 comm.barrier()
         counted = {}
         for p in cfg["collisions"]:
             if comm.rank < p:
-                counted[p] = collisions(subs[p], task(name, pcfg, data), pcfg["lr"], pool, cfg)
+                counted[p] = collisions(meshes[p], task(name, pcfg, data), pcfg["lr"], pool,
+                                        cfg)
             comm.barrier()
         out[name] = {"floor": data.bayes_risk() if comm.rank == 0 else None, "runs": runs,
                      "collisions": counted}
-    for sub in subs.values():
+    for mesh, sub in zip(meshes.values(), subs.values()):
+        mesh.free()
         sub.free()
     return out

@@ -10,6 +10,7 @@ from ... import backend, nn, optim
 from ...allocator import keep_freed_memory
 from ...autograd import Tensor
 from ...autograd import functional as F
+from ...comm.mesh import Mesh
 from ...data.shard import shard
 from ...parallel import DataParallel, DataParallelNaive
 from ..timing import Timed, accumulated, alone, stepping, turns
@@ -19,13 +20,20 @@ LOSS_RTOL, LOSS_ATOL = 1e-5, 1e-6  # float32: a loss near 0 is checked to an abs
 CHECK_STEPS = 2
 
 
-def loss_fn(model, batch, reduction: str = "mean"):
-    x, y = batch
-    return F.cross_entropy(model(Tensor(x)), y, reduction=reduction)
+class Classify:
+    """The objective: a batch's cross-entropy, and its units, samples."""
+
+    def loss(self, model, batch, reduction: str):
+        x, y = batch
+        return F.cross_entropy(model(Tensor(x)), y, reduction=reduction)
+
+    def count(self, batch) -> int:
+        return len(batch[1])
 
 
-def count_fn(batch) -> int:
-    return len(batch[1])
+def sgd(params):
+    """Every contender's optimizer, over the parameters it steps: plain SGD, without state."""
+    return optim.SGD(params, LR)
 
 
 def ddp_backend(device: str, comm) -> str:
@@ -100,14 +108,16 @@ def bench_config(comm, spec: dict, cfg: dict, device: str) -> dict:
     x = gen.standard_normal((spec["batch"], spec["sizes"][0])).astype(np.float32)  # (B, D)
     host = (x, gen.integers(0, spec["sizes"][-1], spec["batch"]))  # (B, D), (B,)
     batch = tuple(map(backend.to_device, host))
-    optimizer = optim.SGD(model.parameters(), LR)
-    bucketed = DataParallel(model, optimizer, loss_fn, count_fn, comm)
-    local = [shard(batch, comm.rank, comm.size)]
+    mesh, objective = Mesh(comm), Classify()  # pure data parallelism
+    bucketed = DataParallel(model, sgd, objective, mesh)
+    naive = DataParallelNaive(model, sgd, objective, mesh)
+    local, units = [shard(batch, comm.rank, comm.size)], objective.count(batch)
     contenders = {
         "bucketed": stepping(bucketed, batch),
-        "naive": stepping(DataParallelNaive(model, optimizer, loss_fn, count_fn, comm), batch),
-        "compute-only": accumulated(model, optimizer, loss_fn, local, count_fn(batch)),
-        "alone": alone(accumulated(model, optimizer, loss_fn, local, count_fn(batch)), comm)}
+        "naive": stepping(naive, batch),
+        "compute-only": accumulated(model, sgd(model.parameters()), objective.loss, local, units),
+        "alone": alone(accumulated(model, sgd(model.parameters()), objective.loss, local, units),
+                       comm)}
     check = None
     if cfg["ddp_file"]:
         ddp = torch_step(model, spec["sizes"], host, comm, device, cfg["ddp_file"])
@@ -115,7 +125,11 @@ def bench_config(comm, spec: dict, cfg: dict, device: str) -> dict:
         contenders["torch-ddp"] = ddp
         contenders["torch-alone"] = alone(torch_step(model, spec["sizes"], host, comm, device),
                                           comm)
-    return {"loss_check": check, "contenders": turns(comm, contenders, cfg)}
+    timed = turns(comm, contenders, cfg)
+    for strategy in (bucketed, naive):
+        strategy.close()
+    mesh.free()
+    return {"loss_check": check, "contenders": timed}
 
 
 def measure_ranks(comm, cfg: dict) -> dict:

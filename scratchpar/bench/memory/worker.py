@@ -19,8 +19,8 @@ from ...optim import AdamW
 from ...optim.mixed import MixedPrecision
 from ...optim.scaler import LossScaler
 from ...parallel import SingleDevice
-from ...parallel.pipeline import Pipeline, partition, schedules
-from ...parallel.pipeline.partition import parameter_counts
+from ...parallel.pipeline import Pipeline, schedules
+from ...parallel.pipeline.stage import release
 from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from ...peak import peak_bytes
 from ...train.defaults import ADAM_LR
@@ -37,14 +37,15 @@ def states(comm, cfg: dict) -> dict:
     while a ledger counts what they hold: this rank's peaks by part, and Ψ."""
     spec = cfg["model"]
     task, batches = language(spec)
-    peaks = {}
+    peaks, mesh = {}, Mesh(comm)  # pure data parallelism
     for precision in cfg["precisions"]:
         for name in STRATEGIES:
-            strategy = build(name, spec, task, comm, measure=True, precision=precision)
+            strategy = build(name, spec, task, mesh, measure=True, precision=precision)
             for batch in batches:
                 strategy.step(batch)
             peaks[f"{precision} {name}"] = strategy.ledger.peak
             strategy.close()
+    mesh.free()
     return {"psi": gpt_parameters(spec), "peaks": peaks}
 
 
@@ -96,10 +97,10 @@ def stash(comm, cfg: dict) -> dict:
             model = nn.GPT(size["vocab"], size["seq"], size["d_model"], size["heads"],
                            size["layers"], np.random.default_rng(0), dropout=size["dropout"])
             nn.set_dropout_generator(model, DeviceRandom(0, comm.rank))
-            mesh = Mesh(comm, dp=1, pp=comm.size)
-            ranges = partition(parameter_counts(model.pipeline_layers()), comm.size)
+            mesh = Mesh(comm, pp=comm.size)
             pipe = Pipeline(model, lambda params: AdamW(params, ADAM_LR), task, mesh,
-                            schedules.build("gpipe", comm.size, m, 1), ranges, recompute=mode)
+                            schedule=schedules.build("gpipe", comm.size, m, 1), recompute=mode)
+            release(model, pipe.params)  # a rank keeps its stage's weights, as in a run
             pipe.step(batches[0])
             with peak_bytes() as seen:
                 pipe.step(batches[1])
@@ -119,13 +120,16 @@ def stepping(size: dict, precision: str, mode: str) -> Timed:
     model = nn.GPT(size["vocab"], size["seq"], size["d_model"], size["heads"], size["layers"],
                    np.random.default_rng(0), dropout=size["dropout"])
     nn.set_dropout_generator(model, DeviceRandom(0, 0))
-    optimizer = AdamW(model.parameters(), ADAM_LR)
     if precision != "fp32":
         model.to_dtype(dtype_of(precision, backend.xp_default()))
         task.scaler = LossScaler(scale=2.0**8) if precision == "fp16" else None
-        optimizer = MixedPrecision(AdamW(model.parameters(), ADAM_LR), task.scaler)
     recompute(chosen(model, mode))
-    strategy = SingleDevice(model, optimizer, lambda m, b: task.loss(m, b, "mean"))
+
+    def make_optimizer(params):
+        adam = AdamW(params, ADAM_LR)
+        return adam if precision == "fp32" else MixedPrecision(adam, task.scaler)
+
+    strategy = SingleDevice(model, make_optimizer, task)
     return Timed(lambda: strategy.step(batch))
 
 

@@ -17,6 +17,7 @@ from ...nn.module import Sequential
 from ...parallel import DataParallel, PipeDream, Pipeline, SingleDevice
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import parameter_counts
+from ...parallel.pipeline.stage import release
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
@@ -25,6 +26,11 @@ from ..timing import accumulated, alone, medians, stepping, sync, turns
 
 LR = 1e-3
 COMPUTE = re.compile(r"[FBW]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, W3, F3.1
+
+
+def sgd(params):
+    """Every contender's optimizer over what its rank updates: plain SGD."""
+    return optim.SGD(params, LR)
 
 
 def schedule_for(name: str, p: int, m: int, v: int, forward: float, backward: float,
@@ -128,10 +134,10 @@ def sleep_run(comm, spec: dict, run: dict) -> dict | None:
     mesh = Mesh(comm, dp=1, pp=p)
     cls = PipeDream if run["schedule"] == "pipedream" else Pipeline
     task = Task(None, model, "sample", criterion=summed)
-    pipe = cls(model, lambda params: optim.SGD(params, LR), task, mesh,
-               schedule_for(run["schedule"], p, m, v, spec["forward_s"], spec["backward_s"],
-                            spec["weight_s"]),
-               [range(k, k + 1) for k in range(p * v)])
+    pipe = cls(model, sgd, task, mesh,
+               schedule=schedule_for(run["schedule"], p, m, v, spec["forward_s"],
+                                     spec["backward_s"], spec["weight_s"]),
+               ranges=[range(k, k + 1) for k in range(p * v)])
     gen = np.random.default_rng(0)  # a stand-in classification batch: x (rows, WIDTH), y (rows,)
     batch = gen.standard_normal((spec["rows"] * m, WIDTH)), gen.integers(0, WIDTH, spec["rows"] * m)
     steps = []
@@ -176,22 +182,21 @@ def real_runs(comm, cfg: dict) -> dict:
     is the slowest rank's, which includes a waiter's wake-up (≤ 0.2 ms)."""
     batch = backend.to_device(gpt_batch(cfg, cfg["batch"]))
     one, micro, data = gpt_task(cfg), gpt_task(cfg), gpt_task(cfg)
+    meshes = [Mesh(comm)]  # the data-parallel one, then each pipeline's
     contenders = {
-        "alone": alone(stepping(SingleDevice(one.model, optim.SGD(one.model.parameters(), LR),
-                                             one.loss), batch), comm),
+        "alone": alone(stepping(SingleDevice(one.model, sgd, one), batch), comm),
         "alone-micro": alone(accumulated(
             micro.model, optim.SGD(micro.model.parameters(), LR), micro.loss,
             [shard(batch, i, cfg["m"]) for i in range(cfg["m"])], micro.count(batch)), comm),
-        "dp": stepping(DataParallel(data.model, optim.SGD(data.model.parameters(), LR),
-                                    data.loss, data.count, comm), batch)}
-    pipes, meshes = {}, []
+        "dp": stepping(DataParallel(data.model, sgd, data, meshes[0]), batch)}
+    pipes = {}
     for name, m in (("naive", 1), ("gpipe", cfg["m"]), ("1f1b", cfg["m"]), ("zb-h1", cfg["m"])):
         task = gpt_task(cfg)
         whole = sum(p.data.nbytes for p in task.model.parameters())
-        meshes.append(Mesh(comm, dp=1, pp=comm.size))
-        ranges = partition(parameter_counts(task.model.pipeline_layers()), comm.size)
-        pipes[name] = Pipeline(task.model, lambda params: optim.SGD(params, LR), task,
-                               meshes[-1], schedules.build(name, comm.size, m), ranges)
+        meshes.append(Mesh(comm, pp=comm.size))
+        pipes[name] = Pipeline(task.model, sgd, task, meshes[-1],
+                               schedule=schedules.build(name, comm.size, m))
+        release(task.model, pipes[name].params)  # a rank keeps its stage, as in a run
         contenders[name] = stepping(pipes[name], batch)
     timed = turns(comm, contenders, cfg)
     for name, pipe in pipes.items():

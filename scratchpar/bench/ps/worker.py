@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import backend, nn, optim
 from ...comm.collectives import all_reduce_
+from ...comm.mesh import Mesh
 from ...comm.mpi import Communicator
 from ...data import SyntheticLanguage
 from ...data.shard import shard
@@ -23,7 +24,7 @@ from ...parallel.ps import ArrivalOrderParameterServer
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
-from ..standin import StandIn, clock, count_fn, loss_fn, pause
+from ..standin import Sleeping, StandIn, clock, pause
 from ..timing import medians, stepping, sync, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
@@ -32,13 +33,13 @@ MODES = {"sync": (SyncParameterServer, None), "ssp": (SSPParameterServer, "stale
          "async": (AsyncParameterServer, None), "warmup": (SyncThenAsync, "warmup")}
 
 
-def build(spec: dict, model, loss_fn, count_fn, comm):
+def build(spec: dict, model, objective, mesh):
     """The parameter server ``spec`` names: ``{"mode": "sync" | "ssp" | "async" | "warmup",
     "servers": S, "lr", "optimizer": "sgd" | "adam"}``, with ``"staleness"`` τ (ssp) or
     ``"warmup"`` steps (warmup); workers push and pull every step."""
     cls, knob = MODES[spec["mode"]]
     opt = optim.Adam if spec.get("optimizer") == "adam" else optim.SGD
-    return cls(model, lambda params: opt(params, spec["lr"]), loss_fn, count_fn, comm,
+    return cls(model, lambda params: opt(params, spec["lr"]), objective, mesh,
                servers=spec["servers"], **({knob: spec[knob]} if knob else {}))
 
 
@@ -109,30 +110,31 @@ def bottleneck(comm, cfg: dict) -> dict:
     message."""
     batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
     servers = [s for s in cfg["server_counts"] if s < comm.size]
-    spec = {"lr": cfg["lr"], "mode": "sync"}
-    live = {f"sync S={s}": build({**spec, "servers": s}, stand_in(cfg), loss_fn, count_fn, comm)
+    spec, mesh, objective = {"lr": cfg["lr"], "mode": "sync"}, Mesh(comm), Sleeping()
+    live = {f"sync S={s}": build({**spec, "servers": s}, stand_in(cfg), objective, mesh)
             for s in servers}
     comm.tracer = tracer = Tracer(comm.rank)  # DataParallel's collectives name their algorithm
     model = stand_in(cfg)
     params = model.parameters()
     k, nbytes = sum(p.size for p in params), sum(p.data.nbytes for p in params)
-    live["dp"] = DataParallel(model, optim.SGD(params, cfg["lr"]), loss_fn, count_fn, comm,
-                              bucket_bytes=nbytes)
+    live["dp"] = DataParallel(model, lambda params: optim.SGD(params, cfg["lr"]), objective,
+                              mesh, bucket_bytes=nbytes)
     timed = turns(comm, {name: stepping(s, batch) for name, s in live.items()}, cfg)
     comm.tracer = None
     largest = max((e for e in tracer.events if e.name.startswith("all_reduce")),
                   key=lambda e: e.bytes)
-    for s in servers:
-        live[f"sync S={s}"].close()
+    for strategy in live.values():
+        strategy.close()
     family = {}
     for s in servers:
         ranks = free_run(comm, lambda s=s: build({**spec, "mode": "ssp", "staleness": 0,
-                                                  "servers": s}, stand_in(cfg), loss_fn,
-                                                 count_fn, comm),
+                                                  "servers": s}, stand_in(cfg), objective,
+                                                 mesh),
                          lambda k: batch, cfg["steps"], 0.0)
         if ranks is not None:
             family[s] = {"report": ranks[0]["report"],
                          "seconds": max(r["ends_s"][-1] for r in ranks)}
+    mesh.free()
     counting = Counting()
     all_reduce_(counting, backend.xp_default().zeros(k, np.float32), algorithm="ring")  # (K,)
     ring = comm.allgather_obj({"sent": counting.sent, "received": counting.received},
@@ -150,12 +152,12 @@ def staleness(comm, cfg: dict) -> dict:
     batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
     slowed_s = stand_in(cfg).compute_s(len(shard(np.arange(cfg["batch"]), SLOWED,
                                                  comm.size - cfg["servers"])))
-    runs = {}
+    runs, mesh = {}, Mesh(comm)
     for spec in cfg["contenders"]:
         traced = spec["name"] in cfg["timelines"] and cfg["traces"] is not None
         ranks = free_run(comm, lambda spec=spec: build(
-            {**spec, "servers": cfg["servers"], "lr": cfg["lr"]}, stand_in(cfg), loss_fn,
-            count_fn, comm), lambda k: batch, cfg["steps"], slowed_s, trace=traced)
+            {**spec, "servers": cfg["servers"], "lr": cfg["lr"]}, stand_in(cfg), Sleeping(),
+            mesh), lambda k: batch, cfg["steps"], slowed_s, trace=traced)
         if ranks is None:
             continue
         if traced:
@@ -165,6 +167,7 @@ def staleness(comm, cfg: dict) -> dict:
                          [{**r["trace"], "events": [e for e in r["trace"]["events"]
                                                     if e["end"] <= cut]} for r in ranks])
         runs[spec["name"]] = [{k: v for k, v in r.items() if k != "trace"} for r in ranks]
+    mesh.free()
     return {"runs": runs}
 
 
@@ -198,6 +201,7 @@ def loss(comm, cfg: dict) -> dict:
         slowed_s = medians(once, 5)[0]
     slowed_s = max(comm.allgather_obj(slowed_s, "slowed worker's compute"))
     runs, order = {spec["name"]: [] for spec in cfg["contenders"]}, cfg["contenders"]
+    mesh = Mesh(comm)
     for spec in [spec for r in range(cfg["rounds"]) for spec in (order[::-1] if r % 2 else order)]:
         evals = []
 
@@ -211,9 +215,9 @@ def loss(comm, cfg: dict) -> dict:
 
         ranks = free_run(comm, lambda spec=spec: build(
             {**spec, "servers": cfg["servers"], "lr": cfg["lr"], "optimizer": "adam"}, gpt(),
-            task.loss, task.count, comm), batches.__getitem__, cfg["steps"], slowed_s,
-            on_servers)
+            task, mesh), batches.__getitem__, cfg["steps"], slowed_s, on_servers)
         if ranks is not None:
             runs[spec["name"]].append({"ranks": ranks, "evals": evals})
+    mesh.free()
     first = held_out(gpt(), cfg["eval_batches"]) if comm.rank == 0 else None
     return {"floor": data.bayes_risk(), "initial": first, "runs": runs}

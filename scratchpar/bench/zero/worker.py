@@ -12,6 +12,7 @@ from ... import backend, nn, optim
 from ...autograd.held import graph_bytes
 from ...autograd.precision import dtype_of
 from ...comm.errors import WaitTimeout
+from ...comm.mesh import Mesh
 from ...data import SyntheticLanguage
 from ...optim.mixed import MixedPrecision
 from ...parallel import DataParallel, ZeRO1, ZeRO2, ZeRO3
@@ -68,17 +69,21 @@ class MeasuredDP(DataParallel):
                             "scratch": self.optimizer.work_arrays()})
 
 
-def build(name: str, spec: dict, task: Task, comm, measure: bool, precision: str = "fp32"):
-    """Contender ``name`` on a fresh GPT of ``spec`` (seed 0, float32) with AdamW (the CLI's
-    defaults); under a 16-bit ``precision`` the GPT in 16 bits and AdamW on fp32 masters
-    (unscaled: the bytes are the same)."""
+def build(name: str, spec: dict, task: Task, mesh, measure: bool, precision: str = "fp32"):
+    """Contender ``name`` over ``mesh`` (``Mesh(comm)``, which the caller frees) on a fresh GPT
+    of ``spec`` (seed 0, float32) with AdamW (the CLI's defaults), ``task`` its objective; under
+    a 16-bit ``precision`` the GPT in 16 bits and AdamW on fp32 masters (unscaled: the bytes
+    are the same)."""
     model = nn.GPT(spec["vocab"], spec["seq"], spec["d_model"], spec["heads"], spec["layers"],
                    np.random.default_rng(0), dtype=np.float32)
-    optimizer = optim.AdamW(model.parameters(), ADAM_LR, weight_decay=0.0)
     if precision != "fp32":
         model.to_dtype(dtype_of(precision, backend.xp_default()))
-        optimizer = MixedPrecision(optim.AdamW(model.parameters(), ADAM_LR, weight_decay=0.0))
-    common = (model, optimizer, task.loss, task.count, comm)
+
+    def make_optimizer(params):  # over what the contender steps: the model, or a ZeRO rank's
+        adamw = optim.AdamW(params, ADAM_LR, weight_decay=0.0)
+        return adamw if precision == "fp32" else MixedPrecision(adamw)
+
+    common = (model, make_optimizer, task, mesh)
     kw = {"bucket_bytes": spec["bucket_kib"] << 10, "grad_clip": spec["grad_clip"]}
     stage, offload = stage_of(name)
     if stage == 0:
@@ -96,12 +101,12 @@ def memory(comm, cfg: dict) -> dict:
     """Per model, DP and every ZeRO stage with and without offload train a fresh GPT for
     ``steps`` steps while a Ledger counts what each holds: every rank's peaks by part, the
     graph's bytes after forward, the largest group."""
-    out = {}
+    out, mesh = {}, Mesh(comm)  # pure data parallelism
     for label, spec in cfg["models"].items():
         task, batches = language(spec)
         ranks = {}
         for name in CONTENDERS:
-            strategy = build(name, spec, task, comm, measure=True)
+            strategy = build(name, spec, task, mesh, measure=True)
             for batch in batches:
                 strategy.step(batch)
             ledger = strategy.ledger
@@ -110,8 +115,10 @@ def memory(comm, cfg: dict) -> dict:
             ranks[name] = comm.allgather_obj({
                 "peak": ledger.peak, "activations": strategy.activations,
                 "largest_group": FLOAT32 * max(sizes)}, "ledger")
+            strategy.close()
         psi = sum(int(np.prod(shape)) for shape in strategy.shapes)  # a ZeRO stage: last
         out[label] = {"psi": psi, "itemsize": FLOAT32, "k": 2 * FLOAT32, "ranks": ranks}
+    mesh.free()
     return out
 
 
@@ -160,8 +167,9 @@ def timing(comm, cfg: dict) -> dict:
     zeroed at a barrier, merged by rank 0 into that Chrome trace."""
     spec = cfg["models"]["cli"]
     task, (batch,) = language({**spec, "steps": 1})
+    mesh = Mesh(comm)  # pure data parallelism
     comm.tracer = tracer = Tracer(comm.rank)
-    split = {name: Breakdown(build(name, spec, task, comm, measure=False), tracer)
+    split = {name: Breakdown(build(name, spec, task, mesh, measure=False), tracer)
              for name in CONTENDERS}
     timed = turns(comm, {name: Timed(lambda b=b: b(batch)) for name, b in split.items()}, cfg)
     parts = {name: {key: float(np.median([s[key] for s in b.steps[-cfg["repeats"]:]]))
@@ -174,6 +182,9 @@ def timing(comm, cfg: dict) -> dict:
         if comm.rank == 0:
             write_chrome(cfg["trace"], ranks)
     comm.tracer = None
+    for b in split.values():
+        b.strategy.close()
+    mesh.free()
     return {"timed": timed, "split": parts}
 
 
@@ -236,8 +247,14 @@ def fits(comm, cfg: dict) -> dict:
 
     def attempt(name: str, trial, spec: dict) -> None:
         task, batches = language({**spec, "steps": 1})
-        build(name, spec, task, trial, measure=False).step(batches[0])
-        backend.sync()
+        mesh = Mesh(trial)  # pure data parallelism, on the trial's communicator
+        try:
+            strategy = build(name, spec, task, mesh, measure=False)
+            strategy.step(batches[0])
+            backend.sync()
+            strategy.close()
+        finally:
+            mesh.free()
 
     return {"largest": {name: largest(comm, cfg, partial(attempt, name))
                         for name in cfg["contenders"]}}

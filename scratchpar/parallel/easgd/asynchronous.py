@@ -9,44 +9,50 @@ from collections import Counter
 import numpy as np
 
 from ...backend import get_array_module
-from ...data.shard import shard
+from ...comm.chunks import bounds
+from ...data.shard import Part, shard
 from ...optim import guarded_step
-from ...optim.guard import backward_verdict, refused
+from ...optim.guard import refused
 from ..description import Description, Message, replicated
 from ..ps.protocol import HEADER, LEAVE, STEP, Header, ProtocolError
+from ..strategy import whole_model
 from .master import MasterAndWorkers
+from .worker import own_verdict
 
 WEIGHTS, DIFFERENCE = 2, 3  # tags beside the header's
 
 
 class AsyncEASGD(MasterAndWorkers):
     """Rank 0 is the master and holds the centre x̃ on the host. Ranks 1 … W are workers, each
-    on its rows of the global batch. A worker at its step t computes ∇fⁱ(xⁱ) and, when
+    on its rows of the global batch, the only rows it draws (:meth:`rows`; the master draws
+    none). A worker at its step t computes ∇fⁱ(xⁱ), its summed loss over its units, and, when
     t mod τ = 0, sends xⁱ. The master answers in arrival order with d = xⁱ − x̃ and moves
     x̃ ← x̃ + α d (eq. 4, one worker at a time). The worker moves xⁱ ← xⁱ − α d (eq. 3's
     elastic term, from the same x̃), then takes its optimizer's step. Every step the worker
-    sends the master a header (its loss, and whether an exchange follows), so the master's step
-    t ends once every worker still present has finished its step t. ``shutdown()`` ends the
-    protocol (each worker leaves, the master serves until all have)."""
+    sends the master a header (its loss, its units, and whether an exchange follows), so the
+    master's step t ends once every worker still present has finished its step t. ``shutdown()``
+    ends the protocol (each worker leaves, the master serves until all have)."""
 
     mode = "async"
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float, tau: int,
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, rho: float, tau: int,
                  grad_clip: float = 0.0):
-        if comm.size < 2 or not rho >= 0 or tau < 1:
+        size = whole_model(mesh, type(self).__name__).size
+        if size < 2 or not rho >= 0 or tau < 1:
             raise ValueError(f"asynchronous EASGD needs a master and a worker (2 ranks or more), "
-                             f"ρ ≥ 0 and τ ≥ 1; got {comm.size} rank(s), ρ = {rho}, τ = {tau}")
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, rho, grad_clip, "easgd")
+                             f"ρ ≥ 0 and τ ≥ 1; got {size} rank(s), ρ = {rho}, τ = {tau}")
+        super().__init__(model, make_optimizer, objective, mesh, rho=rho, grad_clip=grad_clip,
+                         name="easgd")
         self.tau, self.exchanges = tau, 0
         if self.comm.rank == 0:
-            self.clock = dict.fromkeys(range(1, comm.size), 0)
+            self.clock = dict.fromkeys(range(1, size), 0)
             self.served = dict.fromkeys(self.clock, 0)  # exchanges per worker
             self.overflows = Counter()  # clock → its steps whose 16-bit gradient overflowed
-            self.losses: dict[int, list[float]] = {}
+            self.losses: dict[int, list[float]] = {}  # clock → [Σ L·n, Σ n] applied, Σ n all
             self.inbox = {w: self._post(w) for w in self.clock}
 
     @classmethod
-    def describe(cls, shape, world: int, tau: int = 4) -> Description:
+    def describe(cls, shape, world: int, *, tau: int = 4) -> Description:
         """A worker's model, gradient and optimizer state, and the flat copy of xⁱ it sends
         with the difference it gets back (the master's centre, its received copy and the
         difference weigh no more, on the host). Per step: a header to the master, and every
@@ -59,27 +65,40 @@ class AsyncEASGD(MasterAndWorkers):
                             Message("recv", "world", p, 1 / tau)), chunk=shape.largest,
                            arrays=shape.stepped)
 
+    def rows(self, batch_size: int) -> tuple[int, int]:
+        """A worker's rows alone, ``bounds(b, W)[i]`` for worker i; the master's: none."""
+        if self.comm.rank == 0:
+            return 0, 0
+        return bounds(batch_size, self.workers)[self.comm.rank - 1]
+
     def _post(self, w: int):
         buf = Header.buffer()
         return buf, self.comm.irecv(buf, w, HEADER)
 
     def step(self, global_batch) -> dict:
+        """``{"loss", "grad_norm", "skipped"}``: a worker's own, the master's step t over
+        every worker's units. Handed a :class:`~scratchpar.data.shard.Part`, also ``"units"``:
+        a worker's own nⁱ (it cannot know the others'), the master's N over every worker."""
         t, self.steps = self.steps, self.steps + 1
-        return self._serve_until(t) if self.comm.rank == 0 else self._work(global_batch, t)
+        if self.comm.rank == 0:
+            metrics, units = self._serve_until(t)
+        else:
+            metrics, units = self._work(global_batch, t)
+        if isinstance(global_batch, Part):
+            metrics["units"] = units
+        return metrics
 
     # -- a worker ---------------------------------------------------------------------------------
-    def _work(self, global_batch, t: int) -> dict:
+    def _work(self, global_batch, t: int) -> tuple[dict, float]:
         xp = get_array_module(self.params[0].data)
         batch = shard(global_batch, self.comm.rank - 1, self.workers)
         self.optimizer.zero_grad()
-        loss = self.loss_fn(self.model, batch)  # the mean over this worker's units
-        mean, norm, finite = backward_verdict(loss, self.params)
+        mean, norm, finite, units = own_verdict(self, batch)
         refusal = None if finite else refused(self.optimizer, mean, norm)  # halves its scale
         exchange = finite and t % self.tau == 0
         self.exchanges += exchange
-        header = Header(STEP, t, mean if finite else 0.0,
-                        float(self.count_fn(batch)) if finite else 0.0, self.optimizer.lr,
-                        norm, grad=exchange, pushes=self.exchanges,
+        header = Header(STEP, t, mean if finite else math.nan, units, self.optimizer.lr, norm,
+                        grad=exchange, pushes=self.exchanges,
                         overflow=bool(refusal and refusal.get("overflow")))
         requests = [self.comm.isend(header.pack(), 0, HEADER)]
         if exchange:
@@ -89,22 +108,23 @@ class AsyncEASGD(MasterAndWorkers):
             requests += [self.comm.isend(flat, 0, WEIGHTS), self.comm.irecv(diff, 0, DIFFERENCE)]
         self.comm.wait_all(requests)
         if refusal:
-            return refusal
+            return refusal, units
         if exchange:
             alpha = self.optimizer.lr * self.rho
             for x, d in zip(weights, self.layout.views(diff)):
                 x -= alpha * d  # eq. 3's elastic term
             self.optimizer.round_params()
-        return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm)
+        return guarded_step(self.optimizer, self.params, mean, self.grad_clip, norm), units
 
     def _leave(self) -> None:
         self.comm.wait_all([self.comm.isend(Header(LEAVE, self.steps,
                                                    pushes=self.exchanges).pack(), 0, HEADER)])
 
     # -- the master -------------------------------------------------------------------------------
-    def _serve_until(self, t: float) -> dict:
+    def _serve_until(self, t: float) -> tuple[dict, float]:
         """Serve headers and exchanges in arrival order until every worker still present has
-        finished step t: ``{"loss"}`` of step t over every worker's units."""
+        finished step t: ``{"loss"}`` of step t over the units of every worker whose step was
+        applied, and the units of all of them."""
         while any(clock <= t for clock in self.clock.values()):
             workers = list(self.inbox)
             i = self.comm.wait_any([self.inbox[w][1] for w in workers])
@@ -119,17 +139,19 @@ class AsyncEASGD(MasterAndWorkers):
             if h.grad:
                 self._exchange(w, h.lr * self.rho)
             self.overflows[h.clock] += h.overflow
-            total = self.losses.setdefault(h.clock, [0.0, 0.0])
-            total[0] += h.mean * h.units
-            total[1] += h.units
+            total = self.losses.setdefault(h.clock, [0.0, 0.0, 0.0])
+            if math.isfinite(h.mean):  # the worker applied its step
+                total[0] += h.mean * h.units
+                total[1] += h.units
+            total[2] += h.units
             self.clock[w] = h.clock + 1
             self.inbox[w] = self._post(w)
-        total, units = self.losses.pop(t, (0.0, 0.0)) if math.isfinite(t) else (0.0, 0.0)
-        metrics = {"loss": total / units if units else math.nan, "grad_norm": math.nan,
+        loss, units, drawn = self.losses.pop(t, (0.0, 0.0, 0.0))
+        metrics = {"loss": loss / units if units else math.nan, "grad_norm": math.nan,
                    "skipped": not units}
         if self.overflows.pop(t, 0) and not units:  # the loss scales' answer, not divergence
             metrics["overflow"] = True
-        return metrics
+        return metrics, drawn
 
     def _exchange(self, w: int, alpha: float) -> None:
         """Worker w's xⁱ in; d = xⁱ − x̃ out; x̃ ← x̃ + α d (eq. 4 with one worker)."""

@@ -9,9 +9,11 @@ import numpy as np
 
 from ...backend import get_array_module, to_host
 from ...optim import guarded_step
-from ...optim.guard import backward_verdict, refused
+from ...optim.guard import refused
 from ..description import Description, Message, replicated
+from ..strategy import whole_model
 from .master import MasterAndWorkers
+from .worker import own_verdict
 
 CENTRE, SAMPLES, WEIGHTS, REPORT = 1, 2, 3, 4  # tags; SAMPLES + k carries the batch's k-th array
 
@@ -19,24 +21,27 @@ CENTRE, SAMPLES, WEIGHTS, REPORT = 1, 2, 3, 4  # tags; SAMPLES + k carries the b
 class RoundRobinEASGD(MasterAndWorkers):
     """Rank 0 is the master: it holds the centre W̄ on the host (NumPy, whatever device the
     workers use) and, at step t, picks worker j = t mod G (rank 1 + j), sends it the step's
-    samples and W̄ₜ, and takes its weights Wᵗʲ back. Worker j computes its gradient at Wᵗʲ,
-    moves by eq. 3, Wʲ ← Wᵗʲ − ηρ (Wᵗʲ − W̄ₜ) − η ∇f(Wᵗʲ) (elastic term, then its optimizer's
-    step), and the master by eq. 4 with one worker, W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ). The other
-    workers wait for their turn (their metrics: their last turn's, marked ``idle``, which the
-    loop's count of bad steps passes over), so every step is one worker's: a sequential
-    algorithm that an emulation on one process reproduces bit for bit. The centre and the
-    weights travel end to end, one message each: a master that waited out a worker's compute
-    polls with naps, and would answer each array's rendezvous up to a nap late."""
+    samples and W̄ₜ, and takes its weights Wᵗʲ back. Worker j computes its gradient at Wᵗʲ (its
+    summed loss over the batch's units), moves by eq. 3, Wʲ ← Wᵗʲ − ηρ (Wᵗʲ − W̄ₜ) − η ∇f(Wᵗʲ)
+    (elastic term, then its optimizer's step), and the master by eq. 4 with one worker,
+    W̄ₜ₊₁ = W̄ₜ + ηρ (Wᵗʲ − W̄ₜ). The other workers wait for their turn (their metrics: their last
+    turn's, marked ``idle``, which the loop's count of bad steps passes over), so every step is
+    one worker's: a sequential algorithm that an emulation on one process reproduces bit for
+    bit. The centre and the weights travel end to end, one message each: a master that waited
+    out a worker's compute polls with naps, and would answer each array's rendezvous up to a
+    nap late. The master reads the whole batch, and a worker shapes what it receives from its
+    own copy: every rank is handed all of it (:meth:`rows` is ``None``)."""
 
     mode = "round-robin"
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm, rho: float,
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, rho: float,
                  grad_clip: float = 0.0):
-        if comm.size < 2 or not rho >= 0:
+        size = whole_model(mesh, type(self).__name__).size
+        if size < 2 or not rho >= 0:
             raise ValueError(f"round-robin EASGD needs a master and a worker (2 ranks or more) "
-                             f"and ρ ≥ 0; got {comm.size} rank(s) and ρ = {rho}")
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, rho, grad_clip,
-                         "easgd round-robin")
+                             f"and ρ ≥ 0; got {size} rank(s) and ρ = {rho}")
+        super().__init__(model, make_optimizer, objective, mesh, rho=rho, grad_clip=grad_clip,
+                         name="easgd round-robin")
         self.last = {"loss": math.nan, "grad_norm": math.nan, "skipped": False}
 
     @classmethod
@@ -90,10 +95,10 @@ class RoundRobinEASGD(MasterAndWorkers):
         mine = self.layout.flatten(xp, weights)  # Wᵗʲ end to end, before moving
         given = tuple(samples) if isinstance(batch, tuple) else samples[0]
         self.optimizer.zero_grad()
-        mean, norm, finite = backward_verdict(self.loss_fn(self.model, given), self.params)
+        mean, norm, finite, units = own_verdict(self, given)
         refusal = None if finite else refused(self.optimizer, mean, norm)  # halves its scale
-        report = np.array([mean, float(self.count_fn(given)), norm / self.optimizer.grad_scale,
-                           float(finite), float(bool(refusal and refusal.get("overflow")))])
+        report = np.array([mean, units, norm / self.optimizer.grad_scale, float(finite),
+                           float(bool(refusal and refusal.get("overflow")))])
         sends = [self.comm.isend(mine, 0, WEIGHTS), self.comm.isend(report, 0, REPORT)]
         if finite:
             alpha = self.optimizer.lr * self.rho

@@ -16,7 +16,7 @@ class ElasticState:
     def state_dict(self) -> dict | None:
         """Collective: on rank 0, ``"model"`` = the centre (so any strategy resumes from the
         consensus), ``"optim"`` = the first worker's optimizer without its fp32 masters (the
-        centre is the weights), ``"worker{r}.model"`` for every rank and ``"worker{r}.optim"``
+        centre is the weights), ``"rank{r}.model"`` for every rank and ``"rank{r}.optim"``
         for every worker, and ``"easgd"``: t, the world size and the mode."""
         xp, what = get_array_module(self.params[0].data), "EASGD worker states"
         models = gather_states(self.comm, self.model.state_dict(), xp, what)
@@ -28,9 +28,9 @@ class ElasticState:
         state = {"model": dict(zip(names, self.centre)), "optim": first,
                  "easgd": {"steps": self.steps, "world": self.comm.size, "mode": self.mode}}
         for r in range(self.comm.size):
-            state[f"worker{r}.model"] = models[r]
+            state[f"rank{r}.model"] = models[r]
             if r >= self.first:
-                state[f"worker{r}.optim"] = optims[r]
+                state[f"rank{r}.optim"] = optims[r]
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -41,9 +41,9 @@ class ElasticState:
         meta = state.get("easgd", {})
         r = self.comm.rank
         same = int(meta.get("world", 0)) == self.comm.size and meta.get("mode") == self.mode
-        self.model.load_state_dict(state[f"worker{r}.model"] if same else state["model"])
+        self.model.load_state_dict(state[f"rank{r}.model"] if same else state["model"])
         worker = same and r >= self.first
-        self.optimizer.load_state_dict(state[f"worker{r}.optim"] if worker else state["optim"])
+        self.optimizer.load_state_dict(state[f"rank{r}.optim"] if worker else state["optim"])
         centre = state["model"]
         for c, (name, _) in zip(self.centre, self.model.named_parameters()):
             xp = get_array_module(c)  # the device's (sync), or the host's (a master's)

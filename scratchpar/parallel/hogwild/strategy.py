@@ -1,58 +1,60 @@
 """Hogwild: lock-free SGD on one parameter vector that every worker reads and writes (Niu et al.
-2011, Algorithm 1), and the locked spec beside it, where one worker at a time writes."""
+2011, Algorithm 1)."""
 
 from __future__ import annotations
+
+import math
 
 from ...autograd.precision import wide, widened
 from ...backend import get_array_module, to_device, to_host
 from ...data.shard import shard
 from ...optim import SGD
-from ...optim.clip import clip_grad_norm
-from ...optim.guard import backward_verdict, refused
+from ...optim.clip import clip_grad_norm, grad_norm_array
+from ...optim.guard import read_scalars, refused
 from ..description import Description, Message
-from ..strategy import Strategy
+from ..strategy import Strategy, whole_model
 from .stores import STORES
 
 
 class Hogwild(Strategy):
     """Every rank is a worker on its rows of each global batch. The parameters live once, as
     θ in a store every worker reads and writes: a node's shared memory (``window="shared"``) or
-    rank 0's one-sided window (``"one-sided"``, across nodes). A step reads the rows its batch
-    touches (``model.touched(batch)``; every row for a model without it) into the worker's own
-    copy, backpropagates there, and writes θ_v ← θ_v − γ g_v for those rows into θ (Algorithm
-    1, line 4, a plain SGD step, clipped to ``grad_clip`` like one device's). The step is
-    γ = η·n_w/N, the worker's share of the global batch's N units, as data parallelism weighs
-    it (g = Σ_w (n_w/N) g_w): the W writes of one global batch add up to one device's step on
-    it, to first order, so ``--lr`` means the same at any world size. Nobody waits: two workers
-    may update one coordinate at once, and in shared memory one of the two updates may be
-    lost, which sparse problems make rare (Niu et al. 2011, §4).
+    rank 0's one-sided window (``"one-sided"``, across nodes); the window is where θ lives, not
+    another algorithm. A step reads the rows its batch touches (``model.touched(batch)``; every
+    row for a model without it) into the worker's own copy, backpropagates its summed loss
+    there, and writes θ_v ← θ_v − γ g_v for those rows into θ (Algorithm 1, line 4, a plain
+    SGD step). g is the worker's mean gradient over its n_w units, clipped to ``grad_clip``
+    like one device's, and the step is γ = η·n_w/N, the worker's share of the global batch's N
+    units, as data parallelism weighs it (g = Σ_w (n_w/N) g_w; γ g is η/N times the worker's
+    summed gradient): the W writes of one global batch add up to one device's step on it, to
+    first order, so ``--lr`` means the same at any world size. Nobody waits: two workers may
+    update one coordinate at once, and in shared memory one of the two updates may be lost,
+    which sparse problems make rare (Niu et al. 2011, §4). :class:`LockedHogwild` is the spec
+    beside it, where no update is lost.
 
-    With ``lock``, the write (load, subtract, store of the rows) happens under the shared
-    window's exclusive lock, one writer at a time: no update is ever lost, at the price of
-    serialized writes. The read for the gradient stays outside it, so a gradient may still be
-    taken at rows another worker has since moved: the lock removes lost updates, not
-    staleness. Niu et al. 2011's AIG locks finer: only a term's variables, around line 4.
+    The optimizer ``make_optimizer`` builds must be plain SGD (its ``lr`` is η), or a
+    :class:`~scratchpar.optim.mixed.MixedPrecision` over it for a model in 16 bits, which
+    keeps θ in fp32: it is the master. A worker reads its rows rounded into its model, and
+    writes γ g_v in fp32, its 16-bit gradient divided by its own loss scale, which halves on
+    its own overflows (Micikevicius et al. 2018, §3).
 
-    A model in 16 bits (``optimizer`` a :class:`~scratchpar.optim.mixed.MixedPrecision` over
-    plain SGD) keeps θ in fp32: it is the master. A worker reads its rows rounded into its
-    model, and writes γ g_v in fp32, its 16-bit gradient divided by its own loss scale, which
-    halves on its own overflows (Micikevicius et al. 2018, §3)."""
+    Each worker reads N, the units of the whole global batch, to weigh its step: so it is
+    handed the whole batch (:meth:`rows` is ``None``) and takes its rows itself."""
 
     lockstep = False  # a worker judges its own loss; the ranks never wait for each other
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm, lock: bool = False,
-                 window: str = "shared", grad_clip: float = 0.0):
-        rule = getattr(optimizer, "inner", optimizer)  # mixed precision's: the rule it applies
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, window: str = "shared",
+                 grad_clip: float = 0.0):
+        comm = whole_model(mesh, type(self).__name__)
+        if window not in STORES:
+            raise ValueError(f"Hogwild's window is one of {', '.join(STORES)}; got {window!r}")
+        super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
+        rule = getattr(self.optimizer, "inner", self.optimizer)  # mixed precision's: its rule
         if not isinstance(rule, SGD) or rule.momentum or rule.weight_decay:
             raise ValueError("Hogwild writes the plain SGD step θ_v ← θ_v − γ g_v: it needs SGD "
                              "without momentum or weight decay")
-        if window not in STORES or lock and window != "shared":
-            raise ValueError(f"Hogwild's window is one of {', '.join(STORES)}, and the locked "
-                             f"variant needs the shared one; got {window!r}, lock={lock}")
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
-        self.lock = lock
         self.names = [name for name, _ in model.named_parameters()]
-        self.scaler = getattr(optimizer, "scaler", None)
+        self.scaler = getattr(self.optimizer, "scaler", None)
         self.store = STORES[window](comm, [p.shape for p in self.params],  # θ: fp32 under 16 bits
                                     widened(to_host(self.params[0].data).dtype))
         if comm.rank == 0:
@@ -60,7 +62,7 @@ class Hogwild(Strategy):
         self.store.settle()
 
     @classmethod
-    def describe(cls, shape, world: int, window: str = "shared") -> Description:
+    def describe(cls, shape, world: int, *, window: str = "shared") -> Description:
         """Rank 0, which holds θ in host memory (the shared window every rank of the node
         maps, or the one-sided window) beside its own copy of the model, its gradient and the
         step γg. Plain SGD keeps no state. Through a shared window a step's reads and writes
@@ -90,22 +92,25 @@ class Hogwild(Strategy):
         for k, (p, (mine, theirs)) in enumerate(zip(self.params, rows)):  # read θ's rows
             p.data[mine] = to_device(self.store.read(k, theirs), dtype=p.dtype)
         self.optimizer.zero_grad()
-        mean, norm, finite = backward_verdict(self.loss_fn(self.model, batch), self.params)
-        if not finite:
+        loss, n = self.sum_loss(batch)  # L_w, summed over the worker's n_w units
+        loss.backward()
+        xp = get_array_module(loss.data)
+        scale = 1.0 / xp.maximum(xp.asarray(n, dtype="float64"), 1.0)
+        for p in self.params:
+            if p.grad is not None:
+                p.grad *= scale  # g = ∇L_w / n_w, the worker's mean gradient
+        mean, norm, n, total = read_scalars(loss.data * scale, grad_norm_array(self.params), n,
+                                            self.objective.count(global_batch))
+        if not (math.isfinite(mean) and math.isfinite(norm)):
             return refused(self.optimizer, mean, norm)
-        scale = self.optimizer.grad_scale  # S, or 1 without a loss scale
-        norm /= scale  # ‖S·g‖ / S
+        s = self.optimizer.grad_scale  # S, or 1 without a loss scale
+        norm /= s  # ‖S·g‖ / S
         if self.grad_clip > 0:
             clip_grad_norm(self.params, self.grad_clip, norm)
-        share = float(self.count_fn(batch)) / max(float(self.count_fn(global_batch)), 1.0)
-        gamma = self.optimizer.lr * share / scale  # γ = η·n_w/N (one worker: γ = η), over S
+        gamma = self.optimizer.lr * (n / max(total, 1.0)) / s  # γ = η·n_w/N (one worker: η)
         steps = [to_host(wide(p.grad[mine]) * gamma) if p.grad is not None else None
                  for p, (mine, _) in zip(self.params, rows)]  # γ g_v, on the touched rows
-        if self.lock:
-            with self.store.exclusive():
-                self._write(rows, steps)
-        else:
-            self._write(rows, steps)
+        self._write(rows, steps)
         if self.scaler is not None:
             self.scaler.applied()
         return {"loss": mean, "grad_norm": norm, "skipped": False}

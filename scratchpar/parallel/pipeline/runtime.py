@@ -150,7 +150,7 @@ class Runtime:
         x = self.micro[a.mb][0] if k == 0 else self.inputs.pop((a.mb, a.chunk))
         out = self.forward(a, x)
         if k == self.last:
-            out = self.loss_fn(out, self.micro[a.mb][1], "sum")
+            out = self.loss_fn(out, self.micro[a.mb][1], reduction="sum")
             self.losses[a.mb] = out.detach()  # its value: the graph goes with its backward
         self.outputs[a.mb, a.chunk] = out
         self.held[a.mb, a.chunk] = _nbytes(x) + out.data.nbytes

@@ -1,5 +1,6 @@
 """This rank's share of a pipelined model: its chunks of layers and their parameters, named as
-in the whole model, and the parameters that other ranks hold too (a tied embedding)."""
+in the whole model, the parameters that other ranks hold too (a tied embedding), and how a
+caller frees the rest."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ class StageModel:
 
     ``ranges`` (from :func:`~.partition.partition`) covers the layers with ``p·v`` contiguous
     ranges, one per virtual stage. Every rank builds the whole model alike (same seed), so the
-    parts agree without a message. A rank then keeps only its own layers' weights
-    (:meth:`release_others`).
+    parts agree without a message. The chunks are the model's own layers, not copies: the
+    stage trains them in place, and its owner may then free the others (:func:`release`).
 
     ``params`` are this rank's distinct parameters in the whole model's order, ``index[i]`` the
     place of ``params[i]`` in ``model.parameters()`` (checkpoints and optimizer states are keyed
@@ -46,17 +47,12 @@ class StageModel:
         (one of ``groups``, the sets of ranks sharing parameters: the same list on every rank)."""
         return [i for i, ranks in enumerate(self.holders) if tuple(ranks) == group]
 
-    def release_others(self, model) -> None:
-        """Free the arrays of the model's parameters that this rank does not hold: they were
-        built only so that every rank starts from the same weights. Each keeps its dtype and
-        becomes 0 elements long; ``Pipeline.gather_model`` fills rank 0's in again."""
-        mine = {id(param) for param in self.params}
-        for param in model.parameters():
-            if id(param) not in mine:
-                param.data = get_array_module(param.data).empty(0, param.dtype)
-
     def parameters(self) -> list:
         return self.params
+
+    def named_parameters(self) -> list:
+        """``(name, parameter)`` of this rank's parameters, named as in the whole model."""
+        return list(zip(self.names, self.params))
 
     def owned(self) -> list:
         """The parameters this rank counts in the global gradient norm: a shared one is counted
@@ -66,3 +62,14 @@ class StageModel:
     def state_dict(self) -> dict:
         """This rank's parameters under the whole model's names (live arrays)."""
         return {name: param.data for name, param in zip(self.names, self.params)}
+
+
+def release(model, keep) -> None:
+    """Free the arrays of ``model``'s parameters that are not in ``keep`` (a strategy's
+    :attr:`params`): a rank that built the whole model only so that every rank starts from the
+    same weights keeps what it trains (Huang et al. 2019, GPipe: model distribution). Each
+    keeps its dtype and becomes 0 elements long, until ``gather_model`` fills rank 0's in."""
+    mine = {id(param) for param in keep}
+    for param in model.parameters():
+        if id(param) not in mine:
+            param.data = get_array_module(param.data).empty(0, param.dtype)

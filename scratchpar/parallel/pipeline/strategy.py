@@ -5,14 +5,17 @@ from __future__ import annotations
 from ...backend import get_array_module, to_device
 from ...comm import collectives
 from ...comm.buckets import Buckets
+from ...comm.chunks import bounds
 from ...comm.states import gather_states
-from ...data.shard import shard
+from ...data.shard import Part, shard
 from ...nn.recompute import chosen
 from ...nn.recompute import recompute as mark
 from ...optim import guarded_step
 from ..description import TOTALS, Description, Message, Shape, bucketed, replicated, stage_share
-from ..strategy import Strategy, require_reduction
-from .actions import ScheduleError
+from ..strategy import Strategy
+from . import schedules
+from .actions import ScheduleError, chunks
+from .partition import parameter_counts, partition
 from .runtime import Runtime
 from .simulator import check
 from .stage import StageModel
@@ -23,7 +26,9 @@ class Pipeline(Strategy):
     Narayanan et al. 2021, PipeDream-Flush and interleaving): equal to one device. Splitting
     each stage over a tp axis too is :class:`~scratchpar.parallel.hybrid.Hybrid`.
 
-    The replica's rows of the global batch (``shard`` over dp) split into m micro-batches.
+    The replica's rows of the global batch (``shard`` over dp: all a stage reads, see
+    :meth:`rows`) split into m micro-batches, each into (inputs, targets) by the objective's
+    ``split``; the last stage scores its output with ``output_loss(out, targets, "sum")``.
     Every stage accumulates the gradients of the micro-batches' summed losses over the schedule.
     At ``STEP`` the gradient is what one device would have before dividing by the batch's units
     N. Then, in order:
@@ -31,34 +36,50 @@ class Pipeline(Strategy):
     - replicas sum it over dp with DP's buckets;
     - the ranks holding a shared parameter (∩θᵢ ≠ ∅, a tied embedding) sum its gradient, so its
       copies stay bitwise equal (as Megatron-LM's embedding group does);
-    - one all-reduce over the world sums the loss (held by the last stage) and the squared
-      gradient norm (each parameter counted once);
+    - one all-reduce over the world sums the loss (held by the last stage), the squared
+      gradient norm (each parameter counted once) and N (each replica's units, counted once);
     - every rank scales by 1/N, clips to the global norm and steps, or skips a non-finite step,
       alike.
 
-    ``schedule`` is ``dict[stage, list[Action]]`` for this mesh's p; ``ranges`` the layers of
-    each of its p·v virtual stages. ``make_optimizer(params)`` builds this stage's optimizer.
-    ``recompute="full"`` re-materializes each chunk: it stashes only its input per micro-batch
-    and runs its forward again in backward (Huang et al. 2019, GPipe §2.1); ``"selective"``
-    recomputes the attention cores alone (:func:`~scratchpar.nn.recompute.chosen`).
+    ``model`` is the whole single-device model, built alike on every rank. The strategy takes
+    from it the layers of this rank's stage, ``ranges[c·p + rank]`` of its
+    ``pipeline_layers()`` for each chunk c, and trains them in place: their parameters are
+    :attr:`params`, and :attr:`model` is that stage (:class:`~.stage.StageModel`). It reads
+    and changes none of the other layers; a caller short of memory frees them
+    (:func:`~.stage.release`, as the command does), and :meth:`gather_model` fills rank 0's
+    ``model`` whole again. ``recompute="selective"`` marks the model's attention cores.
+
+    ``schedule`` is ``dict[stage, list[Action]]`` for this mesh's p (default: 1F1B over 2p
+    micro-batches, the command's); ``ranges`` the layers of each of its p·v virtual stages
+    (default: balanced by parameter count, :func:`~.partition.partition`).
+    ``make_optimizer(params)`` builds this stage's optimizer. ``recompute="full"``
+    re-materializes each chunk: it stashes only its input per micro-batch and runs its forward
+    again in backward (Huang et al. 2019, GPipe §2.1); ``"selective"`` recomputes the
+    attention cores alone (:func:`~scratchpar.nn.recompute.chosen`).
     """
 
+    staged = True
     runtime_class = Runtime
+    default_schedule = "1f1b"
 
-    def __init__(self, model, make_optimizer, task, mesh, schedule, ranges, grad_clip=0.0,
-                 bucket_bytes: int = 1 << 20, recompute: str = "none"):
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, schedule=None, ranges=None,
+                 grad_clip: float = 0.0, bucket_bytes: int = 1 << 20, recompute: str = "none"):
+        if schedule is None:
+            schedule = schedules.build(self.default_schedule, mesh.pp, 2 * mesh.pp)
         check(schedule)  # every rank alike, before any message: a bad schedule never hangs
-        require_reduction(task.criterion, "criterion")  # the last stage sums micro-batches
         if len(schedule) != mesh.pp:
             raise ScheduleError(f"the schedule has {len(schedule)} ranks, the mesh pp={mesh.pp}")
-        super().__init__(model, None, task.loss, task.count, mesh.world, grad_clip)
-        self.task, self.mesh, self.schedule = task, mesh, schedule
+        super().__init__(model, None, objective, mesh, grad_clip=grad_clip)
+        self.whole, self.schedule = model, schedule
         self.m = len({a.mb for a in schedule[0] if a.kind == "F"})
-        self.stage = StageModel(model, ranges, mesh.pp_comm.rank, mesh.pp)
+        if ranges is None:
+            ranges = partition(parameter_counts(model.pipeline_layers()),
+                               mesh.pp * chunks(schedule))
+        held = self._held(model, ranges)
+        self.model = self.stage = StageModel(held, ranges, mesh.pp_comm.rank, mesh.pp)
         self.params = self.stage.params
-        self.stage.release_others(model)  # model distribution: a rank keeps its own weights
-        mark(self.stage.chunks if recompute == "full" else chosen(model, recompute))
-        self.optimizer = make_optimizer(self.params)
+        mark(self.stage.chunks if recompute == "full" else chosen(held, recompute))
+        self._optimizer = make_optimizer(self.params)
         self.xp = get_array_module(*(p.data for p in self.params))
         self.runtime = self.runtime_class(self.stage, mesh.pp_comm.dup(name="pipeline"),
                                           self._output_loss(), self.tracer)
@@ -69,6 +90,7 @@ class Pipeline(Strategy):
             comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
             self.tied.append((self.stage.shared(group), comm))
         self.owned = self.stage.owned()  # the parameters this rank counts in the norm
+        self.counts = mesh.pp_comm.rank == 0 and mesh.tp_comm.rank == 0  # N: one per replica
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
@@ -79,7 +101,7 @@ class Pipeline(Strategy):
         when replicated. Each step it sends and receives the boundary activation of each of
         the m micro-batches of its replica's ``rows`` and its gradient, whatever the
         ``schedule`` (Huang et al. 2019, GPipe §2.2), then the replicas sum the stage's gradient in
-        buckets (exposed, after the flush), and one all-reduce carries the loss and norm."""
+        buckets (exposed, after the flush), and one all-reduce carries the loss, norm and N."""
         dp = max(world // (pp * tp), 1)
         stage = Shape(min(shape.psi, stage_share(shape, pp * v) * v), shape.itemsize,
                       shape.moments, shape.largest, -(-shape.count // pp), shape.depth)
@@ -89,15 +111,27 @@ class Pipeline(Strategy):
         crossings = m * v if pp > 1 else 0
         messages = [Message("send", "pp", micro, crossings, "forward"),
                     Message("send", "pp", micro, crossings, "backward"),
-                    Message("all-reduce", "world", TOTALS, 1)]
+                    Message("all-reduce", "world", TOTALS + 8, 1)]  # [Σ loss, Σ ‖g‖², N]
         if dp > 1:
             messages.append(bucketed(stage, bucket_bytes, "all-reduce", "dp"))
         return Description(replicated(stage, buffers=stage.bytes if dp > 1 else 0),
                            tuple(messages), chunk=shape.largest, arrays=stage.stepped)
 
+    def _held(self, model, ranges):
+        """The model whose layers the stages run: the caller's own."""
+        return model
+
     def _output_loss(self):
-        """The loss of the last stage's output: ``loss_fn(out, targets, reduction)``."""
-        return self.task.output_loss
+        """The loss of the last stage's output: the objective's ``output_loss``."""
+        return self.objective.output_loss
+
+    def rows(self, batch_size: int) -> tuple[int, int] | None:
+        """The rows of this rank's replica, ``bounds(batch_size, dp)[its dp coordinate]``: the
+        first stage reads their inputs, the last their targets, each stage their number. With
+        one replica, all of them (``None``)."""
+        if self.mesh.dp == 1:
+            return None
+        return bounds(batch_size, self.mesh.dp)[self.mesh.dp_comm.rank]
 
     def _sum_over_replicas(self) -> None:
         """Every parameter's gradient (zeros where backward did not reach it), contiguous, summed
@@ -124,12 +158,16 @@ class Pipeline(Strategy):
             comm.free()
 
     def step(self, global_batch) -> dict:
-        """One synchronous step on ``global_batch``: ``{"loss", "grad_norm", "skipped"}``."""
-        self.units = self.task.count(global_batch)  # N: every rank holds the global batch
+        """One synchronous step on ``global_batch``, or on this replica's rows of it (a
+        :class:`~scratchpar.data.shard.Part`, then ``"units"``: N, every replica's):
+        ``{"loss", "grad_norm", "skipped"}``."""
         replica = shard(global_batch, self.mesh.dp_comm.rank, self.mesh.dp)
-        micro = [self.task.split(shard(replica, i, self.m)) for i in range(self.m)]
+        self.units = self.objective.count(replica) if self.counts else 0
+        micro = [self.objective.split(shard(replica, i, self.m)) for i in range(self.m)]
         self.optimizer.zero_grad()
         self.runtime.run(self.actions, micro, self._update)
+        if isinstance(global_batch, Part):  # read after the guard's wait: no second one
+            self.metrics["units"] = float(self.n)
         return self.metrics
 
     def _update(self, mb) -> None:
@@ -140,14 +178,15 @@ class Pipeline(Strategy):
             for indices, comm in self.tied:  # a shared parameter's copies sum their gradients
                 for i in indices:
                     collectives.all_reduce_(comm, self.params[i].grad)
-            totals = self.xp.zeros(2, "float64")  # [Σ loss, Σ ‖g‖²] of this rank's part
+            totals = self.xp.zeros(3, "float64")  # [Σ loss, Σ ‖g‖², N] of this rank's part
             for loss in self.runtime.losses.values() if self.mesh.tp_comm.rank == 0 else ():
                 totals[0] += loss.data
             if self.mesh.dp_comm.rank == 0:  # after the sum, every replica has the same grads
                 for p in self.owned:
                     totals[1] += (p.grad.astype("float64") ** 2).sum()
-            loss_sum, squares = collectives.all_reduce_(self.mesh.world, totals)
-            scale = 1.0 / self.xp.maximum(self.units, 1.0)
+            totals[2] += self.units
+            loss_sum, squares, self.n = collectives.all_reduce_(self.mesh.world, totals)
+            scale = 1.0 / self.xp.maximum(self.n, 1.0)
             for p in self.params:
                 p.grad *= scale
             self.metrics = guarded_step(self.optimizer, self.params, loss_sum * scale,
@@ -199,7 +238,7 @@ class Pipeline(Strategy):
         missing = [name for name in self.stage.names if name not in model]
         if missing:
             raise ValueError(f"the checkpoint has no {', '.join(missing)}")
-        unexpected = sorted(set(model) - {name for name, _ in self.model.named_parameters()})
+        unexpected = sorted(set(model) - {name for name, _ in self.whole.named_parameters()})
         if unexpected:
             raise ValueError(f"the checkpoint has {', '.join(unexpected)}, which the model has "
                              "not")
@@ -221,10 +260,10 @@ class Pipeline(Strategy):
         self.optimizer.load_state_dict(optim_state)
 
     def gather_model(self) -> None:
-        """Collective: rank 0's whole single-device model (``task.model``) takes every
-        stage's and shard's parameters back (for the held-out evaluation). The other ranks
-        keep only their own."""
+        """Collective: rank 0's whole single-device model (the caller's ``model``) takes every
+        stage's and shard's parameters back (for the held-out evaluation). The other ranks'
+        are left as they are."""
         state = self.state_dict()
         if state is not None:
-            for name, param in self.task.model.named_parameters():
+            for name, param in self.whole.named_parameters():
                 param.data = to_device(state["model"][name], dtype=param.dtype).copy()

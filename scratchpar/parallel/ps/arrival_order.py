@@ -20,15 +20,17 @@ class ArrivalOrderParameterServer(Roles):
     """Ranks 0 … S−1 serve, the rest work. ``step(global_batch) -> metrics`` on every rank:
     serve one clock on a server, one step on a worker. ``shutdown()`` ends the protocol on
     every rank (workers leave, servers serve until all have) and returns server 0's report of
-    the run. ``make_optimizer(params)`` builds a server's optimizer over its flat range."""
+    the run. ``make_optimizer(params)`` builds a server's optimizer over its flat range.
+    Handed its rows alone, a server's step reports its clock's units over every worker, a
+    worker's its own (no worker hears of the others' steps)."""
 
     locked = False  # workers hold every server's lock around their step (locked.py)
     lockstep = False  # ranks do not agree on each step's verdict: one rank's error is alone
 
-    def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, servers: int = 1,
                  grad_clip: float = 0.0, scaler=None):
-        super().__init__(model, make_optimizer, loss_fn, count_fn, comm, servers, grad_clip,
-                         scaler)
+        super().__init__(model, make_optimizer, objective, mesh, servers=servers,
+                         grad_clip=grad_clip, scaler=scaler)
         self.offset = 0  # the clock this run started at (a resumed run's step)
         self.role = Server(self) if self.is_server else Worker(self)
 
@@ -52,7 +54,7 @@ class ArrivalOrderParameterServer(Roles):
 
     # -- the strategy protocol --------------------------------------------------------------------
     def step(self, global_batch) -> dict:
-        return self.role.step(global_batch)
+        return self._reported(self.role.step(global_batch), global_batch)
 
     def shutdown(self) -> dict | None:
         return self.role.shutdown()

@@ -15,10 +15,11 @@ STEP, ACQUIRE, LEAVE = 0, 1, 2  # header kinds
 class Header:
     """What a worker tells each server, as 10 float64s (one small buffer message, tag HEADER):
 
-    - ``STEP``: worker step ``clock`` is done, its loss ``mean`` over ``units`` units at rate
-      ``lr``. A gradient range follows (tag PUSH) if ``grad``, of norm ``norm`` over the whole
-      model. It wants the parameters back (tag PULL) before its next step if ``pull``. With
-      ``overflow`` its 16-bit gradient overflowed and its loss scale was halved: no units.
+    - ``STEP``: worker step ``clock`` is done over ``units`` units at rate ``lr``, its loss
+      ``mean`` over them (NaN where its loss or gradient was not finite: the step is not in
+      any push). A gradient range follows (tag PUSH) if ``grad``, of norm ``norm`` over the
+      whole model. It wants the parameters back (tag PULL) before its next step if ``pull``.
+      With ``overflow`` its 16-bit gradient overflowed and its loss scale was halved.
     - ``ACQUIRE``: it asks for the lock (locked mode); the grant is the parameters (tag PULL).
     - ``LEAVE``: it is done after ``clock`` steps and ``pushes`` pushes, a residual push of
       the steps since its last one (Downpour's n_push) following if ``grad``.

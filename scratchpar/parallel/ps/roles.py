@@ -6,45 +6,59 @@ from __future__ import annotations
 from ...autograd.precision import wide, widened
 from ...backend import to_host
 from ...comm.chunks import bounds
+from ...data.shard import Part
 from ...nn.module import Parameter
 from ..description import Description, Message
-from ..strategy import Strategy
+from ..strategy import Strategy, whole_model
 from .protocol import Header
 from .ranges import KeyRanges
 from .state import ServerState
 
 
 class Roles(ServerState, Strategy):
-    """Splits ``comm`` into S servers and W workers. A server holds its range of the flat
-    parameters on the host (``flat``, a CPU master whatever device the workers compute on) and
-    ``make_optimizer([flat])``. A worker's optimizer only carries the learning rate the training
-    loop sets. The protocol runs on its own dup of ``comm``, and the
-    servers (or workers) have a communicator of their own (``group``).
+    """Splits the mesh's world (pure data parallelism, ``Mesh(comm)``) into ``servers`` S
+    servers, ranks 0 … S−1, and W workers. A server holds its range of the flat parameters on
+    the host (``flat``, a CPU master whatever device the workers compute on) and steps it with
+    :attr:`optimizer`, ``make_optimizer([flat])``: the range is the master, so that optimizer
+    is the rule alone, in fp32. A worker's, ``make_optimizer(model.parameters())``, only
+    carries the learning rate the training loop sets; it never steps. The protocol runs on its
+    own dup of the world (``comm``), and the servers (or workers) have a communicator of their
+    own (``group``). Every rank keeps the caller's model whole: a worker's holds the
+    parameters it pulled last, a server's those it started from (:meth:`gather_model` fills
+    rank 0's).
 
     A model in 16 bits trains in mixed precision with the server's range as the fp32 master
     (Micikevicius et al. 2018, §3.1): workers push their gradients in fp32, divided by the loss
     ``scaler``'s S (the one their loss carries; fp16), and pull fp32 ranges that their 16-bit
     model rounds. Each rank's scaler answers the verdicts it sees (:meth:`_judged`)."""
 
-    def __init__(self, model, make_optimizer, loss_fn, count_fn, comm, servers: int = 1,
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, servers: int = 1,
                  grad_clip: float = 0.0, scaler=None):
-        if not 1 <= servers < comm.size:
+        super().__init__(model, None, objective, mesh, grad_clip=grad_clip)
+        world = whole_model(mesh, type(self).__name__)
+        if not 1 <= servers < world.size:
             raise ValueError(f"a parameter server needs 1 ≤ servers < ranks: {servers} servers "
-                             f"on {comm.size} ranks leave no worker")
-        # its own dup of the world: its tags never meet another subsystem's
-        super().__init__(model, None, loss_fn, count_fn, comm.dup(name="ps"), grad_clip)
-        self.servers, self.workers = servers, comm.size - servers
+                             f"on {world.size} ranks leave no worker")
+        self.comm = world.dup(name="ps")  # its own: its tags never meet another subsystem's
+        self.servers, self.workers = servers, world.size - servers
         self.ranges = KeyRanges([p.size for p in self.params], servers)
-        self.is_server = comm.rank < servers
+        self.is_server = world.rank < servers
         self.scaler, self.wire = scaler, widened(self.params[0].dtype)  # what moves: fp32
-        self.group = comm.split(0 if self.is_server else 1, name="ps servers" if self.is_server
-                                else "ps workers")
+        self.group = world.split(0 if self.is_server else 1, name="ps servers" if self.is_server
+                                 else "ps workers")
         if self.is_server:
             host = [to_host(p.data) for p in self.params]
-            self.flat = Parameter(self.ranges.gather(host, comm.rank).astype(self.wire))  # (K_s,)
-            self.optimizer = make_optimizer([self.flat])
+            self.flat = Parameter(self.ranges.gather(host, world.rank).astype(self.wire))  # (K_s,)
+            self._optimizer = make_optimizer([self.flat])
         else:
-            self.optimizer = make_optimizer(self.params)  # the loop sets its lr; never steps
+            self._optimizer = make_optimizer(self.params)  # the loop sets its lr; never steps
+
+    def rows(self, batch_size: int) -> tuple[int, int]:
+        """Worker w's share of the global batch, ``bounds(B, W)[w]`` (what :func:`shard` cuts
+        for it); a server reads no row: ``(0, 0)``."""
+        if self.is_server:
+            return 0, 0
+        return bounds(batch_size, self.workers)[self.comm.rank - self.servers]
 
     @classmethod
     def describe(cls, shape, world: int, servers: int = 1, n_push: int = 1,
@@ -77,6 +91,23 @@ class Roles(ServerState, Strategy):
             return Description(server, sends, on_host=sum(host.values()), chunk=ks,
                                arrays=shape.per_array)  # its range, one flat array
         return Description(worker, sends, chunk=shape.largest)
+
+    def _mean_gradient(self, batch):
+        """A worker's mean gradient ∇L_w on its rows ``batch``, in each ``p.grad``; returns L_w
+        (an array: no wait for the device here)."""
+        for p in self.params:
+            p.grad = None
+        loss, _, scale = self.backward_mean(batch)
+        return loss * scale
+
+    @staticmethod
+    def _reported(metrics: dict, batch) -> dict:
+        """A step's ``metrics`` with its ``"units"`` kept only where the loop handed this rank
+        its rows alone (a :class:`~scratchpar.data.shard.Part`) and so could not count them."""
+        units = metrics.pop("units")
+        if isinstance(batch, Part):
+            metrics["units"] = units
+        return metrics
 
     def _pushed(self, grads: list) -> list:
         """A worker's gradients as a server takes them: in fp32 from 16 bits, S·∇ / S."""

@@ -51,11 +51,12 @@ class Server:
         self.read: dict[int, int] = {}  # the version its unpushed steps were computed on
         self.pending: dict[int, int] = {}  # its pull, waiting on the consistency rule
         self.clocked = defaultdict(dict)  # clock → {worker: (grad, header, read)}, to aggregate
-        self.losses = defaultdict(lambda: [0.0, 0.0])  # clock → [Σ L·n, Σ n]
+        self.losses = defaultdict(lambda: [0.0, 0.0, 0.0])  # clock → [Σ L·n, Σ n, Σ n read]
         self.overflows = Counter()  # clock → its steps whose 16-bit gradient overflowed
         self.waiting, self.holder = deque(), None  # the lock (locked mode)
         self.version, self.served, self.last_norm = 0, 0, 0.0
-        self.staleness, self.recent = Counter(), []  # the run's histogram, this step's values
+        self.stale_counts = Counter()  # staleness → updates of it over the run (not SSP's τ)
+        self.recent: list[int] = []  # the staleness of this step's updates
         self.sends: list = []  # (request, buffer) until the send completes
         self.inbox = {w: self._post(w) for w in workers}
         self.stats = ServerStats(self.comm, self.s, ps.servers)  # busy fractions and bytes
@@ -68,18 +69,18 @@ class Server:
     # -- the loop's protocol ----------------------------------------------------------------------
     def step(self, _batch=None) -> dict:
         """Serve until every worker still present has finished clock k (this server's k-th
-        call): ``{"loss"}`` of clock k over every worker's units (skipped if no worker's step
-        was finite), the staleness of the updates applied meanwhile, and each server's busy
-        fraction so far."""
+        call): ``{"loss"}`` of clock k over the units of every worker's finite step (skipped if
+        there was none), ``"units"``, clock k's over every worker, the staleness of the updates
+        applied meanwhile, and each server's busy fraction so far."""
         k = self.served
         self.recent = []
         self._serve_until(lambda: all(self.clock[w] > k for w in self.active))
         self.served += 1
         self.stats.report(final=False, sends=self.sends)
-        total, units = self.losses.pop(k, (0.0, 0.0))
+        total, units, read = self.losses.pop(k, (0.0, 0.0, 0.0))
         stale = self.recent or [0]
         metrics = {"loss": total / units if units else math.nan, "grad_norm": self.last_norm,
-                   "skipped": not units, "staleness_mean": float(np.mean(stale)),
+                   "skipped": not units, "units": read, "staleness_mean": float(np.mean(stale)),
                    "staleness_max": int(max(stale)), "version": self.version,
                    "busy": self.stats.fractions()}
         if self.overflows.pop(k, 0) and not units:  # the loss scales' answer, not divergence
@@ -97,7 +98,7 @@ class Server:
         self.sends = []
         if self.s != 0:
             return None
-        pushes, counts = sum(self.pushes.values()), self.staleness
+        pushes, counts = sum(self.pushes.values()), self.stale_counts
         mean = sum(k * n for k, n in counts.items()) / max(sum(counts.values()), 1)
         most = max(counts, default=0)
         line = (f"parameter servers: {pushes:,} pushes applied, as many as the workers sent, in "
@@ -137,9 +138,10 @@ class Server:
                                     f"rank {w}, which sent {h.pushes}: an update was lost")
             self.active.discard(w)
         else:
-            if h.units:
+            if h.units and math.isfinite(h.mean):  # a finite step's loss (protocol.Header)
                 self.losses[h.clock][0] += h.mean * h.units
                 self.losses[h.clock][1] += h.units
+            self.losses[h.clock][2] += h.units
             self.overflows[h.clock] += h.overflow
             self.read.setdefault(w, self.held[w])  # the version this step was computed on
             if h.grad:
@@ -162,8 +164,8 @@ class Server:
         self.pushes[w] += 1
         if aggregate:
             self.clocked[h.clock][w] = (grad, h, read)
-        else:
-            self._update(grad, h.mean, h.lr, h.norm, [self.version - read])
+        else:  # its steps are finite ones alone (worker.py): the guard judges their norm
+            self._update(grad, 0.0, h.lr, h.norm, [self.version - read])
 
     def _settle(self) -> None:
         """Apply every clock that all workers present have pushed, answer every pull the
@@ -201,7 +203,7 @@ class Server:
                                    norm=norm)
         self.version += not metrics["skipped"]
         self.last_norm = metrics["grad_norm"]
-        self.staleness.update(stale)
+        self.stale_counts.update(stale)
         self.recent += stale
 
     def _send_params(self, w: int) -> None:

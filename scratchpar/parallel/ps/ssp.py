@@ -15,11 +15,13 @@ class SSPParameterServer(ArrivalOrderParameterServer):
     for update. The far end of the spectrum, where nobody waits and each push is applied the
     moment it arrives, is :class:`~.downpour.AsyncParameterServer`."""
 
-    def __init__(self, *args, staleness: int, **kwargs):
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, staleness: int,
+                 servers: int = 1, grad_clip: float = 0.0, scaler=None):
         if staleness < 0:
             raise ValueError(f"the staleness bound τ must be ≥ 0, got {staleness}")
-        self.staleness = staleness
-        super().__init__(*args, **kwargs)
+        self.staleness = staleness  # τ; what the servers measure is their ``stale_counts``
+        super().__init__(model, make_optimizer, objective, mesh, servers=servers,
+                         grad_clip=grad_clip, scaler=scaler)
 
     def aggregates(self, clock: int) -> bool:
         return True

@@ -15,9 +15,10 @@ class ServerState:
     ``is_server`` and, on a server, ``flat`` (its range, a host Parameter) and ``optimizer``."""
 
     def state_dict(self) -> dict | None:
-        """Collective over the servers: the whole model and optimizer state on rank 0 (server
-        0), keyed as one device keys them, so any strategy resumes from it, plus the strategy's
-        :meth:`extras`; ``None`` elsewhere."""
+        """Called on every rank, a collective over the servers (a worker sends nothing): the
+        whole model and optimizer state on rank 0 (server 0), keyed as one device keys them,
+        so any strategy resumes from it, plus the strategy's :meth:`extras`; ``None``
+        elsewhere."""
         if not self.is_server:
             return None
         parts = gather_states(self.group, {"param": self.flat.data, **self.optimizer.state_dict()},

@@ -1,21 +1,23 @@
 """A worker of the asynchronous family: compute on the parameters it holds, push, pull.
 
-Each step, the worker computes its mean gradient on its rows of the global batch, adds it to
-the steps not yet pushed, and sends every server a header (``protocol.Header``): with the
-gradient's range when its strategy says to push (Downpour's n_push), and asking for the
-parameters back when it says to pull (n_fetch). In locked mode it first takes every server's
+Each step, the worker computes its mean gradient on its rows of the global batch (its summed
+loss's gradient over their units, as one device divides), adds it to the steps not yet pushed,
+and sends every server a header (``protocol.Header``): with the gradient's range when its
+strategy says to push (Downpour's n_push), and asking for the parameters back when it says to
+pull (n_fetch). In locked mode it first takes every server's
 lock, in server order (so no two workers can each hold a lock the other waits for), and the
 grants bring the parameters.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 from ...backend import get_array_module
 from ...data.shard import shard
-from ...optim.clip import norm_of
-from ...optim.guard import backward_verdict
+from ...optim.clip import grad_norm_array, norm_of
+from ...optim.guard import read_scalars
 from ...trace.tracer import NULL
 from .protocol import ACQUIRE, HEADER, LEAVE, PULL, PUSH, STEP, Header
 
@@ -42,11 +44,11 @@ class Worker:
         push = self.unpushed is not None and ps.pushes_at(ps.offset + self.clock)
         pull = not ps.locked and ps.fetches_at(ps.offset + self.clock)
         verdict = ps._judged({"loss": mean, "grad_norm": norm, "skipped": not finite})
-        header = Header(STEP, self.clock, mean if finite else 0.0, units if finite else 0.0,
-                        ps.optimizer.lr, pull=pull, overflow="overflow" in verdict)
+        header = Header(STEP, self.clock, mean if finite else math.nan, units, ps.optimizer.lr,
+                        pull=pull, overflow="overflow" in verdict)
         waited += self._send(header, push, pull)
         self.clock += 1
-        return {**verdict, "wait_s": waited}
+        return {**verdict, "wait_s": waited, "units": units}
 
     def shutdown(self) -> None:
         """Leave: push what is not pushed yet, with the count of pushes, to every server."""
@@ -54,19 +56,19 @@ class Worker:
                    push=self.unpushed is not None, pull=False)
 
     def _gradient(self, batch) -> tuple[float, float, float, bool]:
-        """Backpropagate the mean loss over this worker's units and add the gradient to the
-        unpushed sum unless the loss or gradient is not finite: (loss, units, ‖g‖, finite)."""
+        """Backpropagate the summed loss over this worker's units, divide by them, and add
+        the mean gradient to the unpushed sum unless the loss or gradient is not finite:
+        (loss, units, ‖g‖, finite)."""
         ps = self.ps
-        units = float(ps.count_fn(batch))
+        units = float(ps.objective.count(batch))
         if not units:  # no rows, or only padding: nothing to learn from
             return 0.0, 0.0, 0.0, True
-        for p in ps.params:
-            p.grad = None
-        loss = ps.loss_fn(ps.model, batch)
-        mean, norm, finite = backward_verdict(loss, ps.params)
+        loss = ps._mean_gradient(batch)
+        mean, norm = read_scalars(loss, grad_norm_array(ps.params))
+        finite = math.isfinite(mean) and math.isfinite(norm)
         if ps.scaler is not None:
             norm /= ps.scaler.scale  # ‖S·∇‖ / S
-        xp = get_array_module(loss.data)
+        xp = get_array_module(loss)
         grads = ps._pushed([xp.zeros_like(p.data) if p.grad is None else p.grad
                             for p in ps.params])
         if finite and self.unpushed is None:

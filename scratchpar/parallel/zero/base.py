@@ -39,9 +39,9 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
     step's boundaries and after the hooks it wraps.
     """
 
-    def __init__(self, model, optimizer, loss_fn, count_fn, comm, bucket_bytes: int = 1 << 20,
+    def __init__(self, model, make_optimizer, objective, mesh, /, *, bucket_bytes: int = 1 << 20,
                  grad_clip: float = 0.0, offload: bool = False, measure: bool = False):
-        super().__init__(model, optimizer, loss_fn, count_fn, comm, grad_clip)
+        super().__init__(model, None, objective, mesh, grad_clip=grad_clip)  # steps its shards
         self.meter = Meter(self._holdings, measure)
         self.ledger = self.meter.ledger  # None unless measuring
         # a collective's start, where what a stage holds changes: sampled with a ledger
@@ -52,8 +52,8 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         self.group_of = {id(p): k for k, g in enumerate(self.groups) for p in g.params}
         self.flats = [self._store(g) for g in self.groups]  # each group's parameter storage
         shards = [Shard(self._chunk(k)) for k in range(len(self.groups))]
-        self.update = (HostUpdate if offload else DeviceUpdate)(shards, optimizer)
-        self.optimizer = self.update.optimizer  # the loop sets its learning rate
+        self.update = (HostUpdate if offload else DeviceUpdate)(shards, make_optimizer)
+        self._optimizer = self.update.optimizer  # over this rank's shards
         self.overlap = Overlap([len(g.params) for g in self.groups], self._start_bucket,
                                self._finished, self._complete)
         self._buckets = {}  # group → its gradient bucket, while this step holds it
@@ -157,9 +157,10 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
                 out[self.index[id(p)]] = view
         return out
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict | None:
         """One device's form: whole parameters under the model's names, and the optimizer's
-        state keyed by parameter index, gathered from every rank's chunks (a collective)."""
+        state keyed by parameter index, gathered from every rank's chunks (a collective), on
+        rank 0; ``None`` on the others."""
         names = [name for name, _ in self.model.named_parameters()]
         model = dict(zip(names, self._parameters()))
         opt = self.optimizer
@@ -173,7 +174,7 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
                 if name in opt.state[k]:
                     optim.update({f"{name}.{self.index[id(p)]}": opt.state[k][name]
                                   for p in group.params})
-        return {"model": model, "optim": optim}
+        return {"model": model, "optim": optim} if self.comm.rank == 0 else None
 
     def _parameters(self) -> list:
         """Every parameter whole (stages 1 and 2 hold them so)."""

@@ -27,10 +27,10 @@ class HostUpdate:
 
     offloaded = True
 
-    def __init__(self, shards, optimizer):
+    def __init__(self, shards, make_optimizer):
         self.device = shards  # the device's chunks of the parameters, refreshed after a step
         self.shards = [Shard(np.array(to_host(s.data), copy=True)) for s in shards]  # masters
-        self.optimizer = optimizer.rebind(self.shards)
+        self.optimizer = make_optimizer(self.shards)
         self.copy_s = 0.0
         self.pending: set[int] = set()  # groups whose new master chunk the device lacks
 

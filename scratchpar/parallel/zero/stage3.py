@@ -34,6 +34,10 @@ class ZeRO3(ZeRO2):
     Between forward and backward the autograd graph holds no gathered parameter: its contexts
     keep a :class:`Saved` token in its place (:func:`~scratchpar.autograd.tensor.
     saved_arrays_hooks`), and backward reads the array gathered again.
+
+    It trains the model it is given in place, sharded: that is its point. From construction on,
+    a unit's parameters hold data only while the unit runs (``strategy.model`` is the given
+    model), until :meth:`gather_model` makes every parameter whole again for good.
     """
 
     stage = 3

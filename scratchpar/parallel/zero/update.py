@@ -6,13 +6,13 @@ from ...optim import guarded_step
 
 
 class DeviceUpdate:
-    """The rank's optimizer, rebound to its shards (one per flat group), on the device."""
+    """The rank's optimizer over its shards (one per flat group), on the device."""
 
     offloaded = False
 
-    def __init__(self, shards, optimizer):
+    def __init__(self, shards, make_optimizer):
         self.shards = shards  # the Shards the optimizer steps, whose grads receive() sets
-        self.optimizer = optimizer.rebind(shards)
+        self.optimizer = make_optimizer(shards)
 
     def receive(self, k: int, chunk, copy: bool) -> None:
         """Group k's reduced gradient chunk: a copy, or (``copy=False``) the view of its

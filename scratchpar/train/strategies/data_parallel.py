@@ -92,12 +92,12 @@ class DataParallelFamily(Family):
             return LocalSGD.describe(shape, world_size, t.local_sgd_every, t.bucket_bytes)
         return DataParallel.describe(shape, world_size, t.bucket_bytes)
 
-    def build(self, cfg, task, optimizer, comm):
+    def build(self, cfg, task, make_optimizer, mesh):
         t, clip = cfg.train, cfg.optim.grad_clip
         noise = NoiseScale() if t.noise_scale else None
         if t.strategy == "single":
-            return SingleDevice(task.model, optimizer, task.loss, clip, noise, task.count)
-        common = (task.model, optimizer, task.loss, task.count, comm)
+            return SingleDevice(task.model, make_optimizer, task, grad_clip=clip, noise=noise)
+        common = (task.model, make_optimizer, task, mesh)
         wide = WIDE if t.grad_reduce == "fp32" else None
         if t.strategy == "dp-naive":
             return DataParallelNaive(*common, grad_clip=clip, noise=noise, reduce_dtype=wide)

@@ -58,16 +58,16 @@ class ElasticFamily(Family):
     def describe(self, cfg, shape, world_size: int):
         t = cfg.train
         if t.easgd_mode == "sync":
-            return SyncEASGD.describe(shape, world_size, t.tau, t.bucket_bytes)
+            return SyncEASGD.describe(shape, world_size, tau=t.tau, bucket_bytes=t.bucket_bytes)
         if t.easgd_mode == "async":
-            return AsyncEASGD.describe(shape, world_size, t.tau)
+            return AsyncEASGD.describe(shape, world_size, tau=t.tau)
         return RoundRobinEASGD.describe(shape, world_size)
 
-    def build(self, cfg, task, optimizer, comm):
-        t, o = cfg.train, cfg.optim
+    def build(self, cfg, task, make_optimizer, mesh):
+        t, o, comm = cfg.train, cfg.optim, mesh.world
         p = comm.size - (t.easgd_mode in MASTERED)  # the workers: all ranks but a master
         rho = t.rho if t.rho is not None else BETA / (p * o.lr)  # α = ηρ = β/p at the peak rate
-        args = (task.model, optimizer, task.loss, task.count, comm)
+        args = (task.model, make_optimizer, task, mesh)
         if t.easgd_mode == "sync":
             strategy = SyncEASGD(*args, rho=rho, tau=t.tau, grad_clip=o.grad_clip,
                                  bucket_bytes=t.bucket_bytes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 
+from ...comm.mesh import Mesh
 from ...nn.recompute import chosen, recompute
 
 
@@ -16,7 +17,8 @@ class Family(abc.ABC):
       say which of its names it goes with, and the loop in ``validate.py`` refuses it elsewhere.
     - :meth:`problems`: every reason the strategy it runs cannot run on a world of ranks
       (asked of the running strategy's family only).
-    - :meth:`build`: its strategy for this rank, from the config, task, optimizer and world.
+    - :meth:`mesh` and :meth:`build`: its mesh of the world, and its strategy for this rank
+      from the config, the task, the optimizer factory and that mesh.
     - :meth:`describe`: that strategy's description (what a rank holds and sends) for a
       model's shape, which the memory estimate reads; :meth:`activations`, what its busiest
       rank keeps for backward.
@@ -35,10 +37,15 @@ class Family(abc.ABC):
         """Every reason the run's flags cannot run on ``world_size`` ranks (none here)."""
         return []
 
+    def mesh(self, cfg, comm):
+        """The mesh the strategy runs on: pure data parallelism (``Mesh(comm)``) here."""
+        return Mesh(comm)
+
     @abc.abstractmethod
-    def build(self, cfg, task, optimizer, comm):
-        """The strategy ``cfg.train.strategy`` names, for this rank of ``comm`` (``optimizer``:
-        this rank's optimizer over the task's model, for the strategies that step it)."""
+    def build(self, cfg, task, make_optimizer, mesh):
+        """The strategy ``cfg.train.strategy`` names, for this rank of ``mesh`` (``None`` for
+        one device), training ``task`` (its objective) with optimizers from
+        ``make_optimizer(params)``."""
 
     @abc.abstractmethod
     def describe(self, cfg, shape, world_size: int):

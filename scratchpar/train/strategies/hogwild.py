@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...parallel import Hogwild
+from ...parallel.hogwild import Hogwild, LockedHogwild
 from ..option import opt
 from .family import Family
 
@@ -51,16 +51,24 @@ class HogwildFamily(Family):
         return []
 
     def describe(self, cfg, shape, world_size: int):
-        return Hogwild.describe(shape, world_size, cfg.train.window)
-
-    def build(self, cfg, task, optimizer, comm):
-        """The window ``--window`` names (auto: shared when every rank is on one node); rank 0
-        says where θ lives."""
         t = cfg.train
-        window = t.window if t.window != "auto" else \
-            "shared" if comm.local_size == comm.size else "one-sided"
-        strategy = Hogwild(task.model, optimizer, task.loss, task.count, comm, lock=t.lock,
-                           window=window, grad_clip=cfg.optim.grad_clip)
+        if t.lock:
+            return LockedHogwild.describe(shape, world_size)
+        return Hogwild.describe(shape, world_size, window=t.window)
+
+    def build(self, cfg, task, make_optimizer, mesh):
+        """Hogwild in the window ``--window`` names (auto: shared when every rank is on one
+        node), or with ``--lock`` its locked spec, in the shared one; rank 0 says where θ
+        lives."""
+        t, comm, clip = cfg.train, mesh.world, cfg.optim.grad_clip
+        if t.lock:
+            window = "shared"
+            strategy = LockedHogwild(task.model, make_optimizer, task, mesh, grad_clip=clip)
+        else:
+            window = t.window if t.window != "auto" else \
+                "shared" if comm.local_size == comm.size else "one-sided"
+            strategy = Hogwild(task.model, make_optimizer, task, mesh, window=window,
+                               grad_clip=clip)
         if comm.rank == 0:
             where = "a shared-memory window every rank maps" if window == "shared" else \
                 "rank 0's one-sided window (gets and atomic adds)"

@@ -9,6 +9,7 @@ from ...parallel import Hybrid, PipeDream, Pipeline
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ...parallel.pipeline.simulator import simulate
+from ...parallel.pipeline.stage import release
 from ..option import count, opt
 from .family import Family
 
@@ -156,30 +157,37 @@ class MeshFamily(Family):
         """Rank 0's whole model, filled from every stage, beside its own stage."""
         return shape.bytes + description.holds["parameters"]
 
-    def build(self, cfg, task, optimizer, comm):
-        """``--dp`` replicas of ``--pp`` stages, each stage the layers that ``--balance`` gives
-        it (rank 0 says which), split over ``--tp`` ranks."""
+    def mesh(self, cfg, comm):
+        """``--dp`` replicas of ``--pp`` stages of ``--tp`` ranks each."""
         t = cfg.train
-        mesh = Mesh(comm, dp=t.replicas(comm.size), pp=t.pp, tp=t.tp)
+        return Mesh(comm, dp=t.replicas(comm.size), pp=t.pp, tp=t.tp)
+
+    def build(self, cfg, task, make_optimizer, mesh):
+        """Each stage the layers that ``--balance`` gives it (rank 0 says which), split over
+        ``--tp`` ranks. A rank then frees the task's model but for what it trains (model
+        distribution); ``gather_model`` fills rank 0's whole again to evaluate it."""
+        t, world = cfg.train, mesh.world
         schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
         layers = task.model.pipeline_layers()
         if t.balance == "time":  # rank 0 measures, so that every rank partitions alike
-            weights = layer_times(layers, _example(task, t, mesh.dp)) if comm.rank == 0 else None
-            weights, unit = comm.allgather_obj(weights, "layer times")[0], "s"
+            weights = layer_times(layers, _example(task, t, mesh.dp)) if world.rank == 0 else None
+            weights, unit = world.allgather_obj(weights, "layer times")[0], "s"
         else:
             weights, unit = parameter_counts(layers), "params"
         ranges = partition(weights, t.pp * t.virtual)
-        if comm.rank == 0:
+        if world.rank == 0:
             print(_layout(cfg, mesh, ranges, layer_names(task.model), weights, unit),
                   flush=True)
-        make_optimizer = optimizer.rebind  # the run's rule (and its masters) over a stage's
-        knobs = {"grad_clip": cfg.optim.grad_clip, "bucket_bytes": t.bucket_bytes,
-                 "recompute": t.recompute}
+        knobs = {"schedule": schedule, "ranges": ranges, "grad_clip": cfg.optim.grad_clip,
+                 "bucket_bytes": t.bucket_bytes, "recompute": t.recompute}
         if t.strategy == "hybrid" and cfg.model.kind in TENSOR_MODELS:
-            return Hybrid(task.model, make_optimizer, task, mesh, schedule, ranges,
-                          t.sequence_parallel, **knobs)
-        cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
-        return cls(task.model, make_optimizer, task, mesh, schedule, ranges, **knobs)
+            strategy = Hybrid(task.model, make_optimizer, task, mesh,
+                              sequence_parallel=t.sequence_parallel, **knobs)
+        else:
+            cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
+            strategy = cls(task.model, make_optimizer, task, mesh, **knobs)
+        release(task.model, strategy.params)
+        return strategy
 
 
 def _layout(cfg, mesh, ranges, names, weights, unit) -> str:

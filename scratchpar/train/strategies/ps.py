@@ -72,13 +72,15 @@ class ServerFamily(Family):
                    "ssp": ps.SSPParameterServer, "async": ps.AsyncParameterServer}[t.ps_mode]
         return variant.describe(shape, world_size, t.servers, t.n_push, t.n_fetch)
 
-    def build(self, cfg, task, optimizer, comm):
-        """The variant ``--ps-mode`` names; rank 0 says the roles."""
+    def build(self, cfg, task, make_optimizer, mesh):
+        """The variant ``--ps-mode`` names, training ``task``; rank 0 says the roles. A
+        server's fp32 key range is its own master and the workers push gradients already
+        unscaled, so its optimizer is ``--optimizer``'s rule alone, never the 16-bit
+        ``make_optimizer``'s masters and loss scale; the workers' losses carry the task's
+        scaler (fp16's), which each rank answers as it judges its steps."""
         t = cfg.train
-        common = {"servers": t.servers, "grad_clip": cfg.optim.grad_clip,
-                  "scaler": task.scaler}  # fp16's: the workers' losses carry it
-        args = (task.model, lambda params: build_optimizer(cfg, params), task.loss, task.count,
-                comm)
+        args = (task.model, lambda params: build_optimizer(cfg, params), task, mesh)
+        common = {"servers": t.servers, "grad_clip": cfg.optim.grad_clip, "scaler": task.scaler}
         if t.ps_mode == "sync":
             strategy, rule = ps.SyncParameterServer(*args, **common), "synchronous"
         elif t.ps_mode == "locked":
@@ -94,10 +96,10 @@ class ServerFamily(Family):
                 rule = f"synchronous for {t.warmup_sync} steps, then {rule}"
             else:
                 strategy = ps.AsyncParameterServer(*args, **knobs)
-        if comm.rank == 0:
+        if mesh.world.rank == 0:
             print(f"parameter servers ({rule}): the key ranges and their optimizer state live "
                   f"on the host of {_span(0, t.servers)}; the workers are "
-                  f"{_span(t.servers, comm.size)}", flush=True)
+                  f"{_span(t.servers, mesh.world.size)}", flush=True)
         return strategy
 
 

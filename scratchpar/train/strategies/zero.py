@@ -45,8 +45,8 @@ class ZeroFamily(Family):
         chunk = formula(3, shape.psi, world_size, shape.itemsize, 0)["parameters"]  # sΨ/N
         return shape.bytes + chunk
 
-    def build(self, cfg, task, optimizer, comm):
+    def build(self, cfg, task, make_optimizer, mesh):
         t = cfg.train
-        return STAGES[t.zero_stage](task.model, optimizer, task.loss, task.count, comm,
+        return STAGES[t.zero_stage](task.model, make_optimizer, task, mesh,
                                     bucket_bytes=t.bucket_bytes, grad_clip=cfg.optim.grad_clip,
                                     offload=t.offload == "cpu")

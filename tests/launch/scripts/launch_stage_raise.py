@@ -41,8 +41,8 @@ model = nn.MLP([4, 8, 8, 3], np.random.default_rng(0), np.float64)
 layers = model.pipeline_layers()
 model.pipeline_layers = lambda: [layers[0], nn.Sequential(FaultyLayer(), layers[1]), layers[2]]
 pipe = Pipeline(model, lambda params: SGD(params, lr=0.1), Task(None, model, "sample"),
-                Mesh(comm, pp=3), schedules.build("1f1b", 3, 4), [range(0, 1), range(1, 2),
-                                                                  range(2, 3)])
+                Mesh(comm, pp=3), schedule=schedules.build("1f1b", 3, 4),
+                ranges=[range(0, 1), range(1, 2), range(2, 3)])
 gen = np.random.default_rng(1)
 pipe.step((gen.standard_normal((8, 4)), gen.integers(0, 3, 8)))
 print(f"rank {comm.rank} finished, but should have been ended", flush=True)

@@ -10,6 +10,7 @@ import numpy as np
 
 from scratchpar import nn
 from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
 from scratchpar.parallel.easgd import AsyncEASGD, RoundRobinEASGD
@@ -19,23 +20,28 @@ from scratchpar.train.task import Task
 
 comm = Communicator(name="world")
 abort_on_exception(comm)
+mesh = Mesh(comm)
 task = Task(None, nn.MLP([4, 8, 3], np.random.default_rng(0), np.float64), "sample")
-steps = 0
 
 
-def loss(model, batch, *args):
-    global steps
-    steps += 1
-    if comm.rank == 2 and steps == 4:
-        print(f"rank 2 raises at {time.time():.3f}", file=sys.stderr, flush=True)
-        raise ValueError("worker rank 2 breaks in step 4")
-    return task.loss(model, batch, *args)
+class Breaking:
+    """The task's objective, whose loss raises on rank 2 at its fourth call."""
+
+    calls = 0
+
+    def loss(self, model, batch, reduction):
+        self.calls += 1
+        if comm.rank == 2 and self.calls == 4:
+            print(f"rank 2 raises at {time.time():.3f}", file=sys.stderr, flush=True)
+            raise ValueError("worker rank 2 breaks in step 4")
+        return task.loss(model, batch, reduction)
+
+    def count(self, batch):
+        return task.count(batch)
 
 
-optimizer = SGD(task.model.parameters(), 0.1)
-args = (task.model, optimizer, loss, task.count, comm)
-strategy = {"downpour": lambda: AsyncParameterServer(task.model, lambda params: SGD(params, 0.1),
-                                                     loss, task.count, comm),
+args = (task.model, lambda params: SGD(params, 0.1), Breaking(), mesh)
+strategy = {"downpour": lambda: AsyncParameterServer(*args),
             "hogwild": lambda: Hogwild(*args),
             "easgd-async": lambda: AsyncEASGD(*args, rho=1.0, tau=2),
             "round-robin": lambda: RoundRobinEASGD(*args, rho=1.0)}[sys.argv[1]]()
