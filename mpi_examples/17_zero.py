@@ -20,6 +20,7 @@ from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import AdamW
 from scratchpar.parallel import SingleDevice
+from scratchpar.parallel.ledger import Ledger
 from scratchpar.parallel.zero import STAGES
 from scratchpar.parallel.zero.formula import formula
 from scratchpar.train.task import Task
@@ -45,13 +46,14 @@ def batch(step):
 
 
 def train(mesh, stage, offload):
-    """Three steps of ``stage``; the last metrics, the strategy."""
+    """Three steps of ``stage``; the last metrics, the strategy, its ledger."""
     task = gpt()
     run = STAGES[stage](task.model, adamw, task, mesh, bucket_bytes=BUCKET, grad_clip=1.0,
-                        offload=offload, measure=True)
+                        offload=offload)
+    ledger = run.attach(Ledger())  # counts what the stage holds, at every moment it may change
     for step in range(STEPS):
         metrics = run.step(batch(step))
-    return metrics, run
+    return metrics, run, ledger
 
 
 def main():
@@ -69,7 +71,7 @@ def main():
               "measured (formula)")
         print(f"  {'':<16}" + "".join(f"{part:>20}" for part in PARTS) + "   loss after 3 steps")
     for stage, offload in [(1, False), (2, False), (3, False), (3, True)]:
-        got, run = train(mesh, stage, offload)
+        got, run, ledger = train(mesh, stage, offload)
         if stage == 1:
             largest = max(g.n for g in run.groups) * 4 / KIB  # bytes of its largest bucket
         grads = run.gradients()  # gathered from every rank's chunk
@@ -77,7 +79,7 @@ def main():
         run.close()
         if say:
             want_bytes = formula(stage, psi, comm.size, 4, 8, offload)  # s = 4, K = 8: Adam
-            cells = "".join(f"{run.ledger.peak.get(part, 0) / KIB:11.1f} "
+            cells = "".join(f"{ledger.peak.get(part, 0) / KIB:11.1f} "
                             f"({want_bytes.get(part, 0) / KIB:6.1f})" for part in PARTS)
             name = f"ZeRO-{stage}" + (" + offload" if offload else "")
             print(f"  {name:<16}{cells}   {got['loss']:.6f} (one device {want['loss']:.6f}), "

@@ -20,6 +20,7 @@ from scratchpar.comm.abort import abort_on_exception
 from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import AdamW
+from scratchpar.parallel.ledger import Ledger
 from scratchpar.parallel.zero import ZeRO3
 from scratchpar.trace.tracer import Tracer
 from scratchpar.train.task import Task
@@ -33,7 +34,8 @@ def main():
     task = Task(None, nn.GPT(VOCAB, SEQ, WIDTH, HEADS, BLOCKS, np.random.default_rng(0),
                              tie_embeddings=True), "tok")
     mesh = Mesh(comm)  # pure data parallelism: every rank a chunk of every layer
-    zero = ZeRO3(task.model, lambda params: AdamW(params, lr=1e-3), task, mesh, measure=True)
+    zero = ZeRO3(task.model, lambda params: AdamW(params, lr=1e-3), task, mesh)
+    ledger = zero.attach(Ledger())  # what the graph holds after forward, among the rest
     batch = np.random.default_rng(1).integers(1, VOCAB, (ROWS, SEQ + 1))  # (B, T + 1)
     zero.step(batch)  # a first step, untraced: buffers and pools settle
     comm.tracer = Tracer(comm.rank)
@@ -57,7 +59,7 @@ def main():
             print(f"  {e.name:<16} {e.start / 1e6:7.2f} → {e.end / 1e6:7.2f}  {e.bytes:>7,} bytes")
     print(f"gathers {zero.gathers}, frees {zero.frees} over two steps; gathered buffers still "
           f"alive after the step: {zero.resident()}")
-    print(f"the graph after forward held {zero.activations:,} bytes, none of them parameters")
+    print(f"the graph after forward held {ledger.activations:,} bytes, none of them parameters")
 
 
 if __name__ == "__main__":

@@ -77,9 +77,13 @@ class Buckets:
             self._buffers[k] = self._xp.empty(self.sizes[k], self.dtypes[k])
         return self._buffers[k]
 
+    def allocated(self) -> list:
+        """The bucket buffers allocated so far."""
+        return [b for b in self._buffers if b is not None]
+
     def allocated_bytes(self) -> int:
         """Bytes of bucket buffers allocated so far."""
-        return sum(b.nbytes for b in self._buffers if b is not None)
+        return sum(b.nbytes for b in self.allocated())
 
     def view(self, i: int):
         """Array ``i`` as it stands in its bucket (a view: the next pack overwrites it)."""

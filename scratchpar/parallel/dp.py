@@ -13,7 +13,6 @@ from ..data.shard import Part, rows, shard
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
 from .description import TOTALS, Description, Message, bucketed, replicated
-from .noise import LocalNoise
 from .strategy import Strategy, whole_model
 
 
@@ -25,22 +24,22 @@ class DataParallelNaive(Strategy):
     rank backpropagates its Lᵣ, the gradients are summed over ranks and scaled by 1/N. This is
     exact for unequal shards (a rank may hold 0 rows), where averaging per-rank means is not.
 
-    With ``noise`` (a :class:`~scratchpar.optim.noise_scale.NoiseScale`), each step also
-    estimates the gradient noise scale from every rank's own gradient and the reduced one
-    (``noise.py``), at the cost of a pass over the gradient and one all-reduce of four numbers.
+    Its step names every probe moment (``probe.py``): the gradient noise scale
+    (:class:`~.noise.NoiseProbe`) and the memory ledger (:class:`~.ledger.Ledger`) attach.
 
     ``reduce_dtype``: the dtype gradients are summed over ranks in, where not their own (a
     16-bit model's gradients in fp32: twice the bytes, no rounding in the sum); the reduced
     gradient stays in it for the update.
     """
 
+    moments = frozenset({"shard", "gradient", "forward", "moment", "report"})
+
     def __init__(self, model, make_optimizer, objective, mesh, /, *, grad_clip: float = 0.0,
-                 noise=None, reduce_dtype=None):
+                 reduce_dtype=None):
         super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
         comm = whole_model(mesh, type(self).__name__)
         self.reduce_dtype = reduce_dtype
         self.xp = get_array_module(*(p.data for p in self.params))
-        self.noise = None if noise is None else LocalNoise(comm, self.xp, noise)
         for p in self.params:  # every replica starts from rank 0's parameters
             collectives.broadcast_(comm, p.data)
         self._pending = None  # (2,) [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
@@ -74,7 +73,9 @@ class DataParallelNaive(Strategy):
         loss, n = self.local_loss(global_batch)
         totals = self._totals(loss, n)
         self._pending = None
-        return collectives.all_reduce_start(self.comm, totals), loss
+        handle = collectives.all_reduce_start(self.comm, totals)
+        self.probes.forward(loss, self.params)
+        return handle, loss
 
     def _totals(self, loss, n):
         """(2,) float64 [Lᵣ, nᵣ] plus the micro-batches not yet reduced, built on the device:
@@ -91,15 +92,13 @@ class DataParallelNaive(Strategy):
         self._handed_part = isinstance(global_batch, Part)
         batch = shard(global_batch, self.comm.rank, self.comm.size)
         loss, units = self.sum_loss(batch)
-        if self.noise is not None:
-            self.noise.count(rows(batch), units)
+        self.probes.shard(rows(batch), units)
         return loss, units
 
     def _reduce_grads(self, totals):
         for p in self.params:
             grad = self._grad_or_zeros(p)
-            if self.noise is not None:
-                self.noise.add(grad)
+            self.probes.gradient(grad)
             p.grad = collectives.all_reduce_(self.comm, grad)
         return totals
 
@@ -127,9 +126,17 @@ class DataParallelNaive(Strategy):
                 p.grad *= scale
             metrics = guarded_step(self.optimizer, self.params, loss_sum * scale, self.grad_clip)
         self._count(metrics, n)
-        if self.noise is not None:
-            metrics.update(self.noise.metrics(metrics["grad_norm"]))
+        metrics.update(self.probes.report(metrics))
+        self.probes.moment()
         return metrics
+
+    def holdings(self) -> dict[str, list]:
+        """What this rank holds now, by part, for a :class:`~.ledger.Ledger`."""
+        return {"parameters": [p.data for p in self.params],
+                "gradients": [p.grad for p in self.params],
+                "optimizer": [v for s in self.optimizer.state for v in s.values()
+                              if hasattr(v, "nbytes")],
+                "scratch": self.optimizer.work_arrays()}
 
 
 class DataParallel(DataParallelNaive):
@@ -148,9 +155,8 @@ class DataParallel(DataParallelNaive):
     """
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *,
-                 bucket_bytes: int = 1 << 20, grad_clip: float = 0.0, noise=None,
-                 reduce_dtype=None):
-        super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip, noise=noise,
+                 bucket_bytes: int = 1 << 20, grad_clip: float = 0.0, reduce_dtype=None):
+        super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip,
                          reduce_dtype=reduce_dtype)
         self.order = self.params[::-1]
         self.plan = Buckets([p.data for p in self.order], bucket_bytes, reduce_dtype)
@@ -166,6 +172,11 @@ class DataParallel(DataParallelNaive):
                            (bucketed(shape, bucket_bytes, "all-reduce", "dp", "backward"),
                             Message("all-reduce", "dp", TOTALS, 1, "backward")),
                            chunk=shape.largest, arrays=shape.stepped)
+
+    def holdings(self) -> dict[str, list]:
+        """:class:`DataParallelNaive`'s, and the buckets kept from the last step (gradients,
+        views of them after a step, are counted as gradients)."""
+        return {**super().holdings(), "buckets": self.plan.allocated()}
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -207,6 +218,7 @@ class DataParallel(DataParallelNaive):
         j = self.index.get(id(leaf))
         self.overlap.ready(None if j is None else self.plan.slots[j].bucket)
         self._totals_handle.test()
+        self.probes.moment()
 
     def _start_bucket(self, k: int):
         """Start bucket k's all-reduce: in place in a gradient alone in its bucket, else packed
@@ -216,10 +228,8 @@ class DataParallel(DataParallelNaive):
         if alone is not None and alone.grad is not None:  # its own bucket: reduce in place
             alone.grad = self._grad_or_zeros(alone)
             self._in_place.add(members[0])
-            if self.noise is not None:
-                self.noise.add(alone.grad)
+            self.probes.gradient(alone.grad)
             return collectives.all_reduce_start(self.comm, alone.grad)
         self.plan.pack([p.grad for p in self.order], bucket=k)
-        if self.noise is not None:
-            self.noise.add(self.plan.buffer(k))
+        self.probes.gradient(self.plan.buffer(k))
         return self.plan.start(self.comm, k)

@@ -88,13 +88,13 @@ class Hybrid(Pipeline):
     def _output_loss(self):
         """A GPT's shard scores its vocabulary-split logits itself (the vocabulary-parallel
         loss): the objective's ``output_loss`` takes whole logits, which no rank forms. It
-        carries into backward the loss scale the objective's own losses carry (fp16), which
-        the objective's protocol does not offer: it is read from the objective, where it has
-        one. An MLP's shard gathers its logits whole, for the objective's ``output_loss``."""
+        carries into backward the loss scale that this stage's optimizer divides out (fp16's
+        :class:`~scratchpar.optim.mixed.MixedPrecision`), as the objective's own losses do.
+        An MLP's shard gathers its logits whole, for the objective's ``output_loss``."""
         own = getattr(self.shard, "output_loss", None)
         if own is None:
             return self.objective.output_loss
-        scaler = getattr(self.objective, "scaler", None)
+        scaler = getattr(self.optimizer, "scaler", None)
         return lambda *args, **kwargs: scaled(own(*args, **kwargs), scaler)
 
     def _sum_partials(self) -> None:

@@ -7,6 +7,7 @@ import abc
 from ..backend import get_array_module
 from ..trace.tracer import NULL
 from .objective import require
+from .probe import Probes
 
 
 def whole_model(mesh, name: str):
@@ -53,9 +54,13 @@ class Strategy(abc.ABC):
       loss and the gradient). Where not, a rank whose steps diverge ends the job itself.
     - :meth:`describe`, a class method: what a rank holds and sends each step, for a model's
       :class:`~scratchpar.parallel.description.Shape`, without building anything.
+
+    A measurement is no knob: :meth:`attach` adds a :class:`~scratchpar.parallel.probe.Probe`,
+    which hears the ``moments`` the step names.
     """
 
     lockstep = True
+    moments: frozenset = frozenset()  # the probe moments this strategy's step names (probe.py)
     staged = False  # whether the objective must say how to split a batch (a pipeline's)
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, grad_clip: float = 0.0):
@@ -63,7 +68,13 @@ class Strategy(abc.ABC):
         self.model, self.objective, self.mesh, self.grad_clip = model, objective, mesh, grad_clip
         self.comm = None if mesh is None else mesh.world
         self.params = model.parameters()
+        self.probes = Probes(self.moments)
         self._optimizer = None if make_optimizer is None else make_optimizer(self.params)
+
+    def attach(self, probe):
+        """Attach a measurement from outside (a :class:`~scratchpar.parallel.probe.Probe`); it
+        hears this strategy's moments from the next step on. Returns ``probe``."""
+        return self.probes.add(probe, self)
 
     @property
     def optimizer(self):

@@ -11,6 +11,7 @@ from scratchpar.data.shard import rows, shard
 from scratchpar.optim import SGD
 from scratchpar.optim.noise_scale import NoiseScale, estimate
 from scratchpar.parallel import DataParallel, DataParallelNaive
+from scratchpar.parallel.noise import NoiseProbe
 
 
 def mean_gradient_sq(task, batch) -> float:
@@ -30,8 +31,8 @@ def test_a_step_s_estimates_are_those_of_the_ranks_shards(comm, mesh, cls, kind,
                                                           bucket_bytes, seed):
     mine = make_task(kind, seed + comm.rank)  # rank 0's start is broadcast to every replica
     kw = {"bucket_bytes": bucket_bytes} if cls is DataParallel else {}
-    dp = cls(mine.model, lambda params: SGD(params, lr=0.0), mine, mesh,
-             noise=NoiseScale(decay=0.5), **kw)
+    dp = cls(mine.model, lambda params: SGD(params, lr=0.0), mine, mesh, **kw)
+    dp.attach(NoiseProbe(NoiseScale(decay=0.5)))
     batch = make_batch(kind, rows_ + 1, seed)
     got = dp.step(batch)
     one = make_task(kind, seed)

@@ -7,6 +7,7 @@ from device_helpers import host
 from dp_helpers import everywhere, make_batch, make_task
 
 from scratchpar.optim import Adam
+from scratchpar.parallel.ledger import Ledger
 from scratchpar.parallel.zero.stage1 import ZeRO1
 from scratchpar.parallel.zero.stage2 import ZeRO2
 from scratchpar.trace.tracer import Tracer
@@ -17,7 +18,8 @@ BUCKET = 256  # bytes: the tiny GPT's 20 arrays fill several buckets
 def trained(cls, mesh, steps: int = 3, traced: bool = False):
     comm, task = mesh.world, make_task("gpt", 11)
     zero = cls(task.model, lambda params: Adam(params, lr=0.01), task, mesh,
-               bucket_bytes=BUCKET, grad_clip=0.5, measure=True)
+               bucket_bytes=BUCKET, grad_clip=0.5)
+    ledger = zero.attach(Ledger())
     for step in range(steps):
         comm.tracer = Tracer(comm.rank) if traced and step == steps - 1 else None
         try:
@@ -25,7 +27,7 @@ def trained(cls, mesh, steps: int = 3, traced: bool = False):
             events = comm.tracer.events if comm.tracer is not None else []
         finally:
             comm.tracer = None
-    return zero, events
+    return zero, events, ledger
 
 
 def digest(arrays) -> str:
@@ -33,8 +35,8 @@ def digest(arrays) -> str:
 
 
 def test_stage1_and_stage2_reduce_the_same_buckets_to_the_same_bits(comm, mesh):
-    one, _ = trained(ZeRO1, mesh)
-    two, _ = trained(ZeRO2, mesh)
+    one, _, _ = trained(ZeRO1, mesh)
+    two, _, _ = trained(ZeRO2, mesh)
     assert [g.n for g in one.groups] == [g.n for g in two.groups] and len(one.groups) > 2
     assert digest(one.gradients()) == digest(two.gradients())
     assert digest(everywhere(comm, one.state_dict())["model"].values()) == \
@@ -43,7 +45,7 @@ def test_stage1_and_stage2_reduce_the_same_buckets_to_the_same_bits(comm, mesh):
 
 def test_stage1_reduces_after_backward_and_stage2_while_it_runs(comm, mesh):
     for cls, during in ((ZeRO1, False), (ZeRO2, True)):
-        zero, events = trained(cls, mesh, traced=True)
+        zero, events, _ = trained(cls, mesh, traced=True)
         backward = next(e for e in events if e.name == "backward")
         starts = [e.start for e in events if e.name.startswith("reduce_scatter")]
         assert len(starts) == len(zero.groups)
@@ -56,12 +58,12 @@ def test_stage1_reduces_after_backward_and_stage2_while_it_runs(comm, mesh):
 def test_stage1_keeps_the_whole_gradient_and_stage2_only_its_chunk(comm, mesh):
     """Stage 2's buckets in flight are timing's: how many overlap depends on how fast the
     ranks poll, so only the persistent gradient is held to the chunk."""
-    one, _ = trained(ZeRO1, mesh)
-    two, _ = trained(ZeRO2, mesh)
+    one, _, held1 = trained(ZeRO1, mesh)
+    two, _, held2 = trained(ZeRO2, mesh)
     whole = sum(int(np.prod(s)) for s in one.shapes) * 8  # float64
     chunks = sum(g.hi - g.lo for g in two.groups) * 8
-    assert one.ledger.peak["gradients"] >= whole
-    assert two.ledger.peak["gradients"] == chunks
+    assert held1.peak["gradients"] >= whole
+    assert held2.peak["gradients"] == chunks
     largest = max(g.n for g in two.groups) * 8
-    assert two.ledger.peak["buckets"] >= largest  # a bucket beside the gradients it packs
+    assert held2.peak["buckets"] >= largest  # a bucket beside the gradients it packs
     assert all(p.grad is None for p in one.params + two.params)  # packed, then dropped

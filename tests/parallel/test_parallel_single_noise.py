@@ -9,6 +9,7 @@ from scratchpar.device_rng import DeviceRandom
 from scratchpar.optim import SGD
 from scratchpar.optim.noise_scale import NoiseScale, estimate
 from scratchpar.parallel import SingleDevice
+from scratchpar.parallel.noise import NoiseProbe
 from scratchpar.train import make_config
 from scratchpar.train.task import build_task
 
@@ -41,8 +42,8 @@ def test_the_step_in_halves_is_the_step_and_its_estimates_the_halves(kind, rows)
     plain, split, oracle = task_of(kind), task_of(kind), task_of(kind)
     batch, _ = plain.batch(0, rows)
     want = SingleDevice(plain.model, lambda ps: SGD(ps, lr=0.1), plain).step(batch)
-    measured = SingleDevice(split.model, lambda ps: SGD(ps, lr=0.1), split,
-                            noise=NoiseScale(decay=0.0))
+    measured = SingleDevice(split.model, lambda ps: SGD(ps, lr=0.1), split)
+    measured.attach(NoiseProbe(NoiseScale(decay=0.0)))
     got = measured.step(batch)
     assert got["loss"] == pytest.approx(want["loss"], rel=1e-12)
     assert got["grad_norm"] == pytest.approx(want["grad_norm"], rel=1e-12)

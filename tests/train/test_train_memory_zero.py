@@ -11,6 +11,7 @@ from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel.description import Shape
+from scratchpar.parallel.ledger import Ledger
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train import make_config
 from scratchpar.train.memory import estimate
@@ -83,11 +84,12 @@ def test_the_estimate_bounds_what_every_stage_holds_on_one_rank(name, one_rank):
             bound = states(cfg, 1, task)  # before stage 3 frees the model's arrays
             strategy = STAGES[stage](task.model, optimizer_factory(cfg), task, one_rank,
                                      bucket_bytes=cfg.train.bucket_bytes, grad_clip=1.0,
-                                     offload=offload == "cpu", measure=True)
+                                     offload=offload == "cpu")
+            ledger = strategy.attach(Ledger())
             for step in range(2):
                 strategy.step(task.batch(step, 4)[0])
-            held, peak = strategy.ledger.total(), strategy.ledger.peak
-            what = (name, stage, offload, bound, strategy.ledger.at_peak)
+            held, peak = ledger.total(), ledger.peak
+            what = (name, stage, offload, bound, ledger.at_peak)
             assert held <= sum(bound) <= 2 * held, what
             assert peak["parameters"] + peak.get("gathered", 0) <= bound[0], what
 

@@ -5,9 +5,9 @@ import pytest
 
 from scratchpar.nn.module import Parameter
 from scratchpar.optim import SGD, Adam
+from scratchpar.parallel.ledger import Ledger
 from scratchpar.parallel.zero.flat import FlatGroup, Shard
 from scratchpar.parallel.zero.formula import formula
-from scratchpar.parallel.zero.ledger import Ledger
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4, 7])

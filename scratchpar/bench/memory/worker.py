@@ -19,6 +19,7 @@ from ...optim import AdamW
 from ...optim.mixed import MixedPrecision
 from ...optim.scaler import LossScaler
 from ...parallel import SingleDevice
+from ...parallel.ledger import Ledger
 from ...parallel.pipeline import Pipeline, schedules
 from ...parallel.pipeline.stage import release
 from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
@@ -40,10 +41,11 @@ def states(comm, cfg: dict) -> dict:
     peaks, mesh = {}, Mesh(comm)  # pure data parallelism
     for precision in cfg["precisions"]:
         for name in STRATEGIES:
-            strategy = build(name, spec, task, mesh, measure=True, precision=precision)
+            strategy = build(name, spec, task, mesh, precision=precision)
+            ledger = strategy.attach(Ledger())
             for batch in batches:
                 strategy.step(batch)
-            peaks[f"{precision} {name}"] = strategy.ledger.peak
+            peaks[f"{precision} {name}"] = ledger.peak
             strategy.close()
     mesh.free()
     return {"psi": gpt_parameters(spec), "peaks": peaks}

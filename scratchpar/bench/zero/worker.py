@@ -9,14 +9,13 @@ from functools import partial
 import numpy as np
 
 from ... import backend, nn, optim
-from ...autograd.held import graph_bytes
 from ...autograd.precision import dtype_of
 from ...comm.errors import WaitTimeout
 from ...comm.mesh import Mesh
 from ...data import SyntheticLanguage
 from ...optim.mixed import MixedPrecision
 from ...parallel import DataParallel, ZeRO1, ZeRO2, ZeRO3
-from ...parallel.zero.ledger import Ledger
+from ...parallel.ledger import Ledger
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.defaults import ADAM_LR
@@ -37,39 +36,7 @@ def stage_of(name: str) -> tuple[int, bool]:
     return (0 if name == "dp" else int(name[4]), name.endswith("-offload"))
 
 
-class MeasuredDP(DataParallel):
-    """DataParallel whose buffers a Ledger counts, as ZeRO's own does: after forward, as each
-    gradient is final (beside the buckets kept from the last step) and after the step."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.ledger, self.activations = Ledger(), 0
-
-    def step(self, global_batch) -> dict:
-        metrics = super().step(global_batch)
-        self._sample()
-        return metrics
-
-    def _forward(self, global_batch):
-        totals, local = super()._forward(global_batch)
-        self.activations = max(self.activations, graph_bytes(local, self.params))
-        self._sample()
-        return totals, local
-
-    def _ready(self, leaf) -> None:
-        super()._ready(leaf)
-        self._sample()
-
-    def _sample(self) -> None:
-        self.ledger.sample({"parameters": [p.data for p in self.params],
-                            "gradients": [p.grad for p in self.params],
-                            "buckets": [b for b in self.plan._buffers if b is not None],
-                            "optimizer": [v for s in self.optimizer.state for v in s.values()
-                                          if hasattr(v, "nbytes")],
-                            "scratch": self.optimizer.work_arrays()})
-
-
-def build(name: str, spec: dict, task: Task, mesh, measure: bool, precision: str = "fp32"):
+def build(name: str, spec: dict, task: Task, mesh, precision: str = "fp32"):
     """Contender ``name`` over ``mesh`` (``Mesh(comm)``, which the caller frees) on a fresh GPT
     of ``spec`` (seed 0, float32) with AdamW (the CLI's defaults), ``task`` its objective; under
     a 16-bit ``precision`` the GPT in 16 bits and AdamW on fp32 masters (unscaled: the bytes
@@ -87,8 +54,8 @@ def build(name: str, spec: dict, task: Task, mesh, measure: bool, precision: str
     kw = {"bucket_bytes": spec["bucket_kib"] << 10, "grad_clip": spec["grad_clip"]}
     stage, offload = stage_of(name)
     if stage == 0:
-        return (MeasuredDP if measure else DataParallel)(*common, **kw)
-    return STAGES[stage](*common, **kw, offload=offload, measure=measure)
+        return DataParallel(*common, **kw)
+    return STAGES[stage](*common, **kw, offload=offload)
 
 
 def language(spec: dict) -> tuple[Task, list]:
@@ -106,14 +73,14 @@ def memory(comm, cfg: dict) -> dict:
         task, batches = language(spec)
         ranks = {}
         for name in CONTENDERS:
-            strategy = build(name, spec, task, mesh, measure=True)
+            strategy = build(name, spec, task, mesh)
+            ledger = strategy.attach(Ledger())
             for batch in batches:
                 strategy.step(batch)
-            ledger = strategy.ledger
             sizes = [g.n for g in strategy.groups] if hasattr(strategy, "groups") else \
                 strategy.plan.sizes
             ranks[name] = comm.allgather_obj({
-                "peak": ledger.peak, "activations": strategy.activations,
+                "peak": ledger.peak, "activations": ledger.activations,
                 "largest_group": FLOAT32 * max(sizes)}, "ledger")
             strategy.close()
         psi = sum(int(np.prod(shape)) for shape in strategy.shapes)  # a ZeRO stage: last
@@ -169,7 +136,7 @@ def timing(comm, cfg: dict) -> dict:
     task, (batch,) = language({**spec, "steps": 1})
     mesh = Mesh(comm)  # pure data parallelism
     comm.tracer = tracer = Tracer(comm.rank)
-    split = {name: Breakdown(build(name, spec, task, mesh, measure=False), tracer)
+    split = {name: Breakdown(build(name, spec, task, mesh), tracer)
              for name in CONTENDERS}
     timed = turns(comm, {name: Timed(lambda b=b: b(batch)) for name, b in split.items()}, cfg)
     parts = {name: {key: float(np.median([s[key] for s in b.steps[-cfg["repeats"]:]]))
@@ -249,7 +216,7 @@ def fits(comm, cfg: dict) -> dict:
         task, batches = language({**spec, "steps": 1})
         mesh = Mesh(trial)  # pure data parallelism, on the trial's communicator
         try:
-            strategy = build(name, spec, task, mesh, measure=False)
+            strategy = build(name, spec, task, mesh)
             strategy.step(batches[0])
             backend.sync()
             strategy.close()

@@ -1,4 +1,4 @@
-"""What every ZeRO stage shares: the sharded update, its buckets, the ledger, layout-free state."""
+"""What every ZeRO stage shares: the sharded update, its buckets, its holdings, its state."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from ...optim.guard import read_scalars
 from ..dp import DataParallelNaive
 from .flat import Shard
 from .formula import describe
-from .ledger import Meter
 from .offload import HostUpdate
 from .update import DeviceUpdate
 
@@ -34,18 +33,19 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
     in order): a stage says how it starts bucket k (:meth:`_start_bucket`) and what it does
     with the reduced chunk (:meth:`_finished`).
 
-    ``offload``: the update runs on the host (:class:`~.offload.HostUpdate`). ``measure``: a
-    :class:`~.ledger.Meter` samples what the stage holds (:meth:`_held`) into a ledger at the
-    step's boundaries and after the hooks it wraps.
+    ``offload``: the update runs on the host (:class:`~.offload.HostUpdate`). A
+    :class:`~scratchpar.parallel.ledger.Ledger` attached (:meth:`attach`) samples what the
+    stage holds (:meth:`holdings`) at the step's boundaries and after the hooks wrapped in
+    ``probes.after``: where a collective starts or finishes, where a layer is freed.
     """
 
+    moments = frozenset({"forward", "moment"})
+
     def __init__(self, model, make_optimizer, objective, mesh, /, *, bucket_bytes: int = 1 << 20,
-                 grad_clip: float = 0.0, offload: bool = False, measure: bool = False):
+                 grad_clip: float = 0.0, offload: bool = False):
         super().__init__(model, None, objective, mesh, grad_clip=grad_clip)  # steps its shards
-        self.meter = Meter(self._holdings, measure)
-        self.ledger = self.meter.ledger  # None unless measuring
-        # a collective's start, where what a stage holds changes: sampled with a ledger
-        self._reduce_scatter_start = self.meter.after(collectives.reduce_scatter_start)
+        # a collective's start, where what a stage holds changes
+        self._reduce_scatter_start = self.probes.after(collectives.reduce_scatter_start)
         self.index = {id(p): i for i, p in enumerate(self.params)}
         self.shapes = [tuple(p.shape) for p in self.params]  # before stage 3 frees them
         self.groups = self._plan(bucket_bytes)
@@ -65,11 +65,6 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         them (:func:`~.formula.describe`)."""
         return describe(cls.stage, shape, world, bucket_bytes, offload)
 
-    @property
-    def activations(self) -> int:
-        """Bytes the autograd graph held at the end of the largest forward (with a ledger)."""
-        return self.meter.activations
-
     # -- what a stage defines -----------------------------------------------------------------
     @abc.abstractmethod
     def _plan(self, bucket_bytes: int) -> list:
@@ -88,7 +83,7 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
 
     @abc.abstractmethod
     def _held(self) -> dict[str, list]:
-        """The arrays the strategy holds now, by part, for the ledger."""
+        """The arrays the stage holds now, by part (its update's beside them: :meth:`holdings`)."""
 
     @abc.abstractmethod
     def _start_bucket(self, k: int):
@@ -111,11 +106,10 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         self._buckets = {}
         with self.tracer.region("forward", "compute"):
             totals, local = self._forward(global_batch)
-        self.meter.forward(local, self.params)
         self._backward(local)
-        self.meter.sample()
+        self.probes.moment()
         metrics = self._update(totals)
-        self.meter.sample()
+        self.probes.moment()
         return metrics
 
     def _update(self, totals) -> dict:
@@ -138,8 +132,8 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
                 self._refresh()
         return metrics
 
-    def _holdings(self) -> dict[str, list]:
-        """What the stage and its update hold now, by part: what the ledger counts."""
+    def holdings(self) -> dict[str, list]:
+        """What the stage and its update hold now, by part, for a ledger."""
         return {**self._held(), **self.update.held()}
 
     def gradients(self) -> list:

@@ -64,11 +64,11 @@ class ZeRO3(ZeRO2):
         if root:
             groups.append(FlatGroup(root, size, rank))
             self.labels.append("root")
-        after = self.meter.after(self._after)  # a layer freed: sampled with a ledger
+        after = self.probes.after(self._after)  # a layer freed: what the stage holds changes
         for layer in self.hooked:
             layer.set_forward_hooks(self._before, after)
-        # a gather's finish, where what the stage holds changes: sampled with a ledger
-        self._finish_gather = self.meter.after(Handle.wait)
+        # a gather's finish, where what the stage holds changes
+        self._finish_gather = self.probes.after(Handle.wait)
         self._gathered, self._gathering = {}, {}  # group → (buffer, since) / started handle
         self._bound = {}  # id(a parameter's gathered array) → Saved(group, index)
         self._freed = []  # weak references to buffers freed, where the array module allows

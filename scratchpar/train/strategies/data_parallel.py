@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass
 
 from ...autograd.precision import WIDE
-from ...optim.noise_scale import NoiseScale
 from ...parallel import DataParallel, DataParallelNaive, LocalSGD, SingleDevice
+from ...parallel.noise import NoiseProbe
 from ..option import opt
 from .family import Family
 
@@ -93,16 +93,21 @@ class DataParallelFamily(Family):
         return DataParallel.describe(shape, world_size, t.bucket_bytes)
 
     def build(self, cfg, task, make_optimizer, mesh):
+        strategy = self._strategy(cfg, task, make_optimizer, mesh)
+        if cfg.train.noise_scale:
+            strategy.attach(NoiseProbe())
+        return strategy
+
+    def _strategy(self, cfg, task, make_optimizer, mesh):
         t, clip = cfg.train, cfg.optim.grad_clip
-        noise = NoiseScale() if t.noise_scale else None
         if t.strategy == "single":
-            return SingleDevice(task.model, make_optimizer, task, grad_clip=clip, noise=noise)
+            return SingleDevice(task.model, make_optimizer, task, grad_clip=clip)
         common = (task.model, make_optimizer, task, mesh)
         wide = WIDE if t.grad_reduce == "fp32" else None
         if t.strategy == "dp-naive":
-            return DataParallelNaive(*common, grad_clip=clip, noise=noise, reduce_dtype=wide)
+            return DataParallelNaive(*common, grad_clip=clip, reduce_dtype=wide)
         if t.strategy == "local-sgd":
             return LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
                             grad_clip=clip, bucket_bytes=t.bucket_bytes)
-        return DataParallel(*common, bucket_bytes=t.bucket_bytes, grad_clip=clip, noise=noise,
+        return DataParallel(*common, bucket_bytes=t.bucket_bytes, grad_clip=clip,
                             reduce_dtype=wide)

@@ -6,6 +6,7 @@ from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel.description import Shape
+from scratchpar.parallel.ledger import Ledger
 from scratchpar.parallel.zero import STAGES
 from scratchpar.train import make_config
 from scratchpar.train.optimizer import optimizer_factory
@@ -23,10 +24,11 @@ for stage in (1, 2, 3):
                                       cfg.train.bucket_bytes, offload == "cpu")
         strategy = STAGES[stage](task.model, optimizer_factory(cfg), task, mesh,
                                  bucket_bytes=cfg.train.bucket_bytes, grad_clip=1.0,
-                                 offload=offload == "cpu", measure=True)
+                                 offload=offload == "cpu")
+        ledger = strategy.attach(Ledger())
         for step in range(2):
             strategy.step(task.batch(step, 8)[0])
         strategy.close()
         if comm.rank == 0:
-            print(f"stage {stage} offload {offload}: held {strategy.ledger.total()}, "
+            print(f"stage {stage} offload {offload}: held {ledger.total()}, "
                   f"estimated {held.held() + 4 * held.chunk}", flush=True)
