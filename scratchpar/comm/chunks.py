@@ -25,3 +25,8 @@ def offsets(sizes: list[int]) -> list[int]:
         out.append(start)
         start += s
     return out
+
+
+def spans_of(sizes: list[int]) -> list[tuple[int, int]]:
+    """``[(start, stop), …]`` of each block when blocks of ``sizes`` lie end to end."""
+    return [(start, start + s) for start, s in zip(offsets(sizes), sizes)]

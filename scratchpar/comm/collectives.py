@@ -3,8 +3,8 @@
 Arrays of any shape; where blocks are split or joined (reduce-scatter, all-gather, gather,
 scatter) it is along axis 0, with rank i holding rows ``chunks.bounds(n, p)[i]``. Any row count
 works, zero included. ``algorithm="mpi"`` calls the MPI library's own collective (the benchmark
-baseline and a test oracle). ``"auto"`` picks by message size (the crossover is measured by
-``python -m scratchpar.bench collectives``).
+baseline and a test oracle). ``"auto"`` picks by message size (``comm/choice.py``; the crossover
+is measured by ``python -m scratchpar.bench collectives``).
 Names ending in ``_`` work in place. ``comm/reference.py`` states what each one computes.
 """
 
@@ -13,26 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from scratchpar.backend import get_array_module, xp_default
-from scratchpar.comm import debug, direct, doubling, rabenseifner, ring, staging, tree
-from scratchpar.comm.chunks import bounds, counts, offsets
+from scratchpar.comm import debug, direct, doubling, ring, staging, tree
+from scratchpar.comm.choice import ALL_REDUCE, auto_all_reduce, resolve, staged_once
+from scratchpar.comm.chunks import bounds, counts, spans_of
 from scratchpar.comm.errors import CommError
-from scratchpar.comm.ops import check_op, finish, ufunc
+from scratchpar.comm.ops import check_op, finish
 from scratchpar.comm.progress import Handle
 from scratchpar.comm.watchdog import Wait
-
-ALGORITHMS = {
-    "all_reduce": ("auto", "ring", "recursive_doubling", "rabenseifner", "tree", "mpi"),
-    "reduce_scatter": ("auto", "ring", "mpi"),
-    "reduce_scatter_start": ("auto", "ring"),
-    "all_gather": ("auto", "ring", "mpi"),
-    "all_gather_start": ("auto", "ring"),
-    "broadcast": ("auto", "tree", "mpi"),
-    "reduce": ("auto", "tree", "mpi"),
-    "gather": ("auto", "linear", "mpi"),
-    "scatter": ("auto", "linear", "mpi"),
-}
-ALL_REDUCE = {"ring": ring, "recursive_doubling": doubling, "rabenseifner": rabenseifner,
-              "tree": tree}
 
 
 def all_reduce(comm, x, op: str = "sum", algorithm: str = "auto"):
@@ -42,7 +29,7 @@ def all_reduce(comm, x, op: str = "sum", algorithm: str = "auto"):
 
 def all_reduce_(comm, buf, op: str = "sum", algorithm: str = "auto"):
     """``buf ← ⊕ over ranks of buf`` in place; returns ``buf``."""
-    if _staged_once(comm, buf, algorithm):
+    if staged_once(comm, buf, algorithm):
         host, back = staging.twin(_flat(buf), comm.workspace)
         _all_reduce_now(comm, host, op, algorithm)
         back()
@@ -61,19 +48,13 @@ def _all_reduce_now(comm, buf, op: str, algorithm: str):
 
 
 def _doubled_now(comm, buf, op: str):
-    """Recursive doubling on a host array at a power-of-two p, blocking: each step one
-    :meth:`~scratchpar.comm.mpi.Communicator.exchange` with the rank whose number differs in
-    that bit. The messages and sums of ``doubling.all_reduce``, without a Handle driving its
-    generator: a 4 KiB all-reduce is mostly that driving."""
-    flat, reduce = _flat(buf), ufunc(op)
+    """Recursive doubling on a host array at a power-of-two p, blocking and without a Handle
+    (``doubling.all_reduce_now``), inside the operation's record, with its scratch buffer."""
+    flat = _flat(buf)
     scratch = comm.workspace.take(flat, flat.size)
     outer = comm.enter(_wait(comm, "all_reduce/recursive_doubling", buf))
     try:
-        mask = 1
-        while mask < comm.size:
-            comm.exchange(flat, scratch, comm.rank ^ mask)
-            reduce(flat, scratch, out=flat)  # a ⊕ b on one side, b ⊕ a on the other: same bits
-            mask <<= 1
+        doubling.all_reduce_now(comm, flat, op, scratch)
     finally:
         comm.enter(outer)
         comm.workspace.give(scratch)
@@ -85,7 +66,7 @@ def all_reduce_start(comm, buf, op: str = "sum", algorithm: str = "auto") -> Han
     """Start an in-place all-reduce; ``.test()`` advances it, ``.wait()`` finishes it."""
     algorithm = _begin(comm, "all_reduce", algorithm, buf, op=op)
     result, back = buf, None
-    if _staged_once(comm, buf, algorithm):
+    if staged_once(comm, buf, algorithm):
         buf, back = staging.twin(_flat(buf), comm.workspace)  # reduced on the host, then back
     if algorithm == "auto":
         algorithm = auto_all_reduce(buf.nbytes, comm.size)
@@ -106,42 +87,6 @@ def all_reduce_start(comm, buf, op: str = "sum", algorithm: str = "auto") -> Han
     return Handle(comm, wait, module.all_reduce(comm, flat, op, scratch), result, after)
 
 
-def _staged_once(comm, buf, algorithm: str) -> bool:
-    """Whether a device ``buf`` that MPI cannot read goes to the host once for the whole
-    all-reduce (``staging.twin``) instead of once per message: where recursive doubling is the
-    choice (:func:`auto_all_reduce`), latency decides, and a staged step's copy and stream wait
-    are most of it. On an H200 under MPS a staged message took 23 µs one way against 2.7 µs
-    between host arrays, the copy to the host 10 µs of it (docs/devices.md, "On a GPU a fifth
-    time"). MPI's own collective stages itself."""
-    return (not isinstance(buf, np.ndarray) and comm.size > 1
-            and not comm.cuda_aware and algorithm != "mpi"
-            and buf.nbytes <= doubling_up_to(comm.size))
-
-
-def auto_all_reduce(nbytes: int, p: int) -> str:
-    """Recursive doubling up to the measured crossover; above it Rabenseifner's halving and
-    doubling where p is a power of two, else the ring.
-
-    ``python -m scratchpar.bench collectives`` on the 2-core development machine: recursive
-    doubling beats the ring up to 1 MiB at p = 2, where both send N bytes a rank and doubling
-    starts one message instead of two; at p = 4 up to 128 KiB, the two even at 256 KiB and the
-    ring 1.5× faster at 1 MiB; at p = 3 up to 256 KiB, where folding the odd rank in costs two
-    more whole-buffer steps. The α-β model puts p = 8's crossover within 10% of p = 4's
-    (docs/collectives.md, "Latency against bandwidth"). Above it, at p = 4, Rabenseifner's
-    sends the ring's bytes in 4 messages instead of 6: 0.97× MPICH's time at 1 MiB and 4 MiB
-    against the ring's 1.13× and 1.11×, 0.49× at 16 MiB against 0.52×; with p not a power of
-    two its fold costs two more whole buffers, and the ring keeps those.
-    """
-    if nbytes <= doubling_up_to(p):
-        return "recursive_doubling"
-    return "rabenseifner" if p & (p - 1) == 0 else "ring"
-
-
-def doubling_up_to(p: int) -> int:
-    """The largest message (bytes) that :func:`auto_all_reduce` gives recursive doubling."""
-    return 1 << 20 if p == 2 else 256 << 10
-
-
 def reduce_scatter(comm, x, op: str = "sum", algorithm: str = "auto"):
     """This rank's rows ``bounds(len(x), p)[rank]`` of ⊕ over ranks of ``x``."""
     algorithm = _begin(comm, "reduce_scatter", algorithm, x, op=op)
@@ -149,7 +94,7 @@ def reduce_scatter(comm, x, op: str = "sum", algorithm: str = "auto"):
     xp, row = _xp(x), _row_size(x)
     rows = counts(x.shape[0], comm.size)
     work = xp.array(x, copy=True, order="C")
-    flat, spans = _flat(work), _spans_of([r * row for r in rows])
+    flat, spans = _flat(work), spans_of([r * row for r in rows])
     a, b = spans[comm.rank]
     if algorithm == "mpi":
         out = xp.empty(b - a, x.dtype)
@@ -178,7 +123,7 @@ def all_gather(comm, x, algorithm: str = "auto", rows: list[int] | None = None):
                         f"{x.shape[0]} rows")
     xp, row = _xp(x), _row_size(x)
     out = xp.empty((sum(rows), *x.shape[1:]), x.dtype)
-    flat, spans = _flat(out), _spans_of([r * row for r in rows])
+    flat, spans = _flat(out), spans_of([r * row for r in rows])
     if algorithm == "mpi":
         steps = _mpi_steps(comm, lambda: comm.mpi_allgather(
             _flat(xp.ascontiguousarray(x)), flat, [r * row for r in rows]))
@@ -264,7 +209,7 @@ def gather(comm, x, root: int = 0, algorithm: str = "auto"):
     if algorithm == "mpi":
         steps = _mpi_steps(comm, lambda: comm.mpi_gather(mine, flat, sizes, root))
     else:
-        steps = direct.gather(comm, mine, flat, _spans_of(sizes), root)
+        steps = direct.gather(comm, mine, flat, spans_of(sizes), root)
     Handle(comm, _wait(comm, f"gather/{algorithm}", x), steps).wait()
     return out
 
@@ -288,7 +233,7 @@ def scatter(comm, x, root: int = 0, algorithm: str = "auto"):
     if algorithm == "mpi":
         steps = _mpi_steps(comm, lambda: comm.mpi_scatter(full, _flat(mine), sizes, root))
     else:
-        steps = direct.scatter(comm, full, _flat(mine), _spans_of(sizes), root)
+        steps = direct.scatter(comm, full, _flat(mine), spans_of(sizes), root)
     Handle(comm, _wait(comm, f"scatter/{algorithm}", mine), steps).wait()
     return mine
 
@@ -297,22 +242,13 @@ def scatter(comm, x, root: int = 0, algorithm: str = "auto"):
 def _begin(comm, name: str, algorithm: str, x, *, op: str | None = None, root: int | None = None,
            shape=None) -> str:
     """Check the arguments before any message; in debug mode, compare the call across ranks."""
-    if algorithm not in ALGORITHMS[name]:
-        raise CommError(f"{name}: algorithm must be one of {ALGORITHMS[name]}, got {algorithm!r}")
+    algorithm = resolve(name, algorithm)
     if op is not None:
         check_op(op, x.dtype)
     if root is not None and not 0 <= root < comm.size:
         raise CommError(f"{name}: root {root} is outside 0..{comm.size - 1}")
-    if algorithm == "auto":
-        algorithm = {"reduce_scatter": "ring", "all_gather": "ring", "reduce_scatter_start": "ring",
-                     "all_gather_start": "ring", "broadcast": "tree",
-                     "reduce": "tree", "gather": "linear", "scatter": "linear"}.get(name, "auto")
     if comm.debug:
-        signature = {"collective": name, "algorithm": algorithm, "op": op, "root": root}
-        if x is not None:
-            signature["shape"] = tuple(x.shape) if shape is None else tuple(shape)
-            signature["dtype"] = str(x.dtype)
-        debug.check(comm, signature)
+        debug.check_call(comm, name, algorithm, x, op=op, root=root, shape=shape)
     return algorithm
 
 
@@ -338,10 +274,6 @@ def _flat(buf):
 
 def _row_size(x) -> int:
     return int(np.prod(x.shape[1:], dtype=np.int64))
-
-
-def _spans_of(sizes):
-    return [(start, start + s) for start, s in zip(offsets(sizes), sizes)]
 
 
 def _need_axis(x) -> None:

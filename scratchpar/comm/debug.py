@@ -22,6 +22,17 @@ def check(comm, signature: dict) -> None:
     comm.allgather_obj(None, what=f"debug check of {describe(signature)}")
 
 
+def check_call(comm, name: str, algorithm: str, x, *, op: str | None, root: int | None,
+               shape) -> None:
+    """:func:`check` of a collective's call: its algorithm, op and root, and ``x``'s dtype and
+    shape (``shape`` instead where ranks' row counts may differ: the rows they join)."""
+    signature = {"collective": name, "algorithm": algorithm, "op": op, "root": root}
+    if x is not None:
+        signature["shape"] = tuple(x.shape) if shape is None else tuple(shape)
+        signature["dtype"] = str(x.dtype)
+    check(comm, signature)
+
+
 def compare(comm_name: str, calls: list[str]) -> None:
     """Raise :class:`CollectiveMismatch` unless every rank's call (``calls[rank]``) is equal."""
     if any(call != calls[0] for call in calls):

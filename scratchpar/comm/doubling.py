@@ -9,7 +9,7 @@ the ring's 2N, but in log₂ p messages instead of 2(p−1).
 
 from __future__ import annotations
 
-from scratchpar.comm.ops import combine
+from scratchpar.comm.ops import combine, ufunc
 
 
 def all_reduce(comm, flat, op: str, scratch):
@@ -24,6 +24,18 @@ def all_reduce(comm, flat, op: str, scratch):
         combine(op, flat, scratch)  # a ⊕ b on one side, b ⊕ a on the other: the same bits
         mask <<= 1
     yield from unfold(comm, flat)
+
+
+def all_reduce_now(comm, flat, op: str, scratch) -> None:
+    """:func:`all_reduce` on a host array at a power-of-two p, blocking, inside the operation the
+    caller has entered: each step one :meth:`~scratchpar.comm.point_to_point.PointToPoint.exchange`
+    with the rank whose number differs in that bit. The same messages and sums, without a
+    Handle driving a generator: a 4 KiB all-reduce is mostly that driving."""
+    reduce, mask = ufunc(op), 1
+    while mask < comm.size:
+        comm.exchange(flat, scratch, comm.rank ^ mask)
+        reduce(flat, scratch, out=flat)  # a ⊕ b on one side, b ⊕ a on the other: same bits
+        mask <<= 1
 
 
 def power_of_two(p: int) -> int:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scratchpar.comm import chunks, ops, watchdog
+from scratchpar.comm import choice, chunks, ops, watchdog
 from scratchpar.comm.errors import CommError
 from scratchpar.comm.watchdog import Wait
 
@@ -37,6 +37,22 @@ def test_bounds_of_small_and_uneven_sizes():
 @given(st.lists(st.integers(0, 50), max_size=10))
 def test_offsets_are_exclusive_prefix_sums(sizes):
     assert chunks.offsets(sizes) == [sum(sizes[:i]) for i in range(len(sizes))]
+
+
+@given(st.lists(st.integers(0, 50), max_size=10))
+def test_spans_lie_end_to_end_one_size_each(sizes):
+    spans = chunks.spans_of(sizes)
+    assert [stop - start for start, stop in spans] == sizes
+    assert [start for start, _ in spans] == chunks.offsets(sizes)
+
+
+def test_auto_becomes_a_collectives_one_algorithm_and_a_wrong_name_is_refused():
+    assert choice.resolve("broadcast", "auto") == "tree"
+    assert choice.resolve("gather", "auto") == "linear"
+    assert choice.resolve("all_reduce", "auto") == "auto"  # the buffer decides
+    assert choice.resolve("reduce", "mpi") == "mpi"
+    with pytest.raises(CommError, match="algorithm must be one of"):
+        choice.resolve("all_gather_start", "mpi")
 
 
 def test_check_op_refuses_unknown_ops_and_avg_of_integers():
@@ -114,11 +130,9 @@ def test_debug_mode_follows_the_environment(monkeypatch, raw, want):
 
 
 def test_auto_all_reduce_follows_the_measured_crossover():
-    from scratchpar.comm.collectives import auto_all_reduce
-
-    assert auto_all_reduce(1 << 20, 2) == "recursive_doubling"
-    assert auto_all_reduce((1 << 20) + 4, 2) == "rabenseifner"
+    assert choice.auto_all_reduce(1 << 20, 2) == "recursive_doubling"
+    assert choice.auto_all_reduce((1 << 20) + 4, 2) == "rabenseifner"
     for p in (3, 4, 5, 6, 8):
-        assert auto_all_reduce(256 << 10, p) == "recursive_doubling"
+        assert choice.auto_all_reduce(256 << 10, p) == "recursive_doubling"
         above = "rabenseifner" if p in (4, 8) else "ring"  # halving needs a power of two
-        assert auto_all_reduce((256 << 10) + 4, p) == above
+        assert choice.auto_all_reduce((256 << 10) + 4, p) == above

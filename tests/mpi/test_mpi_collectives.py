@@ -16,10 +16,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
 
-from scratchpar.comm import collectives, reference
+from scratchpar.comm import choice, collectives, reference
 from scratchpar.comm.errors import CommError
 
-ALGORITHMS = collectives.ALGORITHMS
+ALGORITHMS = choice.ALGORITHMS
 DTYPES = ("float32", "float64", "int32", "int64")
 RTOL = {np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}  # reduction order differs
 

@@ -8,7 +8,7 @@ from mpi_helpers import shared_verdict
 
 from scratchpar import backend
 from scratchpar.autograd.precision import bfloat16
-from scratchpar.comm import collectives
+from scratchpar.comm import choice, collectives
 from scratchpar.comm.errors import CommError
 
 
@@ -16,7 +16,7 @@ def low_dtypes():
     return [np.dtype(np.float16)] + ([bfloat16()] if backend.xp_default() is np else [])
 
 
-@pytest.mark.parametrize("algorithm", collectives.ALGORITHMS["all_reduce"])
+@pytest.mark.parametrize("algorithm", choice.ALGORITHMS["all_reduce"])
 @shared_verdict
 def test_16_bit_sums_of_small_integers_are_exact_in_every_algorithm(comm, algorithm):
     """Integers up to 2⁸ and their sums over a few ranks are exact in both formats, so every

@@ -7,7 +7,7 @@ import pytest
 from device_helpers import host, on_device
 from mpi_helpers import shared_verdict
 
-from scratchpar.comm import collectives
+from scratchpar.comm import choice, collectives
 from scratchpar.comm.errors import CommError
 from scratchpar.comm.mpi import Communicator
 from scratchpar.double import MPIReads, watch
@@ -44,7 +44,7 @@ def exercise(comm, salt: int):
     with watch() as seen:
         comm.sendrecv(mine * 1.0, right, got, left)  # * 1.0: work still queued on the stream
         totals = [collectives.all_reduce(comm, mine * 1.0, algorithm=algorithm)
-                  for algorithm in collectives.ALGORITHMS["all_reduce"]]
+                  for algorithm in choice.ALGORITHMS["all_reduce"]]
     assert np.array_equal(host(got), rank_data(left, salt))
     for total in totals:
         np.testing.assert_allclose(host(total), want, rtol=1e-12)
