@@ -4,9 +4,9 @@ A variant is a small subclass that states its consistency rule through four hook
 pushes of a clock are held until every worker's has come and then applied as one update
 (``aggregates``), when a pull made after clock c may be answered (``ready``), how often a
 worker pushes and pulls (``pushes_at``, ``fetches_at``), and whether workers take the
-servers' lock around their whole step (``locked``). The servers (``server.py``) and workers
-(``worker.py``) carry out the protocol; :class:`~.sync.SyncParameterServer` stays beside them
-as the lockstep spec.
+servers' lock around their whole step (``locked``, with the server that keeps the lock,
+``server_role``). The servers (``server.py``) and workers (``worker.py``) carry out the
+protocol; :class:`~.sync.SyncParameterServer` stays beside them as the lockstep spec.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class ArrivalOrderParameterServer(Roles):
     worker's its own (no worker hears of the others' steps)."""
 
     locked = False  # workers hold every server's lock around their step (locked.py)
+    server_role = Server  # what a server rank runs (locked.py adds the lock)
     lockstep = False  # ranks do not agree on each step's verdict: one rank's error is alone
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, servers: int = 1,
@@ -32,7 +33,7 @@ class ArrivalOrderParameterServer(Roles):
         super().__init__(model, make_optimizer, objective, mesh, servers=servers,
                          grad_clip=grad_clip, scaler=scaler)
         self.offset = 0  # the clock this run started at (a resumed run's step)
-        self.role = Server(self) if self.is_server else Worker(self)
+        self.role = self.server_role(self) if self.is_server else Worker(self)
 
     # -- the consistency rule: overridden by each variant -----------------------------------------
     def aggregates(self, clock: int) -> bool:

@@ -2,7 +2,35 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from .arrival_order import ArrivalOrderParameterServer
+from .protocol import Header
+from .server import Server
+
+
+class LockServer(Server):
+    """A server with a lock: the workers that ask for it queue in arrival order, the holder's
+    finished step frees it, and a free lock goes to the next in the queue, the grant being the
+    range (the worker's pull)."""
+
+    def __init__(self, ps):
+        super().__init__(ps)
+        self.queue, self.holder = deque(), None
+
+    def acquire(self, w: int) -> None:
+        self.queue.append(w)
+
+    def finished(self, w: int, h: Header) -> None:
+        super().finished(w, h)
+        if self.holder == w:  # its step under the lock is done: the next one may go
+            self.holder = None
+
+    def settle(self) -> None:
+        super().settle()
+        if self.holder is None and self.queue:
+            self.holder = self.queue.popleft()
+            self.pull(self.holder)
 
 
 class LockedParameterServer(ArrivalOrderParameterServer):
@@ -14,3 +42,4 @@ class LockedParameterServer(ArrivalOrderParameterServer):
     (Li et al. 2014, §3.5: tasks run one by one, with a single thread's result)."""
 
     locked = True
+    server_role = LockServer

@@ -19,7 +19,7 @@ class SSPParameterServer(ArrivalOrderParameterServer):
                  servers: int = 1, grad_clip: float = 0.0, scaler=None):
         if staleness < 0:
             raise ValueError(f"the staleness bound τ must be ≥ 0, got {staleness}")
-        self.staleness = staleness  # τ; what the servers measure is their ``stale_counts``
+        self.staleness = staleness  # τ; what the servers measure is their ``staleness_histogram``
         super().__init__(model, make_optimizer, objective, mesh, servers=servers,
                          grad_clip=grad_clip, scaler=scaler)
 
