@@ -154,7 +154,7 @@ def locked(mesh, say):
         serial.step(shard(batch(step), w, ps.workers))
     print(f"  the lock went round (rank·step): {' '.join(order)}")
     same = all(np.array_equal(state["model"][k], v) for k, v in one.state_dict().items())
-    assert same and report["staleness"] == {0: len(grants)}
+    assert same and report["staleness_histogram"] == {0: len(grants)}
     print(f"  serial SGD on those {len(grants)} worker batches, in that order, equals the "
           f"server's parameters bitwise: {'yes' if same else 'NO'}; every push staleness 0",
           flush=True)

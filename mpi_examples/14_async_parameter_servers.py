@@ -78,7 +78,7 @@ def run(mesh, name, build, say):
         return None
     with no_grad():
         end = Classify().loss(model, held_out, "mean").item()
-    stale = " ".join(f"{k}:{n}" for k, n in report["staleness"].items())
+    stale = " ".join(f"{k}:{n}" for k, n in report["staleness_histogram"].items())
     print(f"\n{name}\n  {report['summary']}\n  staleness (updates: count) {stale}\n"
           f"  waiting for pulls: {', '.join(f'rank {r} {w:.2f} s' for r, w in enumerate(waits, 1))}"
           f" (slowed); held-out loss {start:.3f} → {end:.3f}",
@@ -116,13 +116,13 @@ def main():
     assert (batched["pushes"], batched["version"]) == (w * pushes, w * pushes)
     assert (ssp["pushes"], ssp["version"]) == (w * STEPS, STEPS)
     assert warm["version"] == WARMUP + w * (STEPS - WARMUP)
-    bounded = max(ssp["staleness"]) <= TAU
+    bounded = max(ssp["staleness_histogram"]) <= TAU
     assert bounded
     print(f"\nupdates: Downpour one per push ({w} × {STEPS}); n_push 4: {w} × ⌈{STEPS}/4⌉ = "
           f"{w * pushes}; SSP one per clock ({STEPS}); warm start {WARMUP} + {w} × "
           f"{STEPS - WARMUP} = {warm['version']}")
     print(f"SSP: staleness ≤ τ = {TAU}: {'yes' if bounded else 'NO'}; Downpour, unbounded, "
-          f"reached {max(downpour['staleness'])} updates", flush=True)
+          f"reached {max(downpour['staleness_histogram'])} updates", flush=True)
 
 
 if __name__ == "__main__":

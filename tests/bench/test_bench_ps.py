@@ -79,8 +79,8 @@ def test_staleness_stays_within_each_bound_and_every_push_is_applied(quick):
     for key, row in rows.items():
         report = result["results"]["staleness"]["runs"][key][0]["report"]  # server 0's
         assert row["pushes"] == row["sent"] == workers * steps
-        assert row["staleness"] == report["staleness"]
-        hist = {int(s): n for s, n in report["staleness"].items()}
+        assert row["staleness_histogram"] == report["staleness_histogram"]
+        hist = {int(s): n for s, n in report["staleness_histogram"].items()}
         assert sum(hist.values()) == row["pushes"]
         assert row["mean"] == pytest.approx(sum(s * n for s, n in hist.items()) / row["pushes"])
         assert row["max"] == max(hist)
@@ -89,7 +89,7 @@ def test_staleness_stays_within_each_bound_and_every_push_is_applied(quick):
             assert row["updates"] == steps  # one update per clock
         else:
             assert row["updates"] == workers * steps  # one per push
-    assert rows["ssp0"]["staleness"] == {"0": workers * steps}
+    assert rows["ssp0"]["staleness_histogram"] == {"0": workers * steps}
     by_run = {}
     names = {row["contender"]: key for key, row in rows.items()}
     for row in result["workers"]:
@@ -119,13 +119,13 @@ def test_loss_runs_apply_their_updates_and_evaluate(quick):
     assert rows["sync"]["stale_max"] is None and fastest["sync"]["ranks"][0]["report"] is None
     for key in ("async", "sync-then-async"):  # server 0's histogram of the run shown
         report = fastest[key]["ranks"][0]["report"]
-        hist = {int(s): n for s, n in report["staleness"].items()}
+        hist = {int(s): n for s, n in report["staleness_histogram"].items()}
         assert sum(hist.values()) == report["pushes"] == workers * steps  # every push counted
         row = rows["async (τ=∞)" if key == "async" else key]
         assert row["stale_max"] == max(hist)
         assert row["stale_mean"] == pytest.approx(sum(s * n for s, n in hist.items())
                                                   / report["pushes"])
-    warm = fastest["sync-then-async"]["ranks"][0]["report"]["staleness"]
+    warm = fastest["sync-then-async"]["ranks"][0]["report"]["staleness_histogram"]
     assert warm["0"] >= warmup * workers  # the synchronous clocks' pushes are never stale
     every = cfg["eval_every"]
     for rounds in result["results"]["loss"]["runs"].values():

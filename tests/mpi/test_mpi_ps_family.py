@@ -112,7 +112,7 @@ def test_one_worker_in_any_mode_is_serial_sgd_bitwise(comm, mesh, mode, kind, ad
         np.testing.assert_allclose(*zip(*losses), rtol=1e-13 if dtype == np.float64 else 1e-6)
     if report is not None:
         assert report["pushes"] == report["version"] == 4
-        assert report["staleness"] == {0: 4}
+        assert report["staleness_histogram"] == {0: 4}
 
 
 @settings(max_examples=8)
@@ -140,7 +140,7 @@ def test_zero_staleness_is_the_synchronous_server_update_for_update(comm, mesh, 
         np.testing.assert_allclose(*zip(*pairs), rtol=1e-12)
     if report is not None:
         assert report["version"] == 3 and report["pushes"] == 3 * ps.workers
-        assert set(report["staleness"]) == {0}
+        assert set(report["staleness_histogram"]) == {0}
 
 
 def run_slowed(comm, mesh, mode: str, steps: int, knobs: dict,
@@ -173,7 +173,7 @@ def test_no_push_is_lost_and_no_staleness_exceeds_tau_under_a_slow_worker(comm, 
     assert pushes == [sum(rule) + (not rule[-1])] * ps.workers
     bound = {"locked": 0, "ssp0": 0, "ssp2": 2}.get(mode)
     if bound is not None:
-        assert max(report["staleness"]) <= bound, report["staleness"]
+        assert max(report["staleness_histogram"]) <= bound, report["staleness_histogram"]
     if mode.startswith("ssp"):
         assert report["version"] == 7  # one update per clock
     if mode == "locked":

@@ -46,9 +46,9 @@ def plot_staleness(rows: list[dict], out_path: str) -> str:
     dashed where there is one."""
     fig, axes = pyplot().subplots(1, len(rows), figsize=(2.6 * len(rows) + 1, 3.4), sharey=True,
                                   squeeze=False)
-    top = max(s for r in rows for s in r["staleness"]) + 1
+    top = max(s for r in rows for s in r["staleness_histogram"]) + 1
     for ax, r in zip(axes[0], rows):
-        hist = r["staleness"]
+        hist = r["staleness_histogram"]
         ax.bar(list(hist), list(hist.values()), color="C0", width=0.8)
         if r["key"].startswith("ssp"):
             ax.axvline(int(r["key"][3:]) + 0.5, color="C3", ls="--", lw=1)

@@ -72,7 +72,7 @@ def speed(rank: dict) -> float:
 
 def staleness(report: dict) -> tuple[dict[int, int], float, int]:
     """Server 0's histogram {staleness: pushes}, its mean and its max."""
-    hist = {int(s): n for s, n in report["staleness"].items()}
+    hist = {int(s): n for s, n in report["staleness_histogram"].items()}
     return hist, sum(s * n for s, n in hist.items()) / max(sum(hist.values()), 1), \
         max(hist, default=0)
 
@@ -89,7 +89,7 @@ def staleness_rows(runs: dict, names: dict) -> list[dict]:
                      "sent": sum(len(r["ends_s"]) for r in ranks if r["worker"] is not None),
                      "mean": mean, "max": most,
                      "histogram": " ".join(f"{s}:{n}" for s, n in sorted(hist.items())),
-                     "staleness": hist, "busy": max(report["busy"]), "seconds": seconds,
+                     "staleness_histogram": hist, "busy": max(report["busy"]), "seconds": seconds,
                      "updates_per_s": report["version"] / seconds})
     return rows
 

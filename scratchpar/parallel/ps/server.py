@@ -79,7 +79,7 @@ class Server:
                 f"{version:,} updates · staleness mean {mean:.2f}, max {max(counts, default=0)}"
                 f" · {self.stats.busy_line()}")
         return {"pushes": pushes, "version": version, "busy": self.stats.fractions(),
-                "summary": line, "staleness": dict(sorted(counts.items())),
+                "summary": line, "staleness_histogram": dict(sorted(counts.items())),
                 "bytes": [self.stats.bytes[s] for s in sorted(self.stats.bytes)]}
 
     # -- the message loop -------------------------------------------------------------------------
