@@ -87,3 +87,12 @@ class MixedPrecision(Optimizer):
         twin = MixedPrecision(self.inner.rebind(params), self.scaler)
         twin.step_count = self.step_count
         return twin
+
+
+def rule_and_scaler(optimizer) -> tuple:
+    """For parameters that are their own fp32 masters (a parameter server's range): the rule a
+    :class:`MixedPrecision` wraps and the loss scaler it divides by, or ``optimizer`` and
+    None."""
+    if isinstance(optimizer, MixedPrecision):
+        return optimizer.inner, optimizer.scaler
+    return optimizer, None

@@ -192,15 +192,13 @@ def test_pipedream_in_bf16_moves_its_masters_as_in_fp32(comm, kind, seed):
 
 
 def servers_of(comm, mesh, task, precision: str, scale: float, mode: str = "sync"):
-    """A parameter server of one server rank over ``task``'s model in 16 bits: the server's
-    fp32 range is the master, the workers push fp32 gradients unscaled by ``scale``."""
+    """A parameter server of one server rank over ``task``'s model in 16 bits, given the
+    mixed-precision factory every strategy takes: the server's fp32 range is the master its
+    rule steps, the workers push fp32 gradients unscaled by ``scale``."""
     if comm.size < 2:
         pytest.skip("a parameter server needs a server and a worker")
-    task.model.to_dtype(dtype_of(precision, backend.xp_default()))
-    task.scaler = LossScaler(scale=scale) if precision == "fp16" else None
     cls = SyncParameterServer if mode == "sync" else AsyncParameterServer
-    return cls(task.model, lambda params: SGD(params, lr=0.1, momentum=0.9), task, mesh,
-               scaler=task.scaler)
+    return cls(task.model, mixed(task, precision, scale), task, mesh)
 
 
 @settings(max_examples=3)

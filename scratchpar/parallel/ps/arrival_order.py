@@ -29,9 +29,9 @@ class ArrivalOrderParameterServer(Roles):
     lockstep = False  # ranks do not agree on each step's verdict: one rank's error is alone
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, servers: int = 1,
-                 grad_clip: float = 0.0, scaler=None):
+                 grad_clip: float = 0.0):
         super().__init__(model, make_optimizer, objective, mesh, servers=servers,
-                         grad_clip=grad_clip, scaler=scaler)
+                         grad_clip=grad_clip)
         self.offset = 0  # the clock this run started at (a resumed run's step)
         self.role = self.server_role(self) if self.is_server else Worker(self)
 

@@ -12,12 +12,12 @@ class AsyncParameterServer(ArrivalOrderParameterServer):
     (DistBelief's n_push and n_fetch; 1 and 1 make every step push and pull)."""
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, n_push: int = 1,
-                 n_fetch: int = 1, servers: int = 1, grad_clip: float = 0.0, scaler=None):
+                 n_fetch: int = 1, servers: int = 1, grad_clip: float = 0.0):
         if n_push < 1 or n_fetch < 1:
             raise ValueError(f"n_push and n_fetch must be ≥ 1, got {n_push} and {n_fetch}")
         self.n_push, self.n_fetch = n_push, n_fetch
         super().__init__(model, make_optimizer, objective, mesh, servers=servers,
-                         grad_clip=grad_clip, scaler=scaler)
+                         grad_clip=grad_clip)
 
     def pushes_at(self, step: int) -> bool:
         return (step + 1) % self.n_push == 0

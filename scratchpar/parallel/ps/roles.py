@@ -8,6 +8,7 @@ from ...backend import to_host
 from ...comm.chunks import bounds
 from ...data.shard import Part
 from ...nn.module import Parameter
+from ...optim.mixed import rule_and_scaler
 from ..description import Description, Message
 from ..strategy import Strategy, whole_model
 from .protocol import Header
@@ -19,21 +20,23 @@ class Roles(ServerState, Strategy):
     """Splits the mesh's world (pure data parallelism, ``Mesh(comm)``) into ``servers`` S
     servers, ranks 0 … S−1, and W workers. A server holds its range of the flat parameters on
     the host (``flat``, a CPU master whatever device the workers compute on) and steps it with
-    :attr:`optimizer`, ``make_optimizer([flat])``: the range is the master, so that optimizer
-    is the rule alone, in fp32. A worker's, ``make_optimizer(model.parameters())``, only
-    carries the learning rate the training loop sets; it never steps. The protocol runs on its
+    :attr:`optimizer`, ``make_optimizer([flat])``'s rule: the range is the master, so a
+    mixed-precision wrapper's rule steps it alone, in fp32. A worker's optimizer,
+    ``make_optimizer(model.parameters())``, only carries the learning rate the training loop
+    sets; it never steps. The protocol runs on its
     own dup of the world (``comm``), and the servers (or workers) have a communicator of their
     own (``group``). Every rank keeps the caller's model whole: a worker's holds the
     parameters it pulled last, a server's those it started from (:meth:`gather_model` fills
     rank 0's).
 
     A model in 16 bits trains in mixed precision with the server's range as the fp32 master
-    (Micikevicius et al. 2018, §3.1): workers push their gradients in fp32, divided by the loss
-    ``scaler``'s S (the one their loss carries; fp16), and pull fp32 ranges that their 16-bit
-    model rounds. Each rank's scaler answers the verdicts it sees (:meth:`_judged`)."""
+    (Micikevicius et al. 2018, §3.1): workers push their gradients in fp32, divided by S, the
+    scale of the loss scaler ``make_optimizer``'s wrapper holds (the one their loss carries;
+    fp16), and pull fp32 ranges that their 16-bit model rounds. Each rank's scaler answers the
+    verdicts it sees (:meth:`_judged`)."""
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, servers: int = 1,
-                 grad_clip: float = 0.0, scaler=None):
+                 grad_clip: float = 0.0):
         super().__init__(model, None, objective, mesh, grad_clip=grad_clip)
         world = whole_model(mesh, type(self).__name__)
         if not 1 <= servers < world.size:
@@ -43,15 +46,16 @@ class Roles(ServerState, Strategy):
         self.servers, self.workers = servers, world.size - servers
         self.ranges = KeyRanges([p.size for p in self.params], servers)
         self.is_server = world.rank < servers
-        self.scaler, self.wire = scaler, widened(self.params[0].dtype)  # what moves: fp32
+        self.wire = widened(self.params[0].dtype)  # what moves: fp32
         self.group = world.split(0 if self.is_server else 1, name="ps servers" if self.is_server
                                  else "ps workers")
         if self.is_server:
             host = [to_host(p.data) for p in self.params]
             self.flat = Parameter(self.ranges.gather(host, world.rank).astype(self.wire))  # (K_s,)
-            self._optimizer = make_optimizer([self.flat])
+            self._optimizer, self.scaler = rule_and_scaler(make_optimizer([self.flat]))
         else:
             self._optimizer = make_optimizer(self.params)  # the loop sets its lr; never steps
+            self.scaler = rule_and_scaler(self._optimizer)[1]
 
     def rows(self, batch_size: int) -> tuple[int, int]:
         """Worker w's share of the global batch, ``bounds(B, W)[w]`` (what :func:`shard` cuts

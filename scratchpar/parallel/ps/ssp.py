@@ -16,12 +16,12 @@ class SSPParameterServer(ArrivalOrderParameterServer):
     moment it arrives, is :class:`~.downpour.AsyncParameterServer`."""
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, staleness: int,
-                 servers: int = 1, grad_clip: float = 0.0, scaler=None):
+                 servers: int = 1, grad_clip: float = 0.0):
         if staleness < 0:
             raise ValueError(f"the staleness bound τ must be ≥ 0, got {staleness}")
         self.staleness = staleness  # τ; what the servers measure is their ``staleness_histogram``
         super().__init__(model, make_optimizer, objective, mesh, servers=servers,
-                         grad_clip=grad_clip, scaler=scaler)
+                         grad_clip=grad_clip)
 
     def aggregates(self, clock: int) -> bool:
         return True

@@ -13,13 +13,12 @@ class SyncThenAsync(AsyncParameterServer):
     Dean et al. warm-start with a single replica. The synchronous steps are one device's."""
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, warmup: int,
-                 n_push: int = 1, n_fetch: int = 1, servers: int = 1, grad_clip: float = 0.0,
-                 scaler=None):
+                 n_push: int = 1, n_fetch: int = 1, servers: int = 1, grad_clip: float = 0.0):
         if warmup < 0:
             raise ValueError(f"the synchronous warm-up must be ≥ 0 steps, got {warmup}")
         self.warmup = warmup
         super().__init__(model, make_optimizer, objective, mesh, n_push=n_push, n_fetch=n_fetch,
-                         servers=servers, grad_clip=grad_clip, scaler=scaler)
+                         servers=servers, grad_clip=grad_clip)
 
     def aggregates(self, clock: int) -> bool:
         return clock < self.warmup

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ...parallel import ps
-from ..optimizer import build_optimizer
 from ..option import count, flag_of, opt
 from .family import Family
 
@@ -74,13 +73,12 @@ class ServerFamily(Family):
 
     def build(self, cfg, task, make_optimizer, mesh):
         """The variant ``--ps-mode`` names, training ``task``; rank 0 says the roles. A
-        server's fp32 key range is its own master and the workers push gradients already
-        unscaled, so its optimizer is ``--optimizer``'s rule alone, never the 16-bit
-        ``make_optimizer``'s masters and loss scale; the workers' losses carry the task's
-        scaler (fp16's), which each rank answers as it judges its steps."""
+        server's fp32 key range is its own master: it steps it with the rule of
+        ``make_optimizer``'s mixed-precision wrapper, whose loss scaler (fp16's, the task's)
+        each rank answers as it judges its steps."""
         t = cfg.train
-        args = (task.model, lambda params: build_optimizer(cfg, params), task, mesh)
-        common = {"servers": t.servers, "grad_clip": cfg.optim.grad_clip, "scaler": task.scaler}
+        args = (task.model, make_optimizer, task, mesh)
+        common = {"servers": t.servers, "grad_clip": cfg.optim.grad_clip}
         if t.ps_mode == "sync":
             strategy, rule = ps.SyncParameterServer(*args, **common), "synchronous"
         elif t.ps_mode == "locked":
