@@ -8,7 +8,8 @@ import resource
 from dataclasses import replace
 
 from .defaults import OWN_MODEL, SPARSE
-from .memory_models import GiB, MiB, Model, dense_source, file_size, gpt, mlp, recurrent
+from .memory_models import GiB, MiB, Model, gpt, mlp, recurrent
+from .memory_sources import dense_source, file_size
 from .memory_sparse import sparse_model, sparse_source
 from .strategies import REGISTRY
 from .task import eval_rows

@@ -1,9 +1,10 @@
-"""The bytes of what a run builds, from its Config alone: each network (its parameters, a
-training step's activations, an evaluation) and each dense data source (its tables, batches)."""
+"""The bytes of each network a run builds, from its Config alone: one shape function per model
+kind (its parameters, a training step's activations, an evaluation), and beside the GPT's the
+published count of a transformer layer's activations (Korthikanti et al. 2022). The memory
+estimate, the planner and the benchmarks all read these."""
 
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 from ..parallel.description import Shape
@@ -15,10 +16,6 @@ I64 = F64 = 8  # token ids and gather indices; the data sources' tables and rand
 # over chains of recorded ops measures about 400 bytes for an elementwise op on tiny arrays and
 # 600-750 for the models' ops. 1 KiB bounds them all.
 NODE_BYTES = 1024
-CODE_POINTS = 0x110000  # distinct characters a text can hold at most
-SCAN_LIMIT = GiB  # a text file up to this size is read (in chunks) to count its characters
-HUGE = 1 << 4096  # stands in for a table too large to compute: V**(order+1) with a large order
-TEACHER, CALIBRATION = 64, 4096  # SyntheticClassification's hidden width and calibration sample
 
 
 class Model(NamedTuple):
@@ -32,18 +29,6 @@ class Model(NamedTuple):
     step: int
     evaluation: int
     once: int = 0
-
-
-class Source(NamedTuple):
-    """A data source's vocabulary, and bytes: its peak while built (entropy floor included),
-    what it keeps, the batches a run holds and draws, and the temporaries of drawing one,
-    which are gone before the step that uses it allocates anything (its own moment)."""
-
-    vocab: int
-    built: int
-    kept: int
-    batches: int
-    drawing: int = 0
 
 
 def value_bytes(cfg, s: int) -> int:
@@ -65,6 +50,97 @@ def gpt_block(c: int) -> int:
     return 12 * c * c + 13 * c
 
 
+class Sizes(NamedTuple):
+    """A GPT block's arrays on one rank: ``n`` = B·T tokens of width ``c`` = C, of which
+    ``shard`` are its sequence shard's (n without sequence parallelism); its attention width
+    ``q`` = h_r·d and ``hidden`` units (C and 4C on one device, split over t ranks by Megatron,
+    Shoeybi et al. 2019, §3), and the entries of its softmax's (B, h_r, T, T) ``scores``."""
+
+    n: float
+    c: float
+    shard: float
+    q: float
+    hidden: float
+    scores: float
+
+    @classmethod
+    def even(cls, b: int, t: int, c: int, heads: int, tp: int = 1,
+             sequence_parallel: bool = False) -> Sizes:
+        """One of ``tp`` ranks' even share of a block on ``b`` rows of ``t`` tokens."""
+        n = b * t
+        return cls(n, c, n / tp if sequence_parallel else n, c / tp, 4 * c / tp,
+                   b * heads * t * t / tp)
+
+
+def korthikanti(seq: int, batch: int, d_model: int, heads: int, t: int, itemsize: int,
+                recompute: str, sequence_parallel: bool) -> float:
+    """Bytes one of t tensor-parallel ranks keeps for one layer's backward (Korthikanti et al.
+    2022, §4, Table 2), with s = ``seq``, b = ``batch``, h = ``d_model``, a = ``heads``, values
+    of e = ``itemsize`` bytes and dropout masks of one byte.
+
+    Per layer they count 16 arrays of (s, b, h) values: 4 whole (the two LayerNorms' inputs
+    and outputs) and 12 split over t (Q, K, V; attention·V; GELU's input and output, 4 each);
+    2 masks of (s, b, h) whole; and over the attention's (b, a/t, s, s) the softmax's output
+    and its dropped copy, e each, and their mask. So, with e = 2, their sbh(34 + 5as/h) at
+    t = 1 (eq. 1), sbh(10 + 24/t + 5as/(ht)) with tensor parallelism (eq. 2) and sbh/t · (34 +
+    5as/h) with sequence parallelism too (eq. 4):
+
+    - none: sbh(4e + 2 + 12e/t) + (2e + 1)as²b/t, or all of it over t with SP;
+    - selective: the attention's term gone (§5, sbh · 34/t with SP at e = 2);
+    - full: the layer's input alone, e·sbh (over t with SP: each rank keeps its shard).
+    """
+    e, sbh = itemsize, seq * batch * d_model
+    if recompute == "full":
+        return e * sbh / (t if sequence_parallel else 1)
+    whole, split = (4 * e + 2) * sbh, 12 * e * sbh
+    kept = (whole + split) / t if sequence_parallel else whole + split / t
+    if recompute == "selective":
+        return kept
+    return kept + (2 * e + 1) * heads * seq * seq * batch / t
+
+
+def gpt_layer(sizes: Sizes, e: int, rstd: int, dropout: bool, recompute: str) -> float:
+    """Bytes this engine's graph keeps of one GPT block on a rank of ``sizes`` for backward,
+    with values of ``e`` bytes and the LayerNorms' rstd of ``rstd``: the arrays
+    :func:`korthikanti` counts as backward reads them (an op's output stays only where an op
+    saved it, ``autograd.tensor.Context``).
+
+    Whole: each LayerNorm's x̂ (on the shard) and output (4 (N, C) arrays; with sequence
+    parallelism the outputs all-gathered, which QKV and W₁ read, while the shards are read by
+    none), their 2 rstd of (shard,). Split: Q, K and V, which the score products read, and
+    attention·V joined, the projection's input (4q); W₁'s output, GELU's σ beside its input
+    (``autograd.ops_nn``) and its output (3 · 4C/t); the softmax's output (scaling and
+    masking keep nothing). The row-parallel layers' partial products and sums are read by no
+    backward. Dropout keeps the attention weights' mask (a byte an entry) and dropped copy,
+    and the MLP output's mask (on the shard: after the reduction). So on one device, at e = 2
+    with dropout, sbh(41 + 5as/h) beside the paper's 34: GELU's σ 8 more, one mask fewer
+    (``nn.Block`` drops out after the MLP, not after the attention's projection).
+
+    Recomputed: selective drops the attention core's (B, h_r, T, T) arrays; full keeps the
+    block's input alone (its shard with sequence parallelism)."""
+    n, c, shard = sizes.n, sizes.c, sizes.shard
+    if recompute == "full":
+        return e * shard * c
+    core = sizes.scores * (e + dropout * (e + 1))
+    kept = (e * (2 * shard * c + 2 * n * c + n * (4 * sizes.q + 3 * sizes.hidden))
+            + 2 * shard * rstd + dropout * shard * c + core)
+    return kept - core if recompute == "selective" else kept
+
+
+def tensor_share(cfg, tp: int) -> float:
+    """The share of a GPT block's activations one of ``tp`` tensor-parallel ranks keeps
+    (:func:`gpt_layer` on its even share over one device's), counted as Korthikanti et al. 2022
+    (§4.2, eqs. 1-2) count Megatron's: the LayerNorms' (N,) rstd left out, values in the run's
+    dtype. Other models keep theirs whole."""
+    if tp == 1 or cfg.model.kind != "gpt":
+        return 1.0
+    m, t = cfg.model, cfg.train
+    s, drop = 8 if t.dtype == "float64" else 4, m.dropout > 0
+    kept = [gpt_layer(Sizes.even(1, cfg.data.seq_len, m.d_model, m.n_heads, ranks,
+                                 t.sequence_parallel), s, 0, drop, "none") for ranks in (tp, 1)]
+    return kept[0] / kept[1]
+
+
 def gpt(cfg, s: int, v: int, rows: int) -> Model:
     """The GPT's states and activations; under ``--recompute``, a step keeps of each block its
     input alone (full) or all but its attention core's (B, H, T, T) arrays (selective), and
@@ -82,18 +158,13 @@ def gpt(cfg, s: int, v: int, rows: int) -> Model:
 
     def step(b: int) -> int:
         nc, a, nv, nt = b * t * c, b * heads * t * t, b * t * v, b * t  # (N, C), (B, H, T, T)
-        # what backward reads (an op's output stays only if an op saved it), per block: two
-        # LayerNorms' x̂ and outputs 4, Q, K, V 3, attention·V joined 1, GELU's input, σ and
-        # output 12 (N, C) arrays, their 2 rstd (N,), and the softmax's (B, H, T, T); dropout
-        # keeps the attention weights' mask (a byte each) and dropped copy, and the MLP's mask;
-        # in 16 bits the rstd stay in the run's dtype
-        block = 20 * nc * e + 2 * nt * s + a * e + drop * (a * (e + 1) + nc)
-        core = a * e + drop * a * (e + 1)  # of it, the attention core's (B, H, T, T) arrays
-        blocks, embedded, again = layers * block, drop * nc, 0  # again: rebuilt in backward
-        if recompute == "selective":  # the cores keep q, k, v, which QKV keeps anyway
-            blocks, again = layers * (block - core), core
-        elif recompute == "full":  # each block keeps its input, the embedding its ids
-            blocks, embedded, again = layers * nc * e, 0, block
+        # what backward reads of each block (gpt_layer; in 16 bits the rstd stay in the run's
+        # dtype), and what it rebuilds of a recomputed one: its attention core, or all of it
+        sizes = Sizes(nt, c, nt, c, 4 * c, a)  # one device's block
+        block, held = (gpt_layer(sizes, e, s, drop, mode) for mode in ("none", recompute))
+        again = {"none": 0, "selective": block - held, "full": block}[recompute]
+        blocks = layers * held
+        embedded = drop * nc * (recompute != "full")  # embed's mask; under full, its ids alone
         kept = (blocks + 2 * nc * e + (nt + t * c) * s + embedded  # ln_f; embed's mask
                 + 25 * nt)  # targets, rows
         # at its widest: forward's end, the logits beside their softmax (which backward makes
@@ -174,63 +245,3 @@ def mlp(cfg, s: int, rows: int) -> Model:
 def draw(s: int, largest: int) -> int:
     """Initialization draws a weight in float64, then casts it to the model's dtype."""
     return F64 * largest if s != F64 else 0
-
-
-def dense_source(cfg) -> Source:
-    d, b, t = cfg.data, cfg.train.batch_size, cfg.data.seq_len
-    if d.source == "classification":
-        f, k = d.n_features, d.n_classes
-        # the teacher's calibration sample, its hidden layer and two temporaries; its weights
-        built = F64 * (CALIBRATION * (f + 3 * TEACHER + k) + TEACHER * (f + k))
-        batch = 4 * f + I64  # float32 inputs and int64 labels
-        labels = F64 * (f + 2 * TEACHER + 2 * k) + 2 * I64  # the teacher labels in float64
-        # a step holds its batch; drawing one computes its labels while the last batch is
-        # still held (the evaluation's loop): two batches and the labels' temporaries
-        return Source(0, built, F64 * TEACHER * (f + k + 2), b * batch, b * (batch + labels))
-    # the step's batch stays alive while evaluation draws one: ids and uniforms, or indices
-    batches = b * (3 * I64 * (t + 1) + F64 * t)
-    if d.source == "text":
-        size = file_size(d.path)
-        v = _text_vocab(d.path, size)
-        # reading holds the bytes and a str of ≤ 4 bytes per character, then the str and the
-        # int32 ids, which stay; a character's index and set entries
-        return Source(v, 8 * size + 256 * v, 4 * size + 256 * v, batches)
-    v = d.vocab_size
-    contexts = _power(v, d.order)
-    table = F64 * contexts * v
-    # the table and its CDF stay; building them holds three at once, the entropy floor six
-    # and four vectors over the contexts; each position of a batch reads rows of the CDF
-    return Source(v, 6 * table + 4 * F64 * contexts, 2 * table, batches + b * (F64 + 1) * v)
-
-
-def _power(base: int, exponent: int) -> int:
-    """``base ** exponent``, or HUGE where that would be too large to compute."""
-    if exponent * max(base, 1).bit_length() > HUGE.bit_length():
-        return HUGE
-    return max(base, 0) ** max(exponent, 0)
-
-
-def file_size(path) -> int:
-    try:
-        return os.stat(path).st_size if path is not None else 0
-    except OSError:  # missing or unreadable: another check reports it
-        return 0
-
-
-def _text_vocab(path, size: int) -> int:
-    """PAD plus the distinct characters of a UTF-8 file, read 1 MiB at a time (up to
-    SCAN_LIMIT bytes; a larger file may hold any character)."""
-    if path is None or not os.path.isfile(path):  # another check reports it
-        return 1
-    if size > SCAN_LIMIT:
-        return CODE_POINTS + 1
-    seen: set[str] = set()
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            while chunk := f.read(MiB):
-                seen.update(chunk)
-    except OSError:  # unreadable: another check reports it
-        return 1
-    return len(seen) + 1
-
-

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..data.sparse_logreg import CHUNK_ENTRIES
 from ..parallel.description import Shape
-from .memory_models import F64, I64, NODE_BYTES, Model, Source, draw, moments
+from .memory_models import F64, I64, NODE_BYTES, Model, draw, moments
+from .memory_sources import Source
 
 # Features a sample draws, per non-zero, to find nnz distinct ones: measured 2-6 for most
 # shapes, up to 10 for the densest (2 of 4 features, over 32,768 samples)

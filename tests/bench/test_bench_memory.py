@@ -4,7 +4,7 @@ import pytest
 from bench_helpers import run_quick
 
 from scratchpar.bench.memory import driver
-from scratchpar.bench.memory.formulas import korthikanti
+from scratchpar.train.memory_models import korthikanti
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """A tensor-parallel shard keeps the share of the model's activations that the memory estimate
-gives it (``mesh.tensor_share``): the traced peak of its forward and backward against the
+gives it (``memory_models.tensor_share``): the traced peak of its forward and backward against the
 whole model's, on pairs of ranks, within 6%. The share is the blocks'; the parts outside
 them (the embedding, the head, backward's widest moment) have shares of their own."""
 
@@ -10,7 +10,7 @@ from scratchpar.device_rng import DeviceRandom
 from scratchpar.parallel.tensor import tensor_parallel
 from scratchpar.peak import peak_bytes
 from scratchpar.train import make_config
-from scratchpar.train.strategies.mesh import tensor_share
+from scratchpar.train.memory_models import tensor_share
 from scratchpar.train.task import build_task
 
 

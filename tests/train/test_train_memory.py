@@ -30,11 +30,10 @@ from scratchpar.train.memory import (
     network,
     on_device,
 )
-from scratchpar.train.memory_models import Model
+from scratchpar.train.memory_models import Model, tensor_share
 from scratchpar.train.optimizer import optimizer_factory
 from scratchpar.train.precision import apply_precision
 from scratchpar.train.strategies import REGISTRY
-from scratchpar.train.strategies.mesh import tensor_share
 from scratchpar.train.task import build_task
 
 # Over 600 configs drawn as below (tracemalloc peaks of build, entropy floor, one step and an

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from ...parallel.zero.formula import formula
 from ...table import table
+from ...train.memory_models import Sizes, gpt_layer, korthikanti
 from ..harness import Benchmark, describe, ints, machine
 from ..mpijob import job
-from .formulas import engine, korthikanti
 from .worker import MODES, STRATEGIES
 
 STATES = {"vocab": 32, "seq": 64, "d_model": 256, "heads": 4, "layers": 4, "batch": 8,
@@ -37,6 +37,14 @@ LABELS = {"dp": "DP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3"}
 def precisions(device: str) -> list[str]:
     """The 16-bit formats the device has: CuPy has no bfloat16."""
     return list(PRECISIONS) if device == "cpu" else ["fp32", "fp16"]
+
+
+def engine(seq: int, batch: int, d_model: int, heads: int, t: int, itemsize: int,
+           recompute: str, sequence_parallel: bool) -> float:
+    """:func:`korthikanti`'s layer as this engine's graph keeps it (``memory_models.gpt_layer``:
+    fp32 rstd, dropout on), with the causal mask (s² bools) where the attention core is kept."""
+    sizes = Sizes.even(batch, seq, d_model, heads, t, sequence_parallel)
+    return gpt_layer(sizes, itemsize, 4, True, recompute) + seq * seq * (recompute == "none")
 
 
 def state_rows(results: dict) -> list[dict]:

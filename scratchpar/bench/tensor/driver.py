@@ -15,10 +15,11 @@ from ...parallel.tensor import ParallelFeedForward
 from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from ...table import table
 from ...trace.tracer import Tracer
+from ...train.memory_models import korthikanti
 from ..harness import Benchmark, describe, ints, machine
 from ..mpijob import job
 from ..timing import against_one_device, speedup
-from .formulas import FLOAT32, activation_formula, korthikanti, param_formula
+from .formulas import FLOAT32, activation_formula, param_formula
 
 CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},
           "mlp": {"tokens": 256, "d_model": 1024}, "warmup": 2, "repeats": 30}
@@ -168,7 +169,8 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
              "param_formula": param_formula(cfg, t, r), "grad_bytes": held["grad_bytes"],
              "activation_bytes": held["activation_bytes"], "activation_formula": act,
              "activation_ratio": held["activation_bytes"] / act,
-             "korthikanti": round(korthikanti(cfg, t, layer)),
+             "korthikanti": round(korthikanti(cfg["seq"], cfg["batch"], cfg["d_model"],
+                                              cfg["heads"], t, 2, "none", layer == "sequence")),
              "vs_block": held["activation_bytes"] / res["one_device"]["activation_bytes"]}
             for t, res in results.items() for layer in LAYER_NAMES
             for r, held in enumerate(mine[layer] for mine in res["per_rank"])

@@ -1,8 +1,10 @@
-"""What a rank of a tensor-parallel block holds and sends, in bytes, as this engine counts it."""
+"""What a rank of a tensor-parallel block holds, in bytes, as this engine counts it: its
+parameters, and its activations as the memory estimate counts a block's."""
 
 from __future__ import annotations
 
 from ...comm.chunks import counts
+from ...train.memory_models import Sizes, gpt_layer
 
 FLOAT32 = 4
 
@@ -26,36 +28,14 @@ def param_formula(cfg: dict, t: int, r: int) -> int:
 
 
 def activation_formula(cfg: dict, t: int, r: int, layer: str) -> int:
-    """Bytes the forward's graph keeps on rank r (``held.graph_bytes``, the input included),
-    with s = T, b = B, h = C, a = heads: 4 · (sbh · (6 + 16/t) + as²b/t + 2sb) + s² without
-    sequence parallelism, 4 · (sbh · (2 + 4/t + 16/t) + as²b/t + 2sb/t) + s² with it.
-
-    The graph keeps what backward reads: an op's output stays only where an op saved it
-    (``autograd.tensor.Context``). Whole (sbh each, or sbh/t with SP): the input; each
-    LayerNorm's x̂ and output, the next layer's input (2, and rstd: sb); the block's output.
-    Split (sbh/t): Q, K and V, which the score products read (3); attention·V joined, the
-    projection's input (1); W₁'s output, GELU's σ and its output (12). Scores (b, a/t, s, s):
-    the softmax's output only, since scaling and masking keep nothing. The row-parallel
-    layers' partial products and sums are read by no backward. With SP each LayerNorm's output
-    is all-gathered and the whole gathered input is what QKV and W₁ keep (2 sbh), while the
-    shard itself is read by none. The causal mask: s² bool bytes."""
+    """Bytes the forward's graph keeps on rank r (``held.graph_bytes``): one block as
+    ``memory_models.gpt_layer`` counts it in float32 without dropout, on the rank's own heads,
+    hidden units and sequence shard, beside the block's input and output (its sequence shards
+    with SP), which a graph of one block holds too, and the causal mask (s² bool bytes). At
+    even splits, with s = T, b = B, h = C, a = heads: 4 · (sbh · (6 + 16/t) + as²b/t + 2sb) + s²
+    without sequence parallelism, 4 · (sbh · (2 + 4/t + 16/t) + as²b/t + 2sb/t) + s² with it."""
     b, s, c = cfg["batch"], cfg["seq"], cfg["d_model"]
     heads, f, s_r = shares(cfg, t, r)
-    n, q = b * s, heads * (c // cfg["heads"])  # tokens, h_r·d
-    split = n * (4 * q + 3 * f) + b * heads * s * s  # QKV, attn·V, W₁ ×3; scores
-    if layer == "tensor":
-        whole = 6 * n * c + 2 * n
-    else:  # 4 shards of (B, T_r, C), the 2 gathered inputs whole
-        whole = 4 * b * s_r * c + 2 * n * c + 2 * b * s_r
-    return FLOAT32 * (whole + split) + s * s  # + the (T, T) bool causal mask
-
-
-def korthikanti(cfg: dict, t: int, layer: str) -> float:
-    """Korthikanti et al. 2022, Table 2: a layer's activation bytes per rank in their 16-bit
-    accounting (dropout masks 1 B, what backward reads), sbh · (10 + 24/t) + 5as²b/t, or with
-    SP sbh · 34/t + 5as²b/t. Here float32 doubles every array's bytes, GELU keeps its σ beside
-    its input, there is no dropout, and with SP the gathered inputs are kept rather than
-    gathered again in backward (their §4.2.2)."""
-    s, b, h, a = cfg["seq"], cfg["batch"], cfg["d_model"], cfg["heads"]
-    whole = 34 / t if layer == "sequence" else 10 + 24 / t
-    return s * b * h * whole + 5 * a * s * s * b / t
+    n, shard = b * s, b * s_r if layer == "sequence" else b * s
+    sizes = Sizes(n, c, shard, heads * (c // cfg["heads"]), f, b * heads * s * s)
+    return gpt_layer(sizes, FLOAT32, FLOAT32, False, "none") + FLOAT32 * 2 * shard * c + s * s

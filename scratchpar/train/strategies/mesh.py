@@ -10,6 +10,7 @@ from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ...parallel.pipeline.simulator import simulate
 from ...parallel.pipeline.stage import release
+from ..memory_models import tensor_share
 from ..option import count, opt
 from .family import Family
 
@@ -139,7 +140,7 @@ class MeshFamily(Family):
         forwarded and not yet backward (GPipe m, 1F1B p at the first stage, Huang et al. 2019;
         Narayanan et al. 2021), each a chunk's even share, 1/(p·v), of what one micro-batch
         keeps, beside what a micro-batch holds once (backward's widest moment); then a
-        tensor-parallel rank's share of those (:func:`tensor_share`)."""
+        tensor-parallel rank's share of those (``memory_models.tensor_share``)."""
         t = cfg.train
         tp = t.tp if t.strategy == "hybrid" else 1
         rows = -(-t.batch_size // (t.replicas(world_size) * t.m))
@@ -266,29 +267,3 @@ def tensor_problems(c) -> list[str]:
             problems.append(f"--tp {t.tp} must divide {name} ({n}): each tensor-parallel rank "
                             "holds an equal share")
     return problems
-
-
-def tensor_share(cfg, tp: int) -> float:
-    """The share of a GPT block's activations a tensor-parallel rank keeps, counted as
-    Korthikanti et al. 2022 (§4.2, eqs. 1-2) count Megatron's, here for this engine's graph,
-    which keeps what backward reads (``autograd.tensor.Context``). In (N, C) arrays (N = B·T)
-    and (B, H, T, T) ones, A = H·T/C of the first: one device keeps 20 + A
-    (``memory_models.gpt``). A rank of t keeps the heads' and the MLP's inner arrays split
-    (Q, K, V 3, attention·V joined 1, W₁'s output, GELU's σ and output 12, the softmax's
-    output) and, without sequence parallelism, the two LayerNorms' x̂ and outputs whole, 4;
-    the row-parallel layers' partial products and sums are read by no backward. With sequence
-    parallelism the LayerNorms' x̂ are split too and only the two all-gathers' outputs, which
-    QKV and W₁ read, stay whole, 2. Dropout's masks (a byte an entry) and the attention
-    weights' dropped copy are counted as one device counts them: the attention's split by
-    heads, the MLP output's mask whole without sequence parallelism. Other models keep theirs
-    whole."""
-    if tp == 1 or cfg.model.kind != "gpt":
-        return 1.0
-    s, drop = 8 if cfg.train.dtype == "float64" else 4, int(cfg.model.dropout > 0)
-    scores = cfg.model.n_heads * cfg.data.seq_len / cfg.model.d_model  # A: (B,H,T,T) per (N,C)
-    whole, split = (2, 18) if cfg.train.sequence_parallel else (4, 16)
-    one = 20 * s + scores * s + drop * (scores * (s + 1) + 1)
-    mlp_out = 1 / tp if cfg.train.sequence_parallel else 1  # its dropout, after the reduction
-    rank = ((whole + split / tp) * s + scores * s / tp
-            + drop * (scores * (s + 1) / tp + mlp_out))
-    return rank / one
