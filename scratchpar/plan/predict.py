@@ -25,6 +25,7 @@ from collections.abc import Callable
 from ..parallel.pipeline import schedules
 from ..train.memory import network, source_of
 from ..train.strategies import REGISTRY
+from ..train.strategies.family import Layout
 from . import served, stages, step
 
 Compute = Callable[[int], tuple[float, float]]
@@ -34,7 +35,7 @@ Shares = Callable[[int, int], list[tuple[float, float]]]  # (rows, P) → each s
 def shape_of(cfg):
     """The model's :class:`~scratchpar.parallel.description.Shape`, from the config alone."""
     itemsize = 8 if cfg.train.dtype == "float64" else 4
-    return network(cfg, itemsize, source_of(cfg).vocab, 1).shape
+    return network(cfg, itemsize, source_of(cfg).vocab, Layout(1), 1).shape
 
 
 def predict(cfg, world: int, profile, compute: Compute, tensor: Compute | None = None,

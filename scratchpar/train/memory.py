@@ -12,6 +12,7 @@ from .memory_models import GiB, MiB, Model, gpt, mlp, recurrent
 from .memory_sources import dense_source, file_size
 from .memory_sparse import sparse_model, sparse_source
 from .strategies import REGISTRY
+from .strategies.family import Layout
 from .task import eval_rows
 
 # Activations are counted array by array. The temporaries NumPy makes inside an op add at most
@@ -42,7 +43,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     parameters   the weights; the float64 draw that initializes one; local SGD's averaging buffers
     gradients    one per weight, and a parallel strategy's buckets and collective scratch
     optimizer    momentum or Adam's two moments, the update's scratch, a checkpoint's copies
-    activations  a training step's, as its strategy holds them (Family.activations): on
+    activations  a training step's, as its strategy holds them (its Layout): on
                  ceil(batch/workers) rows (the ranks that share a batch: all but a parameter
                  server's or EASGD's master), or a pipeline stage's stash of micro-batches, a
                  tensor-parallel rank's share of it: what the autograd graph keeps for backward,
@@ -63,18 +64,17 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     margin = MARGIN if bound else None
     source = source_of(cfg)
     family = REGISTRY[t.strategy]
-    model = network(cfg, s, source.vocab, 1)  # its shape and initialization
-    rows = eval_rows(cfg, world_size)  # rank 0 scores a held-out batch this many rows at once
-    scored = replace(cfg, train=replace(t, batch_size=rows))
-    evaluation = network(scored, s, source.vocab, 1).evaluation
+    layout = family.activations(cfg, world_size)  # how the strategy holds a step's activations
+    # the model's own figures, on the layout's rows; rank 0 scores a held-out batch this many
+    # rows at a time
+    model = network(cfg, s, source.vocab, layout, eval_rows(cfg, world_size))
     shape, p = model.shape, model.shape.bytes
     held = family.describe(cfg, shape, world_size)  # the strategy's own figures
     # work arrays: the update's; L2 decay's second; mixed precision's fp32 gradient beside them
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0) + (t.precision != "fp32")
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
     resumed = _checkpoint_bytes(t.resume)
-    activations = max(family.activations(
-        cfg, lambda r: network(cfg, s, source.vocab, r), world_size), evaluation)
+    activations = max(model.held(layout.stash), model.evaluation)
     setup = {"parameters": p + model.init, "data": source.built, "checkpoint": resumed}
     training = {
         "parameters": held.holds["parameters"],
@@ -91,7 +91,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     gathered = family.gathered(cfg, shape, world_size, held)
     if gathered is not None:  # gather_model() makes rank 0's model whole for its evaluation
         peaks.append({**training, "parameters": gathered,
-                      "activations": allowed(evaluation, margin)})
+                      "activations": allowed(model.evaluation, margin)})
     return {**at_peak(cfg, peaks), "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}
 
 
@@ -139,19 +139,20 @@ def source_of(cfg):
     return sparse_source(cfg) if cfg.data.source in SPARSE else dense_source(cfg)
 
 
-def network(cfg, s: int, vocab: int, rows: int) -> Model:
+def network(cfg, s: int, vocab: int, layout: Layout, evaluated: int) -> Model:
     """The estimate of the network ``cfg.model`` names, with elements of ``s`` bytes, over a
-    ``vocab``-symbol language, training on ``rows`` rows; under a 16-bit ``--precision``, its
-    states as mixed precision holds them (:func:`in_precision`)."""
-    kind = cfg.model.kind
+    ``vocab``-symbol language, training as ``layout`` says and evaluating ``evaluated`` rows
+    at a time; under a 16-bit ``--precision``, its states as mixed precision holds them
+    (:func:`in_precision`)."""
+    kind, rows = cfg.model.kind, layout.rows
     if kind in {OWN_MODEL[source] for source in SPARSE}:  # the sparse problems' models
-        model = sparse_model(cfg, s, rows)
+        model = sparse_model(cfg, s, rows, evaluated)
     elif kind == "mlp":
-        model = mlp(cfg, s, rows)
+        model = mlp(cfg, s, rows, evaluated)
     elif kind == "gpt":
-        model = gpt(cfg, s, vocab, rows)
+        model = gpt(cfg, s, vocab, rows, evaluated, layout.tp)
     else:
-        model = recurrent(cfg, s, vocab, rows)
+        model = recurrent(cfg, s, vocab, rows, evaluated)
     return model._replace(shape=in_precision(cfg, model.shape))
 
 

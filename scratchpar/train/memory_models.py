@@ -5,6 +5,7 @@ estimate, the planner and the benchmarks all read these."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import NamedTuple
 
 from ..parallel.description import Shape
@@ -22,13 +23,20 @@ class Model(NamedTuple):
     """A model's :class:`~scratchpar.parallel.description.Shape` (what the strategies'
     descriptions read), and bytes: the float64 draw that initializes one parameter, a training
     step on rank 0's rows, an evaluation, and the part of the step held once however many
-    micro-batches a pipeline stage stashes (cached masks, backward's widest moment)."""
+    micro-batches a pipeline stage stashes (cached masks, backward's widest moment); and the
+    ``share`` of its activations one of its tensor-parallel ranks keeps."""
 
     shape: Shape
     init: int
     step: int
     evaluation: int
     once: int = 0
+    share: float = 1
+
+    def held(self, stash: Fraction | int = 1) -> int:
+        """A rank's activations at its peak in training: what a step holds once, beside
+        ``stash`` times the rest (``Layout.stash``), its tensor-parallel share of those."""
+        return int((self.once + (self.step - self.once) * stash) * self.share)
 
 
 def value_bytes(cfg, s: int) -> int:
@@ -113,8 +121,9 @@ def gpt_layer(sizes: Sizes, e: int, rstd: int, dropout: bool, recompute: str) ->
     masking keep nothing). The row-parallel layers' partial products and sums are read by no
     backward. Dropout keeps the attention weights' mask (a byte an entry) and dropped copy,
     and the MLP output's mask (on the shard: after the reduction). So on one device, at e = 2
-    with dropout, sbh(41 + 5as/h) beside the paper's 34: GELU's σ 8 more, one mask fewer
-    (``nn.Block`` drops out after the MLP, not after the attention's projection).
+    with dropout, sbh(41 + 5as/h) and the rstd beside the paper's sbh(34 + 5as/h): GELU's σ
+    8 more, one mask fewer (``nn.Block`` drops out after the MLP, not after the attention's
+    projection).
 
     Recomputed: selective drops the attention core's (B, h_r, T, T) arrays; full keeps the
     block's input alone (its shard with sequence parallelism)."""
@@ -131,9 +140,9 @@ def tensor_share(cfg, tp: int) -> float:
     """The share of a GPT block's activations one of ``tp`` tensor-parallel ranks keeps
     (:func:`gpt_layer` on its even share over one device's), counted as Korthikanti et al. 2022
     (§4.2, eqs. 1-2) count Megatron's: the LayerNorms' (N,) rstd left out, values in the run's
-    dtype. Other models keep theirs whole."""
+    dtype. Other models keep theirs whole: an exact 1, which keeps a rank's stash exact."""
     if tp == 1 or cfg.model.kind != "gpt":
-        return 1.0
+        return 1
     m, t = cfg.model, cfg.train
     s, drop = 8 if t.dtype == "float64" else 4, m.dropout > 0
     kept = [gpt_layer(Sizes.even(1, cfg.data.seq_len, m.d_model, m.n_heads, ranks,
@@ -141,10 +150,12 @@ def tensor_share(cfg, tp: int) -> float:
     return kept[0] / kept[1]
 
 
-def gpt(cfg, s: int, v: int, rows: int) -> Model:
-    """The GPT's states and activations; under ``--recompute``, a step keeps of each block its
-    input alone (full) or all but its attention core's (B, H, T, T) arrays (selective), and
-    backward's widest moment holds one block's, or one core's, graph rebuilt."""
+def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
+    """The GPT's states and activations, a step on ``rows`` rows and an evaluation on
+    ``evaluated``, split over ``tp`` ranks (:func:`tensor_share`); under ``--recompute``, a step
+    keeps of each block its input alone (full) or all but its attention core's (B, H, T, T)
+    arrays (selective), and backward's widest moment holds one block's, or one core's, graph
+    rebuilt."""
     m, t, recompute = cfg.model, cfg.data.seq_len, cfg.train.recompute
     c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
     e = value_bytes(cfg, s)
@@ -182,11 +193,11 @@ def gpt(cfg, s: int, v: int, rows: int) -> Model:
         return 3 * nc * s + max(2 * a * s + 5 * nc * s, 12 * nc * s, 2 * nv * s + 25 * b * t)
 
     kept, widest = step(rows)
-    return Model(shape, draw(s, largest), masks + kept + widest,
-                 masks + evaluation(cfg.train.batch_size), masks + widest)
+    return Model(shape, draw(s, largest), masks + kept + widest, masks + evaluation(evaluated),
+                 masks + widest, tensor_share(cfg, tp))
 
 
-def recurrent(cfg, s: int, v: int, rows: int) -> Model:
+def recurrent(cfg, s: int, v: int, rows: int, evaluated: int) -> Model:
     m, t = cfg.model, cfg.data.seq_len
     lstm = m.kind == "lstm"
     e, h, g = m.d_model, m.d_hidden, 4 if lstm else 1
@@ -221,10 +232,10 @@ def recurrent(cfg, s: int, v: int, rows: int) -> Model:
         return states + max(nt * e * s, 2 * nt * v * s + 25 * nt)
 
     kept, widest = step(rows)
-    return Model(shape, init, kept + widest, evaluation(cfg.train.batch_size), widest)
+    return Model(shape, init, kept + widest, evaluation(evaluated), widest)
 
 
-def mlp(cfg, s: int, rows: int) -> Model:
+def mlp(cfg, s: int, rows: int, evaluated: int) -> Model:
     d, hidden = cfg.data, cfg.model.hidden_sizes
     sizes = [d.n_features, *hidden, d.n_classes]
     pairs = list(zip(sizes[:-1], sizes[1:]))
@@ -236,7 +247,7 @@ def mlp(cfg, s: int, rows: int) -> Model:
     # each hidden layer keeps what backward reads: its ReLU's mask (a byte) and output, the
     # next layer's input
     step = rows * (per_row + sum(hidden) * (e + 1)) + (2 * len(pairs) + 4) * NODE_BYTES
-    evaluation = cfg.train.batch_size * (per_row + widest)  # a ReLU's mask beside three arrays
+    evaluation = evaluated * (per_row + widest)  # a ReLU's mask beside three arrays
     shape = Shape(sum(layers), s, moments(cfg), largest, 2 * len(pairs), len(pairs), layers[-1],
                   sum(layers[-3:]), boundary=max(sizes[1:]) * e)
     return Model(shape, draw(s, largest), step, evaluation, rows * 3 * widest * s)

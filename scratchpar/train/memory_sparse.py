@@ -16,17 +16,17 @@ CANDIDATES = 10
 SAMPLER = CANDIDATES * (3 * I64 + 2) + 6 * F64 + 4
 
 
-def sparse_model(cfg, s: int, rows: int) -> Model:
+def sparse_model(cfg, s: int, rows: int, evaluated: int) -> Model:
     """Logistic regression over ``n_features`` weights, or factor tables of ``rank`` columns;
-    a step on ``rows`` samples, an evaluation of a whole batch."""
-    d, b = cfg.data, cfg.train.batch_size
+    a step on ``rows`` samples, an evaluation on ``evaluated``."""
+    d = cfg.data
     if cfg.model.kind == "logreg":
         k, cast = d.nnz, F64 * (s == F64)  # float32 values meet float64 weights: a cast copy
         # kept: the gathered weights, their product with the values (cast); backward: the
         # product's and the gathered weights' (B, nnz) gradients; ten (B,) arrays in the sum,
         # the bias and the loss; seven recorded ops
         step = rows * (k * (4 * s + cast) + 10 * s) + 8 * NODE_BYTES
-        evaluation = b * (k * (2 * s + cast) + 8 * s)
+        evaluation = evaluated * (k * (2 * s + cast) + 8 * s)
         n = d.n_features + 1  # the weights and the bias: one lookup and a sum, no layers
         shape = Shape(n, s, moments(cfg), d.n_features, 2, shared=n)
         return Model(shape, draw(s, d.n_features), step, evaluation)
@@ -35,7 +35,7 @@ def sparse_model(cfg, s: int, rows: int) -> Model:
     # kept: the two gathered (B, rank) rows and their product; backward: the product's and each
     # table's (B, rank) gradients and each gather's int64 flat indices; the (B,) residuals
     step = rows * (r * (6 * s + 2 * I64) + 8 * s) + 8 * NODE_BYTES
-    evaluation = b * (3 * r * s + 4 * s)
+    evaluation = evaluated * (3 * r * s + 4 * s)
     n = (d.n_users + d.n_items) * r  # the two factor tables: lookups, no layers
     return Model(Shape(n, s, moments(cfg), largest, 2, shared=n), draw(s, largest), step,
                  evaluation)

@@ -21,6 +21,7 @@ from scratchpar.parallel.pipeline.schedules import build
 from scratchpar.parallel.ps.roles import Roles
 from scratchpar.train import make_config
 from scratchpar.train.memory import network
+from scratchpar.train.strategies.family import Layout
 from scratchpar.train.task import build_task
 
 CONFIGS = {
@@ -45,7 +46,7 @@ def test_the_estimates_shape_is_the_built_models(name, dtype, optimizer):
                        "train": {"dtype": dtype, "batch_size": 4}})
     task = build_task(cfg, DeviceRandom(0, 1))
     s = np.dtype(dtype).itemsize
-    estimated = network(cfg, s, getattr(task.dataset, "vocab_size", 0), 4).shape
+    estimated = network(cfg, s, getattr(task.dataset, "vocab_size", 0), Layout(4), 4).shape
     built = Shape.of(task.model, s, estimated.moments, estimated.boundary)
     assert estimated == built
     assert estimated.moments == (2 if optimizer == "adamw" else int(cfg.optim.momentum > 0))

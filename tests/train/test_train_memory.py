@@ -34,6 +34,7 @@ from scratchpar.train.memory_models import Model, tensor_share
 from scratchpar.train.optimizer import optimizer_factory
 from scratchpar.train.precision import apply_precision
 from scratchpar.train.strategies import REGISTRY
+from scratchpar.train.strategies.family import Layout
 from scratchpar.train.task import build_task
 
 # Over 600 configs drawn as below (tracemalloc peaks of build, entropy floor, one step and an
@@ -249,8 +250,9 @@ def test_a_pipeline_stage_keeps_its_schedule_s_stash_of_micro_batches():
         cfg = make_config({"model": {"kind": "gpt"}, "train": {
             "batch_size": 32, "strategy": "pipeline", "pp": 2, "pp_schedule": schedule,
             "microbatches": 8}}, world_size=2)
-        step = lambda rows: Model(None, 0, (1000 + once) * rows, 0, once * rows)  # noqa: E731
-        return REGISTRY["pipeline"].activations(cfg, step, 2)
+        layout = REGISTRY["pipeline"].activations(cfg, 2)
+        rows = layout.rows
+        return Model(None, 0, (1000 + once) * rows, 0, once * rows).held(layout.stash)
     assert held("gpipe") == 8 * 1000 * 4 // 2 and held("1f1b") == 2 * 1000 * 4 // 2
     assert held("gpipe", 300) == held("gpipe") + 300 * 4
 
@@ -316,9 +318,9 @@ def test_in_mixed_precision_the_states_are_the_papers_2_2_12(strategy, stage):
     cfg = make_config({"train": {"strategy": strategy, "precision": "fp16",
                                  "zero_stage": stage}})
     whole = make_config({"train": {"strategy": strategy, "zero_stage": stage}})
-    shape = network(cfg, 4, cfg.data.vocab_size, 1).shape
+    shape = network(cfg, 4, cfg.data.vocab_size, Layout(1), 1).shape
     assert (shape.itemsize, shape.k) == (2, 12)
-    assert network(whole, 4, cfg.data.vocab_size, 1).shape.k == 8
+    assert network(whole, 4, cfg.data.vocab_size, Layout(1), 1).shape.k == 8
     held = REGISTRY[strategy].describe(cfg, shape, 4).holds
     if strategy != "zero":
         assert (held["parameters"], held["gradients"], held["optimizer"]) == (

@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import abc
+from fractions import Fraction
+from typing import NamedTuple
 
 from ...comm.mesh import Mesh
 from ...nn.recompute import chosen, recompute
+
+
+class Layout(NamedTuple):
+    """How the busiest rank holds a training step's activations: one device's step on
+    ``rows`` rows, ``stash`` times what a micro-batch keeps beyond what it holds once (a
+    pipeline stage's micro-batches in flight over its chunks; 1 else), split over ``tp``
+    tensor-parallel ranks. Exact numbers, so that absurd sizes stay Python ints."""
+
+    rows: int
+    stash: Fraction | int = 1
+    tp: int = 1
 
 
 class Family(abc.ABC):
@@ -20,8 +33,8 @@ class Family(abc.ABC):
     - :meth:`mesh` and :meth:`build`: its mesh of the world, and its strategy for this rank
       from the config, the task, the optimizer factory and that mesh.
     - :meth:`describe`: that strategy's description (what a rank holds and sends) for a
-      model's shape, which the memory estimate reads; :meth:`activations`, what its busiest
-      rank keeps for backward.
+      model's shape, which the memory estimate reads; :meth:`activations`, how its busiest
+      rank keeps a step's activations for backward (its :class:`Layout`).
 
     It may refine where the base's defaults do not fit: the ranks that share each global
     batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), the checks that need
@@ -52,12 +65,11 @@ class Family(abc.ABC):
         """The :class:`~scratchpar.parallel.description.Description` of the strategy
         ``cfg.train.strategy`` names on ``world_size`` ranks, for a model of ``shape``."""
 
-    def activations(self, cfg, step, world_size: int) -> int:
-        """Bytes of activations the busiest rank holds at its peak in training, given
-        ``step(rows)``, one device's model training on ``rows`` rows (its ``step`` bytes, and
-        of them what is held ``once``): here its share of the batch, the whole model's."""
-        return step(-(-cfg.train.batch_size // max(self.workers(cfg, world_size) or world_size,
-                                                    1))).step
+    def activations(self, cfg, world_size: int) -> Layout:
+        """How the busiest rank holds its activations at its peak in training: here a step on
+        its share of the batch, of the whole model."""
+        return Layout(-(-cfg.train.batch_size // max(self.workers(cfg, world_size)
+                                                      or world_size, 1)))
 
     def gathered(self, cfg, shape, world_size: int, description) -> int | None:
         """Parameter bytes rank 0 holds while it evaluates the model it gathered whole, or

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ...comm.mesh import Mesh, draw
 from ...parallel import Hybrid, PipeDream, Pipeline
@@ -10,9 +11,8 @@ from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ...parallel.pipeline.simulator import simulate
 from ...parallel.pipeline.stage import release
-from ..memory_models import tensor_share
 from ..option import count, opt
-from .family import Family
+from .family import Family, Layout
 
 HYBRID, MESH = ("hybrid",), ("pipeline", "hybrid")
 TENSOR_MODELS = ("gpt", "mlp")  # the models with a tensor-parallel form
@@ -135,20 +135,18 @@ class MeshFamily(Family):
         cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
         return cls.describe(shape, world_size, **knobs)
 
-    def activations(self, cfg, step, world_size: int) -> int:
+    def activations(self, cfg, world_size: int) -> Layout:
         """A stage's stash at its fullest: the (micro-batch, chunk) pairs its schedule holds
         forwarded and not yet backward (GPipe m, 1F1B p at the first stage, Huang et al. 2019;
         Narayanan et al. 2021), each a chunk's even share, 1/(p·v), of what one micro-batch
-        keeps, beside what a micro-batch holds once (backward's widest moment); then a
-        tensor-parallel rank's share of those (``memory_models.tensor_share``)."""
+        keeps, beside what a micro-batch holds once (backward's widest moment); split over
+        the hybrid's tensor-parallel ranks."""
         t = cfg.train
-        tp = t.tp if t.strategy == "hybrid" else 1
         rows = -(-t.batch_size // (t.replicas(world_size) * t.m))
         schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
         held = max(simulate(schedule).peak_stash.values())
-        micro = step(rows)
-        stash = (micro.step - micro.once) * held / (t.pp * t.virtual) + micro.once
-        return int(stash * tensor_share(cfg, tp))
+        return Layout(rows, Fraction(held, t.pp * t.virtual),
+                      t.tp if t.strategy == "hybrid" else 1)
 
     def recompute(self, cfg, task) -> None:
         """Nothing yet: the pipeline marks its own chunks, or its tensor-parallel shard's
