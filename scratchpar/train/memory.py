@@ -58,6 +58,11 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     The weights, gradients and optimizer state are what the strategy's own description says
     a rank holds (its buffers count with the gradients). Where rank 0 gathers the whole model
     to evaluate it (pipelines, ZeRO-3), that is a third peak.
+
+    One pass: the data source; the strategy's layout of the activations (its rows, stash and
+    tp); the model kind's shape function on that layout (``memory_models``); the strategy's
+    description of the model states. :func:`memory_problems` then sets the sum against the
+    device's budget.
     """
     o, t = cfg.optim, cfg.train
     s = 8 if t.dtype == "float64" else 4
@@ -69,7 +74,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     # rows at a time
     model = network(cfg, s, source.vocab, layout, eval_rows(cfg, world_size))
     shape, p = model.shape, model.shape.bytes
-    held = family.describe(cfg, shape, world_size)  # the strategy's own figures
+    described = family.describe(cfg, shape, world_size)  # the strategy's own figures
     # work arrays: the update's; L2 decay's second; mixed precision's fp32 gradient beside them
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0) + (t.precision != "fp32")
     replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
@@ -77,9 +82,9 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     activations = max(model.held(layout.stash), model.evaluation)
     setup = {"parameters": p + model.init, "data": source.built, "checkpoint": resumed}
     training = {
-        "parameters": held.holds["parameters"],
-        "gradients": held.holds["gradients"] + held.holds["buffers"],
-        "optimizer": held.holds["optimizer"] + scratch * held.chunk * s
+        "parameters": described.holds["parameters"],
+        "gradients": described.holds["gradients"] + described.holds["buffers"],
+        "optimizer": described.holds["optimizer"] + scratch * described.chunk * s
                      + (t.save is not None) * replicas * (shape.k * shape.psi + p),
         "activations": allowed(activations, margin),
         "data": source.kept + source.batches,
@@ -88,7 +93,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     drawing = {**training, "activations": 0,  # a batch drawn between steps: no graph alive
                "data": source.kept + source.batches + source.drawing}
     peaks = [setup, training, drawing]
-    gathered = family.gathered(cfg, shape, world_size, held)
+    gathered = family.gathered(cfg, shape, world_size, described)
     if gathered is not None:  # gather_model() makes rank 0's model whole for its evaluation
         peaks.append({**training, "parameters": gathered,
                       "activations": allowed(model.evaluation, margin)})
