@@ -1,4 +1,16 @@
-"""Tensor and Function: the reverse-mode autograd graph and its backward pass."""
+"""Tensor and Function: the reverse-mode autograd graph, its backward pass, and its one hook point.
+
+Reverse mode (Baydin et al. 2018, "Automatic differentiation in machine learning: a survey",
+§3.2; Griewank & Walther 2008, "Evaluating Derivatives", ch. 3): forward records each operation
+and what it needs for its derivative; backward visits the operations in reverse, each once every
+consumer of its output has passed back its share, and passes on to its inputs
+
+    v̄ᵢ += v̄ⱼ · ∂vⱼ/∂vᵢ      (the adjoint of input vᵢ of operation vⱼ)
+
+What parallelism adds (ZeRO-3's saved arrays, a zero-bubble pipeline's deferred weight
+gradients, data parallelism's gradient buckets) joins this at one place only, :class:`Hooks`,
+each in a file of its own: ``saved.py``, ``weights.py``, ``ready.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +20,9 @@ import numpy as np
 
 from ..backend import get_array_module, xp_default
 from .sums import Sums
-from .weights import Weights
 
 _grad_enabled = True
-_saved_hooks = None  # (pack, unpack) while a saved_arrays_hooks block is open
+_recording = None  # the Hooks whose ``recorded`` sees each op, while a recording block is open
 
 
 @contextlib.contextmanager
@@ -29,20 +40,45 @@ def is_grad_enabled() -> bool:
     return _grad_enabled
 
 
+class Hooks:
+    """The engine's one hook point: three moments, each a method a feature overrides. This class
+    itself is the plain engine, and what ``Tensor.backward()`` uses when given none.
+
+    - :meth:`recorded`, in forward, inside ``with recording(hooks)``: an op was just recorded.
+      (ZeRO-3 swaps the parameters an op saved for tokens: ``saved.py``.)
+    - :meth:`propagate`, in backward, passed as ``tensor.backward(hooks=hooks)``: a node's turn
+      to pass its gradient to its inputs. (A zero-bubble pipeline's B keeps the weights' share
+      for its W: ``weights.py``.)
+    - :meth:`grad_ready`, in backward: a leaf's ``.grad`` is final. (Data parallelism starts
+      the leaf's bucket: ``ready.py``.)
+
+    A Hooks given to a backward serves that one, and what it leaves for later: ``handed`` keeps
+    the ids of the arrays given to leaves, so that no array is given to two.
+    """
+
+    def __init__(self) -> None:
+        self.handed: set[int] = set()
+
+    def recorded(self, ctx: Context) -> None:
+        """``ctx`` holds its op, its parents, and what the op's forward saved on it."""
+
+    def propagate(self, node: Context, g) -> tuple:
+        """The gradients of ``node``'s inputs (None where none flows), from its output's ``g``."""
+        return node.vjp(g, node.needs_input_grad)
+
+    def grad_ready(self, leaf: Tensor) -> None:
+        """``leaf.grad`` now holds all that this backward adds to it."""
+
+
 @contextlib.contextmanager
-def saved_arrays_hooks(pack, unpack):
-    """Inside this block, what each recorded op keeps for backward passes through ``pack`` as
-    it is saved, and through ``unpack`` for the duration of its backward only (the idea of
-    torch.autograd.graph.saved_tensors_hooks): ZeRO-3 saves a token instead of a gathered
-    parameter, so the parameter can be freed after forward and gathered again for backward.
-    ``pack(value)`` sees every attribute the op set on its context and returns it, or what
-    stands for it; ``unpack`` turns that back into the value."""
-    global _saved_hooks
-    previous, _saved_hooks = _saved_hooks, (pack, unpack)
+def recording(hooks: Hooks):
+    """Inside this block, ``hooks.recorded(ctx)`` sees the context of each op recorded."""
+    global _recording
+    previous, _recording = _recording, hooks
     try:
         yield
     finally:
-        _saved_hooks = previous
+        _recording = previous
 
 
 def _is_array(x) -> bool:
@@ -60,18 +96,18 @@ class Context:
     Tensor or an op saved its array for backward, not for as long as the graph does.
     """
 
-    __slots__ = ("fn", "parents", "needs_input_grad", "unpack", "__dict__")
+    __slots__ = ("fn", "parents", "needs_input_grad", "__dict__")
 
-
-@contextlib.contextmanager
-def _unpacked(ctx):
-    """The context's saved values unpacked for the time of its backward."""
-    packed = ctx.__dict__
-    ctx.__dict__ = {name: ctx.unpack(value) for name, value in packed.items()}
-    try:
-        yield
-    finally:
-        ctx.__dict__ = packed  # the unpacked values are dropped again with backward done
+    def vjp(self, g, needs: tuple[bool, ...]) -> tuple:
+        """gᵀ · ∂out/∂x for each input x that ``needs`` marks (the op's own marks, or some of
+        them), None for the others: the op's backward, told that only those are needed."""
+        own, self.needs_input_grad = self.needs_input_grad, needs
+        try:
+            grads = self.fn.backward(self, g)
+        finally:
+            self.needs_input_grad = own
+        grads = grads if type(grads) is tuple else (grads,)
+        return tuple(grad if need else None for grad, need in zip(grads, needs))
 
 
 class Function:
@@ -96,10 +132,8 @@ class Function:
             ctx.fn = cls
             ctx.parents = tuple((x if x._ctx is None else x._ctx) if need else None
                                 for x, need in zip(inputs, needs))
-            ctx.unpack = None
-            if _saved_hooks is not None:
-                pack, ctx.unpack = _saved_hooks
-                ctx.__dict__ = {name: pack(value) for name, value in ctx.__dict__.items()}
+            if _recording is not None:
+                _recording.recorded(ctx)
             result = Tensor(out, requires_grad=True)
             result._ctx = ctx
             return result
@@ -147,17 +181,10 @@ class Tensor:
         """The same data, cut from the graph."""
         return Tensor(self.data)
 
-    def backward(self, grad=None, *, on_grad_ready=None, later=None) -> Weights | None:
-        """Accumulate d(self)/d(leaf) · grad into every leaf's ``.grad`` (chain rule, reversed).
-
-        ``on_grad_ready(leaf)``, if given, is called once per leaf reached, as soon as its
-        ``.grad`` is final: every consumer of a node is visited before it, so a leaf receives its
-        whole gradient at once (data parallelism starts communicating it during backward).
-
-        ``later``: leaves (a stage's weights) whose gradients wait. Each op that reads one runs
-        now for its other inputs only; the returned :class:`~.weights.Weights` computes the
-        rest when run (a zero-bubble pipeline's W).
-        """
+    def backward(self, grad=None, *, hooks: Hooks | None = None) -> None:
+        """Accumulate d(self)/d(leaf) · grad into every leaf's ``.grad`` (:func:`backpropagate`);
+        ``grad`` may be left out for a scalar. ``hooks``: what joins this backward (:class:`Hooks`),
+        none for ordinary use."""
         if not self.requires_grad:
             raise RuntimeError("backward() on a tensor that does not require grad")
         if grad is None:
@@ -168,56 +195,35 @@ class Tensor:
             grad = self.xp.array(grad.data if isinstance(grad, Tensor) else grad, copy=True)
             if grad.shape != self.shape:
                 raise ValueError(f"grad of shape {grad.shape} for a tensor of shape {self.shape}")
-        grads = Sums()
         root = self if self._ctx is None else self._ctx
-        grads.add(id(root), grad)
-        given = set()
-        waiting = {id(leaf) for leaf in later} if later is not None else set()
-        weights = Weights(_run, given) if later is not None else None
-        for node in _topological_order(root):
-            g = grads.pop(id(node))
-            if g is None:
-                continue
-            if type(node) is not Context:  # a leaf Tensor
-                node._accumulate(g, given)
-                if on_grad_ready is not None:
-                    on_grad_ready(node)
-                continue
-            needs = node.needs_input_grad
-            if waiting:
-                wait = tuple(id(p) in waiting for p in node.parents)
-                if True in wait:
-                    weights.add(node, g, wait)
-                    needs = tuple(n and not w for n, w in zip(needs, wait))
-            if True not in needs:
-                continue
-            for parent, need, pg in zip(node.parents, needs, _run(node, g, needs)):
-                if need and pg is not None:
-                    grads.add(id(parent), pg)
-        return weights
+        backpropagate(root, grad, Hooks() if hooks is None else hooks)
 
-    def _accumulate(self, g, given: set) -> None:
+    def _accumulate(self, g, handed: set) -> None:
         # A leaf must own its gradient: an array already handed to another leaf, or a view of
         # one (reshape, broadcast), is copied so that in-place updates never reach two leaves.
-        if id(g) in given or g.base is not None:
+        if id(g) in handed or g.base is not None:
             g = g.copy()
-        given.add(id(g))
+        handed.add(id(g))
         self.grad = g if self.grad is None else self.grad + g
 
 
-def _run(node: Context, g, needs: tuple[bool, ...]) -> tuple:
-    """The gradients of ``node``'s inputs that ``needs`` marks (its own, or a part of them),
-    from its output's ``g``."""
-    own, node.needs_input_grad = node.needs_input_grad, needs
-    try:
-        if node.unpack is None:
-            grads = node.fn.backward(node, g)
-        else:
-            with _unpacked(node):
-                grads = node.fn.backward(node, g)
-    finally:
-        node.needs_input_grad = own
-    return grads if type(grads) is tuple else (grads,)
+def backpropagate(root, grad, hooks: Hooks) -> None:
+    """Reverse mode's sweep from ``root`` (a Context, or a leaf) whose adjoint is ``grad``: each
+    node, once every consumer has run, passes v̄ᵢ += v̄ⱼ · ∂vⱼ/∂vᵢ to its inputs (Baydin et al.
+    2018, §3.2), and each leaf adds the sum that reached it into its ``.grad``."""
+    grads = Sums()  # the adjoints v̄, summed per node as they arrive
+    grads.add(id(root), grad)
+    for node in _topological_order(root):
+        g = grads.pop(id(node))
+        if g is None:  # no path from root reaches it through ops that need a gradient
+            continue
+        if type(node) is Context:
+            for parent, pg in zip(node.parents, hooks.propagate(node, g)):
+                if pg is not None:
+                    grads.add(id(parent), pg)
+        else:  # a leaf Tensor: all its consumers came before it, so its gradient is whole
+            node._accumulate(g, hooks.handed)
+            hooks.grad_ready(node)
 
 
 def _topological_order(root) -> list:

@@ -9,7 +9,7 @@ are most of a transformer layer's memory and little of its work.
 
 from __future__ import annotations
 
-from ..autograd import Function, Tensor, no_grad
+from ..autograd import Function, Hooks, Tensor, Weights, no_grad
 from .attention import AttentionCore
 from .layers import Dropout
 from .module import Module
@@ -43,8 +43,8 @@ class Recompute(Function):
         xs = [Tensor(x, requires_grad=need) for x, need in zip(ctx.xs, ctx.needs_input_grad)]
         # a zero-bubble pipeline's B asks for the inputs' gradients alone (its W, for the
         # weights', runs this again): the weights' products are left out, never run
-        later = None if True in ctx.needs_input_grad[count:] else params
-        ctx.layer.forward(*xs).backward(g, later=later)
+        hooks = Hooks() if True in ctx.needs_input_grad[count:] else Weights(params)
+        ctx.layer.forward(*xs).backward(g, hooks=hooks)
         for stream, position in zip(ctx.streams, now):
             stream.state = position
         grads = (*(x.grad for x in xs), *(p.grad for p in params))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+from ..autograd import GradReady
 from ..backend import get_array_module
 from ..comm import collectives
 from ..comm.buckets import Buckets
@@ -195,7 +196,7 @@ class DataParallel(DataParallelNaive):
         self._totals_handle, self._in_place = totals, set()
         self.overlap.begin()
         with self.tracer.region("backward", "compute"):
-            local.backward(on_grad_ready=self._ready)
+            local.backward(hooks=GradReady(self._ready))
         self.overlap.finish()
         for j, p in enumerate(self.order):
             if j not in self._in_place:

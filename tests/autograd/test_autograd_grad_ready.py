@@ -1,4 +1,4 @@
-"""backward(on_grad_ready=…): each leaf reported once, when its gradient is already final."""
+"""backward(hooks=GradReady(…)): each leaf reported once, when its gradient is already final."""
 
 import numpy as np
 from autograd_helpers import PROPERTY, normal, seeds
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scratchpar import nn
-from scratchpar.autograd import Tensor
+from scratchpar.autograd import GradReady, Tensor
 from scratchpar.autograd import functional as F
 
 
@@ -20,7 +20,7 @@ def tied(x, w, b):
 def record(loss, leaves):
     """Backward with a callback; the snapshots of each reported leaf's grad, in report order."""
     seen = []
-    loss.backward(on_grad_ready=lambda leaf: seen.append((leaf, leaf.grad.copy())))
+    loss.backward(hooks=GradReady(lambda leaf: seen.append((leaf, leaf.grad.copy()))))
     assert sorted(id(leaf) for leaf, _ in seen) == sorted(id(leaf) for leaf in leaves)
     for leaf, snapshot in seen:
         np.testing.assert_array_equal(host(snapshot), host(leaf.grad))  # final when reported

@@ -1,11 +1,11 @@
-"""saved_arrays_hooks: what an op saves for backward can be swapped out and back."""
+"""SavedArrays: what an op saves for backward can be swapped out and back."""
 
 import numpy as np
 from device_helpers import host, on_device
 
-from scratchpar.autograd import Tensor
+from scratchpar.autograd import SavedArrays, Tensor, recording
 from scratchpar.autograd import functional as F
-from scratchpar.autograd.tensor import saved_arrays_hooks
+from scratchpar.autograd.ops_math import Mul
 
 
 def test_packed_values_are_unpacked_for_backward_only_and_the_gradients_are_unchanged():
@@ -27,7 +27,7 @@ def test_packed_values_are_unpacked_for_backward_only_and_the_gradients_are_unch
             return stored["w"]
         return value
 
-    with saved_arrays_hooks(pack, unpack):
+    with recording(SavedArrays(pack, unpack)):
         y = F.linear(x, w)
     loss = (y * y).sum()
     node = y._ctx
@@ -43,4 +43,4 @@ def test_packed_values_are_unpacked_for_backward_only_and_the_gradients_are_unch
 def test_without_hooks_nothing_is_packed():
     x = Tensor(on_device(np.ones(3)), True)
     y = x * 2.0
-    assert y._ctx.unpack is None
+    assert y._ctx.fn is Mul and y._ctx.b == 2.0  # its own backward, on what it saved itself

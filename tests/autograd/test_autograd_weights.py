@@ -7,7 +7,7 @@ import pytest
 from device_helpers import host, on_device
 
 from scratchpar import nn
-from scratchpar.autograd import Tensor
+from scratchpar.autograd import Tensor, Weights
 from scratchpar.autograd import functional as F
 
 
@@ -23,6 +23,17 @@ def model_and_batch(kind: str):
     return model, [x], lambda: F.cross_entropy(model(x), y)
 
 
+class Reported(Weights):
+    """Weights that list each leaf whose gradient is final, in B and in W."""
+
+    def __init__(self, leaves):
+        super().__init__(leaves)
+        self.ready = []
+
+    def grad_ready(self, leaf):
+        self.ready.append(leaf)
+
+
 @pytest.mark.parametrize("kind", ["gpt", "mlp"])
 def test_weights_later_equal_one_backward_bitwise(kind):
     model, inputs, loss = model_and_batch(kind)
@@ -33,12 +44,14 @@ def test_weights_later_equal_one_backward_bitwise(kind):
     for p in [*params, *inputs]:
         p.grad = None
 
-    weights = loss().backward(later=params)
+    weights = Reported(params)
+    loss().backward(hooks=weights)
     assert all(p.grad is None for p in params)  # B: the inputs' gradients alone
+    assert sorted(map(id, weights.ready)) == sorted(map(id, inputs))
     for x, want in zip(inputs, fused_inputs):
         assert host(x.grad).tobytes() == want.tobytes()
-    ready = []
-    weights.run(on_grad_ready=ready.append)
-    assert sorted(map(id, ready)) == sorted(map(id, params))  # W: each weight once
+    weights.ready = []
+    weights.run()
+    assert sorted(map(id, weights.ready)) == sorted(map(id, params))  # W: each weight once
     for p, want in zip(params, fused):
         assert host(p.grad).tobytes() == want.tobytes()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import backend, nn, optim
-from ...autograd import Tensor
+from ...autograd import Tensor, Weights
 from ...comm.mesh import Mesh
 from ...data.shard import shard
 from ...nn.module import Sequential
@@ -86,8 +86,8 @@ def calibrate(cfg: dict, p: int = 2, repeats: int = 9) -> dict:
             h = out.data
         for k in reversed(range(p)):  # B, then W: the weights' gradients apart
             start = clock()
-            weights = outs[k].backward(None if k == p - 1 else xs[k + 1].grad,
-                                       later=stages[k].parameters())
+            weights = Weights(stages[k].parameters())
+            outs[k].backward(None if k == p - 1 else xs[k + 1].grad, hooks=weights)
             seconds[3 * k + 1] = clock() - start
             start = clock()
             weights.run()

@@ -3,7 +3,7 @@ communicator, one micro-batch activation or gradient per message."""
 
 from __future__ import annotations
 
-from ...autograd import Tensor, no_grad
+from ...autograd import Tensor, Weights, no_grad
 from ...trace.tracer import NULL
 from .. import duals
 from ..links import HandOff, Held, Incoming, Outgoing
@@ -162,16 +162,16 @@ class Runtime:
         return self.stage.chunks[a.chunk](x)
 
     def _b(self, a: Action) -> None:
-        later = self.stage.chunks[a.chunk].parameters() if self.split else None
-        weights = self.backward(a, self.outputs.pop((a.mb, a.chunk)), later)
+        weights = Weights(self.stage.chunks[a.chunk].parameters()) if self.split else None
+        self.backward(a, self.outputs.pop((a.mb, a.chunk)), weights)
         if weights is not None:
             self.weights[a.mb, a.chunk] = weights
         del self.held[a.mb, a.chunk]
 
-    def backward(self, a: Action, root, later=None):
+    def backward(self, a: Action, root, weights: Weights | None = None) -> None:
         """Backpropagate from ``root``: the loss, or the stand-in of the sent activation.
-        With ``later`` (the chunk's weights), their gradients wait for ``W``: what it runs."""
-        return root.backward(later=later)
+        With ``weights`` (the chunk's), their gradients wait for ``W``, which runs them."""
+        root.backward(hooks=weights)
 
     def _w(self, a: Action) -> None:
         self.weights.pop((a.mb, a.chunk)).run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...autograd import GradReady
 from ...comm import collectives
 from ...comm.buckets import Buckets
 from .base import ZeRO
@@ -37,10 +38,11 @@ class ZeRO1(ZeRO):
         backward runs, as it completes them), and the rank's chunk of each taken."""
         self.overlap.begin()
         with self.tracer.region("backward", "compute"):
-            local.backward(on_grad_ready=self._grad_ready)
+            local.backward(hooks=GradReady(self._grad_ready))
         self.overlap.finish()
 
-    _grad_ready = None  # no gradient-ready hook: every bucket starts after backward
+    def _grad_ready(self, leaf) -> None:
+        """Nothing: every bucket starts after backward."""
 
     def _start_bucket(self, k: int):
         """Group k's gradients into a new flat bucket (n,) (a gradient backward did not reach

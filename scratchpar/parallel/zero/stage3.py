@@ -5,8 +5,7 @@ from __future__ import annotations
 import weakref
 from typing import NamedTuple
 
-from ...autograd import Function, Tensor, is_grad_enabled
-from ...autograd.tensor import saved_arrays_hooks
+from ...autograd import Function, SavedArrays, Tensor, is_grad_enabled, recording
 from ...comm import collectives
 from ...comm.progress import Handle
 from .flat import FlatGroup
@@ -32,8 +31,8 @@ class ZeRO3(ZeRO2):
     gradient is final: free, and reduce-scatter the gradient as stage 2 does.
 
     Between forward and backward the autograd graph holds no gathered parameter: its contexts
-    keep a :class:`Saved` token in its place (:func:`~scratchpar.autograd.tensor.
-    saved_arrays_hooks`), and backward reads the array gathered again.
+    keep a :class:`Saved` token in its place (:class:`~scratchpar.autograd.saved.
+    SavedArrays`), and backward reads the array gathered again.
 
     It trains the model it is given in place, sharded: that is its point. From construction on,
     a unit's parameters hold data only while the unit runs (``strategy.model`` is the given
@@ -185,7 +184,7 @@ class ZeRO3(ZeRO2):
         self._freed = []
         if self.root is not None:
             self._gather(self.root)
-        with saved_arrays_hooks(self._pack, self._unpack):
+        with recording(SavedArrays(self._pack, self._unpack)):
             return super()._forward(global_batch)
 
     def _backward(self, local) -> None:
