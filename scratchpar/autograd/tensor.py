@@ -8,8 +8,8 @@ consumer of its output has passed back its share, and passes on to its inputs
     v̄ᵢ += v̄ⱼ · ∂vⱼ/∂vᵢ      (the adjoint of input vᵢ of operation vⱼ)
 
 What parallelism adds (ZeRO-3's saved arrays, a zero-bubble pipeline's deferred weight
-gradients, data parallelism's gradient buckets) joins this at one place only, :class:`Hooks`,
-each in a file of its own: ``saved.py``, ``weights.py``, ``ready.py``.
+gradients, data parallelism's gradient buckets) joins this at one place only, :class:`Hooks`:
+each is a subclass in a file of its own, ``saved.py``, ``weights.py``, ``ready.py``.
 """
 
 from __future__ import annotations
@@ -90,10 +90,12 @@ class Context:
     """What one application of a Function keeps for its backward: where each input came from,
     flags, saved arrays.
 
-    ``parents`` names, for each input that needs a gradient, the Context of the op that made
-    it, or the leaf Tensor itself; ``None`` for the others. The graph links operations, not
-    their outputs (as PyTorch's ``grad_fn`` does): an op's output lives while someone holds its
-    Tensor or an op saved its array for backward, not for as long as the graph does.
+    ``fn`` is the op's Function (recorded under :class:`~.saved.SavedArrays`, a wrapper that
+    runs its backward on the saved values unpacked). ``parents`` names, for each input that
+    needs a gradient, the Context of the op that made it, or the leaf Tensor itself; ``None``
+    for the others. The graph links operations, not their outputs (as PyTorch's ``grad_fn``
+    does): an op's output lives while someone holds its Tensor or an op saved its array for
+    backward, not for as long as the graph does.
     """
 
     __slots__ = ("fn", "parents", "needs_input_grad", "__dict__")
