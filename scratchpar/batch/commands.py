@@ -210,7 +210,7 @@ def _check_time(summary: dict, flags: list[str], most: int, rows: int, args) -> 
 
     met = [r for r in summary["rows"] if r["best"]]
     near = min(met, key=lambda r: abs(r["batch"] - summary["b_crit"]))
-    profile = loads(job(2, "scratchpar.bench.plan.worker:profile",
+    profile = loads(job(2, "scratchpar.plan.calibrate:profile_toml",
                         {"device": args.device, "quick": args.quick}, args.device))
     flags = [*flags, "--device", args.device]
     regimes = Regimes(summary["s_min"], summary["e_min"])

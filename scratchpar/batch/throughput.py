@@ -11,11 +11,9 @@ training command refuses (its memory estimate, its rules) ends the sweep with th
 from __future__ import annotations
 
 import statistics
-import time
 
-from .. import backend
-from ..bench.timing import least
 from ..comm.agree import RankErrors
+from ..plan.timing import least, steps
 from ..train.build import build_trainer
 from ..train.cli import load_config
 from ..train.option import ConfigError
@@ -31,15 +29,7 @@ KNEE = 1.10  # doubling the batch past the knee gains less than this factor of t
 def step_seconds(trainer, batch: int, repeats: int, warmup: int) -> float:
     """The median seconds of one step of ``trainer`` on batches of ``batch`` rows (the
     batches ``warmup`` … ``warmup + repeats − 1`` of its data are the ones timed)."""
-    seconds = []
-    for k in range(warmup + repeats):
-        rows, _ = trainer.task.batch(k, batch)
-        backend.sync()
-        start = time.perf_counter()
-        trainer.strategy.step(rows)
-        backend.sync()
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds[warmup:])
+    return statistics.median(steps(trainer, batch, repeats, warmup))
 
 
 def mean_units(task, batch: int, repeats: int, warmup: int) -> float:

@@ -7,7 +7,7 @@ import os
 import resource
 
 from .. import backend
-from ..bench.plan.worker import refusal, traced
+from ..plan.traced import refusal, traced
 
 
 def hold_to(budget: int) -> None:

@@ -1,17 +1,29 @@
-"""Stand-in compute: a sleep of the real compute's measured time, beyond the machine's cores."""
+"""Stand-in compute: a sleep of the real compute's measured time, beyond the machine's cores.
+
+- :class:`SleepLinear`: a loss linear in the parameters that sleeps forward and backward, so
+  that a strategy moves and updates real parameters, gradients and optimizer state;
+- :class:`StandIn` and :class:`Sleeping`: an MLP's parameters and that loss, calibrated on the
+  real MLP (the asynchronous and parameter-server benchmarks);
+- :class:`SleepingTask`: the training command's own run with that loss in its task's place
+  (the planner's validation);
+- :class:`SleepModel`: pipeline layers that sleep each way (the pipeline benchmarks).
+"""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import nn
 from ..autograd import Function, Tensor
 from ..autograd import functional as F
-from ..backend import get_array_module, rng, sync, to_device
+from ..backend import get_array_module, rng, to_device
 from ..nn.module import Module, Parameter, Sequential
-from .timing import medians
+from ..plan.timing import clock, medians
+from ..train.build import assemble, prepare
+from ..train.task import Task
 
 SPIN_S = 1e-3  # the end of a pause is spun, not slept: the kernel wakes a sleeper late
 GRADIENT_SCALE = 1e-3  # dᵢ ~ N(0, 10⁻⁶): SGD moves the parameters a little, nothing diverges
@@ -29,12 +41,6 @@ def pause(seconds: float, spin: bool = False) -> None:
         time.sleep(seconds - SPIN_S)
     while time.perf_counter() < deadline:
         pass
-
-
-def clock() -> float:
-    """The time after the device's queued work is done."""
-    sync()
-    return time.perf_counter()
 
 
 class SleepLinear(Function):
@@ -55,6 +61,13 @@ class SleepLinear(Function):
         return tuple(g * ctx.scale * d for d in ctx.directions)
 
 
+def directions(params) -> tuple:
+    """:class:`SleepLinear`'s fixed small dᵢ, one of each parameter's shape and dtype."""
+    gen = rng(0, 7)
+    return tuple(to_device((GRADIENT_SCALE * gen.standard_normal(p.shape)).astype(p.data.dtype))
+                 for p in params)
+
+
 class StandIn(Module):
     """The MLP ``sizes``'s parameters (its shapes and initialization), moved and updated for
     real, and a loss over a batch (row ids (B,), or samples whose last array has B rows) that
@@ -66,10 +79,7 @@ class StandIn(Module):
                  dtype=np.float32):
         self.net = nn.MLP(sizes, np.random.default_rng(0), dtype=dtype)
         self.per_row_s, self.forward_share = per_row_s, forward_share
-        gen = rng(0, 7)
-        self._directions = tuple(
-            to_device((GRADIENT_SCALE * gen.standard_normal(p.shape)).astype(dtype))
-            for p in self.net.parameters())
+        self._directions = directions(self.net.parameters())
 
     def compute_s(self, rows: int) -> float:
         """The real MLP's forward and backward seconds on ``rows`` rows, as calibrated."""
@@ -128,6 +138,48 @@ def calibrated(cfg: dict, sizes: list[int], rows: int) -> tuple[dict, dict]:
     calib = calibrate(sizes, rows)
     return {**cfg, "per_row_s": calib["per_row_s"],
             "forward_share": calib["forward_share"]}, calib
+
+
+# The strategies that call the task's loss on the whole model. ZeRO-3 gathers each layer's
+# parameters in that layer's forward, which a stand-in never calls; a pipeline and a hybrid
+# run their stages' layers themselves.
+WHOLE = {"dp", "dp-naive", "local-sgd", "zero", "ps", "hogwild", "easgd"}
+
+
+def stands_in(cfg) -> bool:
+    """Whether a layout's compute can be stood in for: its strategy runs the whole model
+    through the task's loss."""
+    t = cfg.train
+    return t.strategy in WHOLE and not (t.strategy == "zero" and t.zero_stage == 3)
+
+
+@dataclass
+class SleepingTask(Task):
+    """A task whose loss over a batch sleeps ``per_row`` (forward, backward) seconds a row and
+    is :class:`SleepLinear`: the strategy moves and updates the real model's parameters,
+    gradients and optimizer state."""
+
+    per_row: tuple[float, float] = (0.0, 0.0)
+
+    def __post_init__(self):
+        self._directions = directions(self.model.parameters())
+
+    def loss(self, model, batch, reduction: str = "mean"):
+        rows = rows_of(batch)
+        scale = float(self.count(batch)) if reduction == "sum" else 1.0
+        return SleepLinear.apply(*model.parameters(), directions=self._directions, scale=scale,
+                                 forward_s=rows * self.per_row[0],
+                                 backward_s=rows * self.per_row[1])
+
+
+def build_sleeping(cfg, comm, rows: int, forward_s: float, backward_s: float):
+    """The training command's Trainer for ``cfg`` on this rank, its task's loss a stand-in that
+    sleeps as the model's forward and backward took on ``rows`` rows, pro rata."""
+    parts = prepare(cfg, comm)
+    task = parts.task
+    parts.task = SleepingTask(task.dataset, task.model, task.unit, task.criterion, task.measure,
+                              task.scaler, per_row=(forward_s / rows, backward_s / rows))
+    return assemble(cfg, parts)
 
 
 class Sleep(Function):

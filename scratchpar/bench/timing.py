@@ -1,8 +1,8 @@
-"""Contenders timed in turns, in one process or across ranks: a noisy machine slows all alike."""
+"""Contenders timed in turns, in one process or across ranks, by the engine's one timing loop
+(plan/timing.py): a noisy machine slows all alike."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import backend
 from ..autograd import Tensor
+from ..plan import timing
 
 IDLE_POLL_S = 2e-4  # how often a rank sleeping through a one-device baseline looks for its cue
 
@@ -74,31 +75,13 @@ def accumulated(model, optimizer, loss_fn, parts: list, units: int) -> Timed:
     return Timed(step)
 
 
-def medians(run, repeats: int) -> list[float]:
-    """The median of each of the seconds ``run()`` returns, over ``repeats`` calls after one
-    untimed call."""
-    runs = [run() for _ in range(repeats + 1)][1:]
-    return [statistics.median(column) for column in zip(*runs)]
-
-
 def interleaved(contenders: dict[str, Timed], repeats: int, warmup: int,
                 start=lambda: None) -> dict[str, list[float]]:
     """Each contender's seconds in ``repeats`` turns after ``warmup`` untimed rounds, round-robin
     with a rotating first turn; ``start()`` runs untimed before every turn."""
-    items = list(contenders.items())
-    for _ in range(warmup):
-        for _, timed in items:
-            start()
-            timed()
-    samples = {name: [] for name, _ in items}
-    for r in range(repeats):
-        k = r % len(items)
-        for name, timed in items[k:] + items[:k]:
-            start()
-            begin = time.perf_counter()
-            timed()
-            samples[name].append(time.perf_counter() - begin)
-    return samples
+    found = timing.turns({name: timing.clocked(timed.run, timed.sync)
+                          for name, timed in contenders.items()}, repeats, warmup, start)
+    return {name: [seconds for seconds, in samples] for name, samples in found.items()}
 
 
 def sync(comm) -> None:
@@ -161,15 +144,3 @@ def speedup(timed: dict, name: str) -> dict:
     speed-up."""
     one, split = timed["alone"]["median_s"], timed["split"]["median_s"]
     return {"alone_ms": 1e3 * one, f"{name}_ms": 1e3 * split, "speedup": one / split}
-
-
-def least(keys: list, timing, rounds: int) -> dict:
-    """For each of ``keys``, the least (by its sum) of ``rounds`` of ``timing(key)``, a tuple
-    of seconds, the keys taking turns in each round, as the steps are measured: a burst of
-    another load on the machine then makes no figure."""
-    best: dict = {}
-    for _ in range(rounds):
-        for key in keys:
-            found = timing(key)
-            best[key] = min(best.get(key, found), found, key=sum)
-    return best

@@ -20,8 +20,6 @@ Every time is the median of repeats after a warm-up, every rank starting from a 
 from __future__ import annotations
 
 import socket
-import statistics
-import time
 from datetime import date
 
 import numpy as np
@@ -34,7 +32,8 @@ from ..parallel.description import Message
 from ..train.memory import PROCESS_BYTES, available
 from .fit import alpha_beta, per_unit
 from .messages import seconds
-from .profile import Device, Engine, Link, Profile, Reduce
+from .profile import Device, Engine, Link, Profile, Reduce, dump
+from .timing import clocked, medians
 
 SIZES = [8 << (2 * k) for k in range(11)]  # 8 B … 8 MiB, ×4 apart
 QUICK_SIZES = SIZES[::2][:5]  # 8 B … 512 KiB, ×16 apart: large enough for β to show
@@ -46,16 +45,7 @@ ELEMENTS = 1 << 24  # of each array of the elementwise op timed for bytes/s (qui
 def timed(run, repeats: int, start=lambda: None) -> float:
     """The median seconds of ``run()`` over ``repeats`` calls after one untimed call;
     ``start()`` runs before each, untimed."""
-    start()
-    run()
-    samples = []
-    for _ in range(repeats):
-        start()
-        begin = time.perf_counter()
-        run()
-        backend.sync()
-        samples.append(time.perf_counter() - begin)
-    return statistics.median(samples)
+    return medians(clocked(run), repeats, 1, start)[0]
 
 
 def one_way(comm, peer: int, nbytes: int, repeats: int) -> float:
@@ -194,3 +184,11 @@ def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) ->
         reduce=Reduce(found["reduce"]["per_unit_s"]),
         engine=Engine(PROCESS_BYTES, call["call_s"], update["array_s"]))
     return profile, found
+
+
+def profile_toml(comm, cfg: dict) -> str | None:
+    """A benchmark job's calibration (``bench/mpijob.py``; ``cfg``: ``device``, ``quick``),
+    measured as ``python -m scratchpar.plan calibrate`` measures it: rank 0's profile as TOML,
+    None elsewhere."""
+    profile, _ = calibrate(comm, cfg["device"], "float32", cfg["quick"])
+    return dump(profile) if comm.rank == 0 else None

@@ -13,13 +13,10 @@ or measured on this one, for the model at hand.
 
 from __future__ import annotations
 
-import statistics
-import time
-
-from ..backend import sync
 from ..parallel.tensor import tensor_parallel
 from ..trace.tracer import Tracer
 from .flops import Work
+from .timing import clock, medians
 
 
 def roofline(work: Work, rows: int, profile, precision: str = "fp32") -> tuple[float, float]:
@@ -53,25 +50,24 @@ def measured_shard(task, rows: int, comm, sequence_parallel: bool, repeats: int 
 def _timed(model, forward, comm, repeats: int, warmup: int) -> tuple[float, float]:
     """Medians of ``repeats`` after ``warmup`` of ``forward()`` and its loss's backward, each
     less the time in ``comm``'s collectives (None: none)."""
-    samples, tracer = [], comm.tracer if comm is not None else None
-    for _ in range(warmup + repeats):
+    tracer = comm.tracer if comm is not None else None
+
+    def run() -> tuple[float, float]:
         model.zero_grad()
         if comm is not None:
             comm.tracer = Tracer(comm.rank)
-        sync()
-        start = time.perf_counter_ns()
+        start = clock()
         loss = forward()
-        sync()
-        middle = time.perf_counter_ns()
+        middle = clock()
         loss.backward()
-        sync()
-        end = time.perf_counter_ns()
-        inside = _inside(comm, middle)
-        samples.append(((middle - start - inside[0]) / 1e9, (end - middle - inside[1]) / 1e9))
+        end = clock()
+        inside = _inside(comm, round(middle * 1e9))
+        return middle - start - inside[0] / 1e9, end - middle - inside[1] / 1e9
+
+    forward_s, backward_s = medians(run, repeats, warmup)
     if comm is not None:
         comm.tracer = tracer  # as it was found
-    forward_s, backward_s = zip(*samples[warmup:])
-    return statistics.median(forward_s), statistics.median(backward_s)
+    return forward_s, backward_s
 
 
 def _inside(comm, middle: int) -> tuple[int, int]:

@@ -20,8 +20,7 @@ from scratchpar.bench.plan.driver import (
     with_errors,
     world,
 )
-from scratchpar.bench.plan.standin import SleepingTask, stands_in
-from scratchpar.bench.plan.worker import stage_shares
+from scratchpar.bench.standin import SleepingTask, stands_in
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.plan.layouts import layouts
 from scratchpar.plan.predict import predict
@@ -177,15 +176,6 @@ def test_a_stand_in_sleeps_its_rows_share_and_its_gradients_are_exact(monkeypatc
                                                         False)])
 def test_a_stand_in_takes_the_layouts_that_run_the_whole_model_through_the_loss(flags, stood):
     assert stands_in(load_config([*QUICK_RUN, *flags], world_size=2)) == stood
-
-
-def test_a_stage_s_share_is_its_layers_time_cut_as_the_engine_cuts_them():
-    cfg = load_config(QUICK_RUN)
-    shares = stage_shares(cfg, repeats=1)
-    for stages in (1, 2, 4):
-        got = shares(2, stages)
-        assert len(got) == stages and all(f == b > 0 for f, b in got)
-        assert sum(f for f, _ in got) == pytest.approx(1.0)
 
 
 def test_rounds_below_one_are_refused_before_any_job(capsys):

@@ -7,10 +7,10 @@ import time
 
 import numpy as np
 
+from ...plan.timing import medians
 from ...table import table
 from ..harness import Benchmark, describe, ints, judged, machine, staging
 from ..mpijob import job
-from ..timing import medians
 from .report import algbw, busbw, crossovers, fits, human, targets
 
 KIB, MIB = 1024, 1024 * 1024

@@ -10,7 +10,8 @@ import numpy as np
 
 from ... import backend
 from ...comm.collectives import all_reduce_
-from ..timing import Timed, interleaved, medians, slowest, sync
+from ...plan.timing import medians
+from ..timing import Timed, interleaved, slowest, sync
 from .report import human
 
 MESSAGE_BYTES = (8, 4096)  # a message's fixed cost: 8 B, and 4 KiB

@@ -3,7 +3,7 @@ calibrate it for a run of that many ranks; then per world size, one job that pre
 layout the training command accepts there, and one job per layout and round that measures it
 as the command runs it (``--quick``: one job for them all). Beyond
 :func:`real_ranks`, more ranks than this machine has cores (or GPUs), the model's compute is a
-stand-in's sleep of its measured time (``standin.py``), for the layouts that run the whole
+stand-in's sleep of its measured time (``bench/standin.py``), for the layouts that run the whole
 model through its loss.
 
 The targets (docs/plan.md, Validation): the step's median relative error ≤ 10% and worst
@@ -23,6 +23,7 @@ from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
 from ..mpijob import job
 
 WORKER = "scratchpar.bench.plan.worker"
+CALIBRATE = "scratchpar.plan.calibrate:profile_toml"
 RUN = ["--model", "gpt", "--d-model", "64", "--n-layers", "2", "--n-heads", "4",
        "--seq-len", "64", "--batch-size", "32"]
 QUICK_RUN = ["--model", "gpt", "--d-model", "16", "--n-layers", "2", "--n-heads", "2",
@@ -148,7 +149,7 @@ def measure(args) -> dict:
     ranks = sorted(set(args.ranks or ([1, 2, 3] if args.quick else [1, 2, 3, 4])))
     if ranks[0] < 1:
         raise SystemExit(f"plan: every world size must be ≥ 1, got {ranks}")
-    calibrated = {k: job(k, f"{WORKER}:profile", {"device": args.device, "quick": args.quick},
+    calibrated = {k: job(k, CALIBRATE, {"device": args.device, "quick": args.quick},
                          args.device) for k in sorted({max(n, 2) for n in ranks})}
     profiles = {n: calibrated[max(n, 2)] for n in ranks}  # a message needs two ranks
     rows = with_errors([row for n in ranks for row in world(n, run, profiles[n], timing,

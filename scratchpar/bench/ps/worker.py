@@ -21,11 +21,12 @@ from ...parallel import (
     SyncThenAsync,
 )
 from ...parallel.ps import ArrivalOrderParameterServer
+from ...plan.timing import clock, medians
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
-from ..standin import Sleeping, StandIn, clock, pause
-from ..timing import medians, stepping, sync, turns
+from ..standin import Sleeping, StandIn, pause
+from ..timing import stepping, sync, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
 KEPT = ("loss", "wait_s", "staleness_mean", "staleness_max", "version")  # of the step metrics

@@ -5,9 +5,9 @@ expected peak (``train/memory.py``). The autograd graph keeps what backward read
 
 from __future__ import annotations
 
+from ...plan.traced import traced
 from ...train import load_config
 from ...train.memory import estimate, measurable
-from ..plan.worker import traced
 
 MODELS = {"gpt": [], "gpt, dropout 0.1": ["--dropout", "0.1"], "lstm": ["--model", "lstm"]}
 QUICK = ["--batch-size", "4", "--seq-len", "16"]
