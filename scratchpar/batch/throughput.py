@@ -18,11 +18,6 @@ from ..train.build import build_trainer
 from ..train.cli import load_config
 from ..train.option import ConfigError
 
-MODELS = {  # the training command's models at their defaults, as a user would start
-    "gpt": ["--model", "gpt"],
-    "lstm": ["--model", "lstm"],
-    "mlp": ["--model", "mlp", "--source", "classification"],
-}
 KNEE = 1.10  # doubling the batch past the knee gains less than this factor of throughput
 
 

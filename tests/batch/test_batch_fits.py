@@ -7,8 +7,8 @@ import json
 import pytest
 
 from scratchpar.batch.__main__ import main
-from scratchpar.batch.commands import FIT_LAYOUTS
 from scratchpar.batch.fits import largest, least_batch, need
+from scratchpar.batch.studies import FIT_LAYOUTS
 from scratchpar.train import ConfigError
 from scratchpar.train.memory import ALLOCATOR_BYTES, PROCESS_BYTES, RUNTIME_BYTES
 

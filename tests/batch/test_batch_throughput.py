@@ -7,7 +7,7 @@ import pytest
 
 from scratchpar.batch import throughput
 from scratchpar.batch.__main__ import main
-from scratchpar.batch.commands import QUICK_MODELS
+from scratchpar.batch.studies import QUICK_MODELS
 from scratchpar.train import ConfigError
 
 PNG = b"\x89PNG\r\n\x1a\n"
