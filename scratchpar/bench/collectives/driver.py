@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
-from ...plan.timing import medians
+from ...plan.timing import clocked, medians
 from ...table import table
 from ..harness import Benchmark, describe, ints, judged, machine, staging
 from ..mpijob import job
+from ..timing import on_host
 from .report import algbw, busbw, crossovers, fits, human, targets
 
 KIB, MIB = 1024, 1024 * 1024
 HAND_WRITTEN = ["ring", "recursive_doubling", "rabenseifner", "tree", "auto"]
-MPI_DEFAULT, MPI_RING = "mpi", "mpi-ring"
-JOBS = [  # (contenders as the worker names them, environment, name of its "mpi" contender)
-    (HAND_WRITTEN + ["mpi"], {}, MPI_DEFAULT),
-    (["mpi"], {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}, MPI_RING),
+JOBS = [  # (contenders as the worker names them, environment, what its "mpi" is called here)
+    (HAND_WRITTEN + ["mpi"], {}, "mpi"),
+    (["mpi"], {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}, "mpi-ring"),
 ]
 QUICK_SIZES = [4 * KIB, 64 * KIB, MIB]
+TIMING = {"repeats": 15, "block_s": 0.01, "trips": 2000}  # trips: round trips per message block
+QUICK_TIMING = {"repeats": 2, "block_s": 0.001, "trips": 50}
 MEMCPY_BYTES = 64 * MIB
 MESSAGE_TARGETS = {8: 1.3, 4 * KIB: 1.2}  # one way through the Communicator ÷ MPI's own
 
@@ -44,44 +45,29 @@ def add_arguments(parser) -> None:
                        help="sizes 4 KiB, 16 KiB, … ×4 up to this (default 64M)")
 
 
-def plan(args) -> tuple[list[int], list[int], int, float]:
-    """World sizes, buffer sizes, repeats and seconds per timed block."""
+def plan(args) -> tuple[list[int], list[int]]:
+    """World sizes and buffer sizes."""
     ranks = args.ranks or ([2] if args.quick else [2, 4])
     if min(ranks) < 2:
         raise SystemExit("--ranks: every world size must be at least 2")
-    if args.sizes:
-        sizes = sorted(set(args.sizes))
-    elif args.quick:
-        sizes = QUICK_SIZES
-    else:
-        sizes = [4 * KIB * 4 ** k for k in range(12) if 4 * KIB * 4 ** k <= args.max_size]
+    ladder = [size for size in (4 * KIB * 4 ** k for k in range(12)) if size <= args.max_size]
+    sizes = sorted(set(args.sizes)) if args.sizes else (QUICK_SIZES if args.quick else ladder)
     if not sizes:
         raise SystemExit("--max-size: the smallest size is 4K")
-    return (ranks, sizes, 2, 0.001) if args.quick else (ranks, sizes, 15, 0.01)
-
-
-def trips(args) -> int:
-    """Round trips a block of the messages' timing makes."""
-    return 50 if args.quick else 2000
+    return ranks, sizes
 
 
 def memcpy_seconds(nbytes: int, repeats: int) -> float:
     """Median seconds of one np.copyto of ``nbytes`` in this (single) process."""
     src = np.ones(nbytes // 4, dtype=np.float32)  # (N/4,)
     dst = np.zeros_like(src)
-
-    def copy():
-        start = time.perf_counter()
-        np.copyto(dst, src)
-        return (time.perf_counter() - start,)
-
-    return medians(copy, repeats)[0]
+    return medians(clocked(lambda: np.copyto(dst, src), on_host), repeats)[0]
 
 
 def measure_world(n: int, cfg: dict, device: str) -> dict:
-    """Both jobs at world size ``n``: ``{"times": {contender: {bytes: seconds}}, "raw": {…},
-    "pingpong": {…}, "copies": {…} (on a device), "cuda_aware": bool}``."""
-    merged = {"times": {}, "raw": {}, "pingpong": None, "copies": None, "messages": None}
+    """Both jobs at world size ``n``: ``{"times": {contender: {bytes: seconds}}, "raw": {…}}``
+    and, from the first job, its "pingpong", "messages", "copies" (on a device), "cuda_aware"."""
+    merged = {"times": {}, "raw": {}}
     for i, (contenders, env, mpi_name) in enumerate(JOBS):
         result = job(n, "scratchpar.bench.collectives.worker:measure_ranks",
                      {**cfg, "contenders": contenders, "pingpong": i == 0}, device, env)
@@ -90,19 +76,17 @@ def measure_world(n: int, cfg: dict, device: str) -> dict:
                 label = mpi_name if name == "mpi" else name
                 merged["times"].setdefault(label, {})[int(size)] = numbers["median_s"]
                 merged["raw"].setdefault(label, {})[int(size)] = numbers
-        merged["pingpong"] = merged["pingpong"] or result["pingpong"]
-        merged["messages"] = merged["messages"] or result.get("messages")
-        merged["copies"] = merged["copies"] or result["copies"]
-        merged["cuda_aware"] = result["cuda_aware"]
+        if i == 0:
+            merged.update({k: result[k] for k in ("pingpong", "messages", "copies", "cuda_aware")})
     return merged
 
 
 def timing_rows(results: dict, sizes: list[int]) -> list[dict]:
     return [{"n": n, "size": human(size), "algorithm": name, "us": 1e6 * t,
              "algbw_gbs": algbw(size, t) / 1e9, "busbw_gbs": busbw(size, t, n) / 1e9,
-             "x_mpi": t / res["times"][MPI_DEFAULT][size]}
+             "x_mpi": t / res["times"]["mpi"][size]}
             for n, res in results.items() for size in sizes
-            for name in HAND_WRITTEN + [MPI_DEFAULT, MPI_RING]
+            for name in HAND_WRITTEN + [label for _, _, label in JOBS]
             for t in [res["times"][name][size]]]
 
 
@@ -134,7 +118,9 @@ def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
 
 
 def measure(args) -> dict:
-    ranks, sizes, repeats, block_s = plan(args)
+    ranks, sizes = plan(args)
+    timing = QUICK_TIMING if args.quick else TIMING
+    repeats, block_s = timing["repeats"], timing["block_s"]
     print(f"collectives benchmark on {describe(args.device)}: float32 sum all-reduce, world sizes "
           f"{ranks}, sizes {human(sizes[0])} … {human(sizes[-1])}")
     print(f"median of {repeats} timed blocks per contender, taken in turns; each block starts at a "
@@ -142,46 +128,43 @@ def measure(args) -> dict:
           + ("" if args.device == "cpu" else ", then waits for the device")
           + "; time = slowest rank")
     memcpy_s = memcpy_seconds(MEMCPY_BYTES, repeats)
-    cfg = {"sizes": sizes, "repeats": repeats, "block_s": block_s, "trips": trips(args)}
-    results = {n: measure_world(n, cfg, args.device) for n in ranks}
+    results = {n: measure_world(n, {"sizes": sizes, **timing}, args.device) for n in ranks}
     cuda_aware = results[ranks[0]]["cuda_aware"]
     print(f"buffers: {staging(args.device, cuda_aware)}\n{machine(args)}")
-    rows = timing_rows(results, sizes)
+    rows, messages = timing_rows(results, sizes), message_rows(results, args.device)
+    fitted, cross = fits(results, sizes), crossovers(results, sizes)
+    verdicts = [{**t, "verdict": judged(args.device, t["verdict"])}
+                for t in targets(results, sizes, MEMCPY_BYTES / memcpy_s)]
     print(table("all-reduce per size (docs/collectives.md, Algorithm bandwidth and bus "
                 "bandwidth)", rows, {"n": "n", "size": "size", "algorithm": "algorithm",
                                      "µs": "us", "algbw GB/s": "algbw_gbs",
                                      "busbw GB/s": "busbw_gbs", "x mpi": "x_mpi"}))
-    messages = message_rows(results, args.device)
     print(table(f"one message one way, ranks 0 and 1: the Communicator's send and recv against "
-                f"MPI's own (median of {repeats} blocks of {trips(args)} round trips)", messages,
-                {"n": "n", "size": "size", "send/recv µs": "ours_us", "MPI_Send/Recv µs": "mpi_us",
-                 "ratio": "ratio", "target": "target", "verdict": "verdict"}))
+                f"MPI's own (median of {repeats} blocks of {timing['trips']} round trips)",
+                messages, {"n": "n", "size": "size", "send/recv µs": "ours_us",
+                           "MPI_Send/Recv µs": "mpi_us", "ratio": "ratio", "target": "target",
+                           "verdict": "verdict"}))
     print(table("ceilings", ceiling_rows(results, memcpy_s),
                 {"what": "what", "size": "size", "µs": "us", "GB/s": "gbs"}))
-    fitted = fits(results, sizes)
     print(table("α-β fit (docs/collectives.md, The cost model; β includes the reductions)",
                 fitted, {"n": "n", "model": "model", "α µs": lambda f: 1e6 * f["alpha_s"],
                          "β ns/B": lambda f: 1e9 * f["beta_s_per_byte"],
                          "1/β GB/s": lambda f: 1e-9 / f["beta_s_per_byte"],
                          "rms rel residual": "rms_rel_residual"}) if fitted else
           "α-β fit: none, one message size cannot separate α from β (--sizes takes several)\n")
-    cross = crossovers(results, sizes)
     print(table('crossover for algorithm="auto"', cross, {
         "n": "n", "recursive doubling beats ring up to":
             lambda c: human(c["doubling_wins_up_to"]) if c["doubling_wins_up_to"] else "never",
         "MPI's own fastest at": lambda c: ", ".join(map(human, c["mpi_fastest_at"])) or "never"}))
-    verdicts = [{**t, "verdict": judged(args.device, t["verdict"])}
-                for t in targets(results, sizes, MEMCPY_BYTES / memcpy_s)]
     print(table("targets (docs/collectives.md, Measured)", verdicts, {
         "target": "target", "measured": "measured", "at": "at", "verdict": "verdict"}))
     return {"cuda_aware": cuda_aware, "world_sizes": ranks, "sizes": sizes, "repeats": repeats,
-            "block_seconds": block_s,
-            "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
-            "per_world_size": {str(n): {"raw": res["raw"], "pingpong": res["pingpong"],
-                                        "copies": res["copies"], "messages": res["messages"]}
+            "block_seconds": block_s, "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
+            "per_world_size": {str(n): {k: res[k] for k in ("raw", "pingpong", "copies",
+                                                          "messages")}
                                for n, res in results.items()},
-            "messages": messages,
-            "table": rows, "fits": fitted, "crossovers": cross, "targets": verdicts}
+            "messages": messages, "table": rows, "fits": fitted, "crossovers": cross,
+            "targets": verdicts}
 
 
 BENCHMARK = Benchmark("the hand-written all-reduces (ring, recursive doubling, tree, auto) "

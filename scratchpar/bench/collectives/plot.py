@@ -9,23 +9,24 @@ from ...trace.figure import pyplot
 from ..harness import finish
 from .report import BUSBW_OF_MEMCPY, human
 
-LINES = [  # (algorithm in the benchmark's table, legend label, matplotlib style)
-    ("ring", "ring", dict(color="C0", marker="o")),
-    ("recursive_doubling", "recursive doubling", dict(color="C1", marker="s")),
-    ("rabenseifner", "Rabenseifner", dict(color="C4", marker="v")),
-    ("tree", "tree", dict(color="C2", marker="^")),
-    ("mpi-ring", "MPI_Allreduce (MPICH ring)", dict(color="C3", marker="D", ls="--")),
-]
-AUTO_STYLE = dict(color="k", marker="x", ls="none", ms=9,
-                  label="auto (doubling, then ring above the crossover)")
 MPI_DEFAULT = "MPI_Allreduce (MPICH default)"
+BOTH = ("x_mpi", "busbw_gbs")  # the top panel's column of the table, and the bottom's
+LINES = [  # (algorithm in the benchmark's table, legend label, matplotlib style, its panels)
+    ("ring", "ring", dict(color="C0", marker="o"), BOTH),
+    ("recursive_doubling", "recursive doubling", dict(color="C1", marker="s"), BOTH),
+    ("rabenseifner", "Rabenseifner", dict(color="C4", marker="v"), BOTH),
+    ("tree", "tree", dict(color="C2", marker="^"), BOTH),
+    ("mpi-ring", "MPI_Allreduce (MPICH ring)", dict(color="C3", marker="D", ls="--"), BOTH),
+    ("auto", "auto (doubling, then ring above the crossover)",
+     dict(color="k", marker="x", ls="none", ms=9), ("x_mpi",)),
+    ("mpi", MPI_DEFAULT, dict(color="0.4", marker="."), ("busbw_gbs",)),  # on top, the line at 1
+]
 
 
 def read_bench(path: str | Path) -> tuple[dict, list[int], float]:
     """({(n, algorithm): {bytes: table row}}, sizes in bytes, memcpy bandwidth in GB/s)."""
-    text = Path(path).read_text()
     try:
-        bench = json.loads(text)
+        bench = json.loads(Path(path).read_text())
         sizes = bench["sizes"]
         nbytes = {human(s): s for s in sizes}
         rows = {}
@@ -51,16 +52,12 @@ def plot_collectives(path: str | Path, out: str | Path) -> Path:
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     for col, n in enumerate(world_sizes):
         ratio, bw = axes[0, col], axes[1, col]
-        for name, label, style in LINES:
+        for name, label, style, panels in LINES:
             per = rows.get((n, name), {})
             xs = [s for s in sizes if s in per]
-            ratio.plot(xs, [per[s]["x_mpi"] for s in xs], label=label, **style)
-            bw.plot(xs, [per[s]["busbw_gbs"] for s in xs], label=label, **style)
-        auto = rows.get((n, "auto"), {})
-        ratio.plot(list(auto), [r["x_mpi"] for r in auto.values()], **AUTO_STYLE)
-        mpi = rows.get((n, "mpi"), {})
-        bw.plot(list(mpi), [r["busbw_gbs"] for r in mpi.values()], color="0.4", marker=".",
-                label=MPI_DEFAULT)
+            for ax, key in ((ratio, "x_mpi"), (bw, "busbw_gbs")):
+                if key in panels:
+                    ax.plot(xs, [per[s][key] for s in xs], label=label, **style)
         ratio.axhline(1.0, color="0.4", lw=1.5, label=MPI_DEFAULT)
         bw.axhline(memcpy_gbs, color="k", ls="--", lw=1,
                    label=f"memcpy, 1 process ({memcpy_gbs:.1f} GB/s)")

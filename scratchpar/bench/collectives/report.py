@@ -42,8 +42,7 @@ def doubling_terms(nbytes: float, p: int) -> tuple[float, float]:
 
 def rabenseifner_terms(nbytes: float, p: int) -> tuple[float, float]:
     """(messages, bytes) of Rabenseifner's all-reduce: t = 2·log₂p·α + 2(p−1)/p·N·β for p a power
-    of two; other p add a fold and an unfold of the whole buffer (Thakur, Rabenseifner & Gropp
-    2005, §4.4)."""
+    of two; other p add the fold and unfold (Thakur, Rabenseifner & Gropp 2005, §4.4)."""
     pof2 = power_of_two(p)
     folds = 0 if p == pof2 else 2
     return (2 * (pof2.bit_length() - 1) + folds,
@@ -60,7 +59,7 @@ def fits(results: dict, sizes: list[int]) -> list[dict]:
     if len(sizes) < 2:
         return []
     return [{"n": n, "model": name, **alpha_beta([terms(size, n) for size in sizes],
-                                         [res["times"][name][size] for size in sizes])}
+                                                 [res["times"][name][size] for size in sizes])}
             for n, res in results.items() for name, terms in MODELS]
 
 
@@ -83,13 +82,12 @@ def targets(results: dict, sizes: list[int], memcpy_bytes_per_s: float) -> list[
     covers, and the ring's bus bandwidth at the largest size against memcpy's bandwidth."""
     rows = []
     for n, res in results.items():
-        t = res["times"]
+        t, largest = res["times"], sizes[-1]
         for name, limit, covers, where in RATIO_TARGETS:
             ratios = {s: t[name][s] / t["mpi"][s] for s in sizes if covers(s)}
             worst = max(ratios, key=ratios.get, default=None)
             rows.append(_verdict(f"n={n}: {name} <= {limit:.2f}x MPI default at {where}",
                                  ratios.get(worst), worst, lambda r, m=limit: r <= m))
-        largest = sizes[-1]
         share = busbw(largest, t["ring"][largest], n) / memcpy_bytes_per_s
         rows.append(_verdict(f"n={n}: ring bus bw >= {BUSBW_OF_MEMCPY:.2f}x memcpy bw", share,
                              largest, lambda r: r >= BUSBW_OF_MEMCPY))

@@ -16,6 +16,7 @@ from .report import human
 
 MESSAGE_BYTES = (8, 4096)  # a message's fixed cost: 8 B, and 4 KiB
 
+
 def contender(comm, name: str, buf, send):
     """(call, the array it reads): an all-reduce into ``buf`` (MPI's reads ``send``, the hand-
     written ones work in place)."""
@@ -60,33 +61,11 @@ def time_size(comm, names: list[str], nbytes: int, repeats: int, block_s: float)
                    "calls_per_block": calls[name]} for i, name in enumerate(names)}
 
 
-def pingpong(comm, nbytes: int, repeats: int) -> float | None:
-    """Median one-way seconds of an ``nbytes`` message between ranks 0 and 1 (half a round trip,
-    from device memory to device memory on a device); the other ranks wait."""
+def one_way(comm, nbytes: int, ways: dict, repeats: int, trips: int) -> dict:
+    """Median one-way seconds of an ``nbytes`` message between ranks 0 and 1 (device memory to
+    device memory on a device) by each of ``ways``, a (send, recv) pair, taking turns in blocks
+    of ``trips`` round trips from a barrier while the other ranks wait; rank 0's is reported."""
     buf = backend.xp_default().zeros(nbytes, dtype=np.uint8)
-
-    def round_trip():
-        sync(comm)
-        start = time.perf_counter()
-        if comm.rank == 0:
-            comm.send(buf, 1)
-            comm.recv(buf, 1)
-        elif comm.rank == 1:
-            comm.recv(buf, 0)
-            comm.send(buf, 0)
-        backend.sync()
-        return ((time.perf_counter() - start) / 2,)
-
-    one_way = medians(round_trip, repeats)[0]
-    return one_way if comm.rank == 0 else None
-
-
-def messages(comm, nbytes: int, repeats: int, trips: int) -> dict | None:
-    """Median one-way seconds of an ``nbytes`` message between ranks 0 and 1, through the
-    Communicator and through MPI's own blocking calls, in blocks of ``trips`` round trips from
-    a barrier, the two taking turns (the other ranks wait); rank 0's, None elsewhere."""
-    buf = backend.xp_default().zeros(nbytes, dtype=np.uint8)
-    ways = {"scratchpar": (comm.send, comm.recv), "mpi": (comm.mpi_send, comm.mpi_recv)}
 
     def block(send, recv):
         for _ in range(trips):
@@ -99,8 +78,7 @@ def messages(comm, nbytes: int, repeats: int, trips: int) -> dict | None:
 
     samples = interleaved({name: Timed(lambda pair=pair: block(*pair))
                            for name, pair in ways.items()}, repeats, 1, start=lambda: sync(comm))
-    return {name: float(np.median(s)) / (2 * trips) for name, s in samples.items()} \
-        if comm.rank == 0 else None
+    return {name: float(np.median(s)) / (2 * trips) for name, s in samples.items()}
 
 
 def copies(nbytes: int, repeats: int) -> dict:
@@ -122,21 +100,24 @@ def copies(nbytes: int, repeats: int) -> dict:
 
 
 def measure_ranks(comm, cfg: dict) -> dict:
-    """Every size of ``cfg`` for every contender; with ``"pingpong"``, the ceilings too."""
-    sizes, names = cfg["sizes"], cfg["contenders"]
+    """Every size of ``cfg`` for every contender; with ``"pingpong"``, the ceilings (a round
+    trip at a time, through the Communicator) and the messages (in blocks, both ways) too."""
+    sizes, names, repeats = cfg["sizes"], cfg["contenders"], cfg["repeats"]
     result = {"cuda_aware": comm.cuda_aware, "sizes": {}, "pingpong": None, "copies": None}
     for nbytes in sizes:
         if comm.rank == 0:
             print(f"  n={comm.size}, {human(nbytes)}: {', '.join(names)}", file=sys.stderr,
                   flush=True)
-        result["sizes"][str(nbytes)] = time_size(comm, names, nbytes, cfg["repeats"],
-                                                 cfg["block_s"])
+        result["sizes"][str(nbytes)] = time_size(comm, names, nbytes, repeats, cfg["block_s"])
     if cfg["pingpong"]:
+        ours = {"scratchpar": (comm.send, comm.recv)}
+        small, large = (one_way(comm, n, ours, repeats, 1)["scratchpar"]
+                        for n in (sizes[0], sizes[-1]))
         result["pingpong"] = {"small_bytes": sizes[0], "large_bytes": sizes[-1],
-                              "small_s": pingpong(comm, sizes[0], cfg["repeats"]),
-                              "large_s": pingpong(comm, sizes[-1], cfg["repeats"])}
-        result["messages"] = {str(n): messages(comm, n, cfg["repeats"], cfg["trips"])
+                              "small_s": small, "large_s": large}
+        both = {**ours, "mpi": (comm.mpi_send, comm.mpi_recv)}
+        result["messages"] = {str(n): one_way(comm, n, both, repeats, cfg["trips"])
                               for n in MESSAGE_BYTES}
         if backend.device() != "cpu" and comm.rank == 0:
-            result["copies"] = copies(sizes[-1], cfg["repeats"])
+            result["copies"] = copies(sizes[-1], repeats)
     return result
