@@ -7,40 +7,35 @@ from pathlib import Path
 
 from ...trace.figure import pyplot
 from ..harness import finish
-from .report import EFFICIENCY_TARGET
+from .report import EFFICIENCY_TARGET, efficiency_of, median
 
-LINES = [  # (contender in the benchmark, its one-device baseline, legend label, style)
-    ("compute-only", "alone", "compute only (no communication)",
-     dict(color="0.5", marker=".", ls=":")),
-    ("naive", "alone", "naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
-    ("bucketed", "alone", "bucketed, overlapped DP", dict(color="C0", marker="o")),
-    ("torch-ddp", "torch-alone", "torch DDP (gloo), against torch on one device",
+LINES = [  # (contender in the benchmark, legend label, style), each against its report.BASELINE
+    ("compute-only", "compute only (no communication)", dict(color="0.5", marker=".", ls=":")),
+    ("naive", "naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
+    ("bucketed", "bucketed, overlapped DP", dict(color="C0", marker="o")),
+    ("torch-ddp", "torch DDP (gloo), against torch on one device",
      dict(color="C3", marker="D", ls="--")),
 ]
 
 
 def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
     """({(n, contender): {per-rank batch: efficiency}}, world sizes, the MLP's layer sizes) from
-    the compute MLP's sweep; efficiency = t₁ / tₙ at the same per-rank batch, t₁ the one-device
-    baseline timed in the same job."""
+    the compute MLP's sweep (report.efficiency_of: against the one device timed in the job)."""
     try:
         bench = json.loads(Path(path).read_text())
-        per_n = {int(n): r["configs"] for n, r in bench["per_world_size"].items()}
+        results = {int(n): r for n, r in bench["per_world_size"].items()}
         sweep = {job: b for job, (name, b) in bench["jobs"].items() if name == "compute"}
         curves = {}
-        for n in sorted(per_n):
+        for n in sorted(results):
             for job, b in sweep.items():
-                timed = per_n[n][job]["contenders"]
-                for name, baseline, _, _ in LINES:
-                    if name in timed:
-                        curves.setdefault((n, name), {})[b] = (timed[baseline]["median_s"]
-                                                               / timed[name]["median_s"])
+                for name, _, _ in LINES:
+                    if median(results, n, job, name) is not None:
+                        curves.setdefault((n, name), {})[b] = efficiency_of(results, n, job, name)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path} is not a dp benchmark JSON ({type(e).__name__}: {e})") from e
-    world_sizes = sorted(per_n)
-    if not world_sizes or not sweep:
+    if not results or not sweep:
         raise ValueError(f"{path} has no world size or no compute MLP sweep")
-    return curves, world_sizes, bench["configs"]["compute"]["sizes"]
+    return curves, sorted(results), bench["configs"]["compute"]["sizes"]
 
 
 def plot_scaling(path: str | Path, out: str | Path) -> Path:
@@ -49,7 +44,7 @@ def plot_scaling(path: str | Path, out: str | Path) -> Path:
     fig, axes = pyplot().subplots(1, len(world_sizes), figsize=(5.5 * len(world_sizes), 4.5),
                                   sharey=True, squeeze=False)
     for ax, n in zip(axes[0], world_sizes):
-        for name, _, label, style in LINES:
+        for name, label, style in LINES:
             curve = curves.get((n, name))
             if curve:
                 batches = sorted(curve)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import groupby
+
 from ..harness import judged
 
 COMM_CONFIGS = ("wide", "deep")
@@ -100,12 +102,6 @@ def targets(results: dict, configs: dict, rows: list[dict], device: str) -> list
 
 def layers(sizes: list[int]) -> str:
     """784-1024-10, or 64×33-10 for a run of equal widths."""
-    parts, i = [], 0
-    while i < len(sizes):
-        j = i
-        while j + 1 < len(sizes) and sizes[j + 1] == sizes[i]:
-            j += 1
-        run = sizes[i:j + 1]
-        parts.append(f"{sizes[i]}×{len(run)}" if len(run) >= 3 else "-".join(map(str, run)))
-        i = j + 1
-    return "-".join(parts)
+    runs = [list(run) for _, run in groupby(sizes)]
+    return "-".join(f"{run[0]}×{len(run)}" if len(run) >= 3 else "-".join(map(str, run))
+                    for run in runs)

@@ -111,13 +111,10 @@ def bench_config(comm, spec: dict, cfg: dict, device: str) -> dict:
     mesh, objective = Mesh(comm), Classify()  # pure data parallelism
     bucketed = DataParallel(model, sgd, objective, mesh)
     naive = DataParallelNaive(model, sgd, objective, mesh)
-    local, units = [shard(batch, comm.rank, comm.size)], objective.count(batch)
-    contenders = {
-        "bucketed": stepping(bucketed, batch),
-        "naive": stepping(naive, batch),
-        "compute-only": accumulated(model, sgd(model.parameters()), objective.loss, local, units),
-        "alone": alone(accumulated(model, sgd(model.parameters()), objective.loss, local, units),
-                       comm)}
+    compute = accumulated(model, sgd(model.parameters()), objective.loss,
+                          [shard(batch, comm.rank, comm.size)], objective.count(batch))
+    contenders = {"bucketed": stepping(bucketed, batch), "naive": stepping(naive, batch),
+                  "compute-only": compute, "alone": alone(compute, comm)}
     check = None
     if cfg["ddp_file"]:
         ddp = torch_step(model, spec["sizes"], host, comm, device, cfg["ddp_file"])
