@@ -109,10 +109,11 @@ def _linear_weights(model: nn.Module) -> set[str]:
     return {f"{name}.weight" for name, m in model.named_modules() if isinstance(m, nn.Linear)}
 
 
-def load_from(model: nn.Module, source) -> nn.Module:
-    """Copy a scratchpar module's parameters into ``model`` (Linear weights transposed)."""
-    ours, linear = dict(model.named_parameters()), _linear_weights(model)
-    theirs = dict(source.named_parameters())
+def twin_of(source, twin: nn.Module, device: str) -> nn.Module:
+    """``twin`` on the device the twins of scratchpar's ``device`` use, with the parameters of
+    the scratchpar module ``source`` (Linear weights transposed)."""
+    model, linear = twin.to(device_for(device)), _linear_weights(twin)
+    ours, theirs = dict(model.named_parameters()), dict(source.named_parameters())
     if ours.keys() != theirs.keys():
         raise ValueError(f"parameter names differ: {sorted(ours.keys() ^ theirs.keys())}")
     with torch.no_grad():
@@ -120,12 +121,6 @@ def load_from(model: nn.Module, source) -> nn.Module:
             w = torch.from_numpy(np.array(to_host(theirs[name].data)))
             p.copy_(w.T if name in linear else w)
     return model
-
-
-def twin_of(source, twin: nn.Module, device: str) -> nn.Module:
-    """``twin`` on the device the twins of scratchpar's ``device`` use, with ``source``'s
-    weights."""
-    return load_from(twin.to(device_for(device)), source)
 
 
 def grads_as_numpy(model: nn.Module) -> dict[str, np.ndarray]:

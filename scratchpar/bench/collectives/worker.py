@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import backend
 from ...comm.collectives import all_reduce_
-from ...plan.timing import medians
+from ...plan.timing import clocked, medians
 from ..timing import Timed, interleaved, slowest, sync
 from .report import human
 
@@ -49,10 +49,7 @@ def time_size(comm, names: list[str], nbytes: int, repeats: int, block_s: float)
         call, source = contender(comm, name, buf, send)
         check(comm, name, call, source, buf)
         sync(comm)
-        start = time.perf_counter()
-        call()  # warm, and learn how long a call is: every rank agrees, the same max
-        backend.sync()
-        once = slowest(comm, [time.perf_counter() - start])[0]
+        once = slowest(comm, clocked(call)())[0]  # warm; a call takes the same max on every rank
         calls[name] = max(1, min(1000, math.ceil(block_s / once)))
         blocks[name] = Timed(lambda call=call, n=calls[name]: [call() for _ in range(n)])
     samples = interleaved(blocks, repeats, 0, start=lambda: sync(comm))
