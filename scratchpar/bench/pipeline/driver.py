@@ -135,14 +135,12 @@ def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> 
 
     paths = [plot_bubble_curve(bubbles, str(Path(directory) / "pipeline_bubble.png"))]
     f, b, w = (1e3 * calib[k] for k in ("forward_s", "backward_s", "weight_s"))  # ms, as spans
-    for r in runs:
-        if r["trace"]:
-            schedule = schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b, w)
-            ideal = simulate(schedule, f, b, w)
-            paths.append(plot_pipeline_timeline(
-                ideal, r["trace"].replace(".trace.json", ".png"), measured_spans(r["trace"]),
-                title=f"{r['schedule']}: p={r['p']}, m={r['m']}, v={r['v']}, sleep stages "
-                      f"(F {f:.1f} ms, B {b:.1f} ms per stage)"))
+    for r in (r for r in runs if r["trace"]):
+        ideal = simulate(schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b, w), f, b, w)
+        paths.append(plot_pipeline_timeline(
+            ideal, r["trace"].replace(".trace.json", ".png"), measured_spans(r["trace"]),
+            title=f"{r['schedule']}: p={r['p']}, m={r['m']}, v={r['v']}, sleep stages "
+                  f"(F {f:.1f} ms, B {b:.1f} ms per stage)"))
     return paths
 
 
@@ -160,14 +158,13 @@ def measure(args) -> dict:
           f"{1e3 * calib['backward_s']:.2f} ms backward per micro-batch ({ROWS} rows), of it "
           f"{1e3 * calib['weight_s']:.2f} ms the weights' gradients (ZB-H1's W)")
     runs = summarize([run for p in sizes["ps"] for run in job(p, f"{WORKER}:sleep_runs", {
-        "forward_s": calib["forward_s"], "backward_s": calib["backward_s"],
-        "weight_s": calib["weight_s"], "rows": ROWS,
+        **{k: calib[k] for k in ("forward_s", "backward_s", "weight_s")}, "rows": ROWS,
         "warmup": sizes["warmup"], "steps": sizes["steps"], "traces": args.figures,
         "runs": runs_for(p, sizes, args.figures is not None)})], calib)
     timed = job(2, f"{WORKER}:real_runs", cfg, args.device)
     bubbles, inter, zero = bubble_rows(runs), interleaved_rows(runs), zero_bubble_rows(runs, calib)
     memory, real = memory_rows(runs, max(sizes["ms"])), real_rows(timed, cfg)
-    compared = [r for r in runs if r["compared"]]
+    compared, memory_real = [r for r in runs if r["compared"]], memory_real_rows(timed)
     print(f"{machine(args)}; median of {sizes['steps']} steps after {sizes['warmup']} warm-up")
     held = {r["p"]: r["held"] for r in runs}
     print("each sleep stage held its time " + ", ".join(
@@ -178,8 +175,7 @@ def measure(args) -> dict:
                 "Measurements)", bubbles,
                 {"schedule": "schedule", "p": "p", "m": "m", "measured": "bubble",
                  "simulated": "simulated", "formula": "formula", "measured/formula": "ratio",
-                 f"≤{RATIO_TARGET}×": "ok",
-                 "idle beyond ideal, ms/micro-batch": "extra_ms"}))
+                 f"≤{RATIO_TARGET}×": "ok", "idle beyond ideal, ms/micro-batch": "extra_ms"}))
     print(table("interleaved against 1F1B at the same p, m", inter,
                 {"p": "p", "m": "m", "v": "v", "measured": "bubble", "simulated": "simulated",
                  "formula": "formula", "1f1b": "1f1b_bubble", "idle ratio": "idle_ratio",
@@ -201,14 +197,13 @@ def measure(args) -> dict:
                 {"contender": "contender", "ranks": "ranks", "m": "m", "ms/step": "ms",
                  "tokens/s": "tokens_per_s", "× alone": "vs_one_device",
                  "× alone-micro": "vs_micro"}))
-    memory_real = memory_real_rows(timed)
     print(table("GPT pipelines on 2 ranks: what each rank holds", memory_real,
                 {"contender": "contender", "rank": "rank", "param B": "param_bytes",
                  "model B": "model_bytes", "share": "share", "peak mb": "peak",
                  "peak act B": "peak_bytes"}))
     ratio = RATIO_TARGET
-    targets = {f"bubble ≤ {ratio}× formula at m ≥ 4p": [r["ok"] for r in bubbles
-                                                        if r["ok"] is not None],
+    judged = [r["ok"] for r in bubbles if r["ok"] is not None]  # m ≥ 4p
+    targets = {f"bubble ≤ {ratio}× formula at m ≥ 4p": judged,
                f"interleaved idle ≤ {ratio}/v × 1F1B's": [r["ok"] for r in inter],
                f"ZB-H1 idle ≤ {ratio} × ideal × 1F1B's": [r["ok"] for r in zero],
                "1F1B peak ≤ p − s, GPipe = m": [r["ok"] for r in memory]}

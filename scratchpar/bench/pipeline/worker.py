@@ -3,6 +3,7 @@ and the GPT's stage times that the sleeps stand in for."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -29,27 +30,20 @@ LR = 1e-3
 COMPUTE = re.compile(r"[FBW]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, W3, F3.1
 
 
-def sgd(params):
-    """Every contender's optimizer over what its rank updates: plain SGD."""
-    return optim.SGD(params, LR)
+sgd = functools.partial(optim.SGD, lr=LR)  # every contender's optimizer: plain SGD
 
 
 def schedule_for(name: str, p: int, m: int, v: int, forward: float, backward: float,
                  weight: float):
-    """Schedule ``name``; those placed by costs (interleaved, bprio, zb-h1) get the calibrated
-    ones."""
-    if name == "interleaved":
-        return schedules.interleaved(p, m, v, forward, backward)
-    if name == "bprio":
-        return schedules.bprio(p, m, forward, backward)
-    if name == "zb-h1":
-        return schedules.zb_h1(p, m, forward, backward, weight)
-    return schedules.build(name, p, m, v)
+    """Schedule ``name``; those placed by costs (interleaved, bprio, zb-h1) get these."""
+    placed = {"interleaved": lambda: schedules.interleaved(p, m, v, forward, backward),
+              "bprio": lambda: schedules.bprio(p, m, forward, backward),
+              "zb-h1": lambda: schedules.zb_h1(p, m, forward, backward, weight)}
+    return placed.get(name, lambda: schedules.build(name, p, m, v))()
 
 
 def gpt_task(cfg: dict) -> Task:
-    """The GPT of ``cfg`` ("vocab", "seq", "d_model", "heads", "layers") in float32, from seed 0
-    (every rank builds the same one), on the current device."""
+    """The float32 GPT of ``cfg``, from seed 0 (every rank builds the same one)."""
     return Task(None, nn.GPT(cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["heads"],
                              cfg["layers"], np.random.default_rng(0), dtype=np.float32), "tok")
 
@@ -61,10 +55,9 @@ def gpt_batch(cfg: dict, rows: int):
 
 def calibrate(cfg: dict, p: int = 2, repeats: int = 9) -> dict:
     """Forward and backward seconds (medians) of each stage of the GPT of ``cfg`` cut in ``p``
-    by parameters, on one micro-batch (``batch / m`` rows), in this process, and of backward
-    the weights' gradients' share (computed apart, as a zero-bubble W); a sleep stage sleeps the
-    mean stage's. As in a pipeline, a stage starts from its predecessor's output cut
-    from the graph, and the last stage's forward includes the summed loss."""
+    by parameters, on one micro-batch, and of backward the weights' gradients' share (computed
+    apart, as a zero-bubble W); a sleep stage sleeps the mean stage's. As in a pipeline, a stage
+    starts from its predecessor's output cut from the graph; the last one's includes the loss."""
     task = gpt_task(cfg)
     layers = task.model.pipeline_layers()
     ranges = partition(parameter_counts(layers), p)
@@ -105,8 +98,7 @@ def calibrate(cfg: dict, p: int = 2, repeats: int = 9) -> dict:
 
 
 def summary(events) -> tuple[float, float, float]:
-    """(first F's start, last B's or W's end, Σ compute durations), seconds, of one rank's
-    step."""
+    """(first F's start, last B's or W's end, Σ compute durations), s, of one rank's step."""
     computes = [e for e in events if COMPUTE.match(e.name)]
     return (min(e.start for e in computes if e.name[0] == "F") * 1e-9,
             max(e.end for e in computes if e.name[0] != "F") * 1e-9,
@@ -114,34 +106,31 @@ def summary(events) -> tuple[float, float, float]:
 
 
 def bubble(summaries: list[tuple[float, float, float]]) -> tuple[float, float]:
-    """(bubble, window s) of one step from every rank's :func:`summary`, on clocks aligned at
-    the step's start: over the window from the first F's start to the last B's end across
-    ranks, the idle fraction 1 − Σ_ranks busy / (p · window)."""
+    """(bubble, window s) of one step from every rank's :func:`summary`, clocks aligned at its
+    start: the idle fraction 1 − Σ_ranks busy / (p · window) of the window across ranks."""
     start = min(s for s, _, _ in summaries)
     window = max(e for _, e, _ in summaries) - start
     return 1 - sum(b for _, _, b in summaries) / (len(summaries) * window), window
 
 
 def sleep_run(comm, spec: dict, run: dict) -> dict | None:
-    """``spec``'s warm-up and timed steps of schedule ``run`` on p·v sleeping layers, one per
-    virtual stage, each sleeping a v-th of a stage's time (polling it, where each rank has a
-    core). Rank 0 returns the per-step bubbles and every rank's peak activations; with
-    ``trace``, it writes the last step's Chrome trace into ``spec["traces"]``."""
+    """``spec``'s steps of schedule ``run`` on p·v sleeping layers, one per virtual stage, each
+    a v-th of a stage's time (polled where each rank has a core). Rank 0 returns the per-step
+    bubbles and every rank's peaks, and with ``trace`` writes the last step's Chrome trace."""
     p, m, v = comm.size, run["m"], run["v"]
-    weight = spec["weight_s"] if run["schedule"] == "zb-h1" else 0.0  # B and W apart
+    f, b, w = (spec[k] for k in ("forward_s", "backward_s", "weight_s"))
+    apart = w if run["schedule"] == "zb-h1" else 0.0  # B and W apart
     spin = comm.local_size <= len(os.sched_getaffinity(0))  # a core each: compute, not sleep
-    model = SleepModel(p * v, spec["forward_s"] / v, spec["backward_s"] / v, weight / v, spin)
+    model = SleepModel(p * v, f / v, b / v, apart / v, spin)
     comm.tracer = tracer = Tracer(comm.rank)  # before the mesh: its splits and dups share it
     mesh = Mesh(comm, dp=1, pp=p)
     cls = PipeDream if run["schedule"] == "pipedream" else Pipeline
     task = Task(None, model, "sample", criterion=summed)
-    pipe = cls(model, sgd, task, mesh,
-               schedule=schedule_for(run["schedule"], p, m, v, spec["forward_s"],
-                                     spec["backward_s"], spec["weight_s"]),
+    pipe = cls(model, sgd, task, mesh, schedule=schedule_for(run["schedule"], p, m, v, f, b, w),
                ranges=[range(k, k + 1) for k in range(p * v)])
     gen = np.random.default_rng(0)  # a stand-in classification batch: x (rows, WIDTH), y (rows,)
     batch = gen.standard_normal((spec["rows"] * m, WIDTH)), gen.integers(0, WIDTH, spec["rows"] * m)
-    steps = []
+    steps = []  # each step's events
     for _ in range(spec["warmup"] + spec["steps"]):
         tracer.align(lambda: sync(comm))  # each step's zero at a barrier on every rank
         mark = len(tracer.events)
@@ -164,8 +153,8 @@ def sleep_run(comm, spec: dict, run: dict) -> dict | None:
                             [r["trace"] for r in ranks])
     per_step = [bubble(list(s)) for s in zip(*(r["summaries"] for r in ranks))]
     return {**run, "p": p, "held": "polled" if spin else "slept",
-            "bubbles": [b for b, _ in per_step],
-            "windows_s": [w for _, w in per_step], "peak": [r["peak"] for r in ranks],
+            "bubbles": [x for x, _ in per_step], "windows_s": [span for _, span in per_step],
+            "peak": [r["peak"] for r in ranks],
             "peak_bytes": [r["peak_bytes"] for r in ranks], "trace": path}
 
 
@@ -176,18 +165,16 @@ def sleep_runs(comm, cfg: dict) -> list:
 
 def real_runs(comm, cfg: dict) -> dict:
     """Seconds per step (slowest rank, median) of the GPT on one device (rank 0 alone, on the
-    whole batch and on m accumulated micro-batches), data parallel over the ranks, and
-    pipelined over them: naive (m = 1), GPipe, 1F1B and ZB-H1 (m); each contender on its own
-    copy of the model, all taking turns; then what each pipeline's ranks hold at the last
-    step's peak. The other ranks sleep through the one-device steps; the accumulated one's time
-    is the slowest rank's, which includes a waiter's wake-up (≤ 0.2 ms)."""
+    batch and on m accumulated micro-batches; its time includes a waiter's wake-up, ≤ 0.2 ms),
+    data parallel, and pipelined: naive (m = 1), GPipe, 1F1B and ZB-H1; each on its own copy,
+    taking turns; then what each pipeline's ranks hold at the last step's peak."""
     batch = backend.to_device(gpt_batch(cfg, cfg["batch"]))
     one, micro, data = gpt_task(cfg), gpt_task(cfg), gpt_task(cfg)
     meshes = [Mesh(comm)]  # the data-parallel one, then each pipeline's
     contenders = {
         "alone": alone(stepping(SingleDevice(one.model, sgd, one), batch), comm),
         "alone-micro": alone(accumulated(
-            micro.model, optim.SGD(micro.model.parameters(), LR), micro.loss,
+            micro.model, sgd(micro.model.parameters()), micro.loss,
             [shard(batch, i, cfg["m"]) for i in range(cfg["m"])], micro.count(batch)), comm),
         "dp": stepping(DataParallel(data.model, sgd, data, meshes[0]), batch)}
     pipes = {}
