@@ -40,12 +40,9 @@ class Case:
 
 
 class HandMLP:
-    """(B, D) → (B, C): Linear–ReLU stacks, forward and backward by hand, SGD in place.
-
-    Holds copies of the weights W (D_in, D_out) and biases b (D_out,) of each layer, so it
-    starts from the same point as the model it was copied from and then trains on its own. The
-    arrays' module ``xp`` does the math, so the floor runs on the host or on a device alike.
-    """
+    """(B, D) → (B, C): Linear–ReLU stacks, forward and backward by hand, SGD in place, on
+    copies of each layer's W (D_in, D_out) and b (D_out,); the arrays' module ``xp`` does the
+    math, so the floor runs on the host or on a device alike."""
 
     def __init__(self, weights: list, biases: list, lr: float):
         self.weights = [w.copy() for w in weights]
@@ -102,8 +99,8 @@ def torch_twins():
 
 
 def contender(name: str, model, loss_fn, grads, update, wait=sync) -> Contender:
-    """``model``'s step: forward and backward of ``loss_fn()``, then ``update()``; its loss and
-    the host gradients ``grads()`` after one forward and backward."""
+    """``model``'s step: backward of ``loss_fn()``, then ``update()``; and its loss and host
+    gradients ``grads()`` after one backward."""
 
     def loss_and_grads():
         model.zero_grad()
@@ -128,9 +125,8 @@ def sgd_update(params) -> None:
 
 def case(name: str, description: str, device: str, model, loss_fn, twin, twin_loss, host,
          floor=()) -> Case:
-    """scratchpar's ``model`` on ``loss_fn()``, the ``floor`` contenders, and where PyTorch is
-    installed the twin ``twin(twins)`` on the same weights, trained on ``twin_loss(twins, twin,
-    *data)``, the ``host`` arrays moved to its device."""
+    """scratchpar's ``model`` on ``loss_fn()``, the ``floor``, and where PyTorch is installed
+    the twin ``twin(twins)`` on the same weights, on ``twin_loss(twins, twin, *host arrays)``."""
     params = model.parameters()
     contenders = [contender("scratchpar", model, loss_fn,
                             lambda: {n: to_host(p.grad) for n, p in model.named_parameters()},

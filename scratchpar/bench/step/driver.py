@@ -83,8 +83,12 @@ def overhead_rows(calls: int, repeats: int) -> list[dict]:
     for name, (op, bare) in OPS.items():
         ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
         g_out = np.ones_like(op(ta, tb).data)
-        runners = {"numpy": lambda bare=bare, g=g_out: bare(a, b, g),
-                   "scratchpar": graph(op, ta, tb, g_out)}
+
+        def graph(op=op, ta=ta, tb=tb, g=g_out):  # the one-op graph, from fresh leaves each time
+            ta.grad = tb.grad = None
+            op(ta, tb).backward(g)
+
+        runners = {"numpy": lambda bare=bare, g=g_out: bare(a, b, g), "scratchpar": graph}
         us = {k: 1e3 * ms for k, ms in median_ms(
             {k: Timed(lambda fn=fn: [fn() for _ in range(calls)], on_host)
              for k, fn in runners.items()}, repeats, 1, calls).items()}
@@ -92,16 +96,6 @@ def overhead_rows(calls: int, repeats: int) -> list[dict]:
                      "scratchpar_us": us["scratchpar"],
                      "overhead_us": us["scratchpar"] - us["numpy"]})
     return rows
-
-
-def graph(op, a, b, g_out):
-    """The one-op graph of ``op`` built and run backward, from fresh leaves each time."""
-
-    def run():
-        a.grad = b.grad = None
-        op(a, b).backward(g_out)
-
-    return run
 
 
 def versions(twins, device: str) -> str:
@@ -130,8 +124,7 @@ def measure(args) -> dict:
     print(f"median of {repeats} steps per contender, taken in turns after {warmup} warm-up steps"
           + ("" if args.device == "cpu" else ", each ending with a wait for its device"))
     cases = [mlp_case(args.device), gpt_case(args.device)]
-    for case in cases:
-        print(f"  {case.name}: {case.description}")
+    print("\n".join(f"  {case.name}: {case.description}" for case in cases))
     equivalence = [row for case in cases for row in compare(case)]
     print(table("equivalence: one forward+backward from identical weights, before timing: OK",
                 equivalence, {"case": "case", "contender": "contender", "loss": "{loss:.6f}",

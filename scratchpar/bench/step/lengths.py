@@ -9,7 +9,7 @@ import numpy as np
 from ... import nn
 from ...backend import to_device
 from ..timing import Timed, interleaved
-from .cases import sgd_update
+from .cases import contender, sgd_update
 
 BATCH, EMBED, HIDDEN, VOCAB = 32, 64, 128, 64
 FLAT = 1.2  # the target: per-token cost at the longest length ≤ this × the shortest's
@@ -21,24 +21,16 @@ def lstm_step(length: int, seed: int = 0) -> Timed:
     model = nn.LSTMLanguageModel(VOCAB, EMBED, HIDDEN, gen)
     batch = to_device(gen.integers(1, VOCAB, (BATCH, length + 1)))  # (B, T+1)
     params = model.parameters()
-
-    def step():
-        for p in params:
-            p.grad = None
-        nn.lm_loss(model, batch).backward()
-        sgd_update(params)
-
-    return Timed(step)
+    return contender("lstm", model, lambda: nn.lm_loss(model, batch), dict,
+                     lambda: sgd_update(params)).step
 
 
 def per_token(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
     """Per length: the median step's ms and its µs per token (B·T), the lengths in turns."""
     steps = interleaved({n: lstm_step(n) for n in lengths}, repeats, warmup)
-    rows = []
-    for n in lengths:
-        ms = 1e3 * float(np.median(steps[n]))
-        rows.append({"length": n, "ms": ms, "us_per_token": 1e3 * ms / (BATCH * n)})
-    return rows
+    ms = {n: 1e3 * float(np.median(steps[n])) for n in lengths}
+    return [{"length": n, "ms": ms[n], "us_per_token": 1e3 * ms[n] / (BATCH * n)}
+            for n in lengths]
 
 
 def flatness(rows: list[dict]) -> float:
