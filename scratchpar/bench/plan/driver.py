@@ -1,26 +1,20 @@
-"""The planner's validation: this machine calibrated at each world size, as a person would
-calibrate it for a run of that many ranks; then per world size, one job that predicts every
-layout the training command accepts there, and one job per layout and round that measures it
-as the command runs it (``--quick``: one job for them all). Beyond
-:func:`real_ranks`, more ranks than this machine has cores (or GPUs), the model's compute is a
-stand-in's sleep of its measured time (``bench/standin.py``), for the layouts that run the whole
-model through its loss.
-
-The targets (docs/plan.md, Validation): the step's median relative error ≤ 10% and worst
-≤ 25%, peak memory's median ≤ 5%, and Kendall's τ ≥ 0.8 between the predicted and the
-measured order.
-"""
+"""The planner's validation: this machine calibrated at each world size, as for a run of that
+many ranks; then per world size, one job that predicts every layout the training command accepts
+there, and one job per layout and round that measures it as the command runs it (``--quick``:
+one job for them all). Beyond :func:`real_ranks` the model's compute is a stand-in's sleep of
+its measured time (``bench/standin.py``), for the layouts that run the whole model through its
+loss."""
 
 from __future__ import annotations
 
 import math
 import os
 import statistics
-from pathlib import Path
 
 from ...table import table
 from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
 from ..mpijob import job
+from .plot import draw
 
 WORKER = "scratchpar.bench.plan.worker"
 CALIBRATE = "scratchpar.plan.calibrate:profile_toml"
@@ -30,7 +24,8 @@ QUICK_RUN = ["--model", "gpt", "--d-model", "16", "--n-layers", "2", "--n-heads"
              "--seq-len", "16", "--batch-size", "8"]
 TIMING = {"warmup": 6, "repeats": 10, "rounds": 3}
 QUICK_TIMING = {"warmup": 1, "repeats": 3, "rounds": 1}
-TARGETS = {"step median": 0.10, "step worst": 0.25, "memory median": 0.05, "tau": 0.8}
+TARGETS = {"step median": 0.10, "step worst": 0.25, "memory median": 0.05,  # relative errors
+           "tau": 0.8}  # Kendall's, predicted against measured order; docs/plan.md, Validation
 COLUMNS = {"N": "ranks", "layout": "layout", "= 1 device": "exact", "stand-in": "standin",
            "predicted ms": "{predicted_ms:.2f}", "measured ms": "{measured_ms:.2f}",
            "step error": "{step_error:+.0%}", "predicted MiB": "{predicted_mib:.1f}",
@@ -62,21 +57,18 @@ def kendall_tau(xs: list[float], ys: list[float]) -> float:
 
 def with_errors(rows: list[dict]) -> list[dict]:
     """Each row with its figures in ms and MiB and its relative errors (predicted / measured
-    − 1), None where it did not run."""
-    out = []
-    for row in rows:
-        found = dict.fromkeys(("predicted_ms", "measured_ms", "step_error", "predicted_mib",
-                               "measured_mib", "memory_error"))
-        if "measured_s" in row:
-            found.update(predicted_ms=1e3 * row["predicted_s"],
-                         measured_ms=1e3 * row["measured_s"],
-                         step_error=row["predicted_s"] / row["measured_s"] - 1)
-        if "measured_bytes" in row:  # a stand-in allocates no activations: not traced
-            found.update(predicted_mib=row["predicted_bytes"] / 2**20,
-                         measured_mib=row["measured_bytes"] / 2**20,
-                         memory_error=row["predicted_bytes"] / row["measured_bytes"] - 1)
-        out.append({**row, "not_run": row.get("not_run"), **found})
-    return out
+    − 1), None where it did not run (memory: a stand-in allocates no activations, not traced)."""
+    return [{**row, "not_run": row.get("not_run"), **error(row, "s", "ms", 1e3, "step"),
+             **error(row, "bytes", "mib", 2**-20, "memory")} for row in rows]
+
+
+def error(row: dict, unit: str, shown: str, scale: float, what: str) -> dict:
+    """``row``'s predicted and measured ``unit`` times ``scale``, as ``shown``, and the error."""
+    keys = (f"predicted_{shown}", f"measured_{shown}", f"{what}_error")
+    if f"measured_{unit}" not in row:
+        return dict.fromkeys(keys)
+    predicted, measured = row[f"predicted_{unit}"], row[f"measured_{unit}"]
+    return dict(zip(keys, (scale * predicted, scale * measured, predicted / measured - 1)))
 
 
 def summary(rows: list[dict]) -> dict:
@@ -105,21 +97,13 @@ def verdicts(found: dict, device: str) -> list[dict]:
     return rows
 
 
-def draw(directory: str, rows: list[dict]) -> list[str]:
-    from .plot import plot_validation
-
-    return [plot_validation([r for r in rows if r["step_error"] is not None],
-                            str(Path(directory) / "plan_validation.png"))]
-
-
 def world(n: int, run: list[str], profile: str, timing: dict, device: str,
           together: bool) -> list[dict]:
     """Every layout of ``run`` on ``n`` ranks (beyond :func:`real_ranks`, those a stand-in
-    computes for), predicted in one job, then measured: each in a job of its own (the
-    training command's conditions), or ``together`` in one (quicker). Each round of the
-    timing is a job of its own, the layouts taking turns, and a layout's step is the least of
-    its rounds: the same layout's steps differed by 15% from one fresh job to the next here,
-    and a burst of other load spoils one round of a few layouts, not every round of one."""
+    computes for), predicted in one job, then measured: each in a job of its own (the training
+    command's conditions), or ``together`` in one. Each round is a job of its own, the layouts
+    taking turns, and a layout's step is the least of its rounds: one layout's steps differed by
+    15% from one fresh job to the next here, and a burst of load spoils a round, not a figure."""
     standin = n > real_ranks(device)
     rows = job(n, f"{WORKER}:predicted", {"run": run, "profile": profile, "standin": standin,
                                           **timing}, device)
@@ -161,8 +145,7 @@ def measure(args) -> dict:
     alone = "all in one process" if args.quick else "each layout in a process of its own"
     print(table(f"predicted beside measured: the step (the slowest rank's median of "
                 f"{timing['repeats']}, the least of {timing['rounds']} rounds in turns; {alone}) "
-                "and the "
-                "largest rank's peak traced bytes", rows, COLUMNS))
+                "and the largest rank's peak traced bytes", rows, COLUMNS))
     found = summary(rows)
     print(table(f"errors over {found['layouts']} layouts; τ within each world size: "
                 + ", ".join(f"N={n} {t:.2f}" for n, t in found["tau_by_ranks"].items())

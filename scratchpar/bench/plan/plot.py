@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ...trace.figure import pyplot
 from ..harness import finish
 
@@ -11,10 +13,11 @@ FAMILIES = {"dp": "#4c72b0", "dp-naive": "#4c72b0", "local-sgd": "#8172b3", "zer
 MARKERS = "os^DvPX*"  # one a world size, in the order they come
 
 
-def plot_validation(rows: list[dict], out_path: str) -> str:
-    """Step time and peak memory, predicted (y) against measured (x), log-log, colour by
-    family and marker by world size (the memory of real compute only), with y = x and the
-    ±25% band of the step's target."""
+def draw(directory: str, rows: list[dict]) -> list[str]:
+    """plan_validation.png: of each layout that ran, step time and peak memory, predicted (y)
+    against measured (x), log-log, colour by family and marker by world size (the memory of
+    real compute only), with y = x and the ±25% band of the step's target."""
+    rows = [r for r in rows if r["step_error"] is not None]
     fig, axes = pyplot().subplots(1, 2, figsize=(12, 5.4))
     worlds = sorted({r["ranks"] for r in rows})
     for ax, (unit, key) in zip(axes, (("ms", "ms"), ("MiB", "mib"))):
@@ -45,4 +48,5 @@ def plot_validation(rows: list[dict], out_path: str) -> str:
     unique = dict(zip(labels, handles))
     fig.legend(unique.values(), unique.keys(), loc="center right", frameon=False, fontsize=7)
     fig.suptitle("the planner against this machine: every layout of the run", fontsize=10)
-    return finish(fig, out_path, axes, dpi=130, legend=False, rect=(0, 0, 0.82, 1))
+    return [finish(fig, str(Path(directory) / "plan_validation.png"), axes, dpi=130,
+                   legend=False, rect=(0, 0, 0.82, 1))]

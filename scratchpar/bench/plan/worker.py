@@ -1,6 +1,6 @@
-"""One rank of the planner's validation: every layout of a run on this world, each built by
-the training command's own path, timed, its memory traced, and predicted by the planner from
-the calibrated profile and the model's compute timed here (``plan/measured.py``)."""
+"""One rank of the planner's validation: each layout of a run on this world built by the training
+command's own path, timed, its memory traced, and predicted by the planner from the calibrated
+profile and the model's compute timed here (``plan/measured.py``)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ from ..timing import slowest, sync
 
 
 def predicted(comm, cfg: dict) -> list[dict]:
-    """Per layout of ``cfg["run"]`` on this world (with ``cfg["standin"]``, those whose compute
-    a stand-in can take), rank 0's prediction of its step and peak bytes, and the compute it
-    priced them with (``seconds``: [rows, forward, backward]), made in a fresh process, so
-    that the compute it times is timed alike for every layout: by every rank at once, as a
-    step's ranks compute, or, for a stand-in, by one rank alone, as on a device of its own."""
+    """Per layout of ``cfg["run"]`` on this world (with ``cfg["standin"]``, those a stand-in can
+    take), rank 0's prediction of its step and peak bytes, and the compute it priced them with
+    (``seconds``: [rows, forward, backward]), timed alike for every layout in a fresh process:
+    by every rank at once, as a step's ranks compute, or for a stand-in by one rank alone."""
     cluster = loads(cfg["profile"], "the calibrated profile")
     found = [layout for layout in layouts(cfg["run"], comm.size)
              if not cfg.get("standin") or stands_in(layout.cfg)]
@@ -46,10 +45,9 @@ def predicted(comm, cfg: dict) -> list[dict]:
                            shares)
             parts = estimate(layout.cfg, comm.size, bound=False)
             row.update(predicted_s=step.step_s, predicted_bytes=measurable(layout.cfg, parts),
-                       parts_s={
-                           "forward": step.forward_s, "backward": step.backward_s,
-                           "update": step.update_s, "exposed": step.exposed_s,
-                           "idle": step.idle_s},
+                       parts_s={"forward": step.forward_s, "backward": step.backward_s,
+                                "update": step.update_s, "exposed": step.exposed_s,
+                                "idle": step.idle_s},
                        seconds=[[n, *pair] for n, pair in priced.items()])
     comm.barrier()
     return rows
@@ -57,14 +55,10 @@ def predicted(comm, cfg: dict) -> list[dict]:
 
 def runs(comm, cfg: dict) -> list[dict]:
     """For each of ``cfg["flags"]`` (layouts of ``cfg["run"]``), in turn in this process: the
-    peak of a short run (the largest rank's, traced; unless ``cfg["traced"]`` is false), then
-    the step (the slowest rank's median) of each of ``rounds`` rounds over those layouts, or
-    why it did not run. A full validation runs each layout in a process of its own, as the
-    training command does; one layout's leftovers slowed the next one's messages here. With
-    ``cfg["seconds"]`` (per
-    layout, the [rows, forward, backward] its prediction priced), the compute is a stand-in's
-    sleep of the largest, pro rata, and the memory, which a stand-in does not allocate, is not
-    traced."""
+    largest rank's traced peak of a short run (unless ``cfg["traced"]`` is false), then the
+    step (the slowest rank's median) of each of ``rounds`` rounds, or why it did not run. With
+    ``cfg["seconds"]`` (per layout, the [rows, forward, backward] its prediction priced), the
+    compute is a stand-in's sleep of the largest, pro rata, and nothing is traced."""
     configs = [load_config([*cfg["run"], *flags], world_size=comm.size) for flags in cfg["flags"]]
     seconds = cfg.get("seconds") or [None] * len(configs)
     builds = [build_trainer if priced is None else
@@ -85,8 +79,8 @@ def runs(comm, cfg: dict) -> list[dict]:
 
 
 def timed(comm, cfg, settings: dict, build=build_trainer) -> float:
-    """The median over ``repeats`` steps, after ``warmup``, of the slowest rank's seconds, of
-    the trainer ``build`` makes, each step from a barrier."""
+    """The median of the slowest rank's seconds over ``repeats`` steps after ``warmup`` of the
+    trainer ``build`` makes, each step from a barrier."""
     trainer = build(cfg, comm)
     seconds = steps(trainer, cfg.train.batch_size, settings["repeats"], settings["warmup"],
                     start=lambda: sync(comm))
@@ -103,8 +97,7 @@ def ended(trainer) -> None:
 
 
 def shard_of(shards: dict, layout):
-    """``layout``'s tp shard's compute by rows, from ``plan.measured.shard_compute``'s
-    timings."""
+    """``layout``'s tp shard's compute by rows, from ``plan.measured.shard_compute``'s."""
     t = layout.cfg.train
     return lambda rows: shards[(t.tp, t.sequence_parallel, rows)]
 
