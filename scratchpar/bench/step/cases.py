@@ -126,7 +126,8 @@ def sgd_update(params) -> None:
 def case(name: str, description: str, device: str, model, loss_fn, twin, twin_loss, host,
          floor=()) -> Case:
     """scratchpar's ``model`` on ``loss_fn()``, the ``floor``, and where PyTorch is installed
-    the twin ``twin(twins)`` on the same weights, on ``twin_loss(twins, twin, *host arrays)``."""
+    the twin ``twin(twins)`` on the same weights, on ``twin_loss(twins, twin, *data)``: the
+    ``host`` arrays on its device."""
     params = model.parameters()
     contenders = [contender("scratchpar", model, loss_fn,
                             lambda: {n: to_host(p.grad) for n, p in model.named_parameters()},
