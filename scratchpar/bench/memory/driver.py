@@ -1,5 +1,5 @@
-"""The memory benchmark: what mixed precision and recomputation hold per rank (model states, a
-layer, a pipeline stage), beside the papers' formulas, and what recomputation costs a step."""
+"""The memory benchmark: one MPI job per part (model states, a layer, a pipeline stage, a step),
+then the tables."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from ...table import table
 from ...train.memory_models import Sizes, gpt_layer, korthikanti
 from ..harness import Benchmark, describe, ints, machine
 from ..mpijob import job
-from .worker import MODES, STRATEGIES
+from ..zero.driver import LABELS, SHORT, MiB
+from .worker import MODES
 
 STATES = {"vocab": 32, "seq": 64, "d_model": 256, "heads": 4, "layers": 4, "batch": 8,
           "grad_clip": 1.0, "steps": 2, "bucket_kib": 1024}
@@ -30,8 +31,8 @@ QUICK = {"states": {**STATES, "seq": 16, "d_model": 32, "layers": 2, "batch": 4,
          "warmup": 1, "repeats": 2}
 PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value
 PARTS = ("parameters", "gradients", "optimizer")
-KiB, MiB = 1 << 10, 1 << 20
-LABELS = {"dp": "DP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3"}
+STRATEGIES = ("dp", "zero1", "zero2", "zero3")
+KiB = 1 << 10
 
 
 def precisions(device: str) -> list[str]:
@@ -52,17 +53,17 @@ def state_rows(results: dict) -> list[dict]:
     the parts ZeRO's formula names, beside the formula (Rajbhandari et al. 2020, §5)."""
     rows = []
     for n, res in results.items():
-        for key, peak in res["peaks"].items():
-            precision, name = key.split()
-            stage = STRATEGIES.index(name)
-            k = 8 if precision == "fp32" else 12  # Adam's moments, and the fp32 master
-            want = formula(stage, res["psi"], n, PRECISIONS[precision], k)
-            row = {"ranks": n, "precision": precision, "strategy": LABELS[name],
-                   **{p: peak.get(p, 0) / MiB for p in PARTS},
-                   **{f"f_{p}": want[p] / MiB for p in PARTS}}
-            row["ratio"] = sum(row[p] for p in PARTS) / sum(row[f"f_{p}"] for p in PARTS)
-            row["per_param"] = sum(want.values()) / res["psi"]
-            rows.append(row)
+        for precision, mem in res.items():
+            for name, ranks in mem["ranks"].items():
+                peak = ranks[0]["peak"]
+                k = 8 if precision == "fp32" else 12  # Adam's moments, and the fp32 master
+                want = formula(STRATEGIES.index(name), mem["psi"], n, PRECISIONS[precision], k)
+                row = {"ranks": n, "precision": precision, "strategy": LABELS[name],
+                       **{p: peak.get(p, 0) / MiB for p in PARTS},
+                       **{f"f_{p}": want[p] / MiB for p in PARTS}}
+                row["ratio"] = sum(row[p] for p in PARTS) / sum(row[f"f_{p}"] for p in PARTS)
+                row["per_param"] = sum(want.values()) / mem["psi"]
+                rows.append(row)
     return rows
 
 
@@ -132,8 +133,9 @@ def measure(args) -> dict:
     cfg = {**(QUICK if args.quick else CONFIG), "precisions": precisions(args.device)}
     drop = {"dropout": cfg["dropout"]}
     ranks = args.ranks or ([1, 2] if args.quick else [1, 2, 4])
-    states = {n: job(n, "scratchpar.bench.memory.worker:states",
-                     {"model": cfg["states"], "precisions": ["fp32", "fp16"]}, args.device)
+    models = {p: {**cfg["states"], "precision": p} for p in ("fp32", "fp16")}
+    states = {n: job(n, "scratchpar.bench.zero.worker:memory",
+                     {"models": models, "contenders": STRATEGIES}, args.device)
               for n in ranks if n > 1}
     layers = {t: job(t, "scratchpar.bench.memory.worker:activations",
                      {"sizes": [{**s, **drop} for s in cfg["layers"]],
@@ -153,17 +155,15 @@ def measure(args) -> dict:
                 f"(GPT C {st['d_model']}, {st['layers']} layers, AdamW; mixed: 16-bit weights "
                 "and gradients, fp32 masters and moments)", rows["states"],
                 {"N": "ranks", "precision": "precision", "strategy": "strategy",
-                 "params": "parameters", "grads": "gradients", "optim": "optimizer",
-                 "f.params": "f_parameters", "f.grads": "f_gradients", "f.optim": "f_optimizer",
+                 **{SHORT[p]: p for p in PARTS}, **{f"f.{SHORT[p]}": f"f_{p}" for p in PARTS},
                  "measured/formula": "ratio", "formula B/param": "per_param"}))
     print(table(f"one transformer layer's activations per rank (KiB, the busiest rank), the "
                 f"graph's bytes beside Korthikanti et al. 2022's (K.) and over this engine's "
                 f"count of the same arrays (dropout {cfg['dropout']}; bf16's as fp16's)",
                 rows["layers"],
-                {"size": "size", "t": "t", "layer": "layer", "precision": "precision",
-                 **{k: v for mode in MODES for k, v in
-                    ((mode, mode), (f"K. {mode}", f"f_{mode}"), (f"÷ engine {mode}",
-                                                                  f"r_{mode}"))},
+                {**{key: key for key in ("size", "t", "layer", "precision")},
+                 **{h: key for mode in MODES for h, key in (
+                     (mode, mode), (f"K. {mode}", f"f_{mode}"), (f"÷ engine {mode}", f"r_{mode}"))},
                  "selective saves": "{saved:.0%}"}))
     if rows["stash"]:
         sz = cfg["stash"]["size"]
@@ -173,13 +173,13 @@ def measure(args) -> dict:
                     f"fp32): the slope of the step's peak from m = {cfg['stash']['micro'][0]} "
                     f"to {cfg['stash']['micro'][1]}, beside its blocks' activations, or the "
                     "boundary input alone under full", rows["stash"],
-                    {"stage": "stage", "blocks": "blocks", "recompute": "recompute",
+                    {**{key: key for key in ("stage", "blocks", "recompute")},
                      "per micro-batch": "per", "formula": "formula",
                      "measured/formula": "ratio", "boundary held": "boundary"}))
     print(table(f"a step of one device's GPT (dropout {cfg['dropout']}), median of "
                 f"{cfg['repeats']} in turns, and its peak (MiB)", rows["steps"],
-                {"size": "size", "precision": "precision", "recompute": "recompute",
-                 "ms": "ms", "× fp32 none": "time", "peak": "peak", "× peak": "peak_ratio"}))
+                {**{key: key for key in ("size", "precision", "recompute", "ms")},
+                 "× fp32 none": "time", "peak": "peak", "× peak": "peak_ratio"}))
     return {"config": cfg, "ranks": ranks, **rows}
 
 

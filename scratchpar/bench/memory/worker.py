@@ -1,6 +1,6 @@
-"""One rank of the memory benchmark: model states by ZeRO stage and precision, a transformer
-layer's activations by precision and recomputation, a GPipe stage's per micro-batch, and a
-step's time and peak."""
+"""One rank of the memory benchmark: a transformer layer's activations by precision and
+recomputation, a GPipe stage's per micro-batch, and a step's time and peak (the model states
+are the ZeRO benchmark's memory part, in each precision)."""
 
 from __future__ import annotations
 
@@ -10,45 +10,22 @@ from ... import backend, nn
 from ...autograd import Tensor
 from ...autograd.held import graph_bytes
 from ...autograd.precision import dtype_of
-from ...comm.chunks import bounds
 from ...comm.mesh import Mesh
 from ...device_rng import DeviceRandom
-from ...nn.attention import AttentionCore
 from ...nn.recompute import chosen, recompute
 from ...optim import AdamW
 from ...optim.mixed import MixedPrecision
 from ...optim.scaler import LossScaler
 from ...parallel import SingleDevice
-from ...parallel.ledger import Ledger
 from ...parallel.pipeline import Pipeline, schedules
 from ...parallel.pipeline.stage import release
-from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from ...peak import peak_bytes
 from ...train.defaults import ADAM_LR
+from ..tensor.driver import LAYERS, block_input
 from ..timing import Timed, interleaved
-from ..zero.worker import build, gpt_parameters, language
+from ..zero.worker import gpt, language
 
 MODES = ("none", "selective", "full")
-STRATEGIES = ("dp", "zero1", "zero2", "zero3")
-LAYERS = {"tensor": ParallelBlock, "sequence": SequenceParallelBlock}
-
-
-def states(comm, cfg: dict) -> dict:
-    """Per precision, DP and ZeRO 1-3 train a fresh GPT of ``cfg["model"]`` for its steps
-    while a ledger counts what they hold: this rank's peaks by part, and Ψ."""
-    spec = cfg["model"]
-    task, batches = language(spec)
-    peaks, mesh = {}, Mesh(comm)  # pure data parallelism
-    for precision in cfg["precisions"]:
-        for name in STRATEGIES:
-            strategy = build(name, spec, task, mesh, precision=precision)
-            ledger = strategy.attach(Ledger())
-            for batch in batches:
-                strategy.step(batch)
-            peaks[f"{precision} {name}"] = ledger.peak
-            strategy.close()
-    mesh.free()
-    return {"psi": gpt_parameters(spec), "peaks": peaks}
 
 
 def layer_bytes(size: dict, comm, layer: str, precision: str, mode: str) -> int:
@@ -56,21 +33,13 @@ def layer_bytes(size: dict, comm, layer: str, precision: str, mode: str) -> int:
     its tensor- or sequence-parallel shard, in ``precision``, with dropout, recomputing
     ``mode``. Not its output, the next layer's input; nor its input, which in a stack of
     layers is the last one's output, unless the layer keeps it itself (``full``)."""
-    xp = backend.xp_default()
-    dtype = dtype_of(precision, xp)
+    dtype = dtype_of(precision, backend.xp_default())
     block = nn.Block(size["d_model"], size["heads"], np.random.default_rng(0),
                      dropout=size["dropout"]).to_dtype(dtype)
     model = block if layer == "block" else LAYERS[layer](block, comm)
     nn.set_dropout_generator(model, DeviceRandom(0, 0))  # one stream: a tp group draws alike
-    if mode == "full":
-        recompute([model])
-    elif mode == "selective":
-        recompute([m for _, m in model.named_modules() if isinstance(m, AttentionCore)])
-    x = np.random.default_rng(1).standard_normal((size["batch"], size["seq"], size["d_model"]))
-    if layer == "sequence":
-        start, stop = bounds(size["seq"], comm.size)[comm.rank]
-        x = x[:, start:stop]  # (B, T_r, C): this rank's shard
-    x = Tensor(backend.to_device(np.ascontiguousarray(x)).astype(dtype), requires_grad=True)
+    recompute([model] if mode == "full" else chosen(model, mode))  # full: the whole layer
+    x = Tensor(block_input(size, comm, layer).data.astype(dtype), requires_grad=True)
     out = model(x)  # (B, T, C) or (B, T_r, C)
     kept = graph_bytes(out, [*model.parameters(), x]) - out.data.nbytes  # input, output aside
     return kept + (x.data.nbytes if mode == "full" else 0)  # the input, where it is kept
@@ -96,8 +65,7 @@ def stash(comm, cfg: dict) -> dict:
     for mode in MODES:
         for m in cfg["micro"]:
             task, batches = language({**size, "batch": rows * m, "steps": 2})
-            model = nn.GPT(size["vocab"], size["seq"], size["d_model"], size["heads"],
-                           size["layers"], np.random.default_rng(0), dropout=size["dropout"])
+            model = gpt(size)
             nn.set_dropout_generator(model, DeviceRandom(0, comm.rank))
             mesh = Mesh(comm, pp=comm.size)
             pipe = Pipeline(model, lambda params: AdamW(params, ADAM_LR), task, mesh,
@@ -119,12 +87,10 @@ def stepping(size: dict, precision: str, mode: str) -> Timed:
     """One device's step on one batch of a fresh GPT of ``size`` (AdamW, dropout,
     ``precision`` with fp32 masters, recomputing ``mode``)."""
     task, (batch,) = language({**size, "steps": 1})
-    model = nn.GPT(size["vocab"], size["seq"], size["d_model"], size["heads"], size["layers"],
-                   np.random.default_rng(0), dropout=size["dropout"])
+    model = gpt(size, precision)
     nn.set_dropout_generator(model, DeviceRandom(0, 0))
-    if precision != "fp32":
-        model.to_dtype(dtype_of(precision, backend.xp_default()))
-        task.scaler = LossScaler(scale=2.0**8) if precision == "fp16" else None
+    if precision == "fp16":
+        task.scaler = LossScaler(scale=2.0**8)
     recompute(chosen(model, mode))
 
     def make_optimizer(params):

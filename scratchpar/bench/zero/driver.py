@@ -9,7 +9,7 @@ from ...parallel.zero.formula import formula
 from ...table import table
 from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
 from ..mpijob import job
-from .worker import CONTENDERS, stage_of
+from .worker import CONTENDERS, FLOAT32, stage_of
 
 CLI_GPT = {"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 2, "batch": 32,
            "grad_clip": 1.0, "steps": 2}  # scratchpar/train/config.py's defaults
@@ -45,9 +45,9 @@ FITS_COLUMNS = {"contender": "label", "d_model": "d_model", "Ψ (M)": "params_m"
                 "at the cap": "capped", "tried": "tried"}
 
 
-def unit(psi: int, itemsize: int) -> tuple[str, int]:
+def unit(psi: int) -> tuple[str, int]:
     """MiB for a model of 4 MiB or more, else KiB (a tiny model's parts would all read 0.00)."""
-    return ("MiB", MiB) if psi * itemsize >= 4 * MiB else ("KiB", KiB)
+    return ("MiB", MiB) if psi * FLOAT32 >= 4 * MiB else ("KiB", KiB)
 
 
 def memory_rows(results: dict, model: str) -> list[dict]:
@@ -59,8 +59,8 @@ def memory_rows(results: dict, model: str) -> list[dict]:
         mem = res["memory"][model]
         for name in CONTENDERS:
             held = mem["ranks"][name][0]
-            want = formula(stage_of(name)[0], mem["psi"], n, mem["itemsize"], mem["k"],
-                           stage_of(name)[1])
+            stage, offload = stage_of(name)
+            want = formula(stage, mem["psi"], n, FLOAT32, 2 * FLOAT32, offload)  # AdamW: k = 8
             row = {"ranks": n, "contender": name, "label": LABELS[name],
                    "largest_group": held["largest_group"], "activations": held["activations"],
                    **{p: held["peak"].get(p, 0) for p in FORMULA_PARTS},
@@ -105,7 +105,7 @@ def zero3_target(results: dict) -> dict | None:
     """ZeRO-3's step over DP's at TARGET_RANKS ranks (or the smallest world timed)."""
     if not results:
         return None
-    n = TARGET_RANKS if TARGET_RANKS in results else min(results)
+    n = target_ranks(list(results))
     ratio = step_ms(results[n], "zero3") / step_ms(results[n], "dp")
     return {"ranks": n, "ratio": ratio, "target": TARGET,
             "verdict": "PASS" if ratio <= TARGET else "MISS"}
@@ -142,7 +142,8 @@ def shape(spec: dict) -> str:
             f"{spec['bucket_kib']} KiB")
 
 
-def trace_ranks(ranks: list[int]) -> int:
+def target_ranks(ranks: list[int]) -> int:
+    """The world size the target is judged and the ZeRO-3 step traced at."""
     return TARGET_RANKS if TARGET_RANKS in ranks else min(ranks)
 
 
@@ -150,8 +151,8 @@ def print_tables(rows: dict, results: dict, models: dict, timing: dict, target: 
                  fits: dict | None, fit_cfg: dict, device: str) -> None:
     """Every part's tables (docs/zero.md, The formula beside the measured bytes, Offload)."""
     for model, spec in models.items():
-        psi, itemsize = (results[min(results)]["memory"][model][k] for k in ("psi", "itemsize"))
-        name, scale = unit(psi, itemsize)
+        psi = results[min(results)]["memory"][model]["psi"]
+        name, scale = unit(psi)
         largest = max(r["largest_group"] for r in rows["memory"][model]
                       if r["contender"] == "zero1")
         print(table(f"1. bytes per rank ({name}), {shape(spec)}, Ψ = {psi:,}: rank 0's peak per "
@@ -184,10 +185,10 @@ def draw(directory: str, rows: dict, models: dict, results: dict) -> list[str]:
     from ...trace.timeline_plot import plot_timeline
     from .plot import plot_memory, plot_offload
 
-    out, n, cli = Path(directory), trace_ranks(sorted(results)), models["cli"]
-    mem, large = results[min(results)]["memory"]["large"], models["large"]
-    psi, trace = mem["psi"], out / "zero3_timeline.trace.json"
-    return [plot_memory(rows["memory"]["large"], unit(psi, mem["itemsize"]),
+    out, n, cli = Path(directory), target_ranks(list(results)), models["cli"]
+    psi, large = results[min(results)]["memory"]["large"]["psi"], models["large"]
+    trace = out / "zero3_timeline.trace.json"
+    return [plot_memory(rows["memory"]["large"], unit(psi),
                         f"GPT d_model {large['d_model']}, {large['layers']} layers, Ψ = {psi:,}, "
                         f"AdamW float32, buckets {large['bucket_kib']} KiB",
                         str(out / "zero_memory.png")),
@@ -208,7 +209,7 @@ def measure(args) -> dict:
     trace = str(Path(args.figures).resolve() / "zero3_timeline.trace.json") \
         if args.figures else None
     results = {n: job(n, f"{WORKER}:world", {"models": models, **timing, "trace": trace if n
-                                            == trace_ranks(ranks) else None}, args.device)
+                                            == target_ranks(ranks) else None}, args.device)
                for n in ranks}
     fits = job(FIT_RANKS, f"{WORKER}:fits", {**fit_cfg, "contenders": list(CONTENDERS)},
                args.device, timeout=FITS_TIMEOUT_S) if args.device == "cuda" else None

@@ -36,21 +36,27 @@ def stage_of(name: str) -> tuple[int, bool]:
     return (0 if name == "dp" else int(name[4]), name.endswith("-offload"))
 
 
-def build(name: str, spec: dict, task: Task, mesh, precision: str = "fp32"):
-    """Contender ``name`` over ``mesh`` (``Mesh(comm)``, which the caller frees) on a fresh GPT
-    of ``spec`` (seed 0, float32) with AdamW (the CLI's defaults), ``task`` its objective; under
-    a 16-bit ``precision`` the GPT in 16 bits and AdamW on fp32 masters (unscaled: the bytes
-    are the same)."""
+def gpt(spec: dict, precision: str = "fp32") -> nn.GPT:
+    """A fresh GPT of ``spec`` (seed 0, float32, ``spec``'s dropout if any), in 16 bits under a
+    16-bit ``precision``."""
     model = nn.GPT(spec["vocab"], spec["seq"], spec["d_model"], spec["heads"], spec["layers"],
-                   np.random.default_rng(0), dtype=np.float32)
+                   np.random.default_rng(0), dropout=spec.get("dropout", 0.0))
     if precision != "fp32":
         model.to_dtype(dtype_of(precision, backend.xp_default()))
+    return model
+
+
+def build(name: str, spec: dict, task: Task, mesh):
+    """Contender ``name`` over ``mesh`` (``Mesh(comm)``, which the caller frees) on :func:`gpt`
+    of ``spec`` with AdamW (the CLI's defaults), ``task`` its objective; under ``spec``'s 16-bit
+    ``precision``, AdamW on fp32 masters (unscaled: the bytes are the same)."""
+    precision = spec.get("precision", "fp32")
 
     def make_optimizer(params):  # over what the contender steps: the model, or a ZeRO rank's
         adamw = optim.AdamW(params, ADAM_LR, weight_decay=0.0)
         return adamw if precision == "fp32" else MixedPrecision(adamw)
 
-    common = (model, make_optimizer, task, mesh)
+    common = (gpt(spec, precision), make_optimizer, task, mesh)
     kw = {"bucket_bytes": spec["bucket_kib"] << 10, "grad_clip": spec["grad_clip"]}
     stage, offload = stage_of(name)
     if stage == 0:
@@ -65,14 +71,14 @@ def language(spec: dict) -> tuple[Task, list]:
 
 
 def memory(comm, cfg: dict) -> dict:
-    """Per model, DP and every ZeRO stage with and without offload train a fresh GPT for
-    ``steps`` steps while a Ledger counts what each holds: every rank's peaks by part, the
-    graph's bytes after forward, the largest group."""
+    """Per model, each of ``cfg["contenders"]`` trains a fresh GPT for ``steps`` steps while a
+    Ledger counts what it holds: every rank's peaks by part, the graph's bytes after forward,
+    the largest group; and the model's Ψ."""
     out, mesh = {}, Mesh(comm)  # pure data parallelism
     for label, spec in cfg["models"].items():
         task, batches = language(spec)
         ranks = {}
-        for name in CONTENDERS:
+        for name in cfg["contenders"]:
             strategy = build(name, spec, task, mesh)
             ledger = strategy.attach(Ledger())
             for batch in batches:
@@ -83,8 +89,7 @@ def memory(comm, cfg: dict) -> dict:
                 "peak": ledger.peak, "activations": ledger.activations,
                 "largest_group": FLOAT32 * max(sizes)}, "ledger")
             strategy.close()
-        psi = sum(int(np.prod(shape)) for shape in strategy.shapes)  # a ZeRO stage: last
-        out[label] = {"psi": psi, "itemsize": FLOAT32, "k": 2 * FLOAT32, "ranks": ranks}
+        out[label] = {"psi": gpt_parameters(spec), "ranks": ranks}
     mesh.free()
     return out
 
@@ -156,8 +161,8 @@ def timing(comm, cfg: dict) -> dict:
 
 
 def world(comm, cfg: dict) -> dict:
-    """A world size's job: the memory part, then the timing part."""
-    return {"memory": memory(comm, cfg), "timing": timing(comm, cfg)}
+    """A world size's job: the memory part of every contender, then the timing part."""
+    return {"memory": memory(comm, {**cfg, "contenders": CONTENDERS}), "timing": timing(comm, cfg)}
 
 
 def gpt_parameters(spec: dict) -> int:
