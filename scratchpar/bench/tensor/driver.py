@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from ... import backend
@@ -26,7 +28,6 @@ CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},
 QUICK = {"block": {"batch": 2, "seq": 8, "d_model": 16, "heads": 4},
          "mlp": {"tokens": 8, "d_model": 32}, "warmup": 1, "repeats": 2}
 LAYERS = {"tensor": ParallelBlock, "sequence": SequenceParallelBlock}
-LAYER_NAMES = {"tensor": "ParallelBlock", "sequence": "SequenceParallelBlock"}
 PASSES = ("forward", "backward")
 MEGATRON_T2 = 1.64  # Megatron's reported speed-up at t = 2
 TIMED_T = 2  # the machine has 2 cores: only t ≤ 2 is real compute
@@ -46,23 +47,21 @@ def block_input(cfg: dict, comm, layer: str) -> Tensor:
     return Tensor(backend.to_device(np.ascontiguousarray(x)), requires_grad=True)
 
 
-class Exchanges:
-    """Counts ``comm.allgather_obj`` calls (pickled metadata, which the tracer does not
-    record) while installed on the communicator instance."""
+@contextmanager
+def exchanges(comm):
+    """The names of the ``comm.allgather_obj`` calls (pickled metadata, which the tracer does
+    not record) made while installed on the communicator instance."""
+    calls, inner = [], comm.allgather_obj
 
-    def __init__(self, comm):
-        self.comm, self.calls, self._inner = comm, 0, comm.allgather_obj
+    def counted(obj, what: str = "metadata exchange") -> list:
+        calls.append(what)
+        return inner(obj, what)
 
-    def __enter__(self) -> Exchanges:
-        self.comm.allgather_obj = self._counted
-        return self
-
-    def __exit__(self, *exc) -> None:
-        del self.comm.allgather_obj  # the class's method again
-
-    def _counted(self, obj, what: str = "metadata exchange") -> list:
-        self.calls += 1
-        return self._inner(obj, what)
+    comm.allgather_obj = counted
+    try:
+        yield calls
+    finally:
+        del comm.allgather_obj  # the class's method again
 
 
 def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
@@ -72,15 +71,13 @@ def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
     model, x = LAYERS[layer](block, comm), block_input(cfg, comm, layer)
     params = model.parameters()
     tracer = comm.tracer = Tracer(comm.rank)
-    calls = {}
-    with Exchanges(comm) as exchanges:
+    with exchanges(comm) as calls:
         with tracer.region("forward", "compute"):
             out = model(x)  # (B, T, C) or (B, T_r, C)
-        calls["forward"] = exchanges.calls
+        forward = len(calls)
         held = graph_bytes(out, params)  # the input x included, parameters not
         with tracer.region("backward", "compute"):
             out.backward(out.xp.ones_like(out.data))
-        calls["backward"] = exchanges.calls - calls["forward"]
     comm.tracer = None
     regions = {e.name: e for e in tracer.events if e.cat == "compute"}
     ops = {p: {} for p in PASSES}
@@ -88,7 +85,7 @@ def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
         for e in tracer.events:
             if e.cat == "comm" and regions[p].start <= e.start and e.end <= regions[p].end:
                 ops[p].setdefault(e.name.split("/")[0], []).append(e.bytes)
-    return {"collectives": ops, "exchanges": calls,
+    return {"collectives": ops, "exchanges": {"forward": forward, "backward": len(calls) - forward},
             "param_bytes": int(sum(p.data.nbytes for p in params)),
             "grad_bytes": int(sum(p.grad.nbytes for p in params if p.grad is not None)),
             "activation_bytes": held}
@@ -143,20 +140,20 @@ def collective_rows(results: dict, cfg: dict) -> list[dict]:
     match), and the bytes of each; then the untraced metadata exchanges."""
     rows = []
     for t, res in results.items():
-        for layer in LAYER_NAMES if t >= 2 else ():
+        for layer in LAYERS if t >= 2 else ():
             ranks, want = [mine[layer] for mine in res["per_rank"]], expected(cfg, t, layer)
             for p in PASSES:
                 seen = [rank["collectives"][p] for rank in ranks]
                 for op in sorted({op for phase, op in want if phase == p} | set(seen[0])):
                     each, (count, nbytes) = seen[0].get(op, []), want.get((p, op), (0, None))
-                    rows.append({"t": t, "layer": LAYER_NAMES[layer], "pass": p, "op": op,
+                    rows.append({"t": t, "layer": LAYERS[layer].__name__, "pass": p, "op": op,
                                  "expected": count, "counted": len(each),
                                  "every_rank": all(len(s.get(op, [])) == len(each)
                                                    for s in seen),
                                  "bytes": "/".join(map(str, sorted(set(each)))) or None,
                                  "bytes_formula": nbytes})
                 calls = [rank["exchanges"][p] for rank in ranks]
-                rows.append({"t": t, "layer": LAYER_NAMES[layer], "pass": p,
+                rows.append({"t": t, "layer": LAYERS[layer].__name__, "pass": p,
                              "op": "metadata (allgather_obj, untraced)", "expected": None,
                              "counted": calls[0], "every_rank": len(set(calls)) == 1,
                              "bytes": None, "bytes_formula": None})
@@ -172,7 +169,7 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
              "korthikanti": round(korthikanti(cfg["seq"], cfg["batch"], cfg["d_model"],
                                               cfg["heads"], t, 2, "none", layer == "sequence")),
              "vs_block": held["activation_bytes"] / res["one_device"]["activation_bytes"]}
-            for t, res in results.items() for layer in LAYER_NAMES
+            for t, res in results.items() for layer in LAYERS
             for r, held in enumerate(mine[layer] for mine in res["per_rank"])
             for act in [activation_formula(cfg, t, r, layer)]]
 
@@ -193,9 +190,8 @@ def measure(args) -> dict:
           f"T {b['seq']}, C {b['d_model']}, {b['heads']} heads, float32, dropout 0")
     print(table("collectives per transformer layer, counted from the trace beside the "
                 "description (docs/tensor_parallel.md, Measurements)", collectives,
-                {"t": "t", "layer": "layer", "pass": "pass", "op": "op", "expected": "expected",
-                 "counted": "counted", "every rank": "every_rank", "bytes": "bytes",
-                 "formula": "bytes_formula"}))
+                {**{key: key for key in ("t", "layer", "pass", "op", "expected", "counted")},
+                 "every rank": "every_rank", "bytes": "bytes", "formula": "bytes_formula"}))
     print(table(f"speed-up of the transformer MLP X[{m['tokens']},{m['d_model']}] → "
                 f"{4 * m['d_model']} → {m['d_model']} against one device, median of "
                 f"{cfg['repeats']} after {cfg['warmup']} warm-up", timing,
@@ -206,7 +202,7 @@ def measure(args) -> dict:
     print(table(f"held per rank, one block, against the formulas; nn.Block holds "
                 f"{one['param_bytes']} parameter B, {one['activation_bytes']} activation B",
                 memory,
-                {"t": "t", "layer": "layer", "rank": "rank", "param B": "param_bytes",
+                {**{key: key for key in ("t", "layer", "rank")}, "param B": "param_bytes",
                  "formula": "param_formula", "grad B": "grad_bytes",
                  "activation B": "activation_bytes", "formula ": "activation_formula",
                  "measured/formula": "activation_ratio", "× nn.Block": "vs_block",
