@@ -35,7 +35,7 @@ def test_the_ledger_holds_zeros_parts_in_each_precision(quick):
     assert "model states per rank" in out and result["config"]["states"] == driver.QUICK["states"]
     rows = result["states"]
     assert {(r["precision"], r["strategy"]) for r in rows} == {
-        (p, s) for p in ("fp32", "fp16") for s in driver.LABELS.values()}
+        (p, driver.LABELS[s]) for p in ("fp32", "fp16") for s in driver.STRATEGIES}
     for r in rows:
         for part in ("parameters", "optimizer"):
             assert r[part] == pytest.approx(r[f"f_{part}"], rel=0.02), r
