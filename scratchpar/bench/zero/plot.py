@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from ...trace.figure import pyplot
 from ..harness import finish, stacked
+from .driver import FORMULA_PARTS
 
 PARTS = {"parameters": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868",
          "host": "#8172b3", "buckets": "#c44e52", "gathered": "#e5ae38", "scratch": "#999999"}
 SPLIT = {"forward_ms": ("forward", "#4c72b0"), "rest_ms": ("backward + comm", "#dd8452"),
          "copy_ms": ("copies to/from host", "#c44e52"), "update_ms": ("update", "#55a868")}
-FORMULA = ("parameters", "gradients", "optimizer", "host")
 
 
 def plot_memory(rows: list[dict], unit: tuple[str, int], model: str, out_path: str) -> str:
@@ -24,7 +24,7 @@ def plot_memory(rows: list[dict], unit: tuple[str, int], model: str, out_path: s
         x = range(len(mine))
         stacked(ax, x, [(part, color, [r[part] / scale for r in mine])
                         for part, color in PARTS.items()], 0.6)
-        ax.bar(x, [sum(r[f"formula_{p}"] for p in FORMULA) / scale for r in mine], 0.8,
+        ax.bar(x, [sum(r[f"formula_{p}"] for p in FORMULA_PARTS) / scale for r in mine], 0.8,
                fill=False, edgecolor="black", linestyle="--", linewidth=1.2,
                label="formula: params + grads + optim + host")
         ax.set_xticks(list(x), [r["label"].replace(" ", "\n") for r in mine], fontsize=8)
