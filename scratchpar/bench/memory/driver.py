@@ -8,7 +8,7 @@ from ...table import table
 from ...train.memory_models import Sizes, gpt_layer, korthikanti
 from ..harness import Benchmark, describe, ints, machine
 from ..mpijob import job
-from ..zero.driver import LABELS, SHORT, MiB
+from ..zero.driver import LABELS, SHORT, KiB, MiB
 from .worker import MODES
 
 STATES = {"vocab": 32, "seq": 64, "d_model": 256, "heads": 4, "layers": 4, "batch": 8,
@@ -32,7 +32,6 @@ QUICK = {"states": {**STATES, "seq": 16, "d_model": 32, "layers": 2, "batch": 4,
 PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value
 PARTS = ("parameters", "gradients", "optimizer")
 STRATEGIES = ("dp", "zero1", "zero2", "zero3")
-KiB = 1 << 10
 
 
 def precisions(device: str) -> list[str]:
