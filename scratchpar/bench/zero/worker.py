@@ -14,8 +14,9 @@ from ...comm.errors import WaitTimeout
 from ...comm.mesh import Mesh
 from ...data import SyntheticLanguage
 from ...optim.mixed import MixedPrecision
-from ...parallel import DataParallel, ZeRO1, ZeRO2, ZeRO3
+from ...parallel import DataParallel
 from ...parallel.ledger import Ledger
+from ...parallel.zero import STAGES
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.defaults import ADAM_LR
@@ -25,7 +26,6 @@ from ..timing import Timed, turns
 
 ORDER = 2  # the synthetic language's Markov order, the training CLI's default
 FLOAT32 = 4  # bytes per element of every model here
-STAGES = {1: ZeRO1, 2: ZeRO2, 3: ZeRO3}
 GiB = 1 << 30
 FIT_TIMEOUT_S = 60.0  # how long a rank waits for one that ran out of memory mid-collective
 CONTENDERS = ("dp", "zero1", "zero2", "zero3", "zero1-offload", "zero2-offload", "zero3-offload")
