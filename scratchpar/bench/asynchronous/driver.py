@@ -13,27 +13,27 @@ from ..standin import calibrated
 from .problems import SPARSE
 
 MLP = {"n_features": 32, "hidden": [64], "n_classes": 10}
-PROBLEMS = {"sparse-logreg": {"n_features": 512, "nnz": 8, "lr": 1.0},
-            "matrix-factorization": {"n_users": 100, "n_items": 100, "rank": 4, "noise": 0.1,
-                                     "lr": 0.3},
-            "dense-mlp": {**MLP, "lr": 0.05}}
-HOGWILD = {"problems": PROBLEMS, "batch": 4, "updates": 8000, "snapshots": 32, "rounds": 5,
-           "eval_rows": 1024, "eval_batches": 2}
-TAU = {"problem": {"name": "dense-mlp", **MLP}, "workers": 3, "lr": 0.1, "beta": 0.9,
-       "batch": 8, "steps": 768, "taus": [1, 4, 16, 64], "snapshots": 24, "eval_rows": 1024,
-       "eval_batches": 2}
-ROUND_ROBIN = {"problem": {"name": "dense-mlp", **MLP}, "lr": 0.1, "rho": 3.0, "batch": 32,
-               "steps": 2000}
-QUICK_HOGWILD = {**HOGWILD, "updates": 200, "snapshots": 4, "rounds": 1, "eval_rows": 128,
-                 "eval_batches": 1}
-QUICK_TAU = {**TAU, "steps": 16, "taus": [1, 4], "snapshots": 4, "eval_rows": 128,
-             "eval_batches": 1}
-QUICK_ROUND_ROBIN = {**ROUND_ROBIN, "steps": 12}
+SIZES = [MLP["n_features"], *MLP["hidden"], MLP["n_classes"]]  # the MLP's layer widths
+CONFIGS = {
+    "hogwild": {"problems": {"sparse-logreg": {"n_features": 512, "nnz": 8, "lr": 1.0},
+                             "matrix-factorization": {"n_users": 100, "n_items": 100, "rank": 4,
+                                                      "noise": 0.1, "lr": 0.3},
+                             "dense-mlp": {**MLP, "lr": 0.05}},
+                "batch": 4, "updates": 8000, "snapshots": 32, "rounds": 5, "eval_rows": 1024,
+                "eval_batches": 2},
+    "tau": {"problem": {"name": "dense-mlp", **MLP}, "workers": 3, "lr": 0.1, "beta": 0.9,
+            "batch": 8, "steps": 768, "taus": [1, 4, 16, 64], "snapshots": 24, "eval_rows": 1024,
+            "eval_batches": 2},
+    "round_robin": {"problem": {"name": "dense-mlp", **MLP}, "lr": 0.1, "rho": 3.0, "batch": 32,
+                    "steps": 2000}}
+QUICK = {"hogwild": {"updates": 200, "snapshots": 4, "rounds": 1, "eval_rows": 128,
+                     "eval_batches": 1},
+         "tau": {"steps": 16, "taus": [1, 4], "snapshots": 4, "eval_rows": 128, "eval_batches": 1},
+         "round_robin": {"steps": 12}}  # what --quick changes
 PARTS = {"hogwild": "hogwild:hogwild_part", "tau": "easgd:tau_part",
          "round_robin": "easgd:round_robin_part"}  # the functions of the jobs
 LEVEL = 0.9  # the target loss: this share of the way from the initial to serial SGD's final
 TARGET = 1.8  # docs/hogwild.md: Hogwild ×2 over ×1 on a sparse problem
-
 
 
 def contender_name(c: dict) -> str:
@@ -68,10 +68,8 @@ def hogwild_rows(results: dict, contenders: list[dict], batch: int) -> list[dict
     rows = []
     for problem, r in results.items():
         runs, level = typical(r["runs"]), target(r)
-        loop, one = r["runs"]["serial"], r["runs"]["hogwild1"]
         for c in contenders:
-            run, rounds = runs[c["key"]], r["runs"][c["key"]]
-            seconds = [x["seconds"] for x in rounds]
+            run, seconds = runs[c["key"]], [x["seconds"] for x in r["runs"][c["key"]]]
             rows.append({
                 "problem": problem, "contender": contender_name(c), "key": c["key"],
                 "processes": c["processes"], "updates": run["updates"],
@@ -79,7 +77,8 @@ def hogwild_rows(results: dict, contenders: list[dict], batch: int) -> list[dict
                 "per_rank": " ".join(f"{s:.2f}" for s in run["per_rank_s"]),
                 "updates_per_s": run["updates"] / run["seconds"],
                 "samples_per_s": run["updates"] * batch / run["seconds"],
-                "vs_one": paired(one, rounds), "vs_loop": paired(loop, rounds),
+                "vs_one": paired(r["runs"]["hogwild1"], r["runs"][c["key"]]),
+                "vs_loop": paired(r["runs"]["serial"], r["runs"][c["key"]]),
                 "final": run["curve"][-1][2], "level": level,
                 "to_level": reached(run["curve"], level)})
     return rows
@@ -101,12 +100,8 @@ def collision_rows(results: dict) -> list[dict]:
     for problem, r in results.items():
         for p, ranks in r["collisions"].items():
             writes = sum(x["writes"] for x in ranks)
-            per = {}
-            for x in ranks:
-                for name, c in x["parameters"].items():
-                    total = per.setdefault(name, [0, 0])
-                    total[0] += c["colliding"]
-                    total[1] += c["coordinates"]
+            per = {name: [sum(x["parameters"][name][k] for x in ranks)
+                          for k in ("colliding", "coordinates")] for name in ranks[0]["parameters"]}
             coordinates = sum(t[1] for t in per.values())
             rows.append({"problem": problem, "processes": int(p), "writes": writes,
                          "colliding": sum(x["colliding"] for x in ranks) / writes,
@@ -131,14 +126,8 @@ def tau_rows(runs: dict, taus: list[int]) -> list[dict]:
             row.update({f"{method}_final": losses[-1], f"{method}_peak": peak,
                         f"{method}_stable": math.isfinite(peak) and peak <= losses[0],
                         f"{method}_exchanges": run["exchanges"]})
-        row["ratio"] = row["downpour_final"] / row["easgd_final"]
-        rows.append(row)
+        rows.append({**row, "ratio": row["downpour_final"] / row["easgd_final"]})
     return rows
-
-
-def drift(rows: list[dict], method: str) -> float:
-    """A method's final loss at the largest τ over its final at the smallest."""
-    return rows[-1][f"{method}_final"] / rows[0][f"{method}_final"]
 
 
 def round_robin_rows(runs: list[dict]) -> list[dict]:
@@ -146,21 +135,13 @@ def round_robin_rows(runs: list[dict]) -> list[dict]:
     (eq. 4), other; busy = pack + update."""
     rows = []
     for r in runs:
-        seconds = r["seconds"]
-        shares = {k: r[k] / seconds for k in ("pack", "wait", "update")}
-        rows.append({"workers": r["workers"], "compute": r["compute"],
-                     "ranks": r["workers"] + 1, "steps": r["steps"],
-                     "steps_per_s": r["steps"] / seconds, "ms": 1e3 * seconds / r["steps"],
+        shares = {k: r[k] / r["seconds"] for k in ("pack", "wait", "update")}
+        rows.append({"workers": r["workers"], "compute": r["compute"], "ranks": r["workers"] + 1,
+                     "steps": r["steps"], "steps_per_s": r["steps"] / r["seconds"],
+                     "ms": 1e3 * r["seconds"] / r["steps"],
                      "busy": shares["pack"] + shares["update"], **shares,
                      "other": 1 - sum(shares.values())})
     return rows
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=int, default=2,
-                        help="the most processes that compute at once (default 2, this "
-                             "machine's cores): Hogwild at 1, 2, 4 … N, round-robin EASGD with "
-                             "real compute up to N ranks (4–8 on a bigger machine)")
 
 
 def processes(ranks: int) -> list[int]:
@@ -174,30 +155,32 @@ def processes(ranks: int) -> list[int]:
 def configs(quick: bool, ranks: int) -> tuple[dict, dict]:
     """Each job's config (contenders named, the stand-in calibrated) and the calibration."""
     counts = processes(ranks)
-    hogwild = {**(QUICK_HOGWILD if quick else HOGWILD), "collisions": counts[1:],
-               "contenders": [{"key": "serial", "processes": 1, "mode": "serial"}]
-               + [{"key": f"hogwild{p}", "processes": p, "mode": "hogwild"} for p in counts]
-               + [{"key": f"locked{p}", "processes": p, "mode": "locked"} for p in counts[1:]]}
-    rr = QUICK_ROUND_ROBIN if quick else ROUND_ROBIN
-    rr, calib = calibrated(rr, [MLP["n_features"], *MLP["hidden"], MLP["n_classes"]], rr["batch"])
-    rr["runs"] = [(g, compute) for g in range(1, max(3, ranks - 1) + 1)
-                  for compute in ("real", "stand-in") if compute == "stand-in" or g + 1 <= ranks]
-    return {"hogwild": hogwild, "tau": QUICK_TAU if quick else TAU, "round_robin": rr}, calib
+    cfgs = {part: {**c, **(QUICK[part] if quick else {})} for part, c in CONFIGS.items()}
+    cfgs["hogwild"].update(collisions=counts[1:], contenders=[
+        {"key": "serial", "processes": 1, "mode": "serial"},
+        *({"key": f"hogwild{p}", "processes": p, "mode": "hogwild"} for p in counts),
+        *({"key": f"locked{p}", "processes": p, "mode": "locked"} for p in counts[1:])])
+    cfgs["round_robin"], calib = calibrated(cfgs["round_robin"], SIZES,
+                                            cfgs["round_robin"]["batch"])
+    cfgs["round_robin"]["runs"] = [(g, compute) for g in range(1, max(3, ranks - 1) + 1)
+                                   for compute in ("real", "stand-in")
+                                   if compute == "stand-in" or g + 1 <= ranks]
+    return cfgs, calib
 
 
 def draw(directory: str, parts: dict, rows: dict, cfgs: dict) -> list[str]:
     from . import plot
 
-    out = Path(directory)
+    out, hogwild = Path(directory), parts["hogwild"]
     names = {c["key"]: contender_name(c) for c in cfgs["hogwild"]["contenders"]}
     curves = {problem: {names[k]: [(s, loss) for s, _, loss in run["curve"]]
                         for k, run in typical(r["runs"]).items()}
-              for problem, r in parts["hogwild"].items()}
-    floors = {problem: r["floor"] for problem, r in parts["hogwild"].items()}
-    levels = {problem: target(r) for problem, r in parts["hogwild"].items()}
+              for problem, r in hogwild.items()}
     return [plot.plot_speedup(rows["hogwild"], rows["collisions"], TARGET,
                               str(out / "async_hogwild_speedup.png")),
-            plot.plot_hogwild_loss(curves, floors, levels, str(out / "async_hogwild_loss.png")),
+            plot.plot_hogwild_loss(curves, {p: r["floor"] for p, r in hogwild.items()},
+                                   {p: target(r) for p, r in hogwild.items()},
+                                   str(out / "async_hogwild_loss.png")),
             plot.plot_easgd_tau(parts["tau"]["runs"], cfgs["tau"]["taus"],
                                 parts["tau"]["floor"], str(out / "async_easgd_tau.png")),
             plot.plot_round_robin(rows["round_robin"], str(out / "async_round_robin_busy.png"))]
@@ -225,18 +208,19 @@ def print_tables(rows: dict, cfgs: dict, parts: dict, device: str) -> None:
                  "colliding writes": "{colliding:.3f}", "coordinates/write": "coordinates",
                  "colliding coordinates": "{colliding_coordinates:.3f}",
                  "per parameter": "parameters"}))
-    cfg = cfgs["tau"]
+    cfg, tau = cfgs["tau"], rows["tau"]
     print(table(f"3. asynchronous EASGD against Downpour as the communication period τ grows: "
-                f"1 master + {cfg['workers']} workers, {cfg['steps']} steps each", rows["tau"],
+                f"1 master + {cfg['workers']} workers, {cfg['steps']} steps each", tau,
                 {"τ": "tau", "EASGD final": "{easgd_final:.3f}", "EASGD peak": "{easgd_peak:.3f}",
                  "EASGD stable": "easgd_stable", "exchanges": "easgd_exchanges",
                  "Downpour final": "{downpour_final:.3f}",
                  "Downpour peak": "{downpour_peak:.3f}", "Downpour stable": "downpour_stable",
                  "pushes": "downpour_exchanges", "Downpour / EASGD": "ratio"}))
     initial = parts["tau"]["runs"][f"easgd {cfg['taus'][0]}"]["curve"][0][1]
+    drift = {m: tau[-1][f"{m}_final"] / tau[0][f"{m}_final"] for m in ("easgd", "downpour")}
     print(f"\nstability: initial held-out loss {initial:.3f}; from τ = {cfg['taus'][0]} to τ = "
-          f"{cfg['taus'][-1]} EASGD's final loss changes ×{drift(rows['tau'], 'easgd'):.2f}"
-          f", Downpour's ×{drift(rows['tau'], 'downpour'):.2f}")
+          f"{cfg['taus'][-1]} EASGD's final loss changes ×{drift['easgd']:.2f}, Downpour's "
+          f"×{drift['downpour']:.2f}")
     cfg = cfgs["round_robin"]
     print(table(f"4. round-robin EASGD's master as the workers G grow: {cfg['steps']} steps of "
                 f"b = {cfg['batch']}; shares of its wall time", rows["round_robin"],
@@ -254,14 +238,13 @@ def measure(args) -> dict:
     parts = {part: job(n, f"scratchpar.bench.asynchronous.{PARTS[part]}", cfgs[part],
                        args.device) for part, n in sizes.items()}
     hogwild = hogwild_rows(parts["hogwild"], cfgs["hogwild"]["contenders"],
-                                  cfgs["hogwild"]["batch"])
+                           cfgs["hogwild"]["batch"])
     rows = {"hogwild": hogwild, "verdict": verdict(hogwild),
             "collisions": collision_rows(parts["hogwild"]),
             "tau": tau_rows(parts["tau"]["runs"], cfgs["tau"]["taus"]),
             "round_robin": round_robin_rows(parts["round_robin"])}
     print(f"asynchronous benchmark on {describe(args.device)}, {machine(args)}")
-    print(f"stand-in compute (round-robin): MLP "
-          f"{'→'.join(map(str, [MLP['n_features'], *MLP['hidden'], MLP['n_classes']]))} "
+    print(f"stand-in compute (round-robin): MLP {'→'.join(map(str, SIZES))} "
           f"(K = {calib['parameters']:,}) calibrated on the CPU at {calib['rows']} rows: "
           f"{1e6 * calib['per_row_s']:.2f} µs per row")
     print_tables(rows, cfgs, parts, args.device)
@@ -272,6 +255,10 @@ def measure(args) -> dict:
 
 BENCHMARK = Benchmark("the asynchronous strategies: Hogwild's speed-up and colliding writes, "
                       "EASGD against Downpour as τ grows, the round-robin master",
-                      "a few steps of each", measure, add_arguments, indent=None,
+                      "a few steps of each", measure, lambda parser: parser.add_argument(
+                          "--ranks", type=int, default=2, help="the most processes that "
+                          "compute at once (default 2, this machine's cores): Hogwild at 1, 2, "
+                          "4 … N, round-robin EASGD with real compute up to N ranks (4–8 on a "
+                          "bigger machine)"), indent=None,
                       figures="async_hogwild_speedup.png, async_hogwild_loss.png, "
                               "async_easgd_tau.png and async_round_robin_busy.png")

@@ -9,52 +9,44 @@ from ... import optim
 from ...comm.mesh import Mesh
 from ...parallel import AsyncEASGD, AsyncParameterServer, RoundRobinEASGD
 from ..standin import Sleeping, StandIn
-from .problems import curve, dataset, flat, held_out, rows, snapshot_run, task
-
-
-def build(method: str, t, cfg: dict, tau: int, mesh):
-    """EASGD with α = ηρ = β/W (Zhang et al. 2015, §5: β = Wα = 0.9), or Downpour with
-    n_push = n_fetch = τ (Dean et al. 2012, §4.1); both plain SGD at the same η."""
-    lr, workers = cfg["lr"], mesh.world.size - 1
-
-    def sgd(params):
-        return optim.SGD(params, lr)
-
-    if method == "easgd":
-        rho = cfg["beta"] / workers / lr  # α = ηρ = β/W
-        return AsyncEASGD(t.model, sgd, t, mesh, rho=rho, tau=tau)
-    return AsyncParameterServer(t.model, sgd, t, mesh, n_push=tau, n_fetch=tau)
+from .problems import curve, flat, snapshot_run, task
 
 
 def tau_part(comm, cfg: dict) -> dict:
-    """Both methods at each τ on the same global batches (W·b rows, worker i's rows i·b …),
-    each from the same fresh model, ``steps`` steps on every rank, back to back; rank 0 copies
-    the master's parameters (EASGD's centre, the server's) every few steps and after the
-    shutdown, and returns the runs keyed "easgd τ" and "downpour τ": [steps, held-out loss]
-    points, and the exchanges the master served."""
-    pcfg = cfg["problem"]
-    data = dataset(pcfg["name"], pcfg)
-    width = (comm.size - 1) * cfg["batch"]
-    batches = [rows(data.batch(k, width), 0, width) for k in range(cfg["steps"])]
-    held, runs, mesh = held_out(data, cfg), {}, Mesh(comm)
+    """EASGD with α = ηρ = β/W (Zhang et al. 2015, §5: β = Wα = 0.9) and Downpour with
+    n_push = n_fetch = τ (Dean et al. 2012, §4.1), both plain SGD at the same η, at each τ on
+    the same global batches (W·b rows, worker i's rows i·b …) from the same fresh model,
+    ``steps`` steps back to back; rank 0 copies the master's parameters (EASGD's centre, the
+    server's) every few steps and after the shutdown, and returns the runs keyed "easgd τ" and
+    "downpour τ": [steps, held-out loss] points, and the exchanges the master served."""
+    pcfg, workers = cfg["problem"], comm.size - 1
+    t = task(pcfg["name"], pcfg)
+    batches = [t.batch(k, workers * cfg["batch"])[0] for k in range(cfg["steps"])]
+    runs, mesh = {}, Mesh(comm)
+
+    def sgd(params):
+        return optim.SGD(params, cfg["lr"])
+
     for tau in cfg["taus"]:
         for method in ("easgd", "downpour"):
-            t = task(pcfg["name"], pcfg, data)
-            strategy = build(method, t, cfg, tau, mesh)
+            t = task(pcfg["name"], pcfg)
+            strategy = AsyncEASGD(t.model, sgd, t, mesh, rho=cfg["beta"] / workers / cfg["lr"],
+                                  tau=tau) if method == "easgd" else \
+                AsyncParameterServer(t.model, sgd, t, mesh, n_push=tau, n_fetch=tau)
 
             def read(strategy=strategy, t=t):
                 strategy.gather_model()
-                return flat(t.model.parameters())
+                return flat(p.data for p in t.model.parameters())
 
             run = snapshot_run(comm, strategy, batches, cfg["snapshots"], read)
             if comm.rank == 0:
-                run = curve(t, run, held)
+                run = curve(t, run, cfg)
                 runs[f"{method} {tau}"] = {
                     "seconds": run["seconds"], "curve": [[k, loss] for _, k, loss in run["curve"]],
                     "exchanges": strategy.exchanges if method == "easgd" else
                     run["report"] and run["report"]["pushes"]}
     mesh.free()
-    return {"runs": runs, "floor": data.bayes_risk(), "workers": comm.size - 1}
+    return {"runs": runs, "floor": t.floor(), "workers": workers}
 
 
 class WaitClock:
@@ -95,43 +87,36 @@ class TimedRoundRobin(RoundRobinEASGD):
         return out
 
 
-def rr_run(comm, compute: str, batches: list, cfg: dict) -> dict | None:
-    """``steps`` round-robin steps on every rank of ``comm`` from a barrier (the master serves
-    worker t mod G; a worker whose turn it is not returns at once); rank 0 returns its split."""
-    pcfg = cfg["problem"]
-    if compute == "real":
-        t = task(pcfg["name"], pcfg, dataset(pcfg["name"], pcfg))
-        model, objective = t.model, t
-    else:  # a sleep of the MLP's time on the batch's rows
-        model, objective = StandIn([pcfg["n_features"], *pcfg["hidden"], pcfg["n_classes"]],
-                                   cfg["per_row_s"], cfg["forward_share"]), Sleeping()
-    mesh = Mesh(comm)
-    strategy = TimedRoundRobin(model, lambda params: optim.SGD(params, cfg["lr"]), objective,
-                               mesh, rho=cfg["rho"])
-    comm.barrier()
-    start = time.perf_counter()
-    for batch in batches:
-        strategy.step(batch)
-    seconds = time.perf_counter() - start
-    strategy.close()
-    mesh.free()
-    return None if comm.rank else {"workers": comm.size - 1, "compute": compute,
-                                   "steps": len(batches), "seconds": seconds, **strategy.seconds}
-
-
 def round_robin_part(comm, cfg: dict) -> list[dict]:
-    """Each (G, compute) of ``cfg["runs"]`` on the first G + 1 ranks (the others nap at a
-    barrier), in order: rank 0 returns the master's split of every run."""
-    pcfg = cfg["problem"]
-    data = dataset(pcfg["name"], pcfg)
-    batches = [rows(data.batch(k, cfg["batch"]), 0, cfg["batch"]) for k in range(cfg["steps"])]
-    out = []
+    """Each (G, compute) of ``cfg["runs"]`` in order, ``steps`` round-robin steps on the first
+    G + 1 ranks from a barrier (the others nap at a barrier; the master serves worker t mod G,
+    a worker whose turn it is not returns at once), with the real model or a sleep of its time
+    on the batch's rows: rank 0 returns the master's split of every run."""
+    pcfg, out = cfg["problem"], []
+    batches = [task(pcfg["name"], pcfg).batch(k, cfg["batch"])[0] for k in range(cfg["steps"])]
     for workers, compute in cfg["runs"]:
         sub = comm.split(0 if comm.rank <= workers else 1, name=f"first {workers + 1} ranks")
         if comm.rank <= workers:
-            run = rr_run(sub, compute, batches, cfg)
+            if compute == "real":
+                t = task(pcfg["name"], pcfg)
+                model, objective = t.model, t
+            else:  # a sleep of the MLP's time on the batch's rows
+                model, objective = StandIn([pcfg["n_features"], *pcfg["hidden"],
+                                            pcfg["n_classes"]], cfg["per_row_s"],
+                                           cfg["forward_share"]), Sleeping()
+            mesh = Mesh(sub)
+            strategy = TimedRoundRobin(model, lambda params: optim.SGD(params, cfg["lr"]),
+                                       objective, mesh, rho=cfg["rho"])
+            sub.barrier()
+            start = time.perf_counter()
+            for batch in batches:
+                strategy.step(batch)
+            seconds = time.perf_counter() - start
+            strategy.close()
+            mesh.free()
             if comm.rank == 0:
-                out.append(run)
+                out.append({"workers": workers, "compute": compute, "steps": len(batches),
+                            "seconds": seconds, **strategy.seconds})
         sub.free()
         comm.barrier()
     return out

@@ -1,4 +1,4 @@
-"""The asynchronous benchmark's problems: data, fresh models, timed runs and held-out loss."""
+"""The asynchronous benchmark's problems: fresh tasks, runs copied as they go, held-out loss."""
 
 from __future__ import annotations
 
@@ -8,63 +8,43 @@ import numpy as np
 
 from ... import nn
 from ...autograd import functional as F
-from ...autograd import no_grad
-from ...backend import get_array_module, to_device, to_host
+from ...backend import to_device, to_host
+from ...comm.flat import Layout
 from ...data import LowRankRatings, SparseLogistic, SyntheticClassification
-from ...train.task import Task
+from ...train.task import HALF_SQUARED, Task
 
 SPARSE = ("sparse-logreg", "matrix-factorization")  # a step touches a few rows of θ
-DENSE = "dense-mlp"  # a step touches every parameter
 
 
-def dataset(name: str, cfg: dict):
-    """Problem ``name``'s data source (seed 0), sized by its ``cfg``."""
+def task(name: str, cfg: dict) -> Task:
+    """Problem ``name``'s data (seed 0) and a fresh float32 model (seed 0), sized by ``cfg``, as
+    the training CLI has them (scratchpar/train/task.py)."""
+    gen = np.random.default_rng(0)
     if name == "sparse-logreg":
-        return SparseLogistic(cfg["n_features"], cfg["nnz"], seed=0)
+        return Task(SparseLogistic(cfg["n_features"], cfg["nnz"], seed=0),
+                    nn.SparseLogisticRegression(cfg["n_features"], gen), "sample",
+                    F.binary_cross_entropy_with_logits)
     if name == "matrix-factorization":
-        return LowRankRatings(cfg["n_users"], cfg["n_items"], cfg["rank"], cfg["noise"], seed=0)
-    if name == DENSE:
-        return SyntheticClassification(cfg["n_features"], cfg["n_classes"], seed=0)
+        users, items, rank = cfg["n_users"], cfg["n_items"], cfg["rank"]
+        return Task(LowRankRatings(users, items, rank, cfg["noise"], seed=0),
+                    nn.MatrixFactorization(users, items, rank, gen), "sample",
+                    nn.half_squared_error, HALF_SQUARED)
+    if name == "dense-mlp":  # a step touches every parameter
+        return Task(SyntheticClassification(cfg["n_features"], cfg["n_classes"], seed=0),
+                    nn.MLP([cfg["n_features"], *cfg["hidden"], cfg["n_classes"]], gen), "sample")
     raise ValueError(f"no problem {name!r}")
 
 
-def task(name: str, cfg: dict, data) -> Task:
-    """A fresh float32 model of problem ``name`` (seed 0) on ``data``, as the training CLI has
-    it (scratchpar/train/task.py)."""
-    gen = np.random.default_rng(0)
-    if name == "sparse-logreg":
-        return Task(data, nn.SparseLogisticRegression(cfg["n_features"], gen), "sample",
-                    F.binary_cross_entropy_with_logits)
-    if name == "matrix-factorization":
-        return Task(data, nn.MatrixFactorization(cfg["n_users"], cfg["n_items"], cfg["rank"],
-                                                 gen), "sample", nn.half_squared_error,
-                    "½·squared error")
-    return Task(data, nn.MLP([cfg["n_features"], *cfg["hidden"], cfg["n_classes"]], gen),
-                "sample")
-
-
-def rows(pool: tuple, start: int, stop: int) -> tuple:
-    """Samples ``start:stop`` of the host ``pool``, on the device."""
-    return tuple(to_device(a[start:stop]) for a in pool)
-
-
-def held_out(data, cfg: dict) -> list[tuple]:
-    """The held-out batches, on the device: draws no training run reaches."""
-    return [rows(data.held_out(i, cfg["eval_rows"]), 0, cfg["eval_rows"])
-            for i in range(cfg["eval_batches"])]
-
-
-def flat(params) -> np.ndarray:
-    """The parameters as one host vector (K,), in ``model.parameters()`` order (Hogwild's θ)."""
-    return np.concatenate([to_host(p.data).reshape(-1) for p in params])
+def flat(arrays) -> np.ndarray:
+    """``arrays`` end to end as one host vector (K,), as Hogwild's window lays θ out."""
+    return np.concatenate([to_host(a).reshape(-1) for a in arrays])
 
 
 def snapshot_run(comm, strategy, batches: list, snapshots: int, read) -> dict | None:
     """``strategy.step`` over ``batches`` on every rank of ``comm`` from a barrier, then its
-    shutdown and close. Rank 0 copies the parameters ``read()`` (a host vector (K,)) at the
-    start, ``snapshots`` times in the run and after the shutdown, racing any writers as every
-    reader does, and returns the run: each rank's seconds, the shutdown's report and the
-    copies (seconds, steps, θ)."""
+    shutdown and close. Rank 0 copies θ, ``read()`` (K,), at the start, ``snapshots`` times in
+    the run and after the shutdown, racing any writers as every reader does; it returns each
+    rank's seconds, the shutdown's report and the copies (seconds, steps, θ)."""
     every = max(1, len(batches) // snapshots)
     comm.barrier()
     start = time.perf_counter()
@@ -81,24 +61,13 @@ def snapshot_run(comm, strategy, batches: list, snapshots: int, read) -> dict | 
                                    "steps": len(batches), "report": report, "snapshots": copies}
 
 
-def curve(t: Task, run: dict, batches: list[tuple], per_step: int = 1) -> dict:
-    """A run with its copies replaced by the held-out loss of each, [seconds, updates, loss],
-    at ``per_step`` updates a step."""
-    points = [[s, k * per_step, evaluate(t, theta, batches)] for s, k, theta in run["snapshots"]]
-    return {**{k: v for k, v in run.items() if k != "snapshots"}, "curve": points,
-            "updates": run["steps"] * per_step}
-
-
-def evaluate(t: Task, snapshot: np.ndarray, batches: list[tuple]) -> float:
-    """Held-out loss per sample of ``t``'s model with the parameters ``snapshot`` (K,)."""
-    start = 0
-    for p in t.model.parameters():
-        get_array_module(p.data).copyto(p.data, to_device(snapshot[start:start + p.size]
-                                                          .reshape(p.shape), dtype=p.dtype))
-        start += p.size
-    total = units = 0.0
-    with no_grad():
-        for batch in batches:
-            total += t.loss(t.model, batch, reduction="sum").item()
-            units += len(batch[-1])
-    return total / units
+def curve(t: Task, run: dict, cfg: dict, per_step: int = 1) -> dict:
+    """``run`` with its copies of θ replaced by [seconds, updates, held-out loss per sample]
+    (``t``'s model loaded with each, over ``cfg``'s held-out batches), ``per_step`` updates a
+    step."""
+    params = t.model.parameters()
+    layout, points = Layout([p.shape for p in params]), []
+    for seconds, k, theta in run.pop("snapshots"):
+        layout.unpack(to_device(theta), [p.data for p in params])
+        points.append([seconds, k * per_step, t.evaluate(cfg["eval_batches"], cfg["eval_rows"])])
+    return {**run, "curve": points, "updates": run["steps"] * per_step}
