@@ -9,7 +9,7 @@ import pytest
 from bench_helpers import run_quick, table_rows
 
 from scratchpar.bench.ps import driver as ps
-from scratchpar.bench.ps.report import HEADER_BYTES, LEVELS, run_seconds
+from scratchpar.bench.ps.driver import HEADER_BYTES, LEVELS, run_seconds
 from scratchpar.bench.standin import Sleeping, StandIn, rows_of
 
 
@@ -162,7 +162,7 @@ def test_figures_and_timelines_are_written(quick):
 
 
 def test_the_stand_in_gradient_is_exact_and_its_sleep_scales_with_rows():
-    model = StandIn(ps.QUICK_BOTTLENECK["sizes"], per_row_s=1e-5, forward_share=0.5)
+    model = StandIn(ps.QUICK["bottleneck"]["sizes"], per_row_s=1e-5, forward_share=0.5)
     batch = np.arange(6)
     loss = Sleeping().loss(model, batch, reduction="sum")
     loss.backward()

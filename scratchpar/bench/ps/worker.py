@@ -3,6 +3,7 @@ slowed, and the bottleneck, staleness and loss-time parts."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -47,12 +48,11 @@ def build(spec: dict, model, objective, mesh):
 def free_run(comm, make, batch_of, steps: int, slowed_s: float, on_servers=None,
              trace: bool = False) -> list[dict] | None:
     """``steps`` steps of the strategy ``make()`` on every rank, back to back from a start
-    aligned at a barrier (no barrier between steps: the consistency rule alone paces the ranks),
-    then its shutdown and close. The slowed worker sleeps ``slowed_s`` after each step (a traced
-    region "slowed"). ``on_servers(k, strategy)`` runs on every server after step k (k = steps:
-    after the shutdown). Rank 0 returns every rank's record: its role, the end of each step (s
-    from the aligned start), its step metrics (``KEPT``, a list each), the report (server 0)
-    and, with ``trace``, its traced regions; the other ranks return None."""
+    aligned at a barrier (the consistency rule alone paces the ranks), then its shutdown and
+    close; the slowed worker sleeps ``slowed_s`` after each step (traced as "slowed"), and
+    ``on_servers(k, strategy)`` runs on every server after step k (k = steps: after the
+    shutdown). Rank 0 returns every rank's record: its role, the end of each step (s from the
+    aligned start), its step metrics (``KEPT``), the report (server 0), its traced regions."""
     comm.tracer = tracer = Tracer(comm.rank)  # before the strategy: its dup shares the tracer
     strategy = make()
     worker = comm.rank - strategy.servers
@@ -128,9 +128,8 @@ def bottleneck(comm, cfg: dict) -> dict:
         strategy.close()
     family = {}
     for s in servers:
-        ranks = free_run(comm, lambda s=s: build({**spec, "mode": "ssp", "staleness": 0,
-                                                  "servers": s}, stand_in(cfg), objective,
-                                                 mesh),
+        ranks = free_run(comm, partial(build, {**spec, "mode": "ssp", "staleness": 0,
+                                               "servers": s}, stand_in(cfg), objective, mesh),
                          lambda k: batch, cfg["steps"], 0.0)
         if ranks is not None:
             family[s] = {"report": ranks[0]["report"],
@@ -156,9 +155,9 @@ def staleness(comm, cfg: dict) -> dict:
     runs, mesh = {}, Mesh(comm)
     for spec in cfg["contenders"]:
         traced = spec["name"] in cfg["timelines"] and cfg["traces"] is not None
-        ranks = free_run(comm, lambda spec=spec: build(
-            {**spec, "servers": cfg["servers"], "lr": cfg["lr"]}, stand_in(cfg), Sleeping(),
-            mesh), lambda k: batch, cfg["steps"], slowed_s, trace=traced)
+        ranks = free_run(comm, partial(build, {**spec, "servers": cfg["servers"], "lr": cfg["lr"]},
+                                       stand_in(cfg), Sleeping(), mesh),
+                         lambda k: batch, cfg["steps"], slowed_s, trace=traced)
         if ranks is None:
             continue
         if traced:
@@ -214,9 +213,9 @@ def loss(comm, cfg: dict) -> dict:
                 evals.append([k, held_out(strategy.model, cfg[
                     "final_batches" if k == cfg["steps"] else "eval_batches"])])
 
-        ranks = free_run(comm, lambda spec=spec: build(
-            {**spec, "servers": cfg["servers"], "lr": cfg["lr"], "optimizer": "adam"}, gpt(),
-            task, mesh), batches.__getitem__, cfg["steps"], slowed_s, on_servers)
+        ranks = free_run(comm, partial(build, {**spec, "servers": cfg["servers"], "lr": cfg["lr"],
+                                               "optimizer": "adam"}, gpt(), task, mesh),
+                         batches.__getitem__, cfg["steps"], slowed_s, on_servers)
         if ranks is not None:
             runs[spec["name"]].append({"ranks": ranks, "evals": evals})
     mesh.free()
