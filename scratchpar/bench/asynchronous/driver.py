@@ -36,10 +36,6 @@ LEVEL = 0.9  # the target loss: this share of the way from the initial to serial
 TARGET = 1.8  # docs/hogwild.md: Hogwild ×2 over ×1 on a sparse problem
 
 
-def contender_name(c: dict) -> str:
-    return "serial SGD" if c["mode"] == "serial" else f"{c['mode']} ×{c['processes']}"
-
-
 def typical(runs: dict) -> dict:
     """Each contender's median round by seconds (the lower middle one of an even count)."""
     return {key: sorted(rounds, key=lambda r: r["seconds"])[(len(rounds) - 1) // 2]
@@ -71,7 +67,7 @@ def hogwild_rows(results: dict, contenders: list[dict], batch: int) -> list[dict
         for c in contenders:
             run, seconds = runs[c["key"]], [x["seconds"] for x in r["runs"][c["key"]]]
             rows.append({
-                "problem": problem, "contender": contender_name(c), "key": c["key"],
+                "problem": problem, "contender": c["name"], "key": c["key"],
                 "processes": c["processes"], "updates": run["updates"],
                 "seconds": run["seconds"], "spread": f"{min(seconds):.2f}–{max(seconds):.2f}",
                 "per_rank": " ".join(f"{s:.2f}" for s in run["per_rank_s"]),
@@ -157,9 +153,9 @@ def configs(quick: bool, ranks: int) -> tuple[dict, dict]:
     counts = processes(ranks)
     cfgs = {part: {**c, **(QUICK[part] if quick else {})} for part, c in CONFIGS.items()}
     cfgs["hogwild"].update(collisions=counts[1:], contenders=[
-        {"key": "serial", "processes": 1, "mode": "serial"},
-        *({"key": f"hogwild{p}", "processes": p, "mode": "hogwild"} for p in counts),
-        *({"key": f"locked{p}", "processes": p, "mode": "locked"} for p in counts[1:])])
+        {"key": "serial", "name": "serial SGD", "processes": 1, "mode": "serial"},
+        *({"key": f"{mode}{p}", "name": f"{mode} ×{p}", "processes": p, "mode": mode}
+          for mode, ps in (("hogwild", counts), ("locked", counts[1:])) for p in ps)])
     cfgs["round_robin"], calib = calibrated(cfgs["round_robin"], SIZES,
                                             cfgs["round_robin"]["batch"])
     cfgs["round_robin"]["runs"] = [(g, compute) for g in range(1, max(3, ranks - 1) + 1)
@@ -172,7 +168,7 @@ def draw(directory: str, parts: dict, rows: dict, cfgs: dict) -> list[str]:
     from . import plot
 
     out, hogwild = Path(directory), parts["hogwild"]
-    names = {c["key"]: contender_name(c) for c in cfgs["hogwild"]["contenders"]}
+    names = {c["key"]: c["name"] for c in cfgs["hogwild"]["contenders"]}
     curves = {problem: {names[k]: [(s, loss) for s, _, loss in run["curve"]]
                         for k, run in typical(r["runs"]).items()}
               for problem, r in hogwild.items()}

@@ -48,8 +48,8 @@ def protocol_bytes(k: int, itemsize: int, servers: int, workers: int, steps: int
 
 def bottleneck_rows(results: dict, steps: int) -> list[dict]:
     """Per job and server count: the busiest server's bytes beside the protocol's, and a rank's
-    bytes in the ring all-reduce of the same K gradients over the same ranks, beside each way
-    the all-reduce's wire bytes (:meth:`~scratchpar.parallel.description.Message.wire`)."""
+    in the ring all-reduce of the same K gradients over the same ranks beside twice its wire
+    bytes (:meth:`~scratchpar.parallel.description.Message.wire`: sent, then received)."""
     rows = []
     for n, r in results.items():
         k, itemsize = r["parameters"], r["itemsize"]
@@ -98,9 +98,8 @@ def staleness(report: dict) -> tuple[dict[int, int], float, int]:
 
 
 def staleness_rows(runs: dict, names: dict) -> tuple[list[dict], list[dict]]:
-    """Per contender: updates, pushes applied and sent, their staleness from server 0's report,
-    the server's busy fraction and the run's length; and per contender and worker: steps per
-    second, the mean wait per step for the pull (``wait_s``) and its share of the run."""
+    """Per contender, its pushes and their staleness from server 0's report; and per contender
+    and worker, its steps per second and its wait for the pull (``wait_s``) per step."""
     rows, workers = [], []
     for key, ranks in runs.items():
         report, seconds = ranks[0]["report"], max(r["ends_s"][-1] for r in ranks)
@@ -141,8 +140,7 @@ def run_seconds(run: dict) -> float:
 
 
 def loss_rows(runs: dict, levels: list[float], steps: int, names: dict) -> list[dict]:
-    """Per contender's run: updates applied, its length, the final held-out loss, the seconds
-    to each level, the staleness, each worker's steps/s."""
+    """Per contender's run: its updates, final held-out loss, seconds to each level, staleness."""
     rows = []
     for key, run in runs.items():
         points, report = curve(run, steps), run["ranks"][0]["report"]
@@ -160,8 +158,7 @@ def loss_rows(runs: dict, levels: list[float], steps: int, names: dict) -> list[
 
 
 def configs(quick: bool, figures: str | None) -> tuple[dict, dict]:
-    """Each part's job config (the stand-ins calibrated, the contenders named) and the
-    calibrations."""
+    """Each part's job config (stand-ins calibrated, contenders named) and the calibrations."""
     cfgs = {part: {**c, **(QUICK[part] if quick else {})} for part, c in CONFIGS.items()}
     calib = {}
     for part in ("bottleneck", "staleness"):

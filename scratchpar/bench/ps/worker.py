@@ -22,7 +22,7 @@ from ...parallel import (
     SyncThenAsync,
 )
 from ...parallel.ps import ArrivalOrderParameterServer
-from ...plan.timing import clock, medians
+from ...plan.timing import clocked, medians
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
@@ -191,27 +191,20 @@ def loss(comm, cfg: dict) -> dict:
     slowed_s = 0.0
     if comm.rank - cfg["servers"] == SLOWED:  # its forward and backward, the others waiting
         model, mine = gpt(), shard(batches[0], SLOWED, comm.size - cfg["servers"])
-
-        def once():
-            model.zero_grad()
-            start = clock()
-            task.loss(model, mine).backward()
-            return (clock() - start,)
-
-        slowed_s = medians(once, 5)[0]
+        slowed_s = medians(clocked(lambda: task.loss(model, mine).backward()), 5,
+                           start=model.zero_grad)[0]
     slowed_s = max(comm.allgather_obj(slowed_s, "slowed worker's compute"))
     runs, order = {spec["name"]: [] for spec in cfg["contenders"]}, cfg["contenders"]
     mesh = Mesh(comm)
     for spec in [spec for r in range(cfg["rounds"]) for spec in (order[::-1] if r % 2 else order)]:
         evals = []
 
-        def on_servers(k: int, strategy, evals=evals):
-            if k < cfg["steps"] and (k + 1) % cfg["eval_every"]:
-                return
-            strategy.gather_model()
-            if comm.rank == 0:
-                evals.append([k, held_out(strategy.model, cfg[
-                    "final_batches" if k == cfg["steps"] else "eval_batches"])])
+        def on_servers(k: int, strategy, evals=evals):  # every eval_every clocks, and the last
+            if k == cfg["steps"] or (k + 1) % cfg["eval_every"] == 0:
+                strategy.gather_model()
+                if comm.rank == 0:
+                    evals.append([k, held_out(strategy.model, cfg[
+                        "final_batches" if k == cfg["steps"] else "eval_batches"])])
 
         ranks = free_run(comm, partial(build, {**spec, "servers": cfg["servers"], "lr": cfg["lr"],
                                                "optimizer": "adam"}, gpt(), task, mesh),
