@@ -113,8 +113,8 @@ def hogwild_part(comm, cfg: dict) -> dict:
         data = task(name, pcfg).dataset
         pool = data.batch(0, cfg["updates"] * cfg["batch"])  # host: every contender's samples
         runs, counted = {c["key"]: [] for c in order}, {}
-        for c in [c for r in range(cfg["rounds"]) for c in (order[::-1] if r % 2 else order)] \
-                + counting:
+        turns = [c for r in range(cfg["rounds"]) for c in (order[::-1] if r % 2 else order)]
+        for c in turns + counting:
             t, p = task(name, pcfg), c["processes"]
             done = run(meshes[p], t, pcfg["lr"], c["mode"], pool, cfg) if comm.rank < p else None
             if comm.rank == 0 and c["mode"] == "counting":
