@@ -30,9 +30,11 @@ def tau_part(comm, cfg: dict) -> dict:
     for tau in cfg["taus"]:
         for method in ("easgd", "downpour"):
             t = task(pcfg["name"], pcfg)
-            strategy = AsyncEASGD(t.model, sgd, t, mesh, rho=cfg["beta"] / workers / cfg["lr"],
-                                  tau=tau) if method == "easgd" else \
-                AsyncParameterServer(t.model, sgd, t, mesh, n_push=tau, n_fetch=tau)
+            if method == "easgd":  # α = ηρ = β/W
+                rho = cfg["beta"] / workers / cfg["lr"]
+                strategy = AsyncEASGD(t.model, sgd, t, mesh, rho=rho, tau=tau)
+            else:
+                strategy = AsyncParameterServer(t.model, sgd, t, mesh, n_push=tau, n_fetch=tau)
 
             def read(strategy=strategy, t=t):
                 strategy.gather_model()

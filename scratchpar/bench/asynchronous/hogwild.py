@@ -92,8 +92,8 @@ def run(mesh, t, lr: float, mode: str, pool: tuple, cfg: dict) -> dict | None:
         return flat([q.data for q in strategy.params] if mode == "serial"
                     else strategy.store.values())
 
-    strategy = SingleDevice(t.model, sgd, t) if mode == "serial" else \
-        MODES[mode](t.model, sgd, t, mesh)
+    strategy = (SingleDevice(t.model, sgd, t) if mode == "serial"
+                else MODES[mode](t.model, sgd, t, mesh))
     batches = [tuple(to_device(a[k * width:(k + 1) * width]) for a in pool)
                for k in range(cfg["updates"] // p)]
     return snapshot_run(mesh.world, strategy, batches, cfg["snapshots"], read)
