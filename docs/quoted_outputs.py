@@ -7,7 +7,7 @@ A quoted block follows a ``<!-- output: NAME -->`` line: a fenced block of ``$ c
 each followed by what it printed. The commands run as a user types them from the repository
 root, in a scratch folder (the package and its corpus linked in), with this Python's
 ``python`` and ``mpiexec`` first on the PATH, in the environment every job of the project gets
-(``bench/launcher.py``); what they print is read less the MPI launcher's own lines. What
+(``jobs/launcher.py``); what they print is read less the MPI launcher's own lines. What
 changes from run to run or from machine to machine (throughput, seconds, the memory a node
 has) is masked when blocks are compared, and a run's final losses may differ by a unit in their
 last place (another CPU's rounding), so that a check fails only where the engine now says
@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scratchpar.bench.launcher import mpi_env, own_lines
+from scratchpar.jobs.launcher import mpi_env, own_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = "scratchpar/data/corpora/shakespeare.txt"

@@ -24,8 +24,9 @@ LAYERS = (
     ("parallel/", ("parallel",)),
     ("train/", ("train", "sample", "evaluate")),
     ("plan/", ("plan",)),
-    ("trace/ bench/ batch/", ("trace", "bench", "batch")),
+    ("jobs/ trace/ bench/ batch/", ("jobs", "trace", "bench", "batch")),
 )
+APART = {"bench": "batch", "batch": "bench"}  # siblings in a layer: neither imports the other
 PLACE = {name: (rank, layer) for rank, (layer, names) in enumerate(LAYERS) for name in names}
 ONLY = {"comm/": ("backend.py",)}  # the layers below it that §1 narrows a layer to
 
@@ -82,6 +83,9 @@ def broken_rule(imp: Import) -> str | None:
     if place(imp.target) is None:
         return f"{imp.target} is in no layer of the table"
     their_rank, theirs = place(imp.target)
+    mine, target = imp.importer.split(".")[1], imp.target.split(".")[1]
+    if APART.get(mine) == target:
+        return f"{mine}/ and {target}/ are siblings: neither imports the other"
     if theirs != layer and theirs not in ONLY.get(layer, (theirs,)):
         return f"{layer} imports only {', '.join(ONLY[layer])} (and trace/tracer.py)"
     return f"{layer} imports {theirs}, a layer above it" if their_rank > rank else None

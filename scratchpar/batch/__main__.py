@@ -11,7 +11,7 @@ if __name__ == "__main__":  # one thread per library, set before NumPy loads
         os.environ.setdefault(_var, "1")
 
 from ..allocator import keep_freed_memory  # noqa: E402
-from ..bench import harness  # noqa: E402
+from ..jobs import harness  # noqa: E402
 from .commands import COMMANDS  # noqa: E402
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..bench.harness import Benchmark, describe, draw_figures, machine
-from ..bench.mpijob import JobFailed, job
+from ..jobs.harness import Benchmark, describe, draw_figures, machine
+from ..jobs.mpijob import JobFailed, job
 from ..plan.regimes import fit
 from ..table import table
 from ..train.memory import estimate, measurable

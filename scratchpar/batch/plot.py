@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..bench.harness import finish
+from ..jobs.harness import finish
 from ..trace.figure import pyplot
 
 

@@ -10,7 +10,7 @@ if __name__ == "__main__":  # one thread per library, set before NumPy and PyTor
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
 
-from . import harness  # noqa: E402
+from ..jobs import harness  # noqa: E402
 
 PACKAGES = {"step": "step", "collectives": "collectives", "dp": "dp", "pipeline": "pipeline",
             "branches": "branches", "tensor": "tensor", "ps": "ps", "async": "asynchronous",

@@ -187,7 +187,7 @@ def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) ->
 
 
 def profile_toml(comm, cfg: dict) -> str | None:
-    """A benchmark job's calibration (``bench/mpijob.py``; ``cfg``: ``device``, ``quick``),
+    """A benchmark job's calibration (``jobs/mpijob.py``; ``cfg``: ``device``, ``quick``),
     measured as ``python -m scratchpar.plan calibrate`` measures it: rank 0's profile as TOML,
     None elsewhere."""
     profile, _ = calibrate(comm, cfg["device"], "float32", cfg["quick"])

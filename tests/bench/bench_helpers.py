@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from scratchpar.bench.mpijob import ROOT
+from scratchpar.jobs.mpijob import ROOT
 
 
 def run_quick(name: str, tmp, figures: bool = True) -> tuple[str, dict, object]:

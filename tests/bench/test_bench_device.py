@@ -6,12 +6,12 @@ from types import SimpleNamespace
 import pytest
 
 from scratchpar import backend
-from scratchpar.bench import harness
 from scratchpar.bench.dp import worker as dp_worker
-from scratchpar.bench.harness import describe, judged, staging
 from scratchpar.bench.step.cases import gpt_case, mlp_case
 from scratchpar.bench.timing import Timed, interleaved
 from scratchpar.double import tally
+from scratchpar.jobs import harness
+from scratchpar.jobs.harness import describe, judged, staging
 
 
 def fake_module(monkeypatch, name: str, **attributes):

@@ -2,7 +2,7 @@
 
 import importlib.util
 
-from scratchpar.bench.harness import draw_figures
+from scratchpar.jobs.harness import draw_figures
 
 
 def test_figures_are_drawn_into_the_directory_and_listed(capsys):

@@ -179,8 +179,8 @@ def test_a_stand_in_takes_the_layouts_that_run_the_whole_model_through_the_loss(
 
 
 def test_rounds_below_one_are_refused_before_any_job(capsys):
-    from scratchpar.bench.harness import main
     from scratchpar.bench.plan.driver import BENCHMARK
+    from scratchpar.jobs.harness import main
 
     with pytest.raises(SystemExit, match="--rounds must be ≥ 1, got 0"):
         main({"plan": BENCHMARK}, ["plan", "--rounds", "0"])

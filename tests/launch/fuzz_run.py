@@ -25,7 +25,7 @@ from pathlib import Path
 from fuzz_cases import CHECKPOINT, make_case
 from fuzz_files import CORRUPTIONS, PREPARED, populate
 
-from scratchpar.bench.launcher import intel_mpi, mpi_env, mpiexec, own_lines
+from scratchpar.jobs.launcher import intel_mpi, mpi_env, mpiexec, own_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60

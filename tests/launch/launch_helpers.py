@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scratchpar.bench.launcher import mpi_env, mpiexec, own_lines
+from scratchpar.jobs.launcher import mpi_env, mpiexec, own_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 

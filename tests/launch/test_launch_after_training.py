@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from launch_helpers import ROOT, run_mpi
 
-from scratchpar.bench.launcher import mpi_env, mpiexec, open_mpi
+from scratchpar.jobs.launcher import mpi_env, mpiexec, open_mpi
 from scratchpar.train import load_checkpoint
 
 MODEL = ["--d-model", "16", "--n-heads", "2", "--n-layers", "2", "--seq-len", "16",

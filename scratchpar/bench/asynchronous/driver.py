@@ -6,9 +6,9 @@ import math
 import statistics
 from pathlib import Path
 
+from ...jobs.harness import Benchmark, describe, draw_figures, judged, machine
+from ...jobs.mpijob import job
 from ...table import table
-from ..harness import Benchmark, describe, draw_figures, judged, machine
-from ..mpijob import job
 from ..standin import calibrated
 from .problems import SPARSE
 

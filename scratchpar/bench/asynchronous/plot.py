@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ...jobs.harness import finish, stacked
 from ...trace.figure import pyplot
-from ..harness import finish, stacked
 
 
 def plot_speedup(rows: list[dict], collisions: list[dict], target: float, out_path: str) -> str:

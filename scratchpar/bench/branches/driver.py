@@ -9,11 +9,11 @@ from ...autograd import Tensor
 from ...autograd import functional as F
 from ...autograd.held import graph_bytes
 from ...comm.chunks import counts
+from ...jobs.harness import Benchmark, describe, ints, machine
+from ...jobs.mpijob import job
 from ...nn import Towers
 from ...parallel import ParallelBranches
 from ...table import table
-from ..harness import Benchmark, describe, ints, machine
-from ..mpijob import job
 from ..timing import against_one_device, speedup
 
 CONFIG = {"features": 512, "sizes": [768, 768], "k": 4, "classes": 10, "batch": 256,

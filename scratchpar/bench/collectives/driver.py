@@ -6,10 +6,10 @@ import argparse
 
 import numpy as np
 
+from ...jobs.harness import Benchmark, describe, ints, judged, machine, staging
+from ...jobs.mpijob import job
 from ...plan.timing import clocked, medians
 from ...table import table
-from ..harness import Benchmark, describe, ints, judged, machine, staging
-from ..mpijob import job
 from ..timing import on_host
 from .report import algbw, busbw, crossovers, fits, human, targets
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...jobs.harness import finish
 from ...trace.figure import pyplot
-from ..harness import finish
 from .report import BUSBW_OF_MEMCPY, human
 
 MPI_DEFAULT = "MPI_Allreduce (MPICH default)"

@@ -7,9 +7,9 @@ import os
 import statistics
 import tempfile
 
+from ...jobs.harness import Benchmark, describe, ints, machine, staging
+from ...jobs.mpijob import job
 from ...table import table
-from ..harness import Benchmark, describe, ints, machine, staging
-from ..mpijob import job
 from .report import focus_rows, jobs, layers, targets, throughput_rows
 
 CONFIGS = {"compute": {"sizes": [256, 512, 512, 10], "per_rank": [32, 64, 128, 256, 512],

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...jobs.harness import finish
 from ...trace.figure import pyplot
-from ..harness import finish
 from .report import EFFICIENCY_TARGET, efficiency_of, median
 
 LINES = [  # (contender in the benchmark, legend label, style), each against its report.BASELINE

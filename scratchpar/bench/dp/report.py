@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from ..harness import judged
+from ...jobs.harness import judged
 
 COMM_CONFIGS = ("wide", "deep")
 TARGET_RANKS = 2

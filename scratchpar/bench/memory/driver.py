@@ -3,11 +3,11 @@ then the tables."""
 
 from __future__ import annotations
 
+from ...jobs.harness import Benchmark, describe, ints, machine
+from ...jobs.mpijob import job
 from ...parallel.zero.formula import formula
 from ...table import table
 from ...train.memory_models import Sizes, gpt_layer, korthikanti
-from ..harness import Benchmark, describe, ints, machine
-from ..mpijob import job
 from ..zero.driver import LABELS, SHORT, KiB, MiB
 from .worker import MODES
 

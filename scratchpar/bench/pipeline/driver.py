@@ -5,11 +5,11 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from ...jobs.harness import Benchmark, describe, draw_figures, machine
+from ...jobs.mpijob import job
 from ...parallel.pipeline import simulate
 from ...parallel.pipeline.simulator import bubble_formula
 from ...table import table
-from ..harness import Benchmark, describe, draw_figures, machine
-from ..mpijob import job
 from .worker import calibrate, schedule_for
 
 GPT = {"vocab": 64, "seq": 64, "d_model": 128, "heads": 4, "layers": 4, "batch": 64, "m": 8,

@@ -11,9 +11,9 @@ import math
 import os
 import statistics
 
+from ...jobs.harness import Benchmark, describe, draw_figures, ints, judged, machine
+from ...jobs.mpijob import job
 from ...table import table
-from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
-from ..mpijob import job
 from .plot import draw
 
 WORKER = "scratchpar.bench.plan.worker"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...jobs.harness import finish
 from ...trace.figure import pyplot
-from ..harness import finish
 
 FAMILIES = {"dp": "#4c72b0", "dp-naive": "#4c72b0", "local-sgd": "#8172b3", "zero": "#55a868",
             "pipeline": "#dd8452", "hybrid": "#c44e52", "ps": "#937860", "hogwild": "#da8bc3",

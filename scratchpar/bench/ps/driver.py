@@ -6,12 +6,12 @@ import math
 import statistics
 from pathlib import Path
 
+from ...jobs.harness import Benchmark, describe, draw_figures, ints, machine
+from ...jobs.mpijob import job
 from ...parallel import SyncParameterServer
 from ...parallel.description import Message, Shape
 from ...parallel.ps.protocol import Header
 from ...table import table
-from ..harness import Benchmark, describe, draw_figures, ints, machine
-from ..mpijob import job
 from ..standin import calibrated
 
 CONFIGS = {

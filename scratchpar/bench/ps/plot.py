@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...jobs.harness import finish
 from ...trace.figure import pyplot
-from ..harness import finish
 
 
 def plot_bottleneck(bytes_rows: list[dict], speed_rows: list[dict], out_path: str) -> str:

@@ -12,8 +12,8 @@ from ...allocator import keep_freed_memory
 from ...autograd import Tensor
 from ...autograd import functional as F
 from ...comm.mpi import Communicator
+from ...jobs.harness import Benchmark, describe, judged
 from ...table import table
-from ..harness import Benchmark, describe, judged
 from ..timing import Timed, interleaved, on_host
 from .cases import Case, gpt_case, mlp_case, torch_twins
 from .held import held

@@ -10,6 +10,8 @@ from ... import backend
 from ...autograd import Tensor
 from ...autograd.held import graph_bytes
 from ...comm.chunks import bounds, counts
+from ...jobs.harness import Benchmark, describe, ints, machine
+from ...jobs.mpijob import job
 from ...nn import GELU, Block, Dropout, Linear, Sequential
 from ...parallel import Hybrid
 from ...parallel.description import Shape
@@ -18,8 +20,6 @@ from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from ...table import table
 from ...trace.tracer import Tracer
 from ...train.memory_models import korthikanti
-from ..harness import Benchmark, describe, ints, machine
-from ..mpijob import job
 from ..timing import against_one_device, speedup
 from .formulas import FLOAT32, activation_formula, param_formula
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ...jobs.harness import Benchmark, describe, draw_figures, ints, judged, machine
+from ...jobs.mpijob import job
+from ...parallel.zero.formula import PARTS as FORMULA_PARTS
 from ...parallel.zero.formula import formula
 from ...table import table
-from ..harness import Benchmark, describe, draw_figures, ints, judged, machine
-from ..mpijob import job
 from .worker import CONTENDERS, FLOAT32, stage_of
 
 CLI_GPT = {"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 2, "batch": 32,
@@ -28,7 +29,6 @@ QUICK_FITS = {**FITS, "model": {**FITS["model"], "seq": 64, "layers": 2, "batch"
 FIT_RANKS = 2
 WORKER = "scratchpar.bench.zero.worker"
 FITS_TIMEOUT_S = 1800  # 7 searches of ~8 steps, some waiting out worker.FIT_TIMEOUT_S
-FORMULA_PARTS = ("parameters", "gradients", "optimizer", "host")
 SHORT = dict(zip(FORMULA_PARTS, ("params", "grads", "optim", "host")))
 NAMED = {"buckets": ("buckets",), "gathered": ("gathered",),
          "scratch": ("scratch", "host scratch")}  # column → the ledger's parts it sums

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ...jobs.harness import finish, stacked
+from ...parallel.zero.formula import PARTS as FORMULA_PARTS
 from ...trace.figure import pyplot
-from ..harness import finish, stacked
-from .driver import FORMULA_PARTS
 
 PARTS = {"parameters": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868",
          "host": "#8172b3", "buckets": "#c44e52", "gathered": "#e5ae38", "scratch": "#999999"}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ..description import TOTALS, Description, Message, bucketed
 
+PARTS = ("parameters", "gradients", "optimizer", "host")  # what the paper's formula counts
+
 
 def formula(stage: int, psi: int, ranks: int, itemsize: int, k: int,
             offload: bool = False) -> dict[str, int]:

@@ -1,4 +1,5 @@
-"""The harness every benchmark runs under: its flags, its device's name, figures and JSON."""
+"""The harness a measuring command runs under (each benchmark, each batch-size command): its
+flags, its device's name, figures and JSON."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""One rank of a benchmark's MPI job: ``python -m scratchpar.bench.worker MODULE:FUNCTION
---config JSON --device D --out PATH``; rank 0 writes the function's JSON (bench/mpijob.py)."""
+"""One rank of a measurement's MPI job: ``python -m scratchpar.jobs.worker MODULE:FUNCTION
+--config JSON --device D --out PATH``; rank 0 writes the function's JSON (jobs/mpijob.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def serve() -> int:
     """Keep freed memory with the process (so what a rank holds is measured, not the
     allocator's returns), join the world, select this rank's device, and have rank 0 write
     ``FUNCTION(comm, config)``; exit status 0."""
-    parser = argparse.ArgumentParser(description="one rank of a scratchpar benchmark's job")
+    parser = argparse.ArgumentParser(description="one rank of a scratchpar measurement's job")
     parser.add_argument("target", help="MODULE:FUNCTION, the measurement to run")
     parser.add_argument("--config", required=True, help="JSON: the part and its settings")
     parser.add_argument("--device", choices=backend.DEVICES, default="cpu")

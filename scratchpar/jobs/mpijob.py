@@ -1,4 +1,4 @@
-"""Start a benchmark's MPI job: JSON config in, rank 0's JSON result out, a hard timeout."""
+"""Start a measurement's MPI job: JSON config in, rank 0's JSON result out, a hard timeout."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the repository root, so workers im
 
 def job(n: int, target: str, cfg: dict, device: str = "cpu", env: dict | None = None,
         timeout: float = 600) -> dict:
-    """``mpiexec -n n python -m scratchpar.bench.worker target --config JSON --device D --out F``
+    """``mpiexec -n n python -m scratchpar.jobs.worker target --config JSON --device D --out F``
     and the result its rank 0 wrote (``target``: "scratchpar.bench.dp.worker:measure"); ranks'
     stderr passes through, stdout is kept for the error message. The job runs in its own
     session, so a timeout kills every rank."""
@@ -27,7 +27,7 @@ def job(n: int, target: str, cfg: dict, device: str = "cpu", env: dict | None = 
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="scratchpar-bench-") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "scratchpar.bench.worker", target,
+        cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "scratchpar.jobs.worker", target,
                "--config", json.dumps(cfg), "--device", device, "--out", str(out)]
         running = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": path, **env},
                                    stdout=subprocess.PIPE, text=True, start_new_session=True)
