@@ -7,11 +7,14 @@ import string
 import numpy as np
 
 
-def table(title: str, rows: list[dict], columns: dict) -> str:
+def table(title: str, rows: list[dict], columns: dict | None = None) -> str:
     """A blank line, ``title``, then one line per row of ``rows`` under the headers and a rule.
     ``columns`` maps each header to a row's key, to a format string over the row
-    (``"{loss:.6f}"``), or to a function of the row. A float shows with two decimals, a yes/no
-    as ✓/✗, a missing value (None, or a format string's None) as -."""
+    (``"{loss:.6f}"``), or to a function of the row; without it, every key of the first row is
+    a column headed by its name. A float shows with two decimals, a yes/no as ✓/✗, a missing
+    value (None, or a format string's None) as -."""
+    if columns is None:
+        columns = {key: key for key in (rows[0] if rows else {})}
     values = [[_value(spec, row) for spec in columns.values()] for row in rows]
     cells = [list(columns)] + [[_cell(v) for v in row] for row in values]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]

@@ -87,9 +87,12 @@ def machine(args) -> str:
             f"{args.load_before:.2f}, after {os.getloadavg()[0]:.2f}")
 
 
-def judged(device: str, verdict: str) -> str:
-    """A target's verdict, or none on the double, whose timings measure nothing real."""
-    return "n/a (double)" if device == "double" else verdict
+def verdict(device: str, met: bool | None, missing: str = "n/a") -> str:
+    """A target's verdict: PASS or MISS; ``missing`` where nothing was measured (``met`` None),
+    and none on the double, whose timings measure nothing real."""
+    if met is None:
+        return missing
+    return "n/a (double)" if device == "double" else ("PASS" if met else "MISS")
 
 
 def staging(device: str, cuda_aware: bool) -> str:

@@ -11,7 +11,7 @@ from scratchpar.bench.step.cases import gpt_case, mlp_case
 from scratchpar.bench.timing import Timed, interleaved
 from scratchpar.double import tally
 from scratchpar.jobs import harness
-from scratchpar.jobs.harness import describe, judged, staging
+from scratchpar.jobs.harness import describe, staging, verdict
 
 
 def fake_module(monkeypatch, name: str, **attributes):
@@ -28,8 +28,10 @@ def test_a_cuda_header_names_the_gpu(monkeypatch):
 
 
 def test_the_double_times_nothing_real_so_it_gets_no_verdict():
-    assert judged("double", "PASS") == "n/a (double)"
-    assert judged("cuda", "MISS") == "MISS" and judged("cpu", "PASS") == "PASS"
+    assert verdict("double", True) == "n/a (double)"
+    assert verdict("cuda", False) == "MISS" and verdict("cpu", True) == "PASS"
+    assert verdict("cpu", None) == "n/a"
+    assert verdict("cuda", None, "n/a (no torch)") == "n/a (no torch)"
 
 
 def test_staging_note_says_which_path_the_buffers_took():

@@ -95,11 +95,11 @@ def test_step_times_are_over_dps_of_the_same_world_and_the_target_is_at_two_rank
     assert rows["zero3"]["vs_dp_4"] == pytest.approx(4.0)
     assert rows["zero1-offload"]["vs_dp_2"] == pytest.approx(0.25)
     assert rows["dp"]["vs_dp_4"] == 1.0 and rows["zero1"]["vs_dp_4"] == pytest.approx(1.0)
-    assert zero.zero3_target(results) == {"ranks": 2, "ratio": pytest.approx(1.5),
+    assert zero.zero3_target(results, "cpu") == {"ranks": 2, "ratio": pytest.approx(1.5),
                                           "target": 1.5, "verdict": "PASS"}  # at the bound
-    assert zero.zero3_target({4: results[4]}) == {"ranks": 4, "ratio": pytest.approx(4.0),
+    assert zero.zero3_target({4: results[4]}, "cpu") == {"ranks": 4, "ratio": pytest.approx(4.0),
                                                   "target": 1.5, "verdict": "MISS"}
-    assert zero.zero3_target({}) is None
+    assert zero.zero3_target({}, "cpu") is None
 
 
 def test_only_offload_copies_and_the_split_fits_in_the_step(quick):

@@ -108,11 +108,11 @@ def test_exposed_fraction_is_the_share_of_the_step_not_spent_computing():
 
 
 def test_verdicts_respect_the_direction_of_each_target():
-    assert report.verdict(0.91, 0.90, higher_is_better=True) == "PASS"
-    assert report.verdict(0.89, 0.90, higher_is_better=True) == "MISS"
-    assert report.verdict(0.70, 0.75, higher_is_better=False) == "PASS"
-    assert report.verdict(0.80, 0.75, higher_is_better=False) == "MISS"
-    assert report.verdict(None, 0.75, higher_is_better=False) == "n/a"
+    assert report.met(0.91, 0.90, higher_is_better=True) is True
+    assert report.met(0.89, 0.90, higher_is_better=True) is False
+    assert report.met(0.70, 0.75, higher_is_better=False) is True
+    assert report.met(0.80, 0.75, higher_is_better=False) is False
+    assert report.met(None, 0.75, higher_is_better=False) is None
 
 
 def test_world_sizes_and_rounds_must_be_positive():

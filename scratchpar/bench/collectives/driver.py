@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 
-from ...jobs.harness import Benchmark, describe, ints, judged, machine, staging
+from ...jobs.harness import Benchmark, describe, ints, machine, staging, verdict
 from ...jobs.mpijob import job
 from ...plan.timing import clocked, medians
 from ...table import table
@@ -99,7 +99,7 @@ def message_rows(results: dict, device: str) -> list[dict]:
             ratio, bound = pair["scratchpar"] / pair["mpi"], MESSAGE_TARGETS[int(size)]
             rows.append({"n": n, "size": human(int(size)), "ours_us": 1e6 * pair["scratchpar"],
                          "mpi_us": 1e6 * pair["mpi"], "ratio": ratio, "target": f"≤ {bound:g}",
-                         "verdict": judged(device, "PASS" if ratio <= bound else "MISS")})
+                         "verdict": verdict(device, ratio <= bound)})
     return rows
 
 
@@ -133,7 +133,7 @@ def measure(args) -> dict:
     print(f"buffers: {staging(args.device, cuda_aware)}\n{machine(args)}")
     rows, messages = timing_rows(results, sizes), message_rows(results, args.device)
     fitted, cross = fits(results, sizes), crossovers(results, sizes)
-    verdicts = [{**t, "verdict": judged(args.device, t["verdict"])}
+    verdicts = [{**t, "verdict": "n/a (double)" if args.device == "double" else t["verdict"]}
                 for t in targets(results, sizes, MEMCPY_BYTES / memcpy_s)]
     print(table("all-reduce per size (docs/collectives.md, Algorithm bandwidth and bus "
                 "bandwidth)", rows, {"n": "n", "size": "size", "algorithm": "algorithm",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from ...jobs.harness import judged
+from ...jobs.harness import verdict
 
 COMM_CONFIGS = ("wide", "deep")
 TARGET_RANKS = 2
@@ -31,10 +31,11 @@ def exposed_fraction(step_s: float, compute_s: float) -> float:
     return (step_s - compute_s) / step_s
 
 
-def verdict(measured: float | None, target: float, higher_is_better: bool) -> str:
+def met(measured: float | None, goal: float, higher_is_better: bool) -> bool | None:
+    """Whether ``measured`` reached ``goal`` in its direction; None where nothing was measured."""
     if measured is None:
-        return "n/a"
-    return "PASS" if (measured >= target if higher_is_better else measured <= target) else "MISS"
+        return None
+    return measured >= goal if higher_is_better else measured <= goal
 
 
 def median(results: dict, n: int, job: str, contender: str) -> float | None:
@@ -86,8 +87,8 @@ def targets(results: dict, configs: dict, rows: list[dict], device: str) -> list
     mine, ddp = {r["job"]: r for r in rows if r["n"] == at}, any(r["ddp"] for r in rows)
 
     def row(what: str, measured, goal: float, higher: bool, torch: bool = True) -> dict:
-        return {"target": what, "measured": measured, "n": at, "verdict": judged(
-            device, verdict(measured, goal, higher)) if torch else "n/a (torch missing)"}
+        return {"target": what, "measured": measured, "n": at, "verdict": verdict(
+            device, met(measured, goal, higher)) if torch else "n/a (torch missing)"}
 
     eff = efficiency_of(results, at, target, "bucketed") if at in results else None
     return ([row(f"scaling efficiency, bucketed, {target} ≥ {EFFICIENCY_TARGET}", eff,

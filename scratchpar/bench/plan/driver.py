@@ -11,7 +11,7 @@ import math
 import os
 import statistics
 
-from ...jobs.harness import Benchmark, describe, draw_figures, ints, judged, machine
+from ...jobs.harness import Benchmark, describe, draw_figures, ints, machine, verdict
 from ...jobs.mpijob import job
 from ...table import table
 from .plot import draw
@@ -90,10 +90,9 @@ def verdicts(found: dict, device: str) -> list[dict]:
     rows = []
     for key, bound in TARGETS.items():
         ok = found[key] >= bound if key == "tau" else found[key] <= bound
-        verdict = "n/a (not measured)" if math.isnan(found[key]) else judged(
-            device, "PASS" if ok else "MISS")
         rows.append({"target": f"{key} {'≥' if key == 'tau' else '≤'} {bound:g}",
-                     "measured": found[key], "verdict": verdict})
+                     "measured": found[key], "verdict": verdict(
+                         device, None if math.isnan(found[key]) else ok, "n/a (not measured)")})
     return rows
 
 

@@ -12,7 +12,7 @@ from ...allocator import keep_freed_memory
 from ...autograd import Tensor
 from ...autograd import functional as F
 from ...comm.mpi import Communicator
-from ...jobs.harness import Benchmark, describe, judged
+from ...jobs.harness import Benchmark, describe, verdict
 from ...table import table
 from ..timing import Timed, interleaved, on_host
 from .cases import Case, gpt_case, mlp_case, torch_twins
@@ -67,10 +67,9 @@ def verdicts(timings: dict, device: str) -> list[dict]:
     for case, baseline, limit in TARGETS[device]:
         ms = timings[case]
         ratio = ms["scratchpar"] / ms[baseline] if baseline in ms else None
-        verdict = "n/a (no torch)" if ratio is None else \
-            judged(device, "PASS" if ratio <= limit else "MISS")
         rows.append({"target": f"{case}: scratchpar <= {limit:.2f}x {baseline}", "ratio": ratio,
-                     "verdict": verdict})
+                     "verdict": verdict(device, None if ratio is None else ratio <= limit,
+                                        "n/a (no torch)")})
     return rows
 
 
@@ -152,7 +151,7 @@ def measure(args) -> dict:
     print(table(f"LSTM language model, batch {BATCH}, hidden {HIDDEN}: a step against the "
                 f"sequence length; per token, T = {lengths[-1]['length']} is {flat:.2f}x "
                 f"T = {lengths[0]['length']} (target <= {FLAT}: "
-                f"{judged(args.device, 'PASS' if flat <= FLAT else 'MISS')})", lengths,
+                f"{verdict(args.device, flat <= FLAT)})", lengths,
                 {"T": "length", "ms/step": "{ms:.1f}", "µs/token": "{us_per_token:.1f}"}))
     memory = held(Communicator(name="step"), args.device, args.quick)
     print(table("the training command's step on one rank: its peak, measured, beside the "

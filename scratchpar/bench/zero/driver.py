@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...jobs.harness import Benchmark, describe, draw_figures, ints, judged, machine
+from ...jobs.harness import Benchmark, describe, draw_figures, ints, machine, verdict
 from ...jobs.mpijob import job
 from ...parallel.zero.formula import PARTS as FORMULA_PARTS
 from ...parallel.zero.formula import formula
@@ -101,14 +101,14 @@ def timing_columns(ranks: list[int]) -> dict[str, str]:
         (f"ms/step N={n}", f"ms_{n}"), (f"× DP N={n}", f"vs_dp_{n}"))}}
 
 
-def zero3_target(results: dict) -> dict | None:
+def zero3_target(results: dict, device: str) -> dict | None:
     """ZeRO-3's step over DP's at TARGET_RANKS ranks (or the smallest world timed)."""
     if not results:
         return None
     n = target_ranks(list(results))
     ratio = step_ms(results[n], "zero3") / step_ms(results[n], "dp")
     return {"ranks": n, "ratio": ratio, "target": TARGET,
-            "verdict": "PASS" if ratio <= TARGET else "MISS"}
+            "verdict": verdict(device, ratio <= TARGET)}
 
 
 def offload_rows(results: dict) -> list[dict]:
@@ -166,7 +166,7 @@ def print_tables(rows: dict, results: dict, models: dict, timing: dict, target: 
     print(table(f"2. step time, {shape(models['cli'])}: median of {timing['repeats']} steps "
                 f"after {timing['warmup']} warm-up{note}", timing_rows(results),
                 timing_columns(ranks)))
-    print(f"\nZeRO-3 ≤ {target['target']}× DP: {judged(device, target['verdict'])} "
+    print(f"\nZeRO-3 ≤ {target['target']}× DP: {target['verdict']} "
           f"({target['ratio']:.2f}×, N = {target['ranks']})")
     print(table("3. offload's step against the stage on the device (ms)", rows["offload"],
                 OFFLOAD_COLUMNS))
@@ -215,7 +215,7 @@ def measure(args) -> dict:
                args.device, timeout=FITS_TIMEOUT_S) if args.device == "cuda" else None
     rows = {"memory": {m: memory_rows(results, m) for m in models},
             "timing": timing_rows(results), "offload": offload_rows(results)}
-    target = zero3_target(results)
+    target = zero3_target(results, args.device)
     print(f"zero benchmark on {describe(args.device)}, {machine(args)}; world sizes "
           f"{ranks}")
     print_tables(rows, results, models, timing, target, fits, fit_cfg, args.device)

@@ -1,0 +1,23 @@
+"""Plain-text tables: text left, numbers right, missing values as -, columns by key."""
+
+from scratchpar.table import table
+
+
+def test_columns_map_headers_to_keys_formats_and_functions():
+    rows = [{"name": "ring", "ms": 1.5, "n": 2, "ok": True},
+            {"name": "tree", "ms": None, "n": 16, "ok": False}]
+    out = table("t", rows, {"algorithm": "name", "ms": "{ms:.3f}", "n²": lambda r: r["n"] ** 2,
+                            "ok": "ok"})
+    assert out.splitlines() == ["", "t",
+                                "algorithm  ms      n²  ok",
+                                "---------  -----  ---  --",
+                                "ring       1.500    4  ✓",
+                                "tree       -      256  ✗"]
+
+
+def test_without_columns_every_key_of_the_first_row_is_a_column():
+    rows = [{"ranks": 2, "contender": "dp", "ms/step": 3.0},
+            {"ranks": 4, "contender": "zero-3", "ms/step": None}]
+    assert table("t", rows) == table("t", rows, {k: k for k in rows[0]})
+    assert table("t", rows).splitlines()[2] == "ranks  contender  ms/step"
+    assert table("empty", []).splitlines() == ["", "empty", ""]
