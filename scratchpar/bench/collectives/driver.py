@@ -1,7 +1,5 @@
 """The collectives benchmark: two MPI jobs per world size, then the tables."""
 
-from __future__ import annotations
-
 import argparse
 
 import numpy as np
@@ -15,13 +13,10 @@ from .report import algbw, busbw, crossovers, fits, human, targets
 
 KIB, MIB = 1024, 1024 * 1024
 HAND_WRITTEN = ["ring", "recursive_doubling", "rabenseifner", "tree", "auto"]
-JOBS = [  # (contenders as the worker names them, environment, what its "mpi" is called here)
-    (HAND_WRITTEN + ["mpi"], {}, "mpi"),
-    (["mpi"], {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}, "mpi-ring"),
-]
-QUICK_SIZES = [4 * KIB, 64 * KIB, MIB]
+JOBS = {"mpi": {}, "mpi-ring": {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}}  # MPI's own: env
 TIMING = {"repeats": 15, "block_s": 0.01, "trips": 2000}  # trips: round trips per message block
-QUICK_TIMING = {"repeats": 2, "block_s": 0.001, "trips": 50}
+QUICK = {"repeats": 2, "block_s": 0.001, "trips": 50, "sizes": [4 * KIB, 64 * KIB, MIB]}
+SIZES = [4 * KIB * 4**k for k in range(8)]  # 4 KiB … 64 MiB
 MEMCPY_BYTES = 64 * MIB
 MESSAGE_TARGETS = {8: 1.3, 4 * KIB: 1.2}  # one way through the Communicator ÷ MPI's own
 
@@ -38,11 +33,9 @@ def byte_size(text: str) -> int:
 def add_arguments(parser) -> None:
     parser.add_argument("--ranks", type=ints,
                         help="comma-separated world sizes, each ≥ 2 (default 2,4; --quick: 2)")
-    sizes = parser.add_mutually_exclusive_group()
-    sizes.add_argument("--sizes", type=lambda s: [byte_size(b) for b in s.split(",")],
-                       help="comma-separated buffer sizes, e.g. 4K,1M,64M")
-    sizes.add_argument("--max-size", type=byte_size, default=64 * MIB,
-                       help="sizes 4 KiB, 16 KiB, … ×4 up to this (default 64M)")
+    parser.add_argument("--sizes", type=lambda s: sorted({byte_size(b) for b in s.split(",")}),
+                        help="comma-separated buffer sizes, e.g. 4K,1M,64M (default 4K, 16K, "
+                             "… ×4 up to 64M)")
 
 
 def plan(args) -> tuple[list[int], list[int]]:
@@ -50,44 +43,26 @@ def plan(args) -> tuple[list[int], list[int]]:
     ranks = args.ranks or ([2] if args.quick else [2, 4])
     if min(ranks) < 2:
         raise SystemExit("--ranks: every world size must be at least 2")
-    ladder = [size for size in (4 * KIB * 4 ** k for k in range(12)) if size <= args.max_size]
-    sizes = sorted(set(args.sizes)) if args.sizes else (QUICK_SIZES if args.quick else ladder)
-    if not sizes:
-        raise SystemExit("--max-size: the smallest size is 4K")
-    return ranks, sizes
-
-
-def memcpy_seconds(nbytes: int, repeats: int) -> float:
-    """Median seconds of one np.copyto of ``nbytes`` in this (single) process."""
-    src = np.ones(nbytes // 4, dtype=np.float32)  # (N/4,)
-    dst = np.zeros_like(src)
-    return medians(clocked(lambda: np.copyto(dst, src), on_host), repeats)[0]
+    return ranks, args.sizes or (QUICK["sizes"] if args.quick else SIZES)
 
 
 def measure_world(n: int, cfg: dict, device: str) -> dict:
-    """Both jobs at world size ``n``: ``{"times": {contender: {bytes: seconds}}, "raw": {…}}``
-    and, from the first job, its "pingpong", "messages", "copies" (on a device), "cuda_aware"."""
-    merged = {"times": {}, "raw": {}}
-    for i, (contenders, env, mpi_name) in enumerate(JOBS):
+    """Both jobs at world size ``n``: ``{"raw": {contender: {bytes: timings}}, "times":
+    {contender: {bytes: median s}}}`` and, from the first job, its "pingpong", "messages",
+    "copies" (on a device) and "cuda_aware"."""
+    merged = {"raw": {}}
+    for i, (mpi, env) in enumerate(JOBS.items()):  # the first job times the hand-written ones
+        ours = HAND_WRITTEN if i == 0 else []
         result = job(n, "scratchpar.bench.collectives.worker:measure_ranks",
-                     {**cfg, "contenders": contenders, "pingpong": i == 0}, device, env)
+                     {**cfg, "contenders": ours + ["mpi"], "pingpong": i == 0}, device, env)
         for size, per in result["sizes"].items():
             for name, numbers in per.items():
-                label = mpi_name if name == "mpi" else name
-                merged["times"].setdefault(label, {})[int(size)] = numbers["median_s"]
-                merged["raw"].setdefault(label, {})[int(size)] = numbers
+                merged["raw"].setdefault(mpi if name == "mpi" else name, {})[size] = numbers
         if i == 0:
             merged.update({k: result[k] for k in ("pingpong", "messages", "copies", "cuda_aware")})
+    merged["times"] = {name: {int(size): numbers["median_s"] for size, numbers in per.items()}
+                       for name, per in merged["raw"].items()}
     return merged
-
-
-def timing_rows(results: dict, sizes: list[int]) -> list[dict]:
-    return [{"n": n, "size": human(size), "algorithm": name, "us": 1e6 * t,
-             "algbw_gbs": algbw(size, t) / 1e9, "busbw_gbs": busbw(size, t, n) / 1e9,
-             "x_mpi": t / res["times"]["mpi"][size]}
-            for n, res in results.items() for size in sizes
-            for name in HAND_WRITTEN + [label for _, _, label in JOBS]
-            for t in [res["times"][name][size]]]
 
 
 def message_rows(results: dict, device: str) -> list[dict]:
@@ -97,14 +72,14 @@ def message_rows(results: dict, device: str) -> list[dict]:
     for n, res in results.items():
         for size, pair in (res["messages"] or {}).items():
             ratio, bound = pair["scratchpar"] / pair["mpi"], MESSAGE_TARGETS[int(size)]
-            rows.append({"n": n, "size": human(int(size)), "ours_us": 1e6 * pair["scratchpar"],
-                         "mpi_us": 1e6 * pair["mpi"], "ratio": ratio, "target": f"≤ {bound:g}",
-                         "verdict": verdict(device, ratio <= bound)})
+            rows.append({"n": n, "size": human(int(size)), "send/recv µs": 1e6 * pair["scratchpar"],
+                         "MPI_Send/Recv µs": 1e6 * pair["mpi"], "ratio": ratio,
+                         "target": f"≤ {bound:g}", "verdict": verdict(device, ratio <= bound)})
     return rows
 
 
 def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
-    """(what, bytes, seconds) of memcpy, the ping-pongs and, on a device, the staging copies."""
+    """The speed of memcpy, of the ping-pongs and, on a device, of the staging copies."""
     rows = [("memcpy (np.copyto, host, 1 process)", MEMCPY_BYTES, memcpy_s)]
     for n, res in results.items():
         pp, copies = res["pingpong"], res["copies"] or {}
@@ -113,13 +88,13 @@ def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
         rows += [(f"copy {what} (n={n}, rank 0)", copies["bytes"], copies[key])
                  for key, what in (("to_host_s", "device → pinned host"),
                                    ("to_device_s", "pinned host → device")) if copies]
-    return [{"what": what, "size": human(nbytes), "us": 1e6 * t, "gbs": nbytes / t / 1e9}
+    return [{"what": what, "size": human(nbytes), "µs": 1e6 * t, "GB/s": nbytes / t / 1e9}
             for what, nbytes, t in rows]
 
 
 def measure(args) -> dict:
     ranks, sizes = plan(args)
-    timing = QUICK_TIMING if args.quick else TIMING
+    timing = QUICK if args.quick else TIMING
     repeats, block_s = timing["repeats"], timing["block_s"]
     print(f"collectives benchmark on {describe(args.device)}: float32 sum all-reduce, world sizes "
           f"{ranks}, sizes {human(sizes[0])} … {human(sizes[-1])}")
@@ -127,37 +102,35 @@ def measure(args) -> dict:
           f"barrier and repeats the call to last ≥ {1e3 * block_s:g} ms"
           + ("" if args.device == "cpu" else ", then waits for the device")
           + "; time = slowest rank")
-    memcpy_s = memcpy_seconds(MEMCPY_BYTES, repeats)
-    results = {n: measure_world(n, {"sizes": sizes, **timing}, args.device) for n in ranks}
+    src = np.ones(MEMCPY_BYTES // 4, dtype=np.float32)  # (N/4,)
+    dst = np.zeros_like(src)
+    memcpy_s = medians(clocked(lambda: np.copyto(dst, src), on_host), repeats)[0]
+    results = {n: measure_world(n, {**timing, "sizes": sizes}, args.device) for n in ranks}
     cuda_aware = results[ranks[0]]["cuda_aware"]
     print(f"buffers: {staging(args.device, cuda_aware)}\n{machine(args)}")
-    rows, messages = timing_rows(results, sizes), message_rows(results, args.device)
-    fitted, cross = fits(results, sizes), crossovers(results, sizes)
-    verdicts = [{**t, "verdict": "n/a (double)" if args.device == "double" else t["verdict"]}
-                for t in targets(results, sizes, MEMCPY_BYTES / memcpy_s)]
+    rows = [{"n": n, "size": human(size), "algorithm": name, "us": 1e6 * t,
+             "algbw_gbs": algbw(size, t) / 1e9, "busbw_gbs": busbw(size, t, n) / 1e9,
+             "x_mpi": t / res["times"]["mpi"][size]}
+            for n, res in results.items() for size in sizes
+            for name in HAND_WRITTEN + list(JOBS) for t in [res["times"][name][size]]]
+    messages, fitted, cross = (message_rows(results, args.device), fits(results, sizes),
+                               crossovers(results, sizes))
+    verdicts = targets(results, sizes, MEMCPY_BYTES / memcpy_s, args.device)
     print(table("all-reduce per size (docs/collectives.md, Algorithm bandwidth and bus "
                 "bandwidth)", rows, {"n": "n", "size": "size", "algorithm": "algorithm",
                                      "µs": "us", "algbw GB/s": "algbw_gbs",
                                      "busbw GB/s": "busbw_gbs", "x mpi": "x_mpi"}))
     print(table(f"one message one way, ranks 0 and 1: the Communicator's send and recv against "
                 f"MPI's own (median of {repeats} blocks of {timing['trips']} round trips)",
-                messages, {"n": "n", "size": "size", "send/recv µs": "ours_us",
-                           "MPI_Send/Recv µs": "mpi_us", "ratio": "ratio", "target": "target",
-                           "verdict": "verdict"}))
-    print(table("ceilings", ceiling_rows(results, memcpy_s),
-                {"what": "what", "size": "size", "µs": "us", "GB/s": "gbs"}))
+                messages))
+    print(table("ceilings", ceiling_rows(results, memcpy_s)))
     print(table("α-β fit (docs/collectives.md, The cost model; β includes the reductions)",
                 fitted, {"n": "n", "model": "model", "α µs": lambda f: 1e6 * f["alpha_s"],
-                         "β ns/B": lambda f: 1e9 * f["beta_s_per_byte"],
                          "1/β GB/s": lambda f: 1e-9 / f["beta_s_per_byte"],
                          "rms rel residual": "rms_rel_residual"}) if fitted else
           "α-β fit: none, one message size cannot separate α from β (--sizes takes several)\n")
-    print(table('crossover for algorithm="auto"', cross, {
-        "n": "n", "recursive doubling beats ring up to":
-            lambda c: human(c["doubling_wins_up_to"]) if c["doubling_wins_up_to"] else "never",
-        "MPI's own fastest at": lambda c: ", ".join(map(human, c["mpi_fastest_at"])) or "never"}))
-    print(table("targets (docs/collectives.md, Measured)", verdicts, {
-        "target": "target", "measured": "measured", "at": "at", "verdict": "verdict"}))
+    print(table('crossover for algorithm="auto"', cross))
+    print(table("targets (docs/collectives.md, Measured)", verdicts))
     return {"cuda_aware": cuda_aware, "world_sizes": ranks, "sizes": sizes, "repeats": repeats,
             "block_seconds": block_s, "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
             "per_world_size": {str(n): {k: res[k] for k in ("raw", "pingpong", "copies",

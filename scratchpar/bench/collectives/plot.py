@@ -1,7 +1,5 @@
 """Draw the collectives benchmark JSON: time relative to MPI_Allreduce, bus bandwidth vs size."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 

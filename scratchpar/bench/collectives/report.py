@@ -1,9 +1,7 @@
-"""What the collectives benchmark concludes from ``{n: {"times": {contender: {bytes: s}}}}``:
-bandwidths, the α-β cost model fitted, the crossover and the targets."""
-
-from __future__ import annotations
+"""What the collectives benchmark concludes: bandwidths, α-β fits, the crossover, the targets."""
 
 from ...comm.doubling import power_of_two
+from ...jobs.harness import verdict
 from ...parallel.description import Message
 from ...plan.fit import alpha_beta
 
@@ -24,7 +22,7 @@ def algbw(nbytes: float, seconds: float) -> float:
 def busbw(nbytes: float, seconds: float, p: int) -> float:
     """Bus bandwidth: what each link carries in an optimal all-reduce, algbw·2(p−1)/p (NCCL's
     convention, nccl-tests doc/PERFORMANCE.md), comparable across world sizes."""
-    return Message("all-reduce", "world", nbytes, 1).wire(p) / seconds
+    return ring_terms(nbytes, p)[1] / seconds
 
 
 def ring_terms(nbytes: float, p: int) -> tuple[float, float]:
@@ -45,8 +43,7 @@ def rabenseifner_terms(nbytes: float, p: int) -> tuple[float, float]:
     of two; other p add the fold and unfold (Thakur, Rabenseifner & Gropp 2005, §4.4)."""
     pof2 = power_of_two(p)
     folds = 0 if p == pof2 else 2
-    return (2 * (pof2.bit_length() - 1) + folds,
-            Message("all-reduce", "world", nbytes, 1).wire(pof2) + folds * nbytes)
+    return 2 * (pof2.bit_length() - 1) + folds, ring_terms(nbytes, pof2)[1] + folds * nbytes
 
 
 MODELS = [("ring", ring_terms), ("recursive_doubling", doubling_terms),
@@ -64,39 +61,38 @@ def fits(results: dict, sizes: list[int]) -> list[dict]:
 
 
 def crossovers(results: dict, sizes: list[int]) -> list[dict]:
-    """Per world size: the largest size where recursive doubling is faster than the ring (None:
-    nowhere), and the sizes where one of MPI's own all-reduces beats every hand-written one."""
+    """Per world size: the largest size where recursive doubling beats the ring, and the sizes
+    where one of MPI's own all-reduces beats every hand-written one ("never": none)."""
     rows = []
     for n, res in results.items():
         t = res["times"]
         wins = [s for s in sizes if t["recursive_doubling"][s] < t["ring"][s]]
-        mpi_fastest = [s for s in sizes if min(t[m][s] for m in MPI_OWN)
-                       < min(t[h][s] for h in t if h not in MPI_OWN)]
-        rows.append({"n": n, "doubling_wins_up_to": max(wins, default=None),
-                     "doubling_wins_at": wins, "mpi_fastest_at": mpi_fastest})
+        mpi = [s for s in sizes if min(t[m][s] for m in MPI_OWN)
+               < min(t[h][s] for h in t if h not in MPI_OWN)]
+        rows.append({"n": n, "recursive doubling beats ring up to":
+                     human(max(wins)) if wins else "never",
+                     "MPI's own fastest at": ", ".join(map(human, mpi)) or "never"})
     return rows
 
 
-def targets(results: dict, sizes: list[int], memcpy_bytes_per_s: float) -> list[dict]:
-    """PASS/MISS per world size: the worst ratio to MPI's default over the sizes each ratio target
-    covers, and the ring's bus bandwidth at the largest size against memcpy's bandwidth."""
-    rows = []
+def targets(results: dict, sizes: list[int], memcpy_bytes_per_s: float, device: str) -> list[dict]:
+    """Per world size: the worst time / MPI's default over the sizes each ratio target covers,
+    and the ring's bus bandwidth at the largest size over memcpy's; each with its verdict."""
+    found = []  # (target, measured, at, test)
     for n, res in results.items():
         t, largest = res["times"], sizes[-1]
         for name, limit, covers, where in RATIO_TARGETS:
             ratios = {s: t[name][s] / t["mpi"][s] for s in sizes if covers(s)}
             worst = max(ratios, key=ratios.get, default=None)
-            rows.append(_verdict(f"n={n}: {name} <= {limit:.2f}x MPI default at {where}",
-                                 ratios.get(worst), worst, lambda r, m=limit: r <= m))
-        share = busbw(largest, t["ring"][largest], n) / memcpy_bytes_per_s
-        rows.append(_verdict(f"n={n}: ring bus bw >= {BUSBW_OF_MEMCPY:.2f}x memcpy bw", share,
-                             largest, lambda r: r >= BUSBW_OF_MEMCPY))
-    return rows
-
-
-def _verdict(target: str, measured: float | None, at: int | None, ok) -> dict:
-    verdict = "n/a (no size in range)" if measured is None else ("PASS" if ok(measured) else "MISS")
-    return {"target": target, "measured": measured, "at": human(at), "verdict": verdict}
+            found.append((f"n={n}: {name} <= {limit:.2f}x MPI default at {where}",
+                          ratios.get(worst), worst, lambda r, limit=limit: r <= limit))
+        found.append((f"n={n}: ring bus bw >= {BUSBW_OF_MEMCPY:.2f}x memcpy bw",
+                       busbw(largest, t["ring"][largest], n) / memcpy_bytes_per_s, largest,
+                       lambda r: r >= BUSBW_OF_MEMCPY))
+    missing = "n/a (double)" if device == "double" else "n/a (no size in range)"
+    return [{"target": target, "measured": measured, "at": human(at),
+             "verdict": verdict(device, None if measured is None else test(measured), missing)}
+            for target, measured, at, test in found]
 
 
 def human(nbytes: int | None) -> str:

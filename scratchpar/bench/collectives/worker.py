@@ -1,7 +1,5 @@
 """One rank of the collectives benchmark: all-reduce contenders timed in turns, in blocks."""
 
-from __future__ import annotations
-
 import math
 import sys
 import time
@@ -11,51 +9,45 @@ import numpy as np
 from ... import backend
 from ...comm.collectives import all_reduce_
 from ...plan.timing import clocked, medians
-from ..timing import Timed, interleaved, slowest, sync
+from ..timing import Timed, interleaved, slowest, sync, turns
 from .report import human
 
 MESSAGE_BYTES = (8, 4096)  # a message's fixed cost: 8 B, and 4 KiB
 
 
-def contender(comm, name: str, buf, send):
-    """(call, the array it reads): an all-reduce into ``buf`` (MPI's reads ``send``, the hand-
-    written ones work in place)."""
-    if name == "mpi":
-        return (lambda: comm.mpi_allreduce(send, buf, "sum", blocking=True)), send
-    return (lambda: all_reduce_(comm, buf, "sum", name)), buf
-
-
-def check(comm, name: str, call, source, result) -> None:
-    """One all-reduce of rank+1 everywhere must give p(p+1)/2 (exact in float32); then zeros."""
+def checked(comm, name: str, buf, send):
+    """An all-reduce into ``buf`` (MPI's reads ``send``, the hand-written ones work in place),
+    checked once: rank+1 everywhere must sum to p(p+1)/2 (exact in float32); then zeros."""
+    source = send if name == "mpi" else buf
+    call = ((lambda: comm.mpi_allreduce(send, buf, "sum", blocking=True)) if name == "mpi"
+            else (lambda: all_reduce_(comm, buf, "sum", name)))
     source[...] = comm.rank + 1
     call()
-    expected = comm.size * (comm.size + 1) / 2
-    got = backend.to_host(result)
+    got, expected = backend.to_host(buf), comm.size * (comm.size + 1) / 2
     if not np.all(got == expected):
-        raise AssertionError(f"{name} all-reduce of {result.nbytes} bytes is wrong on rank "
+        raise AssertionError(f"{name} all-reduce of {buf.nbytes} bytes is wrong on rank "
                              f"{comm.rank}: got {got[:4]}…, expected {expected}")
-    source[...] = 0
-    result[...] = 0
+    source[...] = buf[...] = 0
+    return call
 
 
 def time_size(comm, names: list[str], nbytes: int, repeats: int, block_s: float) -> dict:
-    """Median per-call seconds of each contender at one size, the contenders taking turns on a
-    preallocated, zero-filled float32 buffer (zeros: the sums never overflow); a sample is the
-    slowest rank's time per call in a block of calls of about ``block_s`` seconds from a
-    barrier, up to the end of the last one on the device (asynchronous there)."""
+    """Median and samples of each contender's per-call seconds at one size, the contenders
+    taking turns on a preallocated, zero-filled float32 buffer (zeros: the sums never
+    overflow); a sample is the slowest rank's time per call in a block of calls of about
+    ``block_s`` seconds from a barrier, up to the end of the last one on the device."""
     buf = backend.xp_default().zeros(nbytes // 4, dtype=np.float32)  # (N/4,) shared by all
     send, blocks, calls = backend.xp_default().zeros_like(buf), {}, {}
     for name in names:
-        call, source = contender(comm, name, buf, send)
-        check(comm, name, call, source, buf)
+        call = checked(comm, name, buf, send)
         sync(comm)
         once = slowest(comm, clocked(call)())[0]  # warm; a call takes the same max on every rank
         calls[name] = max(1, min(1000, math.ceil(block_s / once)))
         blocks[name] = Timed(lambda call=call, n=calls[name]: [call() for _ in range(n)])
-    samples = interleaved(blocks, repeats, 0, start=lambda: sync(comm))
-    worst = slowest(comm, [[s / calls[name] for s in samples[name]] for name in names])  # (C, R)
-    return {name: {"median_s": float(np.median(worst[i])), "samples_s": worst[i].tolist(),
-                   "calls_per_block": calls[name]} for i, name in enumerate(names)}
+    per_block = turns(comm, blocks, {"repeats": repeats, "warmup": 0})
+    return {name: {"median_s": t["median_s"] / calls[name],
+                   "samples_s": [s / calls[name] for s in t["samples_s"]]}
+            for name, t in per_block.items()}
 
 
 def one_way(comm, nbytes: int, ways: dict, repeats: int, trips: int) -> dict:
