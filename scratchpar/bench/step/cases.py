@@ -1,7 +1,4 @@
-"""The step benchmark's two models, each as contenders that train from identical weights, and
-the floor: an MLP step written out by hand in NumPy or CuPy, with no autograd."""
-
-from __future__ import annotations
+"""The step benchmark's two models as contenders from identical weights, and the MLP's floor."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,8 +28,7 @@ class Contender:
 
 @dataclass
 class Case:
-    """One model and its contenders, the first the reference for equivalence: scratchpar's on
-    the selected device, PyTorch's twins beside it; losses and gradients compared on the host."""
+    """One model and its contenders, the first (scratchpar's) the reference for equivalence."""
 
     name: str
     description: str
@@ -40,9 +36,8 @@ class Case:
 
 
 class HandMLP:
-    """(B, D) → (B, C): Linear–ReLU stacks, forward and backward by hand, SGD in place, on
-    copies of each layer's W (D_in, D_out) and b (D_out,); the arrays' module ``xp`` does the
-    math, so the floor runs on the host or on a device alike."""
+    """(B, D) → (B, C): the floor, Linear–ReLU stacks by hand in NumPy or CuPy with no autograd,
+    SGD in place, on copies of each layer's W (D_in, D_out) and b (D_out,)."""
 
     def __init__(self, weights: list, biases: list, lr: float):
         self.weights = [w.copy() for w in weights]
@@ -123,24 +118,24 @@ def sgd_update(params) -> None:
         p.data -= p.grad
 
 
-def case(name: str, description: str, device: str, model, loss_fn, twin, twin_loss, host,
-         floor=()) -> Case:
-    """scratchpar's ``model`` on ``loss_fn()``, the ``floor``, and where PyTorch is installed
-    the twin ``twin(twins)`` on the same weights, on ``twin_loss(twins, twin, *data)``: the
-    ``host`` arrays on its device."""
+def ours(model, loss_fn) -> Contender:
+    """scratchpar's step of ``model`` on ``loss_fn()``, its gradients read by parameter name."""
     params = model.parameters()
-    contenders = [contender("scratchpar", model, loss_fn,
-                            lambda: {n: to_host(p.grad) for n, p in model.named_parameters()},
-                            lambda: sgd_update(params)), *floor]
+    return contender("scratchpar", model, loss_fn, lambda: {
+        name: to_host(p.grad) for name, p in model.named_parameters()}, lambda: sgd_update(params))
+
+
+def pytorch(model, device: str, twin, twin_loss, host: tuple) -> list[Contender]:
+    """PyTorch's ``twin(twins)`` from ``model``'s weights, on ``twin_loss(twins, net, *data)``:
+    the ``host`` arrays on its device; none where PyTorch is not installed."""
     twins = torch_twins()
-    if twins is not None:
-        net = twins.twin_of(model, twin(twins), device)
-        data = [twins.torch.from_numpy(a).to(twins.device_for(device)) for a in host]
-        contenders.append(contender(
-            "pytorch", net, lambda: twin_loss(twins, net, *data),
-            lambda: twins.grads_as_numpy(net),
-            lambda: twins.sgd_update(list(net.parameters()), LR), twins.sync_for(device)))
-    return Case(name, description, contenders)
+    if twins is None:
+        return []
+    net = twins.twin_of(model, twin(twins), device)
+    data = [twins.torch.from_numpy(a).to(twins.device_for(device)) for a in host]
+    return [contender("pytorch", net, lambda: twin_loss(twins, net, *data),
+                      lambda: twins.grads_as_numpy(net),
+                      lambda: twins.sgd_update(list(net.parameters()), LR), twins.sync_for(device))]
 
 
 def mlp_case(device: str, seed: int = 0) -> Case:
@@ -149,21 +144,17 @@ def mlp_case(device: str, seed: int = 0) -> Case:
     model = nn.MLP(MLP_SIZES, gen, dtype=np.float32)
     x = gen.standard_normal((MLP_BATCH, MLP_SIZES[0])).astype(np.float32)  # (B, 784)
     y = gen.integers(0, MLP_SIZES[-1], MLP_BATCH)  # (B,)
-    dx, dy = to_device(x), to_device(y)
+    dx, dy, tx = to_device(x), to_device(y), Tensor(to_device(x))
     layers = [m for m in model if isinstance(m, nn.Linear)]
-    floor = HandMLP([m.weight.data for m in layers], [m.bias.data for m in layers], LR)
-    names = [n for n, _ in model.named_parameters()]
-
-    def floor_loss_and_grads():
-        loss = float(floor.forward_backward(dx, dy))
-        return loss, dict(zip(names, map(to_host, floor.grads)))
-
-    tx = Tensor(dx)
-    return case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, float32, "
-                       f"cross-entropy, inline SGD lr {LR}", device, model,
-                lambda: F.cross_entropy(model(tx), dy), lambda twins: twins.TorchMLP(MLP_SIZES),
-                lambda twins, twin, tx, ty: twins.F.cross_entropy(twin(tx), ty), (x, y),
-                [Contender("floor", Timed(lambda: floor.step(dx, dy)), floor_loss_and_grads)])
+    hand = HandMLP([m.weight.data for m in layers], [m.bias.data for m in layers], LR)
+    names = [name for name, _ in model.named_parameters()]
+    floor = Contender("floor", Timed(lambda: hand.step(dx, dy)), lambda: (
+        float(hand.forward_backward(dx, dy)), dict(zip(names, map(to_host, hand.grads)))))
+    return Case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, float32, "
+                       f"cross-entropy, inline SGD lr {LR}",
+                [ours(model, lambda: F.cross_entropy(model(tx), dy)), floor,
+                 *pytorch(model, device, lambda twins: twins.TorchMLP(MLP_SIZES),
+                          lambda twins, net, tx, ty: twins.F.cross_entropy(net(tx), ty), (x, y))])
 
 
 def gpt_case(device: str, seed: int = 0) -> Case:
@@ -173,8 +164,9 @@ def gpt_case(device: str, seed: int = 0) -> Case:
     c = GPT_CONFIG
     batch = gen.integers(0, c["vocab_size"], (GPT_BATCH, c["max_len"] + 1))  # (B, T+1)
     on_device = to_device(batch)
-    return case("gpt", f"GPT vocab {c['vocab_size']}, seq {c['max_len']}, d_model "
+    return Case("gpt", f"GPT vocab {c['vocab_size']}, seq {c['max_len']}, d_model "
                        f"{c['d_model']}, {c['n_heads']} heads, {c['n_layers']} layers, batch "
-                       f"{GPT_BATCH}, float32, inline SGD lr {LR}", device, model,
-                lambda: nn.lm_loss(model, on_device), lambda twins: twins.TorchGPT(**c),
-                lambda twins, twin, tb: twins.lm_loss(twin, tb), (batch,))
+                       f"{GPT_BATCH}, float32, inline SGD lr {LR}",
+                [ours(model, lambda: nn.lm_loss(model, on_device)),
+                 *pytorch(model, device, lambda twins: twins.TorchGPT(**c),
+                          lambda twins, net, tb: twins.lm_loss(net, tb), (batch,))])

@@ -1,8 +1,5 @@
 """The step benchmark: equivalence first, then the steps, then the autograd's cost per op."""
 
-from __future__ import annotations
-
-import os
 import statistics
 
 import numpy as np
@@ -17,7 +14,7 @@ from ...table import table
 from ..timing import Timed, interleaved, on_host
 from .cases import Case, gpt_case, mlp_case, torch_twins
 from .held import held
-from .lengths import BATCH, FLAT, HIDDEN, flatness, per_token
+from .lengths import BATCH, FLAT, HIDDEN, per_token
 
 LOSS_RTOL, GRAD_RTOL = 1e-4, 1e-3
 TARGETS = {"cpu": [("mlp", "pytorch", 0.85), ("mlp", "floor", 1.10), ("gpt", "pytorch", 1.20)],
@@ -63,13 +60,14 @@ def median_ms(contenders: dict, repeats: int, warmup: int, calls: int = 1) -> di
 
 
 def verdicts(timings: dict, device: str) -> list[dict]:
+    """Each target of ``device``: scratchpar's time over its baseline's, and the verdict."""
     rows = []
     for case, baseline, limit in TARGETS[device]:
         ms = timings[case]
         ratio = ms["scratchpar"] / ms[baseline] if baseline in ms else None
-        rows.append({"target": f"{case}: scratchpar <= {limit:.2f}x {baseline}", "ratio": ratio,
-                     "verdict": verdict(device, None if ratio is None else ratio <= limit,
-                                        "n/a (no torch)")})
+        rows.append({"target": f"{case}: scratchpar <= {limit:.2f}x {baseline}",
+                     "measured": ratio, "verdict": verdict(
+                         device, None if ratio is None else ratio <= limit, "n/a (no torch)")})
     return rows
 
 
@@ -91,9 +89,7 @@ def overhead_rows(calls: int, repeats: int) -> list[dict]:
         us = {k: 1e3 * ms for k, ms in median_ms(
             {k: Timed(lambda fn=fn: [fn() for _ in range(calls)], on_host)
              for k, fn in runners.items()}, repeats, 1, calls).items()}
-        rows.append({"op": name, "shape": SHAPE, "numpy_us": us["numpy"],
-                     "scratchpar_us": us["scratchpar"],
-                     "overhead_us": us["scratchpar"] - us["numpy"]})
+        rows.append({"op": name, **us, "overhead": us["scratchpar"] - us["numpy"]})
     return rows
 
 
@@ -113,13 +109,9 @@ def versions(twins, device: str) -> str:
 def measure(args) -> dict:
     repeats, warmup = (3, 1) if args.quick else (50, 5)
     backend.set_device(args.device)
-    twins = torch_twins()
-    libraries = versions(twins, args.device)
-    threads = ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in
-                        ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"))
+    libraries = versions(torch_twins(), args.device)
     malloc = "malloc: glibc defaults" if args.default_malloc else keep_freed_memory()
-    print(f"step benchmark on {describe(args.device)}\n{libraries}; {threads}\n"
-          f"{malloc} (all contenders)")
+    print(f"step benchmark on {describe(args.device)}\n{libraries}\n{malloc} (all contenders)")
     print(f"median of {repeats} steps per contender, taken in turns after {warmup} warm-up steps"
           + ("" if args.device == "cpu" else ", each ending with a wait for its device"))
     cases = [mlp_case(args.device), gpt_case(args.device)]
@@ -131,23 +123,18 @@ def measure(args) -> dict:
                               "worst grad rel err": "{grad_rel_err:.1e} ({worst_grad})"}))
     timings = {case.name: median_ms({c.name: c.step for c in case.contenders}, repeats, warmup)
                for case in cases}  # each step ends with its wait
-    rows = [{"case": case, "contender": name, "ms": t, "of": ts}
-            for case, ts in timings.items() for name, t in ts.items()]
-    print(table("ms per step", rows, {
-        "case": "case", "contender": "contender", "ms/step": "ms",
-        **{f"x {k}": lambda r, k=k: r["ms"] / r["of"][k] if k in r["of"] else None
-           for k in ("pytorch", "floor")}}))
+    steps = [{"case": case, "contender": name, "ms/step": t,
+              **{f"x {k}": t / ms[k] if k in ms else None for k in ("pytorch", "floor")}}
+             for case, ms in timings.items() for name, t in ms.items()]
+    print(table("ms per step", steps))
     targets = verdicts(timings, args.device)
-    print(table("targets (docs/devices.md)", targets,
-                {"target": "target", "measured": "ratio", "verdict": "verdict"}))
-    calls = 20 if args.quick else 2000
-    overhead = overhead_rows(calls, 3 if args.quick else 15)
+    print(table("targets (docs/devices.md)", targets))
+    overhead = overhead_rows(20 if args.quick else 2000, 3 if args.quick else 15)
     print(table(f"autograd overhead per op on {SHAPE} float32 host arrays, minus bare NumPy (µs)",
-                overhead, {"op": "op", "numpy": "numpy_us", "scratchpar": "scratchpar_us",
-                           "overhead": "overhead_us"}))
+                overhead))
     lengths = per_token([8, 16] if args.quick else [32, 64, 128, 256, 512],
                         3 if args.quick else 10, 1 if args.quick else 2)
-    flat = flatness(lengths)
+    flat = lengths[-1]["us_per_token"] / lengths[0]["us_per_token"]  # 1: linear in T
     print(table(f"LSTM language model, batch {BATCH}, hidden {HIDDEN}: a step against the "
                 f"sequence length; per token, T = {lengths[-1]['length']} is {flat:.2f}x "
                 f"T = {lengths[0]['length']} (target <= {FLAT}: "
@@ -160,9 +147,7 @@ def measure(args) -> dict:
                  "expected MiB": "{expected_mib:.2f}", "error": "{error:+.1%}"}))
     return {"repeats": repeats, "warmup": warmup, "versions": libraries, "malloc": malloc,
             "cases": {c.name: c.description for c in cases}, "equivalence": equivalence,
-            "per_step": {case: {name: {"ms": ms} for name, ms in ts.items()}
-                         for case, ts in timings.items()},
-            "targets": targets, "overhead_us": overhead, "lengths": lengths,
+            "steps": steps, "targets": targets, "overhead_us": overhead, "lengths": lengths,
             "lengths_flatness": flat, "memory": memory}
 
 

@@ -1,9 +1,4 @@
-"""What a training step holds: the training command's own two steps of its default models on
-one rank, the peak of their arrays measured (``scratchpar.peak``) beside the memory estimate's
-expected peak (``train/memory.py``). The autograd graph keeps what backward reads
-(``autograd.tensor.Context``); this table is where that shows."""
-
-from __future__ import annotations
+"""What a training step holds: its measured peak beside the memory estimate's, on one rank."""
 
 from ...plan.traced import traced
 from ...train import load_config
@@ -15,7 +10,9 @@ MiB = 2**20
 
 
 def held(comm, device: str, quick: bool) -> list[dict]:
-    """Per model: its flags, the measured and the expected peak (MiB) and the error."""
+    """Per default model of the training command, its own two steps: the flags, the peak of
+    their arrays measured (``scratchpar.peak``) and expected (``train/memory.py``), in MiB, and
+    the error. The graph keeps what backward reads (``autograd.tensor.Context``): here it shows."""
     rows = []
     for name, more in MODELS.items():
         flags = [*more, *(QUICK if quick else []), "--device", device]
