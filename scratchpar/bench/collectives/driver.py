@@ -9,11 +9,11 @@ from ...jobs.mpijob import job
 from ...plan.timing import clocked, medians
 from ...table import table
 from ..timing import on_host
-from .report import algbw, busbw, crossovers, fits, human, targets
+from .report import MPI_OWN, algbw, busbw, crossovers, fits, human, targets
 
 KIB, MIB = 1024, 1024 * 1024
 HAND_WRITTEN = ["ring", "recursive_doubling", "rabenseifner", "tree", "auto"]
-JOBS = {"mpi": {}, "mpi-ring": {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}}  # MPI's own: env
+MPICH_RING = {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}  # the environment of "mpi-ring"
 TIMING = {"repeats": 15, "block_s": 0.01, "trips": 2000}  # trips: round trips per message block
 QUICK = {"repeats": 2, "block_s": 0.001, "trips": 50, "sizes": [4 * KIB, 64 * KIB, MIB]}
 SIZES = [4 * KIB * 4**k for k in range(8)]  # 4 KiB … 64 MiB
@@ -47,22 +47,16 @@ def plan(args) -> tuple[list[int], list[int]]:
 
 
 def measure_world(n: int, cfg: dict, device: str) -> dict:
-    """Both jobs at world size ``n``: ``{"raw": {contender: {bytes: timings}}, "times":
-    {contender: {bytes: median s}}}`` and, from the first job, its "pingpong", "messages",
-    "copies" (on a device) and "cuda_aware"."""
-    merged = {"raw": {}}
-    for i, (mpi, env) in enumerate(JOBS.items()):  # the first job times the hand-written ones
-        ours = HAND_WRITTEN if i == 0 else []
-        result = job(n, "scratchpar.bench.collectives.worker:measure_ranks",
-                     {**cfg, "contenders": ours + ["mpi"], "pingpong": i == 0}, device, env)
-        for size, per in result["sizes"].items():
-            for name, numbers in per.items():
-                merged["raw"].setdefault(mpi if name == "mpi" else name, {})[size] = numbers
-        if i == 0:
-            merged.update({k: result[k] for k in ("pingpong", "messages", "copies", "cuda_aware")})
-    merged["times"] = {name: {int(size): numbers["median_s"] for size, numbers in per.items()}
-                       for name, per in merged["raw"].items()}
-    return merged
+    """The worker's result at world size ``n`` (its "raw" timings, "pingpong", "messages",
+    "copies" on a device, "cuda_aware"), with MPICH's ring from a job of its own as "mpi-ring"
+    and "times": {contender: {bytes: median seconds}}."""
+    worker = "scratchpar.bench.collectives.worker:measure_ranks"
+    res = job(n, worker, {**cfg, "contenders": HAND_WRITTEN + ["mpi"], "pingpong": True}, device)
+    ring = job(n, worker, {**cfg, "contenders": ["mpi"], "pingpong": False}, device, MPICH_RING)
+    res["raw"]["mpi-ring"] = ring["raw"]["mpi"]
+    res["times"] = {name: {int(size): timings["median_s"] for size, timings in per.items()}
+                    for name, per in res["raw"].items()}
+    return res
 
 
 def message_rows(results: dict, device: str) -> list[dict]:
@@ -70,7 +64,7 @@ def message_rows(results: dict, device: str) -> list[dict]:
     blocking send and receive, and the target (docs/collectives.md)."""
     rows = []
     for n, res in results.items():
-        for size, pair in (res["messages"] or {}).items():
+        for size, pair in res["messages"].items():
             ratio, bound = pair["scratchpar"] / pair["mpi"], MESSAGE_TARGETS[int(size)]
             rows.append({"n": n, "size": human(int(size)), "send/recv µs": 1e6 * pair["scratchpar"],
                          "MPI_Send/Recv µs": 1e6 * pair["mpi"], "ratio": ratio,
@@ -112,7 +106,7 @@ def measure(args) -> dict:
              "algbw_gbs": algbw(size, t) / 1e9, "busbw_gbs": busbw(size, t, n) / 1e9,
              "x_mpi": t / res["times"]["mpi"][size]}
             for n, res in results.items() for size in sizes
-            for name in HAND_WRITTEN + list(JOBS) for t in [res["times"][name][size]]]
+            for name in HAND_WRITTEN + list(MPI_OWN) for t in [res["times"][name][size]]]
     messages, fitted, cross = (message_rows(results, args.device), fits(results, sizes),
                                crossovers(results, sizes))
     verdicts = targets(results, sizes, MEMCPY_BYTES / memcpy_s, args.device)

@@ -8,17 +8,17 @@ from ...trace.figure import pyplot
 from .report import BUSBW_OF_MEMCPY, human
 
 MPI_DEFAULT = "MPI_Allreduce (MPICH default)"
-BOTH = ("x_mpi", "busbw_gbs")  # the top panel's column of the table, and the bottom's
-LINES = [  # (algorithm in the benchmark's table, legend label, matplotlib style, its panels)
-    ("ring", "ring", dict(color="C0", marker="o"), BOTH),
-    ("recursive_doubling", "recursive doubling", dict(color="C1", marker="s"), BOTH),
-    ("rabenseifner", "Rabenseifner", dict(color="C4", marker="v"), BOTH),
-    ("tree", "tree", dict(color="C2", marker="^"), BOTH),
-    ("mpi-ring", "MPI_Allreduce (MPICH ring)", dict(color="C3", marker="D", ls="--"), BOTH),
-    ("auto", "auto (doubling, then ring above the crossover)",
-     dict(color="k", marker="x", ls="none", ms=9), ("x_mpi",)),
-    ("mpi", MPI_DEFAULT, dict(color="0.4", marker="."), ("busbw_gbs",)),  # on top, the line at 1
-]
+LINES = {  # algorithm in the benchmark's table → legend label, matplotlib style
+    "ring": ("ring", dict(color="C0", marker="o")),
+    "recursive_doubling": ("recursive doubling", dict(color="C1", marker="s")),
+    "rabenseifner": ("Rabenseifner", dict(color="C4", marker="v")),
+    "tree": ("tree", dict(color="C2", marker="^")),
+    "mpi-ring": ("MPI_Allreduce (MPICH ring)", dict(color="C3", marker="D", ls="--")),
+    "auto": ("auto (doubling, then ring above the crossover)",
+             dict(color="k", marker="x", ls="none", ms=9)),
+    "mpi": (MPI_DEFAULT, dict(color="0.4", marker=".")),  # on top, the line at 1
+}
+UNDRAWN = {("auto", "busbw_gbs"), ("mpi", "x_mpi")}  # (algorithm, the panel's column)
 
 
 def read_bench(path: str | Path) -> tuple[dict, list[int], float]:
@@ -47,14 +47,12 @@ def plot_collectives(path: str | Path, out: str | Path) -> Path:
     if not world_sizes:
         raise ValueError(f"{path} holds no table rows")
     fig, axes = plt.subplots(2, len(world_sizes), figsize=(11, 7.5), sharex=True, squeeze=False)
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    for col, n in enumerate(world_sizes):
-        ratio, bw = axes[0, col], axes[1, col]
-        for name, label, style, panels in LINES:
+    for n, (ratio, bw) in zip(world_sizes, axes.T):
+        for name, (label, style) in LINES.items():
             per = rows.get((n, name), {})
             xs = [s for s in sizes if s in per]
             for ax, key in ((ratio, "x_mpi"), (bw, "busbw_gbs")):
-                if key in panels:
+                if (name, key) not in UNDRAWN:
                     ax.plot(xs, [per[s][key] for s in xs], label=label, **style)
         ratio.axhline(1.0, color="0.4", lw=1.5, label=MPI_DEFAULT)
         bw.axhline(memcpy_gbs, color="k", ls="--", lw=1,
@@ -69,7 +67,7 @@ def plot_collectives(path: str | Path, out: str | Path) -> Path:
         bw.set_xticks(sizes, [human(s) for s in sizes], rotation=45)
         for ax in (ratio, bw):
             ax.yaxis.set_major_locator(LogLocator(base=ax.yaxis.get_transform().base))
-            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.minorticks_off()
     handles = {label: h for ax in axes[:, 0] for h, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=4, fontsize=9)

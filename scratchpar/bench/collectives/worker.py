@@ -32,10 +32,8 @@ def checked(comm, name: str, buf, send):
 
 
 def time_size(comm, names: list[str], nbytes: int, repeats: int, block_s: float) -> dict:
-    """Median and samples of each contender's per-call seconds at one size, the contenders
-    taking turns on a preallocated, zero-filled float32 buffer (zeros: the sums never
-    overflow); a sample is the slowest rank's time per call in a block of calls of about
-    ``block_s`` seconds from a barrier, up to the end of the last one on the device."""
+    """Median and samples of each contender's seconds per call on one zero-filled float32 buffer
+    (the sums never overflow), in turns: the slowest rank's, in blocks of about ``block_s``."""
     buf = backend.xp_default().zeros(nbytes // 4, dtype=np.float32)  # (N/4,) shared by all
     send, blocks, calls = backend.xp_default().zeros_like(buf), {}, {}
     for name in names:
@@ -51,9 +49,8 @@ def time_size(comm, names: list[str], nbytes: int, repeats: int, block_s: float)
 
 
 def one_way(comm, nbytes: int, ways: dict, repeats: int, trips: int) -> dict:
-    """Median one-way seconds of an ``nbytes`` message between ranks 0 and 1 (device memory to
-    device memory on a device) by each of ``ways``, a (send, recv) pair, taking turns in blocks
-    of ``trips`` round trips from a barrier while the other ranks wait; rank 0's is reported."""
+    """Rank 0's median one-way seconds of an ``nbytes`` message to rank 1 and back by each of
+    ``ways``, a (send, recv) pair, in turns of ``trips`` round trips while the others wait."""
     buf = backend.xp_default().zeros(nbytes, dtype=np.uint8)
 
     def block(send, recv):
@@ -89,15 +86,17 @@ def copies(nbytes: int, repeats: int) -> dict:
 
 
 def measure_ranks(comm, cfg: dict) -> dict:
-    """Every size of ``cfg`` for every contender; with ``"pingpong"``, the ceilings (a round
-    trip at a time, through the Communicator) and the messages (in blocks, both ways) too."""
+    """Every contender at every size of ``cfg`` ("raw": {contender: {bytes: timings}}); with
+    ``"pingpong"``, the ceilings (a round trip at a time, through the Communicator) and the
+    messages (in blocks, both ways) too."""
     sizes, names, repeats = cfg["sizes"], cfg["contenders"], cfg["repeats"]
-    result = {"cuda_aware": comm.cuda_aware, "sizes": {}, "pingpong": None, "copies": None}
+    result = {"cuda_aware": comm.cuda_aware, "raw": {}, "pingpong": None, "copies": None}
     for nbytes in sizes:
         if comm.rank == 0:
             print(f"  n={comm.size}, {human(nbytes)}: {', '.join(names)}", file=sys.stderr,
                   flush=True)
-        result["sizes"][str(nbytes)] = time_size(comm, names, nbytes, repeats, cfg["block_s"])
+        for name, timings in time_size(comm, names, nbytes, repeats, cfg["block_s"]).items():
+            result["raw"].setdefault(name, {})[str(nbytes)] = timings
     if cfg["pingpong"]:
         ours = {"scratchpar": (comm.send, comm.recv)}
         small, large = (one_way(comm, n, ours, repeats, 1)["scratchpar"]

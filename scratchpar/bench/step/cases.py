@@ -111,18 +111,17 @@ def contender(name: str, model, loss_fn, grads, update, wait=sync) -> Contender:
     return Contender(name, Timed(step, wait), loss_and_grads)
 
 
-def sgd_update(params) -> None:
-    """θ ← θ − lr·g in place, as the floor does it (g is scaled in place: it is dropped next)."""
-    for p in params:
-        p.grad *= LR
-        p.data -= p.grad
-
-
 def ours(model, loss_fn) -> Contender:
     """scratchpar's step of ``model`` on ``loss_fn()``, its gradients read by parameter name."""
     params = model.parameters()
+
+    def update():  # θ ← θ − lr·g in place as the floor does it, g scaled in place: dropped next
+        for p in params:
+            p.grad *= LR
+            p.data -= p.grad
+
     return contender("scratchpar", model, loss_fn, lambda: {
-        name: to_host(p.grad) for name, p in model.named_parameters()}, lambda: sgd_update(params))
+        name: to_host(p.grad) for name, p in model.named_parameters()}, update)
 
 
 def pytorch(model, device: str, twin, twin_loss, host: tuple) -> list[Contender]:
@@ -144,7 +143,8 @@ def mlp_case(device: str, seed: int = 0) -> Case:
     model = nn.MLP(MLP_SIZES, gen, dtype=np.float32)
     x = gen.standard_normal((MLP_BATCH, MLP_SIZES[0])).astype(np.float32)  # (B, 784)
     y = gen.integers(0, MLP_SIZES[-1], MLP_BATCH)  # (B,)
-    dx, dy, tx = to_device(x), to_device(y), Tensor(to_device(x))
+    dx, dy = to_device(x), to_device(y)
+    tx = Tensor(dx)
     layers = [m for m in model if isinstance(m, nn.Linear)]
     hand = HandMLP([m.weight.data for m in layers], [m.bias.data for m in layers], LR)
     names = [name for name, _ in model.named_parameters()]
