@@ -38,14 +38,6 @@ def add_arguments(parser) -> None:
                              "… ×4 up to 64M)")
 
 
-def plan(args) -> tuple[list[int], list[int]]:
-    """World sizes and buffer sizes."""
-    ranks = args.ranks or ([2] if args.quick else [2, 4])
-    if min(ranks) < 2:
-        raise SystemExit("--ranks: every world size must be at least 2")
-    return ranks, args.sizes or (QUICK["sizes"] if args.quick else SIZES)
-
-
 def measure_world(n: int, cfg: dict, device: str) -> dict:
     """The worker's result at world size ``n`` (its "raw" timings, "pingpong", "messages",
     "copies" on a device, "cuda_aware"), with MPICH's ring from a job of its own as "mpi-ring"
@@ -87,7 +79,10 @@ def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
 
 
 def measure(args) -> dict:
-    ranks, sizes = plan(args)
+    ranks = args.ranks or ([2] if args.quick else [2, 4])
+    if min(ranks) < 2:
+        raise SystemExit("--ranks: every world size must be at least 2")
+    sizes = args.sizes or (QUICK["sizes"] if args.quick else SIZES)
     timing = QUICK if args.quick else TIMING
     repeats, block_s = timing["repeats"], timing["block_s"]
     print(f"collectives benchmark on {describe(args.device)}: float32 sum all-reduce, world sizes "

@@ -78,21 +78,21 @@ def crossovers(results: dict, sizes: list[int]) -> list[dict]:
 def targets(results: dict, sizes: list[int], memcpy_bytes_per_s: float, device: str) -> list[dict]:
     """Per world size: the worst time / MPI's default over the sizes each ratio target covers,
     and the ring's bus bandwidth at the largest size over memcpy's; each with its verdict."""
-    found = []  # (target, measured, at, test)
+    found = []  # (target, measured, at, met)
     for n, res in results.items():
         t, largest = res["times"], sizes[-1]
         for name, limit, covers, where in RATIO_TARGETS:
             ratios = {s: t[name][s] / t["mpi"][s] for s in sizes if covers(s)}
-            worst = max(ratios, key=ratios.get, default=None)
-            found.append((f"n={n}: {name} <= {limit:.2f}x MPI default at {where}",
-                          ratios.get(worst), worst, lambda r, limit=limit: r <= limit))
-        found.append((f"n={n}: ring bus bw >= {BUSBW_OF_MEMCPY:.2f}x memcpy bw",
-                       busbw(largest, t["ring"][largest], n) / memcpy_bytes_per_s, largest,
-                       lambda r: r >= BUSBW_OF_MEMCPY))
+            worst = max(ratios, key=ratios.get, default=None)  # None: no size in range
+            ratio = ratios.get(worst)
+            found.append((f"n={n}: {name} <= {limit:.2f}x MPI default at {where}", ratio, worst,
+                          None if ratio is None else ratio <= limit))
+        share = busbw(largest, t["ring"][largest], n) / memcpy_bytes_per_s
+        found.append((f"n={n}: ring bus bw >= {BUSBW_OF_MEMCPY:.2f}x memcpy bw", share, largest,
+                      share >= BUSBW_OF_MEMCPY))
     missing = "n/a (double)" if device == "double" else "n/a (no size in range)"
     return [{"target": target, "measured": measured, "at": human(at),
-             "verdict": verdict(device, None if measured is None else test(measured), missing)}
-            for target, measured, at, test in found]
+             "verdict": verdict(device, met, missing)} for target, measured, at, met in found]
 
 
 def human(nbytes: int | None) -> str:

@@ -96,10 +96,7 @@ def overhead_rows(calls: int, repeats: int) -> list[dict]:
 def versions(twins, device: str) -> str:
     """The libraries timed, and where PyTorch runs."""
     text = f"numpy {np.__version__}"
-    if device == "cuda":
-        import cupy
-
-        text += f", cupy {cupy.__version__}"
+    text += f", cupy {backend.xp_default().__version__}" if device == "cuda" else ""
     if twins is None:
         return text + ", torch missing: PyTorch rows and targets skipped"
     where, threads = twins.device_for(device).type, twins.torch.get_num_threads()
