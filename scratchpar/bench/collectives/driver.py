@@ -68,9 +68,9 @@ def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
     """The speed of memcpy, of the ping-pongs and, on a device, of the staging copies."""
     rows = [("memcpy (np.copyto, host, 1 process)", MEMCPY_BYTES, memcpy_s)]
     for n, res in results.items():
-        pp, copies = res["pingpong"], res["copies"] or {}
-        rows += [(f"ping-pong rank 0 ↔ 1 (n={n}), one way", pp[f"{kind}_bytes"], pp[f"{kind}_s"])
-                 for kind in ("small", "large")]
+        copies = res["copies"] or {}
+        rows += [(f"ping-pong rank 0 ↔ 1 (n={n}), one way", int(size), t)
+                 for size, t in res["pingpong"].items()]
         rows += [(f"copy {what} (n={n}, rank 0)", copies["bytes"], copies[key])
                  for key, what in (("to_host_s", "device → pinned host"),
                                    ("to_device_s", "pinned host → device")) if copies]

@@ -87,8 +87,8 @@ def copies(nbytes: int, repeats: int) -> dict:
 
 def measure_ranks(comm, cfg: dict) -> dict:
     """Every contender at every size of ``cfg`` ("raw": {contender: {bytes: timings}}); with
-    ``"pingpong"``, the ceilings (a round trip at a time, through the Communicator) and the
-    messages (in blocks, both ways) too."""
+    ``"pingpong"``, the ceilings ({bytes: one way through the Communicator, a round trip at a
+    time}, the copies on a device) and the messages (in blocks, both ways) too."""
     sizes, names, repeats = cfg["sizes"], cfg["contenders"], cfg["repeats"]
     result = {"cuda_aware": comm.cuda_aware, "raw": {}, "pingpong": None, "copies": None}
     for nbytes in sizes:
@@ -99,10 +99,8 @@ def measure_ranks(comm, cfg: dict) -> dict:
             result["raw"].setdefault(name, {})[str(nbytes)] = timings
     if cfg["pingpong"]:
         ours = {"scratchpar": (comm.send, comm.recv)}
-        small, large = (one_way(comm, n, ours, repeats, 1)["scratchpar"]
-                        for n in (sizes[0], sizes[-1]))
-        result["pingpong"] = {"small_bytes": sizes[0], "large_bytes": sizes[-1],
-                              "small_s": small, "large_s": large}
+        result["pingpong"] = {str(n): one_way(comm, n, ours, repeats, 1)["scratchpar"]
+                              for n in (sizes[0], sizes[-1])}  # the smallest, the largest
         both = {**ours, "mpi": (comm.mpi_send, comm.mpi_recv)}
         result["messages"] = {str(n): one_way(comm, n, both, repeats, cfg["trips"])
                               for n in MESSAGE_BYTES}
