@@ -19,6 +19,7 @@ QUICK = {"repeats": 2, "block_s": 0.001, "trips": 50, "sizes": [4 * KIB, 64 * KI
 SIZES = [4 * KIB * 4**k for k in range(8)]  # 4 KiB … 64 MiB
 MEMCPY_BYTES = 64 * MIB
 MESSAGE_TARGETS = {8: 1.3, 4 * KIB: 1.2}  # one way through the Communicator ÷ MPI's own
+PER_WORLD_SIZE = ("raw", "pingpong", "copies", "messages")  # what the JSON keeps of each job
 
 
 def byte_size(text: str) -> int:
@@ -122,8 +123,7 @@ def measure(args) -> dict:
     print(table("targets (docs/collectives.md, Measured)", verdicts))
     return {"cuda_aware": cuda_aware, "world_sizes": ranks, "sizes": sizes, "repeats": repeats,
             "block_seconds": block_s, "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
-            "per_world_size": {str(n): {k: res[k] for k in ("raw", "pingpong", "copies",
-                                                          "messages")}
+            "per_world_size": {str(n): {k: res[k] for k in PER_WORLD_SIZE}
                                for n, res in results.items()},
             "messages": messages, "table": rows, "fits": fitted, "crossovers": cross,
             "targets": verdicts}

@@ -1,7 +1,5 @@
 """The step benchmark: equivalence first, then the steps, then the autograd's cost per op."""
 
-import statistics
-
 import numpy as np
 
 from ... import backend
@@ -56,7 +54,7 @@ def compare(case: Case) -> list[dict]:
 def median_ms(contenders: dict, repeats: int, warmup: int, calls: int = 1) -> dict[str, float]:
     """Median ms per call of each contender, timed in turns of ``calls`` calls."""
     samples = interleaved(contenders, repeats, warmup)
-    return {name: 1e3 * statistics.median(s) / calls for name, s in samples.items()}
+    return {name: 1e3 * float(np.median(s)) / calls for name, s in samples.items()}
 
 
 def verdicts(timings: dict, device: str) -> list[dict]:
