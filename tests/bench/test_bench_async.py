@@ -36,27 +36,30 @@ def test_every_contender_makes_the_same_updates(quick):
                                                            for c in CONTENDERS]
     for row in result["hogwild"]:
         assert row["updates"] == cfg["updates"]
-        assert row["samples_per_s"] == pytest.approx(row["updates_per_s"] * cfg["batch"])
-        assert row["updates_per_s"] > 0 and math.isfinite(row["final"])
+        assert row["samples/s"] == pytest.approx(row["updates/s"] * cfg["batch"])
+        assert row["updates/s"] > 0 and math.isfinite(row["final held-out"])
     for problem in PROBLEMS:
-        rows = {r["key"]: r for r in result["hogwild"] if r["problem"] == problem}
+        rows = {r["contender"]: r for r in result["hogwild"] if r["problem"] == problem}
         runs = result["results"]["hogwild"][problem]["runs"]  # the same round's runs, paired
         for key, row in rows.items():  # each speed-up: the median of its rounds' paired ratios
             mine = median_round(runs[key])
-            assert row["seconds"] == mine["seconds"] and row["final"] == mine["curve"][-1][2]
-            assert row["updates_per_s"] == pytest.approx(cfg["updates"] / mine["seconds"])
-            for column, base in (("vs_one", "hogwild1"), ("vs_loop", "serial")):
+            assert row["run s"] == mine["seconds"]
+            assert row["final held-out"] == mine["curve"][-1][2]
+            assert row["P"] == len(mine["per_rank_s"]) == int(key.split("×")[-1] if "×" in key
+                                                               else 1)
+            assert row["updates/s"] == pytest.approx(cfg["updates"] / mine["seconds"])
+            for column, base in (("× 1 proc", "hogwild ×1"), ("× serial loop", "serial SGD")):
                 assert row[column] == pytest.approx(statistics.median(
                     a["seconds"] / b["seconds"] for a, b in zip(runs[base], runs[key])))
         # one Hogwild worker is serial SGD on the same samples, bit for bit
-        assert rows["hogwild1"]["final"] == rows["serial"]["final"]
-        serial = [loss for _, _, loss in median_round(runs["serial"])["curve"]]
+        assert rows["hogwild ×1"]["final held-out"] == rows["serial SGD"]["final held-out"]
+        serial = [loss for _, _, loss in median_round(runs["serial SGD"])["curve"]]
         level = serial[0] - async_report.LEVEL * (serial[0] - serial[-1])
         for key, row in rows.items():  # the seconds at the first copy at or below the target
-            assert row["level"] == pytest.approx(level)
+            assert row["target"] == pytest.approx(level)
             curve = median_round(runs[key])["curve"]
             hits = [s for s, _, loss in curve if loss <= level]
-            assert row["to_level"] == (hits[0] if hits else None)
+            assert row["s to target"] == (hits[0] if hits else None)
 
 
 def test_the_median_round_and_the_paired_speed_up_on_crafted_rounds():
@@ -85,28 +88,29 @@ def test_every_run_is_copied_from_start_to_end(quick):
 def test_the_verdict_judges_hogwild_at_two_processes_on_the_sparse_problems(quick):
     out, result, _ = quick
     verdict = result["verdict"]
-    two = {r["problem"]: r for r in result["hogwild"] if r["key"] == "hogwild2"}
-    assert verdict["speedups"] == {p: two[p]["vs_one"] for p in PROBLEMS[:2]}
-    assert verdict["over_loop"] == {p: two[p]["vs_loop"] for p in PROBLEMS[:2]}
-    speedups = ", ".join(f"{p} {two[p]['vs_one']:.2f}×" for p in PROBLEMS[:2])
+    two = {r["problem"]: r for r in result["hogwild"] if r["contender"] == "hogwild ×2"}
+    assert verdict["speedups"] == {p: two[p]["× 1 proc"] for p in PROBLEMS[:2]}
+    assert verdict["over_loop"] == {p: two[p]["× serial loop"] for p in PROBLEMS[:2]}
+    speedups = ", ".join(f"{p} {two[p]['× 1 proc']:.2f}×" for p in PROBLEMS[:2])
     assert "target (docs/hogwild.md): Hogwild ×2 ≥ 1.8× Hogwild ×1 (serial SGD) on a sparse " \
-        f"problem: {'met' if verdict['met'] else 'not met'} ({speedups}; " in out
+        f"problem: {'PASS' if verdict['met'] else 'MISS'} ({speedups}; " in out
 
 
-def hogwild(key: str, problem: str, vs_one: float, vs_loop: float = 1.0) -> dict:
-    return {"key": key, "problem": problem, "vs_one": vs_one, "vs_loop": vs_loop}
+def hogwild(name: str, problem: str, vs_one: float, vs_loop: float = 1.0) -> dict:
+    return {"contender": name, "problem": problem, "× 1 proc": vs_one, "× serial loop": vs_loop}
 
 
 def test_the_verdict_counts_hogwild_two_on_a_sparse_problem_alone():
     target = async_report.TARGET
-    below = async_report.verdict([
-        hogwild("hogwild1", "sparse-logreg", 9.0), hogwild("locked2", "sparse-logreg", 9.0),
-        hogwild("hogwild2", "sparse-logreg", target - 0.01),
-        hogwild("hogwild2", "matrix-factorization", 1.2), hogwild("hogwild2", "dense-mlp", 3.0)])
+    below = async_report.judged([
+        hogwild("hogwild ×1", "sparse-logreg", 9.0), hogwild("locked ×2", "sparse-logreg", 9.0),
+        hogwild("hogwild ×2", "sparse-logreg", target - 0.01),
+        hogwild("hogwild ×2", "matrix-factorization", 1.2),
+        hogwild("hogwild ×2", "dense-mlp", 3.0)])
     assert below["speedups"] == {"sparse-logreg": target - 0.01, "matrix-factorization": 1.2}
     assert below["met"] is False  # ×1's, locked's and the dense problem's speed-ups do not count
-    at = async_report.verdict([hogwild("hogwild2", "sparse-logreg", 1.0, 0.4),
-                               hogwild("hogwild2", "matrix-factorization", target, 2.5)])
+    at = async_report.judged([hogwild("hogwild ×2", "sparse-logreg", 1.0, 0.4),
+                              hogwild("hogwild ×2", "matrix-factorization", target, 2.5)])
     assert at["met"] is True and at["target"] == target
     assert at["over_loop"] == {"sparse-logreg": 0.4, "matrix-factorization": 2.5}
 
@@ -119,18 +123,21 @@ def test_collisions_count_every_write(quick):
         + MLP["hidden"][0] * MLP["n_classes"] + MLP["n_classes"]
     batch, problems = result["config"]["hogwild"]["batch"], result["config"]["hogwild"]["problems"]
     for row in result["collisions"]:
-        ranks = result["results"]["hogwild"][row["problem"]]["collisions"][str(row["processes"])]
+        ranks = result["results"]["hogwild"][row["problem"]]["collisions"][str(row["P"])]
         assert row["writes"] == sum(r["writes"] for r in ranks) == updates  # an update a write
-        assert row["colliding"] == pytest.approx(sum(r["colliding"] for r in ranks) / updates)
-        assert 0 <= row["colliding"] <= 1 and 0 <= row["colliding_coordinates"] <= 1
-        assert all(0 <= v <= 1 for v in row["by_parameter"].values())
+        share = row["colliding writes"]
+        assert share == pytest.approx(sum(r["colliding"] for r in ranks) / updates)
+        assert 0 <= share <= 1 and 0 <= row["colliding coordinates"] <= 1
+        names, shares = row["per parameter"].split()[::2], row["per parameter"].split()[1::2]
+        assert names == list(ranks[0]["parameters"])  # "name share" per parameter
+        assert all(0 <= float(v) <= 1 for v in shares)
         cfg = problems[row["problem"]]
         if row["problem"] == "dense-mlp":
-            assert row["coordinates"] == k  # a dense step writes every parameter
+            assert row["coordinates/write"] == k  # a dense step writes every parameter
         elif row["problem"] == "sparse-logreg":  # b samples' nnz distinct features, and the bias
-            assert cfg["nnz"] + 1 <= row["coordinates"] <= batch * cfg["nnz"] + 1
+            assert cfg["nnz"] + 1 <= row["coordinates/write"] <= batch * cfg["nnz"] + 1
         else:  # a user's row and an item's row of the rank a sample, 1 to b distinct of each
-            assert 2 * cfg["rank"] <= row["coordinates"] <= 2 * batch * cfg["rank"]
+            assert 2 * cfg["rank"] <= row["coordinates/write"] <= 2 * batch * cfg["rank"]
 
 
 def test_easgd_and_downpour_exchange_every_tau_steps(quick):
@@ -140,18 +147,18 @@ def test_easgd_and_downpour_exchange_every_tau_steps(quick):
     assert [int(r[0]) for r in table_rows(out, "3. asynchronous EASGD")] == cfg["taus"]
     runs, (first, last) = result["results"]["tau"]["runs"], (cfg["taus"][0], cfg["taus"][-1])
     drift = {m: runs[f"{m} {last}"]["curve"][-1][1] / runs[f"{m} {first}"]["curve"][-1][1]
-             for m in ("easgd", "downpour")}  # the final loss at the largest τ over the smallest
-    assert f"stability: initial held-out loss {runs[f'easgd {first}']['curve'][0][1]:.3f}; " \
-        f"from τ = {first} to τ = {last} EASGD's final loss changes ×{drift['easgd']:.2f}, " \
-        f"Downpour's ×{drift['downpour']:.2f}" in out
+             for m in ("EASGD", "Downpour")}  # the final loss at the largest τ over the smallest
+    assert f"stability: initial held-out loss {runs[f'EASGD {first}']['curve'][0][1]:.3f}; " \
+        f"from τ = {first} to τ = {last} EASGD's final loss changes ×{drift['EASGD']:.2f}, " \
+        f"Downpour's ×{drift['Downpour']:.2f}" in out
     for row in result["tau"]:
-        tau = row["tau"]
-        assert row["easgd_exchanges"] == workers * math.ceil(steps / tau)  # at t mod τ = 0
-        assert row["downpour_exchanges"] == workers * steps // tau  # after steps τ, 2τ, …
+        tau = row["τ"]
+        assert row["EASGD exchanges"] == workers * math.ceil(steps / tau)  # at t mod τ = 0
+        assert row["Downpour pushes"] == workers * steps // tau  # after steps τ, 2τ, …
         # the finals and their ratio from the master's held-out curves
-        easgd, downpour = (runs[f"{m} {tau}"]["curve"][-1][1] for m in ("easgd", "downpour"))
-        assert row["easgd_final"] == easgd and row["downpour_final"] == downpour
-        assert row["ratio"] == pytest.approx(downpour / easgd)
+        easgd, downpour = (runs[f"{m} {tau}"]["curve"][-1][1] for m in ("EASGD", "Downpour"))
+        assert row["EASGD final"] == easgd and row["Downpour final"] == downpour
+        assert row["Downpour / EASGD"] == pytest.approx(downpour / easgd)
     for run in runs.values():
         assert [k for k, _ in run["curve"]][0] == 0 and run["curve"][-1][0] == steps
 
@@ -163,8 +170,8 @@ def test_the_round_robin_master_time_adds_up(quick):
                                         ["3", "stand-in"]]
     for row, raw in zip(result["round_robin"], result["results"]["round_robin"], strict=True):
         assert row["steps"] == raw["steps"] == result["config"]["round_robin"]["steps"]
-        assert (row["workers"], row["compute"]) == (raw["workers"], raw["compute"])
-        assert row["steps_per_s"] == pytest.approx(raw["steps"] / raw["seconds"])
+        assert (row["G"], row["compute"]) == (raw["workers"], raw["compute"])
+        assert row["steps/s"] == pytest.approx(raw["steps"] / raw["seconds"])
         for k in ("pack", "update", "wait"):  # the master's seconds in each, over its run's
             assert row[k] == pytest.approx(raw[k] / raw["seconds"])
         assert row["busy"] == pytest.approx((raw["pack"] + raw["update"]) / raw["seconds"])

@@ -3,6 +3,7 @@ round-robin master's time goes."""
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from ... import optim
@@ -16,39 +17,34 @@ def tau_part(comm, cfg: dict) -> dict:
     """EASGD with α = ηρ = β/W (Zhang et al. 2015, §5: β = Wα = 0.9) and Downpour with
     n_push = n_fetch = τ (Dean et al. 2012, §4.1), both plain SGD at the same η, at each τ on
     the same global batches (W·b rows, worker i's rows i·b …) from the same fresh model,
-    ``steps`` steps back to back; rank 0 copies the master's parameters (EASGD's centre, the
-    server's) every few steps and after the shutdown, and returns the runs keyed "easgd τ" and
-    "downpour τ": [steps, held-out loss] points, and the exchanges the master served."""
-    pcfg, workers = cfg["problem"], comm.size - 1
-    t = task(pcfg["name"], pcfg)
-    batches = [t.batch(k, workers * cfg["batch"])[0] for k in range(cfg["steps"])]
-    runs, mesh = {}, Mesh(comm)
+    ``steps`` steps back to back. Rank 0 copies the master's parameters (EASGD's centre, the
+    server's) every few steps and after the shutdown, and returns the runs keyed "EASGD τ" and
+    "Downpour τ": [steps, held-out loss] points, and the exchanges the master served."""
+    pcfg, workers, runs, mesh = cfg["problem"], comm.size - 1, {}, Mesh(comm)
+    batches = [task(pcfg["name"], pcfg).batch(k, workers * cfg["batch"])[0]
+               for k in range(cfg["steps"])]
 
     def sgd(params):
         return optim.SGD(params, cfg["lr"])
 
-    for tau in cfg["taus"]:
-        for method in ("easgd", "downpour"):
-            t = task(pcfg["name"], pcfg)
-            if method == "easgd":  # α = ηρ = β/W
-                rho = cfg["beta"] / workers / cfg["lr"]
-                strategy = AsyncEASGD(t.model, sgd, t, mesh, rho=rho, tau=tau)
-            else:
-                strategy = AsyncParameterServer(t.model, sgd, t, mesh, n_push=tau, n_fetch=tau)
+    for tau, method in itertools.product(cfg["taus"], ("EASGD", "Downpour")):
+        t = task(pcfg["name"], pcfg)
+        strategy = (AsyncEASGD(t.model, sgd, t, mesh, rho=cfg["beta"] / workers / cfg["lr"],
+                               tau=tau) if method == "EASGD"  # α = ηρ = β/W
+                    else AsyncParameterServer(t.model, sgd, t, mesh, n_push=tau, n_fetch=tau))
 
-            def read(strategy=strategy, t=t):
-                strategy.gather_model()
-                return flat(p.data for p in t.model.parameters())
+        def read(strategy=strategy, t=t):
+            strategy.gather_model()
+            return flat(p.data for p in t.model.parameters())
 
-            run = snapshot_run(comm, strategy, batches, cfg["snapshots"], read)
-            if comm.rank == 0:
-                run = curve(t, run, cfg)
-                runs[f"{method} {tau}"] = {
-                    "seconds": run["seconds"], "curve": [[k, loss] for _, k, loss in run["curve"]],
-                    "exchanges": strategy.exchanges if method == "easgd" else
-                    run["report"] and run["report"]["pushes"]}
+        run = snapshot_run(comm, strategy, batches, cfg["snapshots"], read)
+        if comm.rank == 0:
+            points = curve(t, run, cfg)["curve"]
+            runs[f"{method} {tau}"] = {
+                "curve": [[k, loss] for _, k, loss in points],
+                "exchanges": strategy.exchanges if method == "EASGD" else run["report"]["pushes"]}
     mesh.free()
-    return {"runs": runs, "floor": t.floor(), "workers": workers}
+    return {"runs": runs, "floor": t.floor()}
 
 
 class WaitClock:
@@ -103,9 +99,8 @@ def round_robin_part(comm, cfg: dict) -> list[dict]:
                 t = task(pcfg["name"], pcfg)
                 model, objective = t.model, t
             else:  # a sleep of the MLP's time on the batch's rows
-                model, objective = StandIn([pcfg["n_features"], *pcfg["hidden"],
-                                            pcfg["n_classes"]], cfg["per_row_s"],
-                                           cfg["forward_share"]), Sleeping()
+                model = StandIn(cfg["sizes"], cfg["per_row_s"], cfg["forward_share"])
+                objective = Sleeping()
             mesh = Mesh(sub)
             strategy = TimedRoundRobin(model, lambda params: optim.SGD(params, cfg["lr"]),
                                        objective, mesh, rho=cfg["rho"])

@@ -100,7 +100,7 @@ def run(mesh, t, lr: float, mode: str, pool: tuple, cfg: dict) -> dict | None:
 
 
 def hogwild_part(comm, cfg: dict) -> dict:
-    """Each problem's contenders (``cfg["contenders"]``: key, processes, mode serial | hogwild |
+    """Each problem's contenders (``cfg["contenders"]``: name, processes, mode serial | hogwild |
     locked) in ``rounds`` turns, in reverse order every other round, on the first P ranks (the
     others nap at a barrier); rank 0 evaluates each run's copies. Then the collision counts
     of lock-free Hogwild at each P ≥ 2 (untimed)."""
@@ -112,7 +112,7 @@ def hogwild_part(comm, cfg: dict) -> dict:
     for name, pcfg in cfg["problems"].items():
         data = task(name, pcfg).dataset
         pool = data.batch(0, cfg["updates"] * cfg["batch"])  # host: every contender's samples
-        runs, counted = {c["key"]: [] for c in order}, {}
+        runs, counted = {c["name"]: [] for c in order}, {}
         turns = [c for r in range(cfg["rounds"]) for c in (order[::-1] if r % 2 else order)]
         for c in turns + counting:
             t, p = task(name, pcfg), c["processes"]
@@ -120,7 +120,7 @@ def hogwild_part(comm, cfg: dict) -> dict:
             if comm.rank == 0 and c["mode"] == "counting":
                 counted[p] = done["report"]
             elif comm.rank == 0:
-                runs[c["key"]].append(curve(t, done, cfg, p))
+                runs[c["name"]].append(curve(t, done, cfg, p))
             comm.barrier()
         out[name] = {"floor": data.bayes_risk() if comm.rank == 0 else None, "runs": runs,
                      "collisions": counted}
