@@ -23,15 +23,11 @@ def tau_part(comm, cfg: dict) -> dict:
     pcfg, workers, runs, mesh = cfg["problem"], comm.size - 1, {}, Mesh(comm)
     batches = [task(pcfg["name"], pcfg).batch(k, workers * cfg["batch"])[0]
                for k in range(cfg["steps"])]
-
-    def sgd(params):
-        return optim.SGD(params, cfg["lr"])
-
     for tau, method in itertools.product(cfg["taus"], ("EASGD", "Downpour")):
         t = task(pcfg["name"], pcfg)
-        strategy = (AsyncEASGD(t.model, sgd, t, mesh, rho=cfg["beta"] / workers / cfg["lr"],
-                               tau=tau) if method == "EASGD"  # α = ηρ = β/W
-                    else AsyncParameterServer(t.model, sgd, t, mesh, n_push=tau, n_fetch=tau))
+        args = (t.model, lambda params: optim.SGD(params, cfg["lr"]), t, mesh)
+        strategy = (AsyncEASGD(*args, rho=cfg["beta"] / workers / cfg["lr"], tau=tau)  # α = β/W
+                    if method == "EASGD" else AsyncParameterServer(*args, n_push=tau, n_fetch=tau))
 
         def read(strategy=strategy, t=t):
             strategy.gather_model()

@@ -23,40 +23,37 @@ class CountingHogwild(Hogwild):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        comm = self.comm
-        self.row_counts = [p.shape[0] if p.ndim else 1 for p in self.params]
-        self.row_sizes = [p.size // n for p, n in zip(self.params, self.row_counts)]
-        self.starts = np.cumsum([0, *self.row_counts[:-1]])  # each parameter's first row
-        self.written = SharedArray(comm, (comm.size, sum(self.row_counts)), np.int64)  # (P, R)
-        self.others = np.arange(comm.size) != comm.rank  # (P,) the other workers' lines
+        rows = [p.shape[0] if p.ndim else 1 for p in self.params]  # per parameter
+        self.row_sizes = [p.size // n for p, n in zip(self.params, rows)]
+        self.indices = [start + np.arange(n)  # (n,) each parameter's rows of ``written``
+                        for start, n in zip(np.cumsum([0, *rows[:-1]]), rows)]
+        self.written = SharedArray(self.comm, (self.comm.size, sum(rows)), np.int64)  # (P, R)
         self.lines: list[np.ndarray] = []  # this step's rows of ``written``, per parameter
         self.seen: list[np.ndarray] = []  # the others' writes to them at the read
         self.counts = {name: {"coordinates": 0, "colliding": 0} for name in self.names}
         self.writes = self.colliding = 0
 
-    def _others(self, lines: list[np.ndarray]) -> list[np.ndarray]:
-        return [self.written.array[self.others][:, line].sum(axis=0) for line in lines]  # (n,)
+    def _others(self) -> list[np.ndarray]:
+        """The other workers' writes so far to each of this step's ``lines``: (n,) each."""
+        theirs = np.delete(self.written.array, self.comm.rank, axis=0)  # (P - 1, R)
+        return [theirs[:, line].sum(axis=0) for line in self.lines]
 
     def _rows(self, batch) -> list[tuple]:
         rows = super()._rows(batch)  # called just before the read of θ's rows
-        self.lines = [start + (np.arange(n) if isinstance(theirs, slice)  # (n,) of ``written``
-                               else np.asarray(theirs).reshape(-1))
-                      for start, n, (_, theirs) in zip(self.starts, self.row_counts, rows)]
-        self.seen = self._others(self.lines)
+        self.lines = [every[theirs].reshape(-1) for every, (_, theirs) in zip(self.indices, rows)]
+        self.seen = self._others()
         return rows
 
     def _write(self, rows: list, steps: list) -> None:
-        now = self._others(self.lines)
         hit = False
-        for i, (name, before, after, s) in enumerate(zip(self.names, self.seen, now, steps)):
-            if s is None:
-                continue
-            collided = after > before  # (n,) another worker wrote the row in between
-            self.counts[name]["coordinates"] += len(collided) * self.row_sizes[i]
-            self.counts[name]["colliding"] += int(collided.sum()) * self.row_sizes[i]
-            hit |= bool(collided.any())
-        self.writes += 1
-        self.colliding += hit
+        for name, before, after, size, s in zip(self.names, self.seen, self._others(),
+                                                self.row_sizes, steps):
+            if s is not None:
+                collided = after > before  # (n,) another worker wrote the row in between
+                self.counts[name]["coordinates"] += collided.size * size
+                self.counts[name]["colliding"] += int(collided.sum()) * size
+                hit |= bool(collided.any())
+        self.writes, self.colliding = self.writes + 1, self.colliding + hit
         super()._write(rows, steps)
         for line, s in zip(self.lines, steps):
             if s is not None:
@@ -84,16 +81,13 @@ def run(mesh, t, lr: float, mode: str, pool: tuple, cfg: dict) -> dict | None:
     Hogwild writes γ = η·n_w/N and a worker's share n_w/N of the global batch is 1/P: the
     serial run's step γ = ``lr`` is η = lr·P; plain SGD, since Hogwild's write is its step."""
     p, width = mesh.world.size, mesh.world.size * cfg["batch"]
-
-    def sgd(params):
-        return optim.SGD(params, lr * p)
+    args = (t.model, lambda params: optim.SGD(params, lr * p), t)  # plain SGD at η = lr·P
+    strategy = SingleDevice(*args) if mode == "serial" else MODES[mode](*args, mesh)
 
     def read():
         return flat([q.data for q in strategy.params] if mode == "serial"
                     else strategy.store.values())
 
-    strategy = (SingleDevice(t.model, sgd, t) if mode == "serial"
-                else MODES[mode](t.model, sgd, t, mesh))
     batches = [tuple(to_device(a[k * width:(k + 1) * width]) for a in pool)
                for k in range(cfg["updates"] // p)]
     return snapshot_run(mesh.world, strategy, batches, cfg["snapshots"], read)
