@@ -8,47 +8,48 @@ from pathlib import Path
 from ...jobs.harness import finish, stacked
 from ...trace.figure import pyplot
 
+CURVES = (("hogwild", "× 1 proc", "Hogwild", {"marker": "o"}),
+          ("hogwild", "× serial loop", "Hogwild over the serial loop",
+           {"marker": ".", "ls": ":", "alpha": 0.5}),
+          ("locked", "× 1 proc", "locked", {"marker": "x", "ls": "", "ms": 9, "mew": 2}))
+BARS = {"colliding writes": "writes with a colliding row",
+        "colliding coordinates": "coordinates in colliding rows"}
+
 
 def draw(directory: str, parts: dict, rows: dict, medians: dict) -> list[str]:
     """The four figures, drawn from the rows and each part's median runs: their paths."""
-    out, tau = Path(directory), parts["tau"]
-    floors = {problem: r["floor"] for problem, r in parts["hogwild"].items()}
-    return [speedup(rows["hogwild"], rows["collisions"], rows["verdict"]["target"],
-                    out / "async_hogwild_speedup.png"),
-            hogwild_loss(rows["hogwild"], medians, floors, out / "async_hogwild_loss.png"),
-            easgd_tau(tau["runs"], [r["τ"] for r in rows["tau"]], tau["floor"],
-                      out / "async_easgd_tau.png"),
+    out = Path(directory)
+    return [speedup(rows, out / "async_hogwild_speedup.png"),
+            hogwild_loss(rows["hogwild"], medians, parts["hogwild"],
+                         out / "async_hogwild_loss.png"),
+            easgd_tau(parts["tau"], [r["τ"] for r in rows["tau"]], out / "async_easgd_tau.png"),
             round_robin(rows["round_robin"], out / "async_round_robin_busy.png")]
 
 
-def speedup(rows: list[dict], collisions: list[dict], target: float, out: Path) -> str:
+def speedup(rows: dict, out: Path) -> str:
     """Left: updates per second over Hogwild's at 1 process (serial SGD) against processes, per
     problem (Hogwild as lines, over the plain serial loop faint, the locked variant as
     crosses), the ideal P dashed and the target dotted. Right: the share of colliding writes
     and of colliding coordinates per problem and P. The PNG's path."""
+    hogwild, collisions, target = rows["hogwild"], rows["collisions"], rows["verdict"]["target"]
     fig, (left, right) = pyplot().subplots(1, 2, figsize=(12, 4.5))
-    for i, problem in enumerate(dict.fromkeys(r["problem"] for r in rows)):
-        mine = [r for r in rows if r["problem"] == problem]
-        wild = [r for r in mine if r["contender"].startswith("hogwild")]
-        locked = [(r["P"], r["× 1 proc"]) for r in mine if r["contender"].startswith("locked")]
-        left.plot([r["P"] for r in wild], [r["× 1 proc"] for r in wild], "o-", color=f"C{i}",
-                  label=f"{problem}: Hogwild")
-        left.plot([r["P"] for r in wild], [r["× serial loop"] for r in wild], ".:",
-                  color=f"C{i}", alpha=0.5, label=f"{problem}: Hogwild over the serial loop")
-        if locked:
-            left.plot(*zip(*locked), "x", color=f"C{i}", ms=9, mew=2, label=f"{problem}: locked")
-    counts = sorted({r["P"] for r in rows})
+    for i, problem in enumerate(dict.fromkeys(r["problem"] for r in hogwild)):
+        for mode, column, label, style in CURVES:
+            points = [(r["P"], r[column]) for r in hogwild
+                      if r["problem"] == problem and r["contender"].startswith(mode)]
+            if points:
+                left.plot(*zip(*points), color=f"C{i}", label=f"{problem}: {label}", **style)
+    counts = sorted({r["P"] for r in hogwild})
     left.plot([1, counts[-1]], [1, counts[-1]], "--", color="0.5", lw=1, label="ideal: P×")
     left.axhline(target, color="C3", ls=":", lw=1, label=f"target {target}× at P = 2 (sparse)")
     left.set(xlabel="processes P", xticks=counts, ylim=(0, None),
              ylabel="speed-up over Hogwild ×1 = serial SGD (same updates)",
              title="Hogwild's speed-up, updates per second")
-    x = range(len(collisions))
-    for i, (key, label) in enumerate((("colliding writes", "writes with a colliding row"),
-                                      ("colliding coordinates", "coordinates in colliding rows"))):
-        right.bar([j + 0.4 * i - 0.2 for j in x], [c[key] for c in collisions], 0.4,
-                  color=f"C{i}", label=label)
-    right.set_xticks(list(x), [f"{c['problem']}\nP = {c['P']}" for c in collisions], fontsize=8)
+    for i, (key, label) in enumerate(BARS.items()):
+        right.bar([j + 0.4 * i - 0.2 for j in range(len(collisions))],
+                  [c[key] for c in collisions], 0.4, color=f"C{i}", label=label)
+    right.set_xticks(range(len(collisions)),
+                     [f"{c['problem']}\nP = {c['P']}" for c in collisions], fontsize=8)
     right.set(ylim=(0, 1), ylabel="share")
     right.set_title("colliding writes (another worker wrote a row between read and write)",
                     fontsize=10)
@@ -57,7 +58,7 @@ def speedup(rows: list[dict], collisions: list[dict], target: float, out: Path) 
     return finish(fig, out, (left, right), legend=False)
 
 
-def hogwild_loss(rows: list[dict], medians: dict, floors: dict, out: Path) -> str:
+def hogwild_loss(rows: list[dict], medians: dict, part: dict, out: Path) -> str:
     """One panel per problem: held-out loss of θ against wall-clock seconds, one line per
     contender's median run; the problem's floor dashed and the target loss dotted. The PNG's
     path."""
@@ -65,13 +66,13 @@ def hogwild_loss(rows: list[dict], medians: dict, floors: dict, out: Path) -> st
     fig, axes = pyplot().subplots(1, len(medians), figsize=(5 * len(medians), 4), squeeze=False)
     for ax, (problem, runs) in zip(axes[0], medians.items()):
         for i, (name, run) in enumerate(runs.items()):
-            ax.plot([s for s, _, _ in run["curve"]], [loss for _, _, loss in run["curve"]],
-                    "--" if name.startswith("locked") else "-", color=f"C{i}", marker=".", ms=3,
-                    label=name)
+            seconds, _, losses = zip(*run["curve"])
+            ax.plot(seconds, losses, "--" if name.startswith("locked") else "-", color=f"C{i}",
+                    marker=".", ms=3, label=name)
         ax.axhline(levels[problem], color="0.5", ls=":", lw=1, label="target")
-        if floors[problem] is not None:
-            ax.axhline(floors[problem], color="k", ls="--", lw=1,
-                       label=f"floor {floors[problem]:.3f}")
+        floor = part[problem]["floor"]
+        if floor is not None:
+            ax.axhline(floor, color="k", ls="--", lw=1, label=f"floor {floor:.3f}")
         ax.set(title=problem, xlabel="wall-clock seconds")
     axes[0, 0].set_ylabel("held-out loss per sample")
     fig.suptitle("held-out loss of θ against wall-clock: serial SGD, Hogwild, locked "
@@ -79,9 +80,10 @@ def hogwild_loss(rows: list[dict], medians: dict, floors: dict, out: Path) -> st
     return finish(fig, out, axes[0])
 
 
-def easgd_tau(runs: dict, taus: list[int], floor: float, out: Path) -> str:
+def easgd_tau(part: dict, taus: list[int], out: Path) -> str:
     """One panel per τ: held-out loss of the master's parameters against steps, EASGD and
     Downpour (log scale: Downpour's blow-ups are orders of magnitude). The PNG's path."""
+    runs, floor = part["runs"], part["floor"]
     fig, axes = pyplot().subplots(1, len(taus), figsize=(3.6 * len(taus) + 1, 3.8), sharey=True,
                                   squeeze=False)
     for ax, tau in zip(axes[0], taus):
