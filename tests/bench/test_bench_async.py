@@ -146,9 +146,9 @@ def test_easgd_and_downpour_exchange_every_tau_steps(quick):
     steps, workers = cfg["steps"], cfg["workers"]
     assert [int(r[0]) for r in table_rows(out, "3. asynchronous EASGD")] == cfg["taus"]
     runs, (first, last) = result["results"]["tau"]["runs"], (cfg["taus"][0], cfg["taus"][-1])
-    drift = {m: runs[f"{m} {last}"]["curve"][-1][1] / runs[f"{m} {first}"]["curve"][-1][1]
+    drift = {m: runs[f"{m} {last}"]["curve"][-1][2] / runs[f"{m} {first}"]["curve"][-1][2]
              for m in ("EASGD", "Downpour")}  # the final loss at the largest τ over the smallest
-    assert f"stability: initial held-out loss {runs[f'EASGD {first}']['curve'][0][1]:.3f}; " \
+    assert f"stability: initial held-out loss {runs[f'EASGD {first}']['curve'][0][2]:.3f}; " \
         f"from τ = {first} to τ = {last} EASGD's final loss changes ×{drift['EASGD']:.2f}, " \
         f"Downpour's ×{drift['Downpour']:.2f}" in out
     for row in result["tau"]:
@@ -156,11 +156,11 @@ def test_easgd_and_downpour_exchange_every_tau_steps(quick):
         assert row["EASGD exchanges"] == workers * math.ceil(steps / tau)  # at t mod τ = 0
         assert row["Downpour pushes"] == workers * steps // tau  # after steps τ, 2τ, …
         # the finals and their ratio from the master's held-out curves
-        easgd, downpour = (runs[f"{m} {tau}"]["curve"][-1][1] for m in ("EASGD", "Downpour"))
+        easgd, downpour = (runs[f"{m} {tau}"]["curve"][-1][2] for m in ("EASGD", "Downpour"))
         assert row["EASGD final"] == easgd and row["Downpour final"] == downpour
         assert row["Downpour / EASGD"] == pytest.approx(downpour / easgd)
     for run in runs.values():
-        assert [k for k, _ in run["curve"]][0] == 0 and run["curve"][-1][0] == steps
+        assert run["curve"][0][1] == 0 and run["curve"][-1][1] == steps
 
 
 def test_the_round_robin_master_time_adds_up(quick):

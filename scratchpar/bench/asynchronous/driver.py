@@ -111,7 +111,7 @@ def tau_rows(runs: dict, taus: list[int]) -> list[dict]:
         row = {"τ": tau}
         for method, served in (("EASGD", "exchanges"), ("Downpour", "pushes")):
             run = runs[f"{method} {tau}"]
-            losses = [loss for _, loss in run["curve"]]
+            losses = [loss for _, _, loss in run["curve"]]
             peak = max(x if math.isfinite(x) else math.inf for x in losses[1:])
             row.update({f"{method} final": losses[-1], f"{method} peak": peak,
                         f"{method} stable": math.isfinite(peak) and peak <= losses[0],
@@ -180,7 +180,7 @@ def print_tables(rows: dict, cfgs: dict, parts: dict, device: str) -> None:
     print(table(f"3. asynchronous EASGD against Downpour as the communication period τ grows: "
                 f"1 master + {cfg['workers']} workers, {cfg['steps']} steps each",
                 decimals(rows["tau"], 3)))
-    initial = parts["tau"]["runs"][f"EASGD {first['τ']}"]["curve"][0][1]
+    initial = parts["tau"]["runs"][f"EASGD {first['τ']}"]["curve"][0][2]
     drift = {m: last[f"{m} final"] / first[f"{m} final"] for m in ("EASGD", "Downpour")}
     print(f"\nstability: initial held-out loss {initial:.3f}; from τ = {first['τ']} to τ = "
           f"{last['τ']} EASGD's final loss changes ×{drift['EASGD']:.2f}, Downpour's "
@@ -217,9 +217,8 @@ def measure(args) -> dict:
 BENCHMARK = Benchmark("the asynchronous strategies: Hogwild's speed-up and colliding writes, "
                       "EASGD against Downpour as τ grows, the round-robin master",
                       "a few steps of each", measure, lambda parser: parser.add_argument(
-                          "--ranks", type=int, default=2, help="the most processes that "
-                          "compute at once (default 2, this machine's cores): Hogwild at 1, 2, "
-                          "4 … N, round-robin EASGD with real compute up to N ranks (4–8 on a "
-                          "bigger machine)"), indent=None,
+                          "--ranks", type=int, default=2, help="the most processes computing "
+                          "at once (default 2): Hogwild at 1, 2, 4 … N, round-robin EASGD with "
+                          "real compute up to N ranks (4–8 on a bigger machine)"), indent=None,
                       figures="async_hogwild_speedup.png, async_hogwild_loss.png, "
                               "async_easgd_tau.png and async_round_robin_busy.png")

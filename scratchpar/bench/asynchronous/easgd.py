@@ -19,7 +19,7 @@ def tau_part(comm, cfg: dict) -> dict:
     the same global batches (W·b rows, worker i's rows i·b …) from the same fresh model,
     ``steps`` steps back to back. Rank 0 copies the master's parameters (EASGD's centre, the
     server's) every few steps and after the shutdown, and returns the runs keyed "EASGD τ" and
-    "Downpour τ": [steps, held-out loss] points, and the exchanges the master served."""
+    "Downpour τ": [seconds, steps, held-out loss] points, and the exchanges the master served."""
     pcfg, workers, runs, mesh = cfg["problem"], comm.size - 1, {}, Mesh(comm)
     batches = [task(pcfg["name"], pcfg).batch(k, workers * cfg["batch"])[0]
                for k in range(cfg["steps"])]
@@ -35,9 +35,8 @@ def tau_part(comm, cfg: dict) -> dict:
 
         run = snapshot_run(comm, strategy, batches, cfg["snapshots"], read)
         if comm.rank == 0:
-            points = curve(t, run, cfg)["curve"]
             runs[f"{method} {tau}"] = {
-                "curve": [[k, loss] for _, k, loss in points],
+                "curve": curve(t, run, cfg)["curve"],
                 "exchanges": strategy.exchanges if method == "EASGD" else run["report"]["pushes"]}
     mesh.free()
     return {"runs": runs, "floor": t.floor()}

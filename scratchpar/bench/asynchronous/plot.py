@@ -89,7 +89,7 @@ def easgd_tau(part: dict, taus: list[int], out: Path) -> str:
     for ax, tau in zip(axes[0], taus):
         for i, method in enumerate(("EASGD", "Downpour")):
             points = [(k, loss if math.isfinite(loss) else math.nan)
-                      for k, loss in runs[f"{method} {tau}"]["curve"]]
+                      for _, k, loss in runs[f"{method} {tau}"]["curve"]]
             ax.plot(*zip(*points), "o-", color=f"C{i}", ms=3, label=method)
         if floor > 0:
             ax.axhline(floor, color="k", ls="--", lw=1, label=f"floor {floor:.3f}")
