@@ -59,9 +59,8 @@ def speedup(rows: dict, out: Path) -> str:
 
 
 def hogwild_loss(rows: list[dict], medians: dict, part: dict, out: Path) -> str:
-    """One panel per problem: held-out loss of θ against wall-clock seconds, one line per
-    contender's median run; the problem's floor dashed and the target loss dotted. The PNG's
-    path."""
+    """The PNG's path: one panel per problem, held-out loss of θ against wall-clock seconds per
+    contender's median run, the problem's floor dashed and the target loss dotted."""
     levels = {r["problem"]: r["target"] for r in rows}
     fig, axes = pyplot().subplots(1, len(medians), figsize=(5 * len(medians), 4), squeeze=False)
     for ax, (problem, runs) in zip(axes[0], medians.items()):
