@@ -99,8 +99,8 @@ def hogwild_part(comm, cfg: dict) -> dict:
     others nap at a barrier); rank 0 evaluates each run's copies. Then the collision counts
     of lock-free Hogwild at each P ≥ 2 (untimed)."""
     sizes = sorted({c["processes"] for c in cfg["contenders"]} | set(cfg["collisions"]))
-    subs = {p: comm.split(0 if comm.rank < p else 1, name=f"first {p} ranks") for p in sizes}
-    meshes = {p: Mesh(sub) for p, sub in subs.items()}  # a worker on the whole θ each
+    meshes = {p: Mesh(comm.split(0 if comm.rank < p else 1, name=f"first {p} ranks"))
+              for p in sizes}  # a worker on the whole θ each
     order, out = cfg["contenders"], {}
     counting = [{"processes": p, "mode": "counting"} for p in cfg["collisions"]]
     for name, pcfg in cfg["problems"].items():
@@ -118,7 +118,7 @@ def hogwild_part(comm, cfg: dict) -> dict:
             comm.barrier()
         out[name] = {"floor": data.bayes_risk() if comm.rank == 0 else None, "runs": runs,
                      "collisions": counted}
-    for mesh, sub in zip(meshes.values(), subs.values()):
+    for mesh in meshes.values():
         mesh.free()
-        sub.free()
+        mesh.world.free()
     return out
