@@ -25,8 +25,8 @@ CONFIGS = {
             "batch": 8, "steps": 768, "taus": [1, 4, 16, 64], "snapshots": 24, **HELD_OUT},
     "round_robin": {"problem": {"name": "dense-mlp", **MLP}, "lr": 0.1, "rho": 3.0, "batch": 32,
                     "steps": 2000, "sizes": SIZES}}
-FEWER = {"snapshots": 4, "eval_rows": 128, "eval_batches": 1}
-QUICK = {"hogwild": {"updates": 200, "rounds": 1, **FEWER},
+FEWER = {"snapshots": 4, "eval_rows": 128, "eval_batches": 1}  # fewer copies, judged on less
+QUICK = {"hogwild": {"updates": 200, "rounds": 1, **FEWER},  # what --quick changes
          "tau": {"steps": 16, "taus": [1, 4], **FEWER}, "round_robin": {"steps": 12}}
 PARTS = {"hogwild": "hogwild:hogwild_part", "tau": "easgd:tau_part",
          "round_robin": "easgd:round_robin_part"}  # the functions of the jobs
@@ -76,8 +76,8 @@ def hogwild_rows(results: dict, medians: dict, batch: int) -> list[dict]:
 
 def judged(rows: list[dict]) -> dict:
     """Whether Hogwild ×2 reached TARGET× Hogwild ×1 on a sparse problem; the plain loop beside."""
-    two = {r["problem"]: r for r in rows if r["contender"] == "hogwild ×2" and r["problem"]
-           in SPARSE}
+    two = {r["problem"]: r for r in rows
+           if r["contender"] == "hogwild ×2" and r["problem"] in SPARSE}
     speedups = {problem: r["× 1 proc"] for problem, r in two.items()}
     return {"target": TARGET, "speedups": speedups,
             "over_loop": {problem: r["× serial loop"] for problem, r in two.items()},
