@@ -32,74 +32,78 @@ def labels(rows: list[list[str]], skip: int) -> list[str]:
 
 def test_every_table_has_a_row_for_dp_and_every_stage(quick):
     out, result, _ = quick
-    assert result["quick"] and result["ranks"] == [2] and result["models"] == zero.QUICK_MODELS
+    assert result["quick"] and result["ranks"] == [2] and result["config"] == zero.QUICK
     want = [LABELS[name] for name in CONTENDERS]
-    for model in zero.QUICK_MODELS:
-        assert [r["label"] for r in result["memory"][model]] == want
+    for model in zero.QUICK["models"]:
+        assert [r["contender"] for r in result["memory"][model]["rows"]] == want
     memory = out.split("\n1. bytes per rank")[1:]
-    assert len(memory) == len(zero.QUICK_MODELS)
+    assert len(memory) == len(zero.QUICK["models"])
     for block in memory:
         assert labels(table_rows("1." + block, "1."), 1) == want
-    assert labels(table_rows(out, "2. step time"), 0) == want
-    assert labels(table_rows(out, "3. offload"), 1) == [
-        LABELS[f"zero{s}{o}"] for s in (1, 2, 3) for o in ("", "-offload")]
+    assert [r["contender"] for r in result["steps"]] == want
+    assert labels(table_rows(out, "2. step time"), 1) == want
     assert "needs a GPU (--device cuda): skipped on cpu" in out and result["fits"] is None
 
 
 def test_measured_bytes_meet_the_formula_within_5_percent(quick):
     _, result, _ = quick
-    for model, rows in result["memory"].items():
-        for row in rows:
-            parts = ("parameters", "gradients", "optimizer", "host")
+    for model, memory in result["memory"].items():
+        for row in memory["rows"]:
+            parts = ("params", "grads", "optim", "host")
             measured = sum(row[p] for p in parts)
-            assert row["ratio"] == pytest.approx(measured / sum(row[f"formula_{p}"]
-                                                                for p in parts))
-            assert abs(row["ratio"] - 1) <= 0.05, (model, row)
+            assert row["measured/formula"] == pytest.approx(measured / sum(row[f"f.{p}"]
+                                                                           for p in parts))
+            assert abs(row["measured/formula"] - 1) <= 0.05, (model, row)
             if row["contender"].endswith("offload"):  # the state lives on the host
-                assert row["optimizer"] == 0 and row["host"] > 0
+                assert row["optim"] == 0 and row["host"] > 0
             assert row["activations"] > 0
 
 
 def test_dp_holds_n_times_zero1s_optimizer_state_and_zero3_a_shard_of_the_parameters(quick):
     _, result, _ = quick
-    for rows in result["memory"].values():
-        by = {(r["ranks"], r["contender"]): r for r in rows}
+    for memory in result["memory"].values():
+        by = {(r["N"], r["contender"]): r for r in memory["rows"]}
         for n in result["ranks"]:
-            dp, z1, z3 = by[n, "dp"], by[n, "zero1"], by[n, "zero3"]
-            assert dp["optimizer"] == pytest.approx(n * z1["optimizer"], rel=0.01)
-            assert dp["parameters"] == pytest.approx(n * z3["parameters"], rel=0.01)
+            dp, z1, z3 = by[n, "DP"], by[n, "ZeRO-1"], by[n, "ZeRO-3"]
+            assert dp["optim"] == pytest.approx(n * z1["optim"], rel=0.01)
+            assert dp["params"] == pytest.approx(n * z3["params"], rel=0.01)
             assert z3["gathered"] > 0 and dp["gathered"] == z1["gathered"] == 0
 
 
 def test_the_target_is_zero3s_row_of_the_step_table(quick):
     out, result, _ = quick
-    target, rows = result["target"], {r["contender"]: r for r in result["timing"]}
-    assert target["ranks"] == 2 and target["ratio"] == pytest.approx(rows["zero3"]["vs_dp_2"])
+    target, rows = result["target"], {r["contender"]: r for r in result["steps"]}
+    assert target["ranks"] == 2 and target["ratio"] == pytest.approx(rows["ZeRO-3"]["× DP"])
     assert f"ZeRO-3 ≤ 1.5× DP: {target['verdict']} ({target['ratio']:.2f}×, N = 2)" in out
-    for row in result["offload"]:  # both tables time the same steps
-        assert row["step_ms"] == rows[row["contender"]]["ms_2"]
+    for row in result["steps"]:  # the ratio and the split are of the same steps
+        assert row["× DP"] == pytest.approx(row["ms/step"] / rows["DP"]["ms/step"])
 
 
 def medians(**seconds) -> dict:
-    """A world's timings: each contender's median seconds (the others' 10 ms)."""
-    return {"timing": {"timed": {name: {"median_s": seconds.get(name.replace("-", "_"), 0.01)}
-                                 for name in CONTENDERS}}}
+    """A world's timings: each contender's median seconds (the others' 10 ms), its split
+    rank 0's step alone."""
+    timed = {name: seconds.get(name.replace("-", "_"), 0.01) for name in CONTENDERS}
+    return {"timing": {"timed": {name: {"median_s": s} for name, s in timed.items()},
+                       "split": {name: {"total_s": s, "forward_s": 0.0, "copy_s": 0.0,
+                                        "update_s": 0.0} for name, s in timed.items()}}}
 
 
 def test_step_times_are_over_dps_of_the_same_world_and_the_target_is_at_two_ranks():
     results = {2: medians(dp=0.02, zero3=0.03, zero1_offload=0.005),
                4: medians(dp=0.01, zero3=0.04)}
-    rows = {r["contender"]: r for r in zero.timing_rows(results)}
-    assert rows["zero3"]["ms_2"] == pytest.approx(30.0) and rows["zero3"]["ms_4"] == 40.0
-    assert rows["zero3"]["vs_dp_2"] == pytest.approx(1.5)
-    assert rows["zero3"]["vs_dp_4"] == pytest.approx(4.0)
-    assert rows["zero1-offload"]["vs_dp_2"] == pytest.approx(0.25)
-    assert rows["dp"]["vs_dp_4"] == 1.0 and rows["zero1"]["vs_dp_4"] == pytest.approx(1.0)
-    assert zero.zero3_target(results, "cpu") == {"ranks": 2, "ratio": pytest.approx(1.5),
-                                          "target": 1.5, "verdict": "PASS"}  # at the bound
-    assert zero.zero3_target({4: results[4]}, "cpu") == {"ranks": 4, "ratio": pytest.approx(4.0),
-                                                  "target": 1.5, "verdict": "MISS"}
-    assert zero.zero3_target({}, "cpu") is None
+    steps = zero.step_rows(results)
+    rows = {(r["N"], r["contender"]): r for r in steps}
+    assert rows[2, "ZeRO-3"]["ms/step"] == pytest.approx(30.0)
+    assert rows[4, "ZeRO-3"]["ms/step"] == 40.0
+    assert rows[2, "ZeRO-3"]["× DP"] == pytest.approx(1.5)
+    assert rows[4, "ZeRO-3"]["× DP"] == pytest.approx(4.0)
+    assert rows[2, "ZeRO-1 offload"]["× DP"] == pytest.approx(0.25)
+    assert rows[4, "DP"]["× DP"] == 1.0 and rows[4, "ZeRO-1"]["× DP"] == pytest.approx(1.0)
+    assert zero.zero3_target(steps, "cpu") == {"ranks": 2, "ratio": pytest.approx(1.5),
+                                               "target": 1.5, "verdict": "PASS"}  # at the bound
+    assert zero.zero3_target(zero.step_rows({4: results[4]}), "cpu") == {
+        "ranks": 4, "ratio": pytest.approx(4.0), "target": 1.5, "verdict": "MISS"}
+    assert zero.zero3_target([], "cpu") is None
 
 
 def test_only_offload_copies_and_the_split_fits_in_the_step(quick):
@@ -107,12 +111,12 @@ def test_only_offload_copies_and_the_split_fits_in_the_step(quick):
     timed sample, which the slowest rank's bounds; the quick run's medians are of two steps,
     their means, so the parts add."""
     _, result, _ = quick
-    assert zero.QUICK_TIMING["repeats"] == 2
-    for row in result["offload"]:
+    assert zero.QUICK["repeats"] == 2
+    for row in result["steps"]:
         offloaded = row["contender"].endswith("offload")
-        assert (row["copy_ms"] > 0) == offloaded
-        parts = row["forward_ms"] + row["copy_ms"] + row["update_ms"]
-        assert 0 < parts <= row["own_ms"] + 1e-9 and row["own_ms"] <= row["step_ms"] + 1e-9
+        assert (row["copies"] > 0) == offloaded
+        parts = row["forward"] + row["copies"] + row["update"]
+        assert 0 < parts <= row["rank 0 ms"] + 1e-9 and row["rank 0 ms"] <= row["ms/step"] + 1e-9
 
 
 def test_the_figures_and_the_zero3_trace_are_written(quick):
@@ -132,7 +136,7 @@ def test_the_figures_and_the_zero3_trace_are_written(quick):
 
 
 def test_the_parameter_count_of_the_gpu_search_is_nn_gpts():
-    for spec in (*zero.QUICK_MODELS.values(), *zero.MODELS.values()):
+    for spec in (*zero.QUICK["models"].values(), *zero.CONFIG["models"].values()):
         model = nn.GPT(spec["vocab"], spec["seq"], spec["d_model"], spec["heads"],
                        spec["layers"], np.random.default_rng(0))
         assert gpt_parameters(spec) == model.num_parameters()
@@ -163,7 +167,7 @@ def test_the_gpu_search_doubles_then_bisects_to_the_widest_that_fits(monkeypatch
     monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(
         cuda=SimpleNamespace(memory=SimpleNamespace(OutOfMemoryError=OutOfMemory)),
         get_default_memory_pool=lambda: pool))
-    cfg = {**zero.QUICK_FITS, "budget_gib": 0.5}
+    cfg = {**zero.QUICK["fits"], "budget_gib": 0.5}
 
     def under(width):
         def attempt(comm, spec):

@@ -53,8 +53,8 @@ def state_rows(results: dict) -> list[dict]:
     rows = []
     for n, res in results.items():
         for precision, mem in res.items():
-            for name, ranks in mem["ranks"].items():
-                peak = ranks[0]["peak"]
+            for name, held in mem["held"].items():
+                peak = held["peak"]
                 k = 8 if precision == "fp32" else 12  # Adam's moments, and the fp32 master
                 want = formula(STRATEGIES.index(name), mem["psi"], n, PRECISIONS[precision], k)
                 row = {"ranks": n, "precision": precision, "strategy": LABELS[name],

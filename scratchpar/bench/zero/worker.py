@@ -72,24 +72,20 @@ def language(spec: dict) -> tuple[Task, list]:
 
 def memory(comm, cfg: dict) -> dict:
     """Per model, each of ``cfg["contenders"]`` trains a fresh GPT for ``steps`` steps while a
-    Ledger counts what it holds: every rank's peaks by part, the graph's bytes after forward,
-    the largest group; and the model's Ψ."""
+    Ledger counts what it holds: this rank's peaks by part and the graph's bytes after forward;
+    and the model's Ψ."""
     out, mesh = {}, Mesh(comm)  # pure data parallelism
     for label, spec in cfg["models"].items():
         task, batches = language(spec)
-        ranks = {}
+        held = {}
         for name in cfg["contenders"]:
             strategy = build(name, spec, task, mesh)
             ledger = strategy.attach(Ledger())
             for batch in batches:
                 strategy.step(batch)
-            sizes = [g.n for g in strategy.groups] if hasattr(strategy, "groups") else \
-                strategy.plan.sizes
-            ranks[name] = comm.allgather_obj({
-                "peak": ledger.peak, "activations": ledger.activations,
-                "largest_group": FLOAT32 * max(sizes)}, "ledger")
+            held[name] = {"peak": ledger.peak, "activations": ledger.activations}
             strategy.close()
-        out[label] = {"psi": gpt_parameters(spec), "ranks": ranks}
+        out[label] = {"psi": gpt_parameters(spec), "held": held}
     mesh.free()
     return out
 
