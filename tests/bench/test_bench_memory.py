@@ -4,6 +4,7 @@ import pytest
 from bench_helpers import run_quick
 
 from scratchpar.bench.memory import driver
+from scratchpar.bench.zero.driver import LABELS
 from scratchpar.train.memory_models import korthikanti
 
 
@@ -34,16 +35,16 @@ def test_the_ledger_holds_zeros_parts_in_each_precision(quick):
     out, result = quick
     assert "model states per rank" in out and result["config"]["states"] == driver.QUICK["states"]
     rows = result["states"]
-    assert {(r["precision"], r["strategy"]) for r in rows} == {
-        (p, driver.LABELS[s]) for p in ("fp32", "fp16") for s in driver.STRATEGIES}
+    assert {(r["precision"], r["contender"]) for r in rows} == {
+        (p, LABELS[s]) for p in ("fp32", "fp16") for s in driver.STRATEGIES}
     for r in rows:
-        for part in ("parameters", "optimizer"):
-            assert r[part] == pytest.approx(r[f"f_{part}"], rel=0.02), r
-        if r["strategy"] == "ZeRO-1":
-            assert r["gradients"] >= r["f_gradients"]
+        for part in ("params", "optim"):
+            assert r[part] == pytest.approx(r[f"f.{part}"], rel=0.02), r
+        if r["contender"] == "ZeRO-1":
+            assert r["grads"] >= r["f.grads"]
         else:
-            assert r["gradients"] == pytest.approx(r["f_gradients"], rel=0.02), r
-    assert [r["per_param"] for r in rows if r["strategy"] == "DP"] == [16.0, 16.0]
+            assert r["grads"] == pytest.approx(r["f.grads"], rel=0.02), r
+    assert [r["formula B/param"] for r in rows if r["contender"] == "DP"] == [16.0, 16.0]
 
 
 def test_a_layers_activations_are_the_engines_count_and_recomputing_keeps_less(quick):
@@ -52,9 +53,9 @@ def test_a_layers_activations_are_the_engines_count_and_recomputing_keeps_less(q
     assert {(r["t"], r["layer"]) for r in rows} == {(1, "block"), (2, "tensor"), (2, "sequence")}
     for r in rows:
         for mode in ("none", "selective", "full"):
-            assert r[f"r_{mode}"] == pytest.approx(1.0, abs=0.01), (mode, r)
+            assert r[f"÷ engine {mode}"] == pytest.approx(1.0, abs=0.01), (mode, r)
         assert r["full"] < r["selective"] < r["none"]
-        assert r["full"] == r["f_full"]  # the input alone: Korthikanti's count exactly
+        assert r["full"] == r["K. full"]  # the input alone: Korthikanti's count exactly
 
 
 def test_full_recomputation_lowers_the_steps_peak(quick):
@@ -62,9 +63,9 @@ def test_full_recomputation_lowers_the_steps_peak(quick):
     base = {r["size"]: r for r in result["steps"]
             if (r["precision"], r["recompute"]) == ("fp32", "none")}
     for r in result["steps"]:  # each beside fp32 without recomputation at its size
-        assert r["peak_ratio"] == pytest.approx(r["peak"] / base[r["size"]]["peak"])
-        assert r["time"] == pytest.approx(r["ms"] / base[r["size"]]["ms"])
-    peaks = {(r["precision"], r["recompute"]): r["peak_ratio"] for r in result["steps"]}
+        assert r["× peak"] == pytest.approx(r["peak"] / base[r["size"]]["peak"])
+        assert r["× fp32 none"] == pytest.approx(r["ms"] / base[r["size"]]["ms"])
+    peaks = {(r["precision"], r["recompute"]): r["× peak"] for r in result["steps"]}
     assert peaks[("fp32", "full")] < 0.9
 
 
@@ -76,6 +77,7 @@ def test_a_gpipe_stage_recomputing_keeps_its_boundary_not_its_blocks(quick):
     assert {stage for stage, _ in by} == {0, 1}
     for stage in (0, 1):
         none, selective, full = (by[stage, mode] for mode in ("none", "selective", "full"))
-        assert full["per"] < selective["per"] < none["per"]
-        assert none["ratio"] >= 1 and selective["ratio"] >= 1 and full["ratio"] >= 1
-        assert full["per"] < 0.15 * none["per"]
+        per = "per micro-batch"
+        assert full[per] < selective[per] < none[per]
+        assert all(r["measured/formula"] >= 1 for r in (none, selective, full))
+        assert full[per] < 0.15 * none[per]
