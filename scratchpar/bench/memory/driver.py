@@ -10,21 +10,21 @@ from ...train.memory_models import Sizes, gpt_layer, korthikanti
 from ..zero.driver import KiB, MiB, states
 from .worker import MODES
 
-GPT = {"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 2}
-CONFIG = {"states": {**GPT, "d_model": 256, "layers": 4, "batch": 8, "grad_clip": 1.0,
-                     "steps": 2, "bucket_kib": 1024},
-          "layers": [{"batch": 8, "seq": 64, "d_model": 64, "heads": 4},
-                     {"batch": 4, "seq": 256, "d_model": 128, "heads": 8},
-                     {"batch": 2, "seq": 512, "d_model": 256, "heads": 8}],
+DROPOUT = 0.1  # of every layer and GPT measured here but the model states'
+GPT = {"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 2, "dropout": DROPOUT}
+LAYER = {"batch": 8, "seq": 64, "d_model": 64, "heads": 4, "dropout": DROPOUT}
+CONFIG = {"states": {**GPT, "d_model": 256, "layers": 4, "dropout": 0.0, "batch": 8,
+                     "grad_clip": 1.0, "steps": 2, "bucket_kib": 1024},
+          "layers": [LAYER, {**LAYER, "batch": 4, "seq": 256, "d_model": 128, "heads": 8},
+                     {**LAYER, "batch": 2, "seq": 512, "d_model": 256, "heads": 8}],
           "stash": {"size": {**GPT, "layers": 4}, "rows": 4, "micro": [2, 8]},  # m from and to
           "steps": [{**GPT, "batch": 32}, {**GPT, "seq": 256, "batch": 8}],
-          "dropout": 0.1, "warmup": 2, "repeats": 10}
+          "warmup": 2, "repeats": 10}
 QUICK = {"states": {**CONFIG["states"], "seq": 16, "d_model": 32, "layers": 2, "batch": 4,
                     "steps": 1, "bucket_kib": 16},
-         "layers": [{"batch": 2, "seq": 8, "d_model": 16, "heads": 4}],
+         "layers": [{**LAYER, "batch": 2, "seq": 8, "d_model": 16}],
          "stash": {"size": {**GPT, "seq": 16, "d_model": 32}, "rows": 2, "micro": [2, 4]},
-         "steps": [{**GPT, "seq": 16, "d_model": 16, "batch": 4}], "dropout": 0.1,
-         "warmup": 1, "repeats": 2}
+         "steps": [{**GPT, "seq": 16, "d_model": 16, "batch": 4}], "warmup": 1, "repeats": 2}
 PRECISIONS = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes a value
 STRATEGIES = ("dp", "zero1", "zero2", "zero3")
 WORKER = "scratchpar.bench.memory.worker"
@@ -57,7 +57,7 @@ def state_rows(results: dict) -> list[dict]:
     return rows
 
 
-def layer_rows(results: dict, cfg: dict, device: str) -> list[dict]:
+def layer_rows(results: dict, cfg: dict) -> list[dict]:
     """Per layer size, t, layer and precision, the busiest rank's KiB under each
     recomputation beside Korthikanti et al.'s (:func:`korthikanti`), and their ratio to this
     engine's count of the same arrays (:func:`engine`)."""
@@ -66,7 +66,7 @@ def layer_rows(results: dict, cfg: dict, device: str) -> list[dict]:
         s, b, h, a = size["seq"], size["batch"], size["d_model"], size["heads"]
         for t, res in results.items():
             for layer in ("block",) if t == 1 else ("tensor", "sequence"):
-                for precision in precisions(device):
+                for precision in cfg["precisions"]:
                     row = {"size": f"s {s} b {b} h {h} a {a}", "t": t, "layer": layer,
                            "precision": precision}
                     for mode in MODES:
@@ -102,12 +102,12 @@ def stash_rows(result: dict, cfg: dict) -> list[dict]:
     return rows
 
 
-def step_rows(result: dict, cfg: dict, cases: list) -> list[dict]:
+def step_rows(result: dict, cfg: dict) -> list[dict]:
     """Per step size and case, the median and peak beside fp32 without recomputation's."""
     rows = []
     for i, size in enumerate(cfg["steps"]):
         base = result[f"{i} fp32 none"]
-        for precision, mode in cases:
+        for precision, mode in cfg["cases"]:
             got = result[f"{i} {precision} {mode}"]
             rows.append({"size": f"T {size['seq']} B {size['batch']} C {size['d_model']}",
                          "precision": precision, "recompute": mode, "ms": 1e3 * got["median_s"],
@@ -118,23 +118,20 @@ def step_rows(result: dict, cfg: dict, cases: list) -> list[dict]:
 
 
 def measure(args) -> dict:
-    cfg = {**(QUICK if args.quick else CONFIG), "precisions": precisions(args.device)}
-    drop, ranks = {"dropout": cfg["dropout"]}, args.ranks or ([1, 2] if args.quick else [1, 2, 4])
+    formats = precisions(args.device)
+    cfg = {**(QUICK if args.quick else CONFIG), "precisions": formats,  # a step's cases below
+           "cases": [("fp32", m) for m in MODES] + [(p, "none") for p in formats[1:]]}
+    ranks = args.ranks or ([1, 2] if args.quick else [1, 2, 4])
     models = {p: {**cfg["states"], "precision": p} for p in ("fp32", "fp16")}
     states = {n: job(n, "scratchpar.bench.zero.worker:memory",
                      {"models": models, "contenders": STRATEGIES}, args.device)
               for n in ranks if n > 1}
-    layers = {t: job(t, f"{WORKER}:activations", {"sizes": [{**s, **drop} for s in cfg["layers"]],
-                                                 "precisions": cfg["precisions"]}, args.device)
-              for t in ranks}
-    stash = job(2, f"{WORKER}:stash", {**cfg["stash"], "size": {**cfg["stash"]["size"], **drop}},
-                args.device) if 2 in ranks else None
-    cases = [("fp32", m) for m in MODES] + [(p, "none") for p in cfg["precisions"][1:]]
-    steps = job(1, f"{WORKER}:steps", {**cfg, "sizes": [{**s, **drop} for s in cfg["steps"]],
-                                       "cases": cases}, args.device)
-    rows = {"states": state_rows(states), "layers": layer_rows(layers, cfg, args.device),
-            "stash": stash_rows(stash, cfg) if stash else [], "steps": step_rows(steps, cfg, cases)}
-    st, sz, d = cfg["states"], cfg["stash"]["size"], cfg["dropout"]
+    layers = {t: job(t, f"{WORKER}:activations", cfg, args.device) for t in ranks}
+    stash = job(2, f"{WORKER}:stash", cfg, args.device) if 2 in ranks else None
+    rows = {"states": state_rows(states), "layers": layer_rows(layers, cfg),
+            "stash": stash_rows(stash, cfg) if stash else [],
+            "steps": step_rows(job(1, f"{WORKER}:steps", cfg, args.device), cfg)}
+    st, sz, d = cfg["states"], cfg["stash"]["size"], DROPOUT
     print(f"memory benchmark on {describe(args.device)}, {machine(args)}")
     print(table(f"model states per rank (rank 0, MiB), the ledger's peaks beside ZeRO's formula "
                 f"(GPT C {st['d_model']}, {st['layers']} layers, AdamW; mixed: 16-bit weights "

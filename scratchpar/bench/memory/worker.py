@@ -50,7 +50,7 @@ def activations(comm, cfg: dict) -> dict:
     device's block in a world of one, else the tensor- and sequence-parallel shards."""
     layers = ("block",) if comm.size == 1 else tuple(LAYERS)
     mine = {f"{i} {layer} {precision} {mode}": layer_bytes(size, comm, layer, precision, mode)
-            for i, size in enumerate(cfg["sizes"]) for layer in layers
+            for i, size in enumerate(cfg["layers"]) for layer in layers
             for precision in cfg["precisions"] for mode in MODES}
     return {"ranks": comm.allgather_obj(mine, "layer bytes")}
 
@@ -60,10 +60,9 @@ def stash(comm, cfg: dict) -> dict:
     stage a rank; the second step, after the first allocated what steps keep) and the bytes of
     the boundary activations the runtime held at once. GPipe runs every forward before any
     backward, so what a stage keeps per micro-batch is the slope of the peak in m."""
-    size, rows = cfg["size"], cfg["rows"]
-    out = {}
+    size, rows, out = cfg["stash"]["size"], cfg["stash"]["rows"], {}
     for mode in MODES:
-        for m in cfg["micro"]:
+        for m in cfg["stash"]["micro"]:
             task, batches = language({**size, "batch": rows * m, "steps": 2})
             model = gpt(size)
             nn.set_dropout_generator(model, DeviceRandom(0, comm.rank))
@@ -105,7 +104,7 @@ def steps(comm, cfg: dict) -> dict:
     """Per size, each (precision, recomputation) of ``cfg["cases"]`` stepped in turns: the
     median seconds, and the peak bytes of one step after the timed ones."""
     out = {}
-    for i, size in enumerate(cfg["sizes"]):
+    for i, size in enumerate(cfg["steps"]):
         runs = {f"{p} {m}": stepping(size, p, m) for p, m in cfg["cases"]}
         samples = interleaved(runs, cfg["repeats"], cfg["warmup"])
         for name, run in runs.items():

@@ -36,11 +36,6 @@ LABELS = {name: ("DP" if stage == 0 else f"ZeRO-{stage}") + (" offload" if off e
 KiB, MiB = 1 << 10, 1 << 20
 
 
-def unit(psi: int) -> tuple[str, int]:
-    """MiB for a model of 4 MiB or more, else KiB (a tiny model's parts would all read 0.00)."""
-    return ("MiB", MiB) if psi * FLOAT32 >= 4 * MiB else ("KiB", KiB)
-
-
 def states(n: int, name: str, peak: dict, psi: int, itemsize: int, k: int, scale: int) -> dict:
     """Rank 0's peak of each part ZeRO's formula names (Rajbhandari et al. 2020, §5) beside the
     formula's, in units of ``scale`` bytes, and measured/formula of their sums."""
@@ -53,12 +48,13 @@ def states(n: int, name: str, peak: dict, psi: int, itemsize: int, k: int, scale
 
 
 def memory_rows(results: dict, model: str) -> dict:
-    """``model``'s Ψ and unit, and per world size and contender rank 0's bytes in that unit (it
-    holds the larger chunks): :func:`states` under AdamW in float32, the buffers beyond the
+    """``model``'s Ψ and unit (MiB from 4 MiB of parameters, else KiB: a tiny model's parts would
+    read 0.00), and per world size and contender rank 0's bytes in that unit (it holds the
+    larger chunks): :func:`states` under AdamW in float32 (k = 8), the buffers beyond the
     formula and the graph's activations after forward."""
     psi = results[min(results)]["memory"][model]["psi"]
-    name, scale = unit(psi)
-    rows = [{**states(n, contender, held["peak"], psi, FLOAT32, 2 * FLOAT32, scale),  # k = 8
+    name, scale = ("MiB", MiB) if psi * FLOAT32 >= 4 * MiB else ("KiB", KiB)
+    rows = [{**states(n, contender, held["peak"], psi, FLOAT32, 2 * FLOAT32, scale),
              **{col: sum(held["peak"].get(p, 0) for p in parts) / scale
                 for col, parts in BEYOND.items()}, "activations": held["activations"] / scale}
             for n, res in results.items()
@@ -104,7 +100,7 @@ def fits_rows(fits: dict) -> list[dict]:
     return [{"contender": LABELS[name], "d_model": got["d_model"],
              "Ψ (M)": got["params"] / 1e6 if got["params"] else None, "at the cap": got["capped"],
              "tried": " ".join(f"{d}{'✓' if ok else '✗'}" for d, ok in got["tried"])}
-            for name, got in fits["largest"].items()]
+            for name, got in fits.items()]
 
 
 def shape(spec: dict) -> str:

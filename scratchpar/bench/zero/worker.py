@@ -20,13 +20,12 @@ from ...parallel.zero import STAGES
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.defaults import ADAM_LR
-from ...train.memory_models import gpt_block
+from ...train.memory_models import GiB, gpt_block
 from ...train.task import Task
 from ..timing import Timed, turns
 
 ORDER = 2  # the synthetic language's Markov order, the training CLI's default
 FLOAT32 = 4  # bytes per element of every model here
-GiB = 1 << 30
 FIT_TIMEOUT_S = 60.0  # how long a rank waits for one that ran out of memory mid-collective
 CONTENDERS = ("dp", "zero1", "zero2", "zero3", "zero1-offload", "zero2-offload", "zero3-offload")
 
@@ -210,19 +209,19 @@ def at_width(cfg: dict, d_model: int) -> dict:
     return {**cfg["model"], "d_model": d_model, "heads": d_model // cfg["head_dim"]}
 
 
+def attempt(name: str, trial, spec: dict) -> None:
+    """Contender ``name`` on the GPT of ``spec`` over ``trial``'s ranks, and one step of it."""
+    task, (batch,) = language({**spec, "steps": 1})
+    mesh = Mesh(trial)  # pure data parallelism, on the trial's communicator
+    try:
+        strategy = build(name, spec, task, mesh)
+        strategy.step(batch)
+        backend.sync()
+        strategy.close()
+    finally:
+        mesh.free()
+
+
 def fits(comm, cfg: dict) -> dict:
     """Per contender, the widest GPT (:func:`largest`) whose step fits the budget on every rank."""
-
-    def attempt(name: str, trial, spec: dict) -> None:
-        task, batches = language({**spec, "steps": 1})
-        mesh = Mesh(trial)  # pure data parallelism, on the trial's communicator
-        try:
-            strategy = build(name, spec, task, mesh)
-            strategy.step(batches[0])
-            backend.sync()
-            strategy.close()
-        finally:
-            mesh.free()
-
-    return {"largest": {name: largest(comm, cfg, partial(attempt, name))
-                        for name in cfg["contenders"]}}
+    return {name: largest(comm, cfg, partial(attempt, name)) for name in cfg["contenders"]}
