@@ -54,11 +54,14 @@ def memory_rows(results: dict, model: str) -> dict:
     formula and the graph's activations after forward."""
     psi = results[min(results)]["memory"][model]["psi"]
     name, scale = ("MiB", MiB) if psi * FLOAT32 >= 4 * MiB else ("KiB", KiB)
-    rows = [{**states(n, contender, held["peak"], psi, FLOAT32, 2 * FLOAT32, scale),
-             **{col: sum(held["peak"].get(p, 0) for p in parts) / scale
-                for col, parts in BEYOND.items()}, "activations": held["activations"] / scale}
-            for n, res in results.items()
-            for contender, held in res["memory"][model]["held"].items()]
+    rows = []
+    for n, res in results.items():
+        for contender, held in res["memory"][model]["held"].items():
+            peak = held["peak"]
+            rows.append({**states(n, contender, peak, psi, FLOAT32, 2 * FLOAT32, scale),
+                         **{col: sum(peak.get(p, 0) for p in parts) / scale
+                            for col, parts in BEYOND.items()},
+                         "activations": held["activations"] / scale})
     return {"psi": psi, "unit": name, "rows": rows}
 
 
@@ -141,8 +144,8 @@ def draw(directory: str, record: dict) -> list[str]:
     from ...trace.timeline_plot import plot_timeline
     from .plot import plot_memory, plot_offload
 
-    out, n = Path(directory), target_ranks(record["ranks"])
-    (cli, large), mem = record["config"]["models"].values(), record["memory"]["large"]
+    out, n, models = Path(directory), target_ranks(record["ranks"]), record["config"]["models"]
+    cli, large, mem = models["cli"], models["large"], record["memory"]["large"]
     return [plot_memory(mem, f"GPT d_model {large['d_model']}, {large['layers']} layers, Ψ = "
                              f"{mem['psi']:,}, AdamW float32, buckets {large['bucket_kib']} KiB",
                         str(out / "zero_memory.png")),
