@@ -30,11 +30,6 @@ STRATEGIES = ("dp", "zero1", "zero2", "zero3")
 WORKER = "scratchpar.bench.memory.worker"
 
 
-def precisions(device: str) -> list[str]:
-    """The 16-bit formats the device has: CuPy has no bfloat16."""
-    return list(PRECISIONS) if device == "cpu" else ["fp32", "fp16"]
-
-
 def engine(seq: int, batch: int, d_model: int, heads: int, t: int, itemsize: int,
            recompute: str, sequence_parallel: bool) -> float:
     """:func:`korthikanti`'s layer as this engine's graph keeps it (``memory_models.gpt_layer``:
@@ -118,7 +113,7 @@ def step_rows(result: dict, cfg: dict) -> list[dict]:
 
 
 def measure(args) -> dict:
-    formats = precisions(args.device)
+    formats = list(PRECISIONS) if args.device == "cpu" else ["fp32", "fp16"]  # CuPy: no bf16
     cfg = {**(QUICK if args.quick else CONFIG), "precisions": formats,  # a step's cases below
            "cases": [("fp32", m) for m in MODES] + [(p, "none") for p in formats[1:]]}
     ranks = args.ranks or ([1, 2] if args.quick else [1, 2, 4])
@@ -131,23 +126,22 @@ def measure(args) -> dict:
     rows = {"states": state_rows(states), "layers": layer_rows(layers, cfg),
             "stash": stash_rows(stash, cfg) if stash else [],
             "steps": step_rows(job(1, f"{WORKER}:steps", cfg, args.device), cfg)}
-    st, sz, d = cfg["states"], cfg["stash"]["size"], DROPOUT
+    st, sz, (lo, hi) = cfg["states"], cfg["stash"]["size"], cfg["stash"]["micro"]
     print(f"memory benchmark on {describe(args.device)}, {machine(args)}")
     print(table(f"model states per rank (rank 0, MiB), the ledger's peaks beside ZeRO's formula "
                 f"(GPT C {st['d_model']}, {st['layers']} layers, AdamW; mixed: 16-bit weights "
                 "and gradients, fp32 masters and moments)", rows["states"]))
     print(table(f"one transformer layer's activations per rank (KiB, the busiest rank), the "
                 f"graph's bytes beside Korthikanti et al. 2022's (K.) and over this engine's "
-                f"count of the same arrays (dropout {d}; bf16's as fp16's)", rows["layers"]))
+                f"count of the same arrays (dropout {DROPOUT}; bf16's as fp16's)", rows["layers"]))
     if stash:
         print(table(f"a GPipe stage's bytes per micro-batch in flight (KiB; 2 stages, GPT C "
                     f"{sz['d_model']}, T {sz['seq']}, {sz['layers']} blocks, "
-                    f"{cfg['stash']['rows']} rows a micro-batch, dropout {d}, fp32): the slope "
-                    f"of the step's peak from m = {cfg['stash']['micro'][0]} to "
-                    f"{cfg['stash']['micro'][1]}, beside its blocks' activations, or the "
-                    "boundary input alone under full", rows["stash"]))
-    print(table(f"a step of one device's GPT (dropout {d}), median of {cfg['repeats']} in turns, "
-                "and its peak (MiB)", rows["steps"]))
+                    f"{cfg['stash']['rows']} rows a micro-batch, dropout {DROPOUT}, fp32): the "
+                    f"slope of the step's peak from m = {lo} to {hi}, beside its blocks' "
+                    "activations, or the boundary input alone under full", rows["stash"]))
+    print(table(f"a step of one device's GPT (dropout {DROPOUT}), median of {cfg['repeats']} in "
+                "turns, and its peak (MiB)", rows["steps"]))
     return {"config": cfg, "ranks": ranks, **rows}
 
 
