@@ -185,3 +185,13 @@ def test_the_gpu_search_doubles_then_bisects_to_the_widest_that_fits(monkeypatch
     assert largest(OneRank(), cfg, under(10))["d_model"] is None
     capped = largest(OneRank(), cfg, under(1 << 20))
     assert capped["capped"] and capped["d_model"] == cfg["max_d_model"]
+
+
+def test_the_gpu_tables_rows_name_each_contender_and_every_width_tried():
+    found = {"zero3": {"d_model": 480, "params": 2_500_000, "capped": False,
+                       "tried": [[256, True], [512, False]]},
+             "dp": {"d_model": None, "params": None, "capped": False, "tried": [[64, False]]}}
+    assert zero.fits_rows(found) == [
+        {"contender": "ZeRO-3", "d_model": 480, "Ψ (M)": 2.5, "at the cap": False,
+         "tried": "256✓ 512✗"},
+        {"contender": "DP", "d_model": None, "Ψ (M)": None, "at the cap": False, "tried": "64✗"}]
