@@ -1,5 +1,7 @@
 """The collectives benchmark: two MPI jobs per world size, then the tables."""
 
+from __future__ import annotations
+
 import argparse
 
 import numpy as np

@@ -1,5 +1,7 @@
 """Draw the collectives benchmark JSON: time relative to MPI_Allreduce, bus bandwidth vs size."""
 
+from __future__ import annotations
+
 import json
 from pathlib import Path
 

@@ -1,5 +1,7 @@
 """What the collectives benchmark concludes: bandwidths, α-β fits, the crossover, the targets."""
 
+from __future__ import annotations
+
 from ...comm.doubling import power_of_two
 from ...jobs.harness import verdict
 from ...parallel.description import Message

@@ -1,5 +1,7 @@
 """One rank of the collectives benchmark: all-reduce contenders timed in turns, in blocks."""
 
+from __future__ import annotations
+
 import math
 import sys
 import time

@@ -1,5 +1,7 @@
 """The step benchmark's two models as contenders from identical weights, and the MLP's floor."""
 
+from __future__ import annotations
+
 from collections.abc import Callable
 from dataclasses import dataclass
 

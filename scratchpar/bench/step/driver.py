@@ -1,5 +1,7 @@
 """The step benchmark: equivalence first, then the steps, then the autograd's cost per op."""
 
+from __future__ import annotations
+
 import numpy as np
 
 from ... import backend

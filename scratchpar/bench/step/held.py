@@ -1,5 +1,7 @@
 """What a training step holds: its measured peak beside the memory estimate's, on one rank."""
 
+from __future__ import annotations
+
 from ...plan.traced import traced
 from ...train import load_config
 from ...train.memory import estimate, measurable

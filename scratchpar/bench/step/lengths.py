@@ -1,5 +1,7 @@
 """A recurrent model's step against its sequence length: its cost per token should stay flat."""
 
+from __future__ import annotations
+
 import numpy as np
 
 from ... import nn
