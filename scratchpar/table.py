@@ -7,16 +7,19 @@ import string
 import numpy as np
 
 
-def table(title: str, rows: list[dict], columns: dict | None = None) -> str:
+def table(title: str, rows: list[dict], columns: dict | None = None,
+          formats: dict[str, str] | None = None) -> str:
     """A blank line, ``title``, then one line per row of ``rows`` under the headers and a rule.
     ``columns`` maps each header to a row's key, to a format string over the row
     (``"{loss:.6f}"``), or to a function of the row; without it, every key of the first row is
-    a column headed by its name. A float shows with two decimals, a yes/no as ✓/✗, a missing
-    value (None, or a format string's None) as -."""
+    a column headed by its name. A float shows with two decimals, or as ``formats`` gives for
+    its header (``{"loss": ".4f"}``), a yes/no as ✓/✗, a missing value (None, or a format
+    string's None) as -."""
     if columns is None:
         columns = {key: key for key in (rows[0] if rows else {})}
     values = [[_value(spec, row) for spec in columns.values()] for row in rows]
-    cells = [list(columns)] + [[_cell(v) for v in row] for row in values]
+    specs = [(formats or {}).get(header, ".2f") for header in columns]
+    cells = [list(columns)] + [[_cell(v, spec) for v, spec in zip(row, specs)] for row in values]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     numeric = [any(isinstance(row[i], (int, float, np.number)) and not isinstance(
         row[i], (bool, np.bool_)) for row in values) for i in range(len(columns))]
@@ -35,11 +38,11 @@ def _value(spec, row: dict):
     return None if any(row[f] is None for f in fields) else spec.format_map(row)
 
 
-def _cell(value) -> str:
+def _cell(value, spec: str) -> str:
     if value is None:
         return "-"
     if isinstance(value, (bool, np.bool_)):
         return "✓" if value else "✗"
-    if isinstance(value, float):
-        return f"{value:.2f}"
+    if isinstance(value, (float, np.floating)):
+        return format(value, spec)
     return str(value)

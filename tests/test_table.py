@@ -21,3 +21,9 @@ def test_without_columns_every_key_of_the_first_row_is_a_column():
     assert table("t", rows) == table("t", rows, {k: k for k in rows[0]})
     assert table("t", rows).splitlines()[2] == "ranks  contender  ms/step"
     assert table("empty", []).splitlines() == ["", "empty", ""]
+
+
+def test_formats_set_a_columns_decimals_and_keep_it_right_aligned():
+    rows = [{"τ": 1, "final": 0.76612}, {"τ": 16, "final": 1.5}]
+    assert table("t", rows, formats={"final": ".4f"}).splitlines()[2:] == [
+        " τ   final", "--  ------", " 1  0.7661", "16  1.5000"]

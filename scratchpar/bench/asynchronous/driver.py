@@ -155,31 +155,25 @@ def configs(quick: bool, ranks: int) -> tuple[dict, dict]:
     return cfgs, calib
 
 
-def decimals(rows: list[dict], digits: int, *keys: str) -> list[dict]:
-    """``rows`` for a table: the floats under ``keys`` (every float, without) as text of
-    ``digits`` decimals."""
-    return [{k: f"{v:.{digits}f}" if isinstance(v, float) and (k in keys or not keys) else v
-             for k, v in row.items()} for row in rows]
-
-
 def print_tables(rows: dict, cfgs: dict, parts: dict, device: str) -> None:
     """Every part's tables (docs/hogwild.md and docs/easgd.md, Measurements)."""
     cfg, v = cfgs["hogwild"], rows["verdict"]
     rates = ", ".join(f"{p} η = {c['lr']}" for p, c in cfg["problems"].items())
     print(table(f"1. Hogwild against serial SGD: {cfg['updates']} updates of b = {cfg['batch']}, "
-                f"{rates}; each contender's median round of {cfg['rounds']}",
-                decimals(rows["hogwild"], 4, "final held-out", "target")))
+                f"{rates}; each contender's median round of {cfg['rounds']}", rows["hogwild"],
+                formats={"final held-out": ".4f", "target": ".4f"}))
     speedups, loop = (", ".join(f"{p} {s:.2f}×" for p, s in v[k].items())
                       for k in ("speedups", "over_loop"))
     print(f"\ntarget (docs/hogwild.md): Hogwild ×2 ≥ {TARGET}× Hogwild ×1 (serial SGD) on a "
           f"sparse problem: {verdict(device, v['met'])} ({speedups}; over the plain serial "
           f"loop {loop})")
     print(table("2. colliding writes of lock-free Hogwild (instrumented, untimed)",
-                decimals(rows["collisions"], 3, "colliding writes", "colliding coordinates")))
+                rows["collisions"], formats=dict.fromkeys(["colliding writes",
+                                                           "colliding coordinates"], ".3f")))
     cfg, first, last = cfgs["tau"], rows["tau"][0], rows["tau"][-1]
     print(table(f"3. asynchronous EASGD against Downpour as the communication period τ grows: "
                 f"1 master + {cfg['workers']} workers, {cfg['steps']} steps each",
-                decimals(rows["tau"], 3)))
+                rows["tau"], formats={k: ".3f" for k in rows["tau"][0]}))
     initial = parts["tau"]["runs"][f"EASGD {first['τ']}"]["curve"][0][2]
     drift = {m: last[f"{m} final"] / first[f"{m} final"] for m in ("EASGD", "Downpour")}
     print(f"\nstability: initial held-out loss {initial:.3f}; from τ = {first['τ']} to τ = "
