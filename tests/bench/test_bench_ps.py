@@ -25,32 +25,35 @@ def test_every_server_moves_the_protocols_bytes(quick):
     printed = table_rows(out, "1. bytes through the busiest server")
     assert [r[:3] for r in printed] == [["3", "1", "2"], ["4", "1", "3"], ["4", "2", "2"]]
     for row, cells in zip(result["bytes"], printed):
-        k, s, w = row["parameters"], row["servers"], row["workers"]
-        assert [int(c) for c in cells[3:6]] == [k, row["server_bytes"], row["protocol_bytes"]]
+        k, s, w = row["K"], row["S"], row["W"]
+        assert [int(c) for c in cells[3:6]] == [k, row["server B"], row["protocol B"]]
+        report = result["results"]["bottleneck"][str(row["ranks"])]["family"][str(s)]["report"]
+        protocol = ps.protocol_bytes(k, itemsize, s, w, steps)  # each server's
         if s == 1:  # K·itemsize both ways per worker and step, and a header each time
-            assert row["protocol"] == [2 * k * itemsize * steps * w
-                                       + HEADER_BYTES * w * (steps + 1)]
-        assert len(row["protocol"]) == s
+            assert protocol == [2 * k * itemsize * steps * w + HEADER_BYTES * w * (steps + 1)]
+        assert len(protocol) == s
         ranges = [(b - HEADER_BYTES * w * (steps + 1)) / (2 * itemsize * steps * w)
-                  for b in row["protocol"]]  # each server's parameters, both ways, every step
+                  for b in protocol]  # each server's parameters, both ways, every step
         assert all(r == int(r) > 0 for r in ranges) and sum(ranges) == k  # the ranges cut K
-        assert row["bytes"] == row["protocol"]  # every server, to the byte
-        assert row["pushes"] == w * steps  # every push applied
+        assert report["bytes"] == protocol  # every server, to the byte
+        assert [row["server B"], row["protocol B"]] == [max(protocol)] * 2  # the busiest
+        assert report["pushes"] == w * steps  # every push applied
 
 
 def test_the_ring_moves_its_formulas_bytes(quick):
     _, result, _ = quick
     steps = result["config"]["bottleneck"]["steps"]
     for row in result["bytes"]:
-        k, p = row["parameters"], row["ranks"]
+        k, p = row["K"], row["ranks"]
         ring = 2 * 2 * (p - 1) / p * k * 4  # each way: reduce-scatter and all-gather, float32
-        assert row["ring_formula"] == round(ring)
-        assert abs(row["ring_bytes"] - ring) <= 4 * 4  # the chunks differ by one element
+        assert row["2·2(P−1)/P·K·b"] == round(ring)
+        assert abs(row["ring B/step"] - ring) <= 4 * 4  # the chunks differ by one element
         raw = result["results"]["bottleneck"][str(p)]["ring"]
-        assert row["ring_bytes"] == max(r["sent"] + r["received"] for r in raw)
+        assert row["ring B/step"] == max(r["sent"] + r["received"] for r in raw)
         # the busiest server's bytes a step over the ring's, both by their formulas
-        assert row["ratio"] == pytest.approx(max(row["protocol"]) / steps / ring,
-                                             rel=4 * 4 / ring)
+        protocol = ps.protocol_bytes(k, 4, row["S"], row["W"], steps)
+        assert row["server/ring"] == pytest.approx(max(protocol) / steps / ring,
+                                                   rel=4 * 4 / ring)
 
 
 def test_step_times_are_ratios_to_data_parallel(quick):
@@ -65,65 +68,67 @@ def test_step_times_are_ratios_to_data_parallel(quick):
         seconds = {name: t["median_s"] for name, t in raw["timed"].items()}
         seconds.update({f"ssp τ=0 S={s}": f["seconds"] / steps  # back to back: a step's share
                         for s, f in raw["family"].items()})
-        assert row["ms"] == pytest.approx(1e3 * seconds[row["contender"]])
-        assert row["steps_per_s"] == pytest.approx(1 / seconds[row["contender"]])
-        assert row["vs_dp"] == pytest.approx(seconds["dp"] / seconds[row["contender"]])
+        assert row["ms/step"] == pytest.approx(1e3 * seconds[row["contender"]])
+        assert row["steps/s"] == pytest.approx(1 / seconds[row["contender"]])
+        assert row["× dp"] == pytest.approx(seconds["dp"] / seconds[row["contender"]])
 
 
 def test_staleness_stays_within_each_bound_and_every_push_is_applied(quick):
     _, result, _ = quick
     cfg = result["config"]["staleness"]
     steps, workers = cfg["steps"], cfg["workers"]
-    rows = {r["key"]: r for r in result["staleness"]}
-    assert list(rows) == [f"ssp{t}" for t in cfg["taus"]] + ["async"]
-    for key, row in rows.items():
-        report = result["results"]["staleness"]["runs"][key][0]["report"]  # server 0's
-        assert row["pushes"] == row["sent"] == workers * steps
-        assert row["staleness_histogram"] == report["staleness_histogram"]
+    rows = result["staleness"]
+    assert list(rows) == [c["name"] for c in cfg["contenders"]]
+    assert [c["mode"] for c in cfg["contenders"]] == ["ssp"] * 4 + ["async"]
+    for c in cfg["contenders"]:
+        row, ranks = rows[c["name"]], result["results"]["staleness"]["runs"][c["name"]]
+        report = ranks[0]["report"]  # server 0's
+        assert report["pushes"] == sum(len(r["ends_s"]) for r in ranks[1:]) == workers * steps
+        assert row["histogram"] == report["staleness_histogram"]
         hist = {int(s): n for s, n in report["staleness_histogram"].items()}
-        assert sum(hist.values()) == row["pushes"]
-        assert row["mean"] == pytest.approx(sum(s * n for s, n in hist.items()) / row["pushes"])
-        assert row["max"] == max(hist)
-        if key.startswith("ssp"):
-            assert row["max"] <= int(key[3:])
+        assert sum(hist.values()) == report["pushes"]
+        assert row["stale mean"] == pytest.approx(sum(s * n for s, n in hist.items())
+                                                  / report["pushes"])
+        assert row["stale max"] == max(hist)
+        if c["mode"] == "ssp":
+            assert row["stale max"] <= c["staleness"]
             assert row["updates"] == steps  # one update per clock
         else:
             assert row["updates"] == workers * steps  # one per push
-    assert rows["ssp0"]["staleness_histogram"] == {"0": workers * steps}
-    by_run = {}
-    names = {row["contender"]: key for key, row in rows.items()}
-    for row in result["workers"]:
-        by_run.setdefault(row["contender"], []).append(row)
-        ranks = result["results"]["staleness"]["runs"][names[row["contender"]]]
-        rank = next(r for r in ranks if r["worker"] == row["worker"])
-        waits, end = rank["metrics"]["wait_s"], rank["ends_s"][-1]
-        assert len(waits) == len(rank["ends_s"]) == steps  # a pull's wait every step
-        assert row["steps_per_s"] == pytest.approx(steps / end)
-        assert row["wait_ms"] == pytest.approx(1e3 * sum(waits) / steps)
-        assert row["wait_share"] == pytest.approx(sum(waits) / end) and row["wait_share"] <= 1
-    for run in by_run.values():
-        assert [r["worker"] for r in run] == list(range(workers))
-        assert [r["slowed"] for r in run] == [True] + [False] * (workers - 1)
+        assert [r["worker"] for r in ranks] == [None] + list(range(workers))
+        assert [r["slowed"] for r in ranks[1:]] == [True] + [False] * (workers - 1)
+        for r in ranks[1:]:  # a pull's wait every step
+            assert len(r["metrics"]["wait_s"]) == len(r["ends_s"]) == steps
+        slowed, *others = ranks[1:]
+        assert row["slowed steps/s"] == pytest.approx(steps / slowed["ends_s"][-1])
+        assert row["others steps/s"] == pytest.approx(
+            np.mean([steps / r["ends_s"][-1] for r in others]))
+        assert row["others wait ms"] == pytest.approx(
+            np.mean([1e3 * sum(r["metrics"]["wait_s"]) / steps for r in others]))
+        shares = [sum(r["metrics"]["wait_s"]) / r["ends_s"][-1] for r in others]
+        assert row["others wait share"] == pytest.approx(np.mean(shares))
+        assert all(share <= 1 for share in shares)
+    assert rows["ssp0"]["histogram"] == {"0": workers * steps}
 
 
 def test_loss_runs_apply_their_updates_and_evaluate(quick):
     out, result, _ = quick
     cfg = result["config"]["loss"]
     steps, workers, warmup = cfg["steps"], cfg["workers"], cfg["warmup"]
-    rows = {r["contender"]: r for r in result["loss"]}
+    rows = result["loss"]
     assert rows["sync"]["updates"] == steps
-    assert rows["async (τ=∞)"]["updates"] == workers * steps
+    assert rows["async"]["updates"] == workers * steps
     assert rows["sync-then-async"]["updates"] == warmup + workers * (steps - warmup)
     fastest = {key: min(rounds, key=run_seconds)
                for key, rounds in result["results"]["loss"]["runs"].items()}
-    assert rows["sync"]["stale_max"] is None and fastest["sync"]["ranks"][0]["report"] is None
+    assert rows["sync"]["stale max"] is None and fastest["sync"]["ranks"][0]["report"] is None
     for key in ("async", "sync-then-async"):  # server 0's histogram of the run shown
         report = fastest[key]["ranks"][0]["report"]
         hist = {int(s): n for s, n in report["staleness_histogram"].items()}
         assert sum(hist.values()) == report["pushes"] == workers * steps  # every push counted
-        row = rows["async (τ=∞)" if key == "async" else key]
-        assert row["stale_max"] == max(hist)
-        assert row["stale_mean"] == pytest.approx(sum(s * n for s, n in hist.items())
+        row = rows[key]
+        assert row["stale max"] == max(hist)
+        assert row["stale mean"] == pytest.approx(sum(s * n for s, n in hist.items())
                                                   / report["pushes"])
     warm = fastest["sync-then-async"]["ranks"][0]["report"]["staleness_histogram"]
     assert warm["0"] >= warmup * workers  # the synchronous clocks' pushes are never stale
@@ -137,16 +142,15 @@ def test_loss_runs_apply_their_updates_and_evaluate(quick):
     initial = result["initial"]
     assert result["levels"] == pytest.approx([initial - q * (initial - best) for q in LEVELS])
     assert len(table_rows(out, "3. loss against wall-clock")) == 3
-    names = {"sync": "sync", "async": "async (τ=∞)", "sync-then-async": "sync-then-async"}
     for key, rounds in result["results"]["loss"]["runs"].items():  # each one's shortest round
-        row = rows[names[key]]
-        assert row["seconds"] == min(map(run_seconds, rounds))
-        assert row["final"] == fastest[key]["evals"][-1][1]
+        row = rows[key]
+        assert row["run s"] == min(map(run_seconds, rounds))
+        assert row["final held-out"] == fastest[key]["evals"][-1][1]
         server = fastest[key]["ranks"][0]  # each evaluation at its clock's end, the last at done
         points = [(server["ends_s"][k] if k < steps else server["done_s"], loss)
                   for k, loss in fastest[key]["evals"]]
         for i, level in enumerate(result["levels"]):  # the first evaluation at or below it
-            assert row[f"level{i}"] == next((t for t, loss in points if loss <= level), None)
+            assert row[f"L{i} s"] == next((t for t, loss in points if loss <= level), None)
 
 
 def test_figures_and_timelines_are_written(quick):

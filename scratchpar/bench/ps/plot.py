@@ -6,53 +6,52 @@ from ...jobs.harness import finish
 from ...trace.figure import pyplot
 
 
-def plot_bottleneck(bytes_rows: list[dict], speed_rows: list[dict], out_path: str) -> str:
+def plot_bottleneck(moved: list[dict], speed: list[dict], steps: int, out_path: str) -> str:
     """Left: MB per step through the busiest server (measured, and the protocol's count dashed)
     and through one rank of the ring all-reduce (counted, and 2·2(P−1)/P·K·b dashed) against
     the workers W; S = 1 as lines, S = 2 as squares. Right: steps per second against ranks."""
     fig, (left, right) = pyplot().subplots(1, 2, figsize=(12, 4.5))
-    one = sorted((r for r in bytes_rows if r["servers"] == 1), key=lambda r: r["workers"])
-    two = [r for r in bytes_rows if r["servers"] == 2]
-    w = [r["workers"] for r in one]
-    for values, style, color, label in (
-            ([r["server_mb_step"] for r in one], "o-", "C3", "busiest server, S = 1 (measured)"),
-            ([r["protocol_mb_step"] for r in one], "--", "C3", "protocol: W·(2·K·b + header)"),
-            ([r["ring_mb_step"] for r in one], "o-", "C0",
+    one = sorted((r for r in moved if r["S"] == 1), key=lambda r: r["W"])
+    two = [r for r in moved if r["S"] == 2]
+    for rows, key, per, style, color, label in (
+            (one, "server MB/step", 1, "o-", "C3", "busiest server, S = 1 (measured)"),
+            (one, "protocol B", 1e-6 / steps, "--", "C3", "protocol: W·(2·K·b + header)"),
+            (one, "ring MB/step", 1, "o-", "C0",
              "ring all-reduce, one rank of P = W + 1 (counted)"),
-            ([r["ring_formula"] / 1e6 for r in one], "--", "C0", "ring: 2·2(P−1)/P·K·b")):
-        left.plot(w, values, style, color=color, label=label)
-    if two:
-        left.plot([r["workers"] for r in two], [r["server_mb_step"] for r in two], "s",
-                  color="C1", ms=8, label="busiest of S = 2 servers (measured)")
-    left.set(xlabel="workers W", xticks=sorted({r["workers"] for r in bytes_rows}),
+            (one, "2·2(P−1)/P·K·b", 1e-6, "--", "C0", "ring: 2·2(P−1)/P·K·b"),
+            (two, "server MB/step", 1, "s", "C1", "busiest of S = 2 servers (measured)")):
+        if rows:
+            left.plot([r["W"] for r in rows], [r[key] * per for r in rows], style, color=color,
+                      ms=8 if style == "s" else 6, label=label)
+    left.set(xlabel="workers W", xticks=sorted({r["W"] for r in moved}),
              ylabel="MB per step (received + sent)", ylim=(0, None),
              title="the server as the bottleneck: bytes through one rank per step")
-    for name, style in (("sync S=1", "o-"), ("sync S=2", "s"), ("dp", "o-")):
-        points = sorted((r["ranks"], r["steps_per_s"]) for r in speed_rows
-                        if r["contender"] == name)
+    for name, style, label in (("sync S=1", "o-", "synchronous PS, S=1"),
+                               ("sync S=2", "s", "synchronous PS, S=2"),
+                               ("dp", "o-", "DataParallel (ring)")):
+        points = sorted((r["ranks"], r["steps/s"]) for r in speed if r["contender"] == name)
         if points:
-            right.plot(*zip(*points), style, ms=8 if style == "s" else 6,
-                       label="DataParallel (ring)" if name == "dp" else
-                       f"synchronous PS, {name[-3:]}")
+            right.plot(*zip(*points), style, ms=8 if style == "s" else 6, label=label)
     right.set(xlabel="ranks (PS: S servers + W workers; DP: every rank computes)",
-              xticks=sorted({r["ranks"] for r in speed_rows}), ylim=(0, None),
+              xticks=sorted({r["ranks"] for r in speed}), ylim=(0, None),
               ylabel="steps per second (same global batch)",
               title="step throughput, same model and ranks")
     return finish(fig, out_path, (left, right))
 
 
-def plot_staleness(rows: list[dict], out_path: str) -> str:
+def plot_staleness(rows: dict, contenders: list[dict], out_path: str) -> str:
     """One panel per contender: pushes applied at each staleness (in updates), the bound τ
     dashed where there is one."""
     fig, axes = pyplot().subplots(1, len(rows), figsize=(2.6 * len(rows) + 1, 3.4), sharey=True,
                                   squeeze=False)
-    top = max(s for r in rows for s in r["staleness_histogram"]) + 1
-    for ax, r in zip(axes[0], rows):
-        hist = r["staleness_histogram"]
-        ax.bar(list(hist), list(hist.values()), color="C0", width=0.8)
-        if r["key"].startswith("ssp"):
-            ax.axvline(int(r["key"][3:]) + 0.5, color="C3", ls="--", lw=1)
-        ax.set_title(f"{r['contender']}\nmean {r['mean']:.2f}, max {r['max']}", fontsize=9)
+    top = max(s for r in rows.values() for s in r["histogram"]) + 1
+    for ax, c in zip(axes[0], contenders):
+        r = rows[c["name"]]
+        ax.bar(list(r["histogram"]), list(r["histogram"].values()), color="C0", width=0.8)
+        if "staleness" in c:
+            ax.axvline(c["staleness"] + 0.5, color="C3", ls="--", lw=1)
+        ax.set_title(f"{r['contender']}\nmean {r['stale mean']:.2f}, max {r['stale max']}",
+                     fontsize=9)
         ax.set(xticks=range(top), xlim=(-0.6, top - 0.4), xlabel="staleness (updates)")
     axes[0, 0].set_ylabel("pushes")
     fig.suptitle("staleness of each push when applied, one worker slowed 2× "
@@ -60,14 +59,13 @@ def plot_staleness(rows: list[dict], out_path: str) -> str:
     return finish(fig, out_path, axes[0], legend=False, axis="y")
 
 
-def plot_loss_time(curves: dict, training: dict, floor: float | None, levels: list[float],
-                   out_path: str) -> str:
+def plot_loss_time(curves: dict, floor: float | None, levels: list[float], out_path: str) -> str:
     """Held-out loss (markers) and server 0's training loss per clock (faint) against
     seconds, one color per contender; the loss levels dotted and the entropy floor dashed."""
     fig, ax = pyplot().subplots(figsize=(8, 4.5))
-    for i, (name, points) in enumerate(curves.items()):
-        ax.plot(*zip(*training[name]), color=f"C{i}", alpha=0.25, lw=0.8)
-        ax.plot(*zip(*points), "o-", color=f"C{i}", ms=3, label=f"{name} (held-out)")
+    for i, (name, (held_out, training)) in enumerate(curves.items()):
+        ax.plot(*zip(*training), color=f"C{i}", alpha=0.25, lw=0.8)
+        ax.plot(*zip(*held_out), "o-", color=f"C{i}", ms=3, label=f"{name} (held-out)")
     for level in levels:
         ax.axhline(level, color="0.5", ls=":", lw=0.8)
     if floor is not None:

@@ -4,24 +4,15 @@ slowed, and the bottleneck, staleness and loss-time parts."""
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
-from ... import backend, nn, optim
+from ... import backend, nn, optim, parallel
 from ...comm.collectives import all_reduce_
 from ...comm.mesh import Mesh
 from ...comm.mpi import Communicator
 from ...data import SyntheticLanguage
 from ...data.shard import shard
-from ...parallel import (
-    AsyncParameterServer,
-    DataParallel,
-    SSPParameterServer,
-    SyncParameterServer,
-    SyncThenAsync,
-)
-from ...parallel.ps import ArrivalOrderParameterServer
 from ...plan.timing import clocked, medians
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
@@ -31,8 +22,10 @@ from ..timing import stepping, sync, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
 KEPT = ("loss", "wait_s", "staleness_mean", "staleness_max", "version")  # of the step metrics
-MODES = {"sync": (SyncParameterServer, None), "ssp": (SSPParameterServer, "staleness"),
-         "async": (AsyncParameterServer, None), "warmup": (SyncThenAsync, "warmup")}
+MODES = {"sync": (parallel.SyncParameterServer, None), "async": (parallel.AsyncParameterServer,
+                                                                 None),
+         "ssp": (parallel.SSPParameterServer, "staleness"),
+         "warmup": (parallel.SyncThenAsync, "warmup")}
 
 
 def build(spec: dict, model, objective, mesh):
@@ -45,14 +38,15 @@ def build(spec: dict, model, objective, mesh):
                servers=spec["servers"], **({knob: spec[knob]} if knob else {}))
 
 
-def free_run(comm, make, batch_of, steps: int, slowed_s: float, on_servers=None,
+def free_run(comm, make, batch_of, steps: int, slowed_s: float = 0.0, on_servers=None,
              trace: bool = False) -> list[dict] | None:
     """``steps`` steps of the strategy ``make()`` on every rank, back to back from a start
     aligned at a barrier (the consistency rule alone paces the ranks), then its shutdown and
     close; the slowed worker sleeps ``slowed_s`` after each step (traced as "slowed"), and
     ``on_servers(k, strategy)`` runs on every server after step k (k = steps: after the
     shutdown). Rank 0 returns every rank's record: its role, the end of each step (s from the
-    aligned start), its step metrics (``KEPT``), the report (server 0), its traced regions."""
+    aligned start), its step metrics (``KEPT``), the report (server 0's) and, with ``trace``,
+    its traced regions."""
     comm.tracer = tracer = Tracer(comm.rank)  # before the strategy: its dup shares the tracer
     strategy = make()
     worker = comm.rank - strategy.servers
@@ -70,12 +64,13 @@ def free_run(comm, make, batch_of, steps: int, slowed_s: float, on_servers=None,
                 pause(slowed_s)
         ends.append(round(tracer.now() * 1e-9, 6))
         serving(k, strategy)
-    report = strategy.shutdown() if isinstance(strategy, ArrivalOrderParameterServer) else None
+    report = None if isinstance(strategy, parallel.SyncParameterServer) else strategy.shutdown()
     done = tracer.now() * 1e-9
     serving(steps, strategy)
     mine = {"rank": comm.rank, "worker": worker if worker >= 0 else None, "slowed": slowed,
-            "ends_s": ends, "done_s": done, "metrics": metrics, "report": report,
-            "trace": tracer.export() if trace else None}
+            "ends_s": ends, "done_s": done, "metrics": metrics, "report": report}
+    if trace:
+        mine["trace"] = tracer.export()
     ranks = comm.allgather_obj(mine, "ps bench run")
     strategy.close()
     comm.tracer = None
@@ -104,22 +99,21 @@ def stand_in(cfg: dict) -> StandIn:
 
 
 def bottleneck(comm, cfg: dict) -> dict:
-    """Median seconds per step of the synchronous server (the spec) at each S and of
+    """Median seconds per step of the synchronous server at each S of ``server_counts`` and of
     DataParallel (one bucket of all K gradients) in turns on the same stand-in model and global
     batch; the family's server at τ = 0 back to back (its report: bytes, busy); and this
     world's bytes per rank of a hand-written ring all-reduce of K elements, counted message by
     message."""
     batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
-    servers = [s for s in cfg["server_counts"] if s < comm.size]
-    spec, mesh, objective = {"lr": cfg["lr"], "mode": "sync"}, Mesh(comm), Sleeping()
-    live = {f"sync S={s}": build({**spec, "servers": s}, stand_in(cfg), objective, mesh)
-            for s in servers}
+    mesh, objective = Mesh(comm), Sleeping()
+    live = {f"sync S={s}": build({**cfg, "mode": "sync", "servers": s}, stand_in(cfg),
+                                 objective, mesh) for s in cfg["server_counts"]}
     comm.tracer = tracer = Tracer(comm.rank)  # DataParallel's collectives name their algorithm
     model = stand_in(cfg)
     params = model.parameters()
     k, nbytes = sum(p.size for p in params), sum(p.data.nbytes for p in params)
-    live["dp"] = DataParallel(model, lambda params: optim.SGD(params, cfg["lr"]), objective,
-                              mesh, bucket_bytes=nbytes)
+    live["dp"] = parallel.DataParallel(model, lambda params: optim.SGD(params, cfg["lr"]),
+                                       objective, mesh, bucket_bytes=nbytes)
     timed = turns(comm, {name: stepping(s, batch) for name, s in live.items()}, cfg)
     comm.tracer = None
     largest = max((e for e in tracer.events if e.name.startswith("all_reduce")),
@@ -127,10 +121,10 @@ def bottleneck(comm, cfg: dict) -> dict:
     for strategy in live.values():
         strategy.close()
     family = {}
-    for s in servers:
-        ranks = free_run(comm, partial(build, {**spec, "mode": "ssp", "staleness": 0,
-                                               "servers": s}, stand_in(cfg), objective, mesh),
-                         lambda k: batch, cfg["steps"], 0.0)
+    for s in cfg["server_counts"]:
+        ranks = free_run(comm, partial(build, {**cfg, "mode": "ssp", "staleness": 0, "servers": s},
+                                       stand_in(cfg), objective, mesh), lambda k: batch,
+                         cfg["steps"])
         if ranks is not None:
             family[s] = {"report": ranks[0]["report"],
                          "seconds": max(r["ends_s"][-1] for r in ranks)}
@@ -147,26 +141,23 @@ def bottleneck(comm, cfg: dict) -> dict:
 
 def staleness(comm, cfg: dict) -> dict:
     """Each contender's steps back to back, the first worker sleeping its own compute time
-    again after each step; traced, the timelines' contenders' first ``timeline_steps`` steps
-    (up to the end of the slowed worker's) written as Chrome traces."""
+    again after each step. Where ``traces`` names a folder, the runs of ``timelines`` are
+    traced and their first ``timeline_steps`` steps (to the end of the slowed worker's) written
+    there as Chrome traces."""
     batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
     slowed_s = stand_in(cfg).compute_s(len(shard(np.arange(cfg["batch"]), SLOWED,
-                                                 comm.size - cfg["servers"])))
+                                                 cfg["workers"])))
     runs, mesh = {}, Mesh(comm)
     for spec in cfg["contenders"]:
-        traced = spec["name"] in cfg["timelines"] and cfg["traces"] is not None
-        ranks = free_run(comm, partial(build, {**spec, "servers": cfg["servers"], "lr": cfg["lr"]},
-                                       stand_in(cfg), Sleeping(), mesh),
-                         lambda k: batch, cfg["steps"], slowed_s, trace=traced)
-        if ranks is None:
-            continue
-        if traced:
-            name = cfg["timelines"][spec["name"]]
+        name = cfg["timelines"].get(spec["name"]) if cfg["traces"] else None
+        ranks = free_run(comm, partial(build, {**cfg, **spec}, stand_in(cfg), Sleeping(), mesh),
+                         lambda k: batch, cfg["steps"], slowed_s, trace=name is not None)
+        if ranks is not None and name is not None:
             cut = next(r for r in ranks if r["slowed"])["ends_s"][cfg["timeline_steps"] - 1] * 1e9
-            write_chrome(str(Path(cfg["traces"]) / f"ps_timeline_{name}.trace.json"),
-                         [{**r["trace"], "events": [e for e in r["trace"]["events"]
-                                                    if e["end"] <= cut]} for r in ranks])
-        runs[spec["name"]] = [{k: v for k, v in r.items() if k != "trace"} for r in ranks]
+            write_chrome(f"{cfg['traces']}/ps_timeline_{name}.trace.json",
+                         [{**trace, "events": [e for e in trace["events"] if e["end"] <= cut]}
+                          for trace in (r.pop("trace") for r in ranks)])
+        runs[spec["name"]] = ranks
     mesh.free()
     return {"runs": runs}
 
@@ -190,7 +181,7 @@ def loss(comm, cfg: dict) -> dict:
     batches = [task.batch(k, cfg["batch"])[0] for k in range(cfg["steps"])]
     slowed_s = 0.0
     if comm.rank - cfg["servers"] == SLOWED:  # its forward and backward, the others waiting
-        model, mine = gpt(), shard(batches[0], SLOWED, comm.size - cfg["servers"])
+        model, mine = gpt(), shard(batches[0], SLOWED, cfg["workers"])
         slowed_s = medians(clocked(lambda: task.loss(model, mine).backward()), 5,
                            start=model.zero_grad)[0]
     slowed_s = max(comm.allgather_obj(slowed_s, "slowed worker's compute"))
@@ -206,8 +197,7 @@ def loss(comm, cfg: dict) -> dict:
                     evals.append([k, held_out(strategy.model, cfg[
                         "final_batches" if k == cfg["steps"] else "eval_batches"])])
 
-        ranks = free_run(comm, partial(build, {**spec, "servers": cfg["servers"], "lr": cfg["lr"],
-                                               "optimizer": "adam"}, gpt(), task, mesh),
+        ranks = free_run(comm, partial(build, {**cfg, **spec}, gpt(), task, mesh),
                          batches.__getitem__, cfg["steps"], slowed_s, on_servers)
         if ranks is not None:
             runs[spec["name"]].append({"ranks": ranks, "evals": evals})
