@@ -12,6 +12,7 @@ from ...parallel.description import Message, Shape
 from ...parallel.ps.protocol import Header
 from ...table import table
 from ..standin import calibrated
+from .plot import draw
 
 ASYNC = {"name": "async", "mode": "async", "label": "async (τ=∞)"}
 CONFIGS = {
@@ -37,8 +38,6 @@ QUICK = {"bottleneck": {"sizes": [16, 32, 8], "batch": 12, "calibrate_rows": 4, 
          "loss": {"vocab": 8, "order": 1, "seq": 8, "d_model": 8, "layers": 1, "batch": 4,
                   "steps": 8, "warmup": 3, "eval_every": 4, "eval_batches": 1,
                   "final_batches": 1, "eval_rows": 8}}  # what --quick changes
-CAPTIONS = {"sync": "synchronous: SSP τ = 0, update for update the synchronous server",
-            "ssp1": "SSP τ = 1", "async": "asynchronous (Downpour, τ = ∞)"}  # of each timeline
 WORKER = "scratchpar.bench.ps.worker"
 HEADER_BYTES = Header.buffer().nbytes  # 10 float64s with every step and with the leave
 LEVELS = (0.5, 0.8, 0.95)  # loss levels: this share of the way to the best final held-out loss
@@ -138,25 +137,6 @@ def loss_rows(runs: dict, curves: dict, levels: list[float], contenders: list[di
                               for i, level in enumerate(levels)},
                            **summary(runs[c["name"]]["ranks"])}
     return rows
-
-
-def draw(directory: str, rows: dict, curves: dict, floor: float, levels: list[float],
-         cfgs: dict) -> list[str]:
-    """The three figures (part 3's ``curves``) and part 2's three timelines."""
-    from ...trace.timeline_plot import plot_timeline
-    from .plot import plot_bottleneck, plot_loss_time, plot_staleness
-
-    stale, out = cfgs["staleness"], f"{directory}/ps_"
-    paths = [plot_bottleneck(rows["bytes"], rows["speed"], cfgs["bottleneck"]["steps"],
-                             f"{out}bottleneck.png"),
-             plot_staleness(rows["staleness"], stale["contenders"], f"{out}staleness.png"),
-             plot_loss_time(curves, floor, levels, f"{out}loss_time.png")]
-    s, w = stale["servers"], stale["workers"]
-    roles = f"{s} server, ranks {s}–{s + w - 1} work, rank {s} slowed 2× (extra sleep: 'slowed')"
-    for name, caption in CAPTIONS.items():
-        paths.append(plot_timeline(f"{out}timeline_{name}.trace.json",
-                                   f"{out}timeline_{name}.png", f"{caption}: {roles}"))
-    return paths
 
 
 def measure(args) -> dict:

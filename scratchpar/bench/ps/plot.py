@@ -4,6 +4,27 @@ from __future__ import annotations
 
 from ...jobs.harness import finish
 from ...trace.figure import pyplot
+from ...trace.timeline_plot import plot_timeline
+
+CAPTIONS = {"sync": "synchronous: SSP τ = 0, update for update the synchronous server",
+            "ssp1": "SSP τ = 1", "async": "asynchronous (Downpour, τ = ∞)"}  # of each timeline
+
+
+def draw(directory: str, rows: dict, curves: dict, floor: float, levels: list[float],
+         cfgs: dict) -> list[str]:
+    """The three figures (part 3's ``curves``) and part 2's three timelines, from the traces
+    its workers wrote into ``directory``: the paths."""
+    stale, out = cfgs["staleness"], f"{directory}/ps_"
+    paths = [plot_bottleneck(rows["bytes"], rows["speed"], cfgs["bottleneck"]["steps"],
+                             f"{out}bottleneck.png"),
+             plot_staleness(rows["staleness"], stale["contenders"], f"{out}staleness.png"),
+             plot_loss_time(curves, floor, levels, f"{out}loss_time.png")]
+    s, w = stale["servers"], stale["workers"]
+    roles = f"{s} server, ranks {s}–{s + w - 1} work, rank {s} slowed 2× (extra sleep: 'slowed')"
+    for name, caption in CAPTIONS.items():
+        paths.append(plot_timeline(f"{out}timeline_{name}.trace.json",
+                                   f"{out}timeline_{name}.png", f"{caption}: {roles}"))
+    return paths
 
 
 def plot_bottleneck(moved: list[dict], speed: list[dict], steps: int, out_path: str) -> str:

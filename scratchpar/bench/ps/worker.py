@@ -22,10 +22,10 @@ from ..timing import stepping, sync, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
 KEPT = ("loss", "wait_s", "staleness_mean", "staleness_max", "version")  # of the step metrics
-MODES = {"sync": (parallel.SyncParameterServer, None), "async": (parallel.AsyncParameterServer,
-                                                                 None),
+MODES = {"sync": (parallel.SyncParameterServer, None),
          "ssp": (parallel.SSPParameterServer, "staleness"),
-         "warmup": (parallel.SyncThenAsync, "warmup")}
+         "async": (parallel.AsyncParameterServer, None),
+         "warmup": (parallel.SyncThenAsync, "warmup")}  # a spec's mode: its class and knob
 
 
 def build(spec: dict, model, objective, mesh):
@@ -38,15 +38,14 @@ def build(spec: dict, model, objective, mesh):
                servers=spec["servers"], **({knob: spec[knob]} if knob else {}))
 
 
-def free_run(comm, make, batch_of, steps: int, slowed_s: float = 0.0, on_servers=None,
+def free_run(comm, make, batches: list, slowed_s: float = 0.0, on_servers=None,
              trace: bool = False) -> list[dict] | None:
-    """``steps`` steps of the strategy ``make()`` on every rank, back to back from a start
-    aligned at a barrier (the consistency rule alone paces the ranks), then its shutdown and
-    close; the slowed worker sleeps ``slowed_s`` after each step (traced as "slowed"), and
-    ``on_servers(k, strategy)`` runs on every server after step k (k = steps: after the
-    shutdown). Rank 0 returns every rank's record: its role, the end of each step (s from the
-    aligned start), its step metrics (``KEPT``), the report (server 0's) and, with ``trace``,
-    its traced regions."""
+    """A step of the strategy ``make()`` on each of ``batches`` on every rank, back to back
+    from a barrier (the consistency rule alone paces the ranks), then its shutdown; the slowed
+    worker sleeps ``slowed_s`` after each step (traced as "slowed"), every server runs
+    ``on_servers(k, strategy)`` after step k (k = len(batches): after the shutdown). Rank 0
+    returns every rank's record: its role, each step's end (s), its ``KEPT`` metrics, server
+    0's report and, with ``trace``, its regions."""
     comm.tracer = tracer = Tracer(comm.rank)  # before the strategy: its dup shares the tracer
     strategy = make()
     worker = comm.rank - strategy.servers
@@ -54,8 +53,8 @@ def free_run(comm, make, batch_of, steps: int, slowed_s: float = 0.0, on_servers
     serving = on_servers if on_servers and strategy.is_server else (lambda k, strategy: None)
     tracer.align(lambda: sync(comm))
     ends, metrics = [], {}
-    for k in range(steps):
-        step = strategy.step(batch_of(k))
+    for k, batch in enumerate(batches):
+        step = strategy.step(batch)
         for key in KEPT:
             if key in step:
                 metrics.setdefault(key, []).append(round(step[key], 6))
@@ -66,7 +65,7 @@ def free_run(comm, make, batch_of, steps: int, slowed_s: float = 0.0, on_servers
         serving(k, strategy)
     report = None if isinstance(strategy, parallel.SyncParameterServer) else strategy.shutdown()
     done = tracer.now() * 1e-9
-    serving(steps, strategy)
+    serving(len(batches), strategy)
     mine = {"rank": comm.rank, "worker": worker if worker >= 0 else None, "slowed": slowed,
             "ends_s": ends, "done_s": done, "metrics": metrics, "report": report}
     if trace:
@@ -123,8 +122,7 @@ def bottleneck(comm, cfg: dict) -> dict:
     family = {}
     for s in cfg["server_counts"]:
         ranks = free_run(comm, partial(build, {**cfg, "mode": "ssp", "staleness": 0, "servers": s},
-                                       stand_in(cfg), objective, mesh), lambda k: batch,
-                         cfg["steps"])
+                                       stand_in(cfg), objective, mesh), [batch] * cfg["steps"])
         if ranks is not None:
             family[s] = {"report": ranks[0]["report"],
                          "seconds": max(r["ends_s"][-1] for r in ranks)}
@@ -151,7 +149,7 @@ def staleness(comm, cfg: dict) -> dict:
     for spec in cfg["contenders"]:
         name = cfg["timelines"].get(spec["name"]) if cfg["traces"] else None
         ranks = free_run(comm, partial(build, {**cfg, **spec}, stand_in(cfg), Sleeping(), mesh),
-                         lambda k: batch, cfg["steps"], slowed_s, trace=name is not None)
+                         [batch] * cfg["steps"], slowed_s, trace=name is not None)
         if ranks is not None and name is not None:
             cut = next(r for r in ranks if r["slowed"])["ends_s"][cfg["timeline_steps"] - 1] * 1e9
             write_chrome(f"{cfg['traces']}/ps_timeline_{name}.trace.json",
@@ -197,8 +195,8 @@ def loss(comm, cfg: dict) -> dict:
                     evals.append([k, held_out(strategy.model, cfg[
                         "final_batches" if k == cfg["steps"] else "eval_batches"])])
 
-        ranks = free_run(comm, partial(build, {**cfg, **spec}, gpt(), task, mesh),
-                         batches.__getitem__, cfg["steps"], slowed_s, on_servers)
+        ranks = free_run(comm, partial(build, {**cfg, **spec}, gpt(), task, mesh), batches,
+                         slowed_s, on_servers)
         if ranks is not None:
             runs[spec["name"]].append({"ranks": ranks, "evals": evals})
     mesh.free()
