@@ -96,18 +96,14 @@ def summary(ranks: list[dict]) -> dict:
             "slowed steps/s": rates[True][0], "others steps/s": statistics.mean(rates[False])}
 
 
-def staleness_rows(runs: dict, contenders: list[dict]) -> dict:
-    """Per contender: its :func:`summary`, and the other workers' mean wait for the pull
-    (``wait_s``): ms per step and share of their run."""
-    rows = {}
-    for c in contenders:
-        waits = [(r["metrics"]["wait_s"], r["ends_s"][-1]) for r in runs[c["name"]]
-                 if r["worker"] is not None and not r["slowed"]]
-        rows[c["name"]] = {
-            "contender": c["label"], **summary(runs[c["name"]]),
+def staleness_row(ranks: list[dict]) -> dict:
+    """A run's :func:`summary` and the other workers' mean wait for the pull (``wait_s``): ms
+    per step and share of their run."""
+    waits = [(r["metrics"]["wait_s"], r["ends_s"][-1]) for r in ranks
+             if r["worker"] is not None and not r["slowed"]]
+    return {**summary(ranks),
             "others wait ms": statistics.mean(1e3 * statistics.mean(w) for w, _ in waits),
             "others wait share": statistics.mean(sum(w) / end for w, end in waits)}
-    return rows
 
 
 def loss_curves(run: dict, steps: int) -> tuple[list, list]:
@@ -125,18 +121,12 @@ def run_seconds(run: dict) -> float:
     return max(r["ends_s"][-1] for r in run["ranks"] if r["worker"] is not None)
 
 
-def loss_rows(runs: dict, curves: dict, levels: list[float], contenders: list[dict]) -> dict:
-    """Per contender's run: its :func:`summary` with its seconds, final held-out loss and the
-    seconds to each of ``levels`` (None: never) on its held-out ``curves``."""
-    rows = {}
-    for c in contenders:
-        points = curves[c["name"]][0]
-        rows[c["name"]] = {"contender": c["label"], "run s": run_seconds(runs[c["name"]]),
-                           "final held-out": points[-1][1],
-                           **{f"L{i} s": next((t for t, loss in points if loss <= level), None)
-                              for i, level in enumerate(levels)},
-                           **summary(runs[c["name"]]["ranks"])}
-    return rows
+def loss_row(run: dict, held_out: list, levels: list[float]) -> dict:
+    """A run's seconds, final held-out loss, seconds to each of ``levels`` on its ``held_out``
+    curve (None: never), and its :func:`summary`."""
+    return {"run s": run_seconds(run), "final held-out": held_out[-1][1],
+            **{f"L{i} s": next((t for t, loss in held_out if loss <= level), None)
+               for i, level in enumerate(levels)}, **summary(run["ranks"])}
 
 
 def measure(args) -> dict:
@@ -164,9 +154,13 @@ def measure(args) -> dict:
     levels = [initial - q * (initial - best) for q in LEVELS]  # of the best final drop
     moved, speed = bottleneck_rows(parts["bottleneck"], one["steps"])
     buckets = ", ".join(sorted({r["dp_all_reduce"]["name"] for r in parts["bottleneck"].values()}))
+    ranks = parts["staleness"]["runs"]
     rows = {"bytes": moved, "speed": speed, "dp_all_reduce": buckets,
-            "staleness": staleness_rows(parts["staleness"]["runs"], stale_cfg["contenders"]),
-            "loss": loss_rows(runs, curves, levels, loss_cfg["contenders"])}
+            "staleness": {c["name"]: {"contender": c["label"], **staleness_row(ranks[c["name"]])}
+                          for c in stale_cfg["contenders"]},
+            "loss": {c["name"]: {"contender": c["label"],
+                                 **loss_row(runs[c["name"]], curves[c["name"]][0], levels)}
+                     for c in loss_cfg["contenders"]}}
     print(f"parameter-server benchmark on {describe(args.device)}, {machine(args)}")
     for part, c in calib.items():
         print(f"stand-in compute ({part}): MLP {'→'.join(map(str, cfgs[part]['sizes']))} "
