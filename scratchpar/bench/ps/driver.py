@@ -122,11 +122,13 @@ def run_seconds(run: dict) -> float:
 
 
 def loss_row(run: dict, held_out: list, levels: list[float]) -> dict:
-    """A run's seconds, final held-out loss, seconds to each of ``levels`` on its ``held_out``
-    curve (None: never), and its :func:`summary`."""
-    return {"run s": run_seconds(run), "final held-out": held_out[-1][1],
+    """A run's :func:`summary` with, after its updates, its seconds, final held-out loss and
+    seconds to each of ``levels`` on its ``held_out`` curve (None: never)."""
+    columns = summary(run["ranks"])
+    return {"updates": columns.pop("updates"), "run s": run_seconds(run),
+            "final held-out": held_out[-1][1],
             **{f"L{i} s": next((t for t, loss in held_out if loss <= level), None)
-               for i, level in enumerate(levels)}, **summary(run["ranks"])}
+               for i, level in enumerate(levels)}, **columns}
 
 
 def measure(args) -> dict:
@@ -138,46 +140,44 @@ def measure(args) -> dict:
     for part in ("bottleneck", "staleness"):
         cfgs[part], calib[part] = calibrated(cfgs[part], cfgs[part]["sizes"],
                                              cfgs[part]["calibrate_rows"])
-    one, stale_cfg, loss_cfg = cfgs["bottleneck"], cfgs["staleness"], cfgs["loss"]
-    stale_cfg["traces"] = args.figures
+    bcfg, scfg, lcfg = cfgs["bottleneck"], cfgs["staleness"], cfgs["loss"]
+    scfg["traces"] = args.figures
     most = max(workers) + 1  # part 1 per worker count: S = 2 beside S = 1 at the most ranks
     parts = {"bottleneck": {w + 1: job(w + 1, f"{WORKER}:bottleneck", {
-        **one, "server_counts": [1, 2] if w + 1 == most >= 3 else [1]}, args.device,
+        **bcfg, "server_counts": [1, 2] if w + 1 == most >= 3 else [1]}, args.device,
         timeout=300) for w in workers},
              **{name: job(cfgs[name]["servers"] + cfgs[name]["workers"], f"{WORKER}:{name}",
                           cfgs[name], args.device, timeout=300) for name in ("staleness", "loss")}}
     runs = {key: min(rounds, key=run_seconds)  # the shortest: the least disturbed by other load
             for key, rounds in parts["loss"]["runs"].items()}
-    curves = {key: loss_curves(run, loss_cfg["steps"]) for key, run in runs.items()}
+    curves = {key: loss_curves(run, lcfg["steps"]) for key, run in runs.items()}
     initial, floor = parts["loss"]["initial"], parts["loss"]["floor"]
     best = min(held_out[-1][1] for held_out, _ in curves.values())
     levels = [initial - q * (initial - best) for q in LEVELS]  # of the best final drop
-    moved, speed = bottleneck_rows(parts["bottleneck"], one["steps"])
+    moved, speed = bottleneck_rows(parts["bottleneck"], bcfg["steps"])
     buckets = ", ".join(sorted({r["dp_all_reduce"]["name"] for r in parts["bottleneck"].values()}))
     ranks = parts["staleness"]["runs"]
     rows = {"bytes": moved, "speed": speed, "dp_all_reduce": buckets,
             "staleness": {c["name"]: {"contender": c["label"], **staleness_row(ranks[c["name"]])}
-                          for c in stale_cfg["contenders"]},
+                          for c in scfg["contenders"]},
             "loss": {c["name"]: {"contender": c["label"],
                                  **loss_row(runs[c["name"]], curves[c["name"]][0], levels)}
-                     for c in loss_cfg["contenders"]}}
+                     for c in lcfg["contenders"]}}
     print(f"parameter-server benchmark on {describe(args.device)}, {machine(args)}")
     for part, c in calib.items():
         print(f"stand-in compute ({part}): MLP {'→'.join(map(str, cfgs[part]['sizes']))} "
               f"(K = {c['parameters']:,}) calibrated on the CPU at {c['rows']} rows: "
               f"{1e6 * c['per_row_s']:.2f} µs per row")
     print(table(f"1. bytes through the busiest server against one rank of the ring, "
-                f"{one['steps']} steps", moved))
-    print(table(f"1. step time, {one['batch']} rows, median of {one['repeats']} after "
-                f"{one['warmup']} (dp's one bucket: {buckets})", speed))
-    print(table(f"2. staleness, {stale_cfg['servers']} server + {stale_cfg['workers']} workers, "
-                f"{stale_cfg['steps']} steps, worker 0 slowed 2×",
-                list(rows["staleness"].values())))
-    print(table(f"3. loss against wall-clock: GPT d_model {loss_cfg['d_model']} on V "
-                f"{loss_cfg['vocab']}, {loss_cfg['servers']} server + {loss_cfg['workers']} "
-                "workers; levels " + ", ".join(f"L{i} = {v:.3f}" for i, v in enumerate(levels))
-                + f"; each contender's shorter of {loss_cfg['rounds']} runs",
-                list(rows["loss"].values())))
+                f"{bcfg['steps']} steps", moved))
+    print(table(f"1. step time, {bcfg['batch']} rows, median of {bcfg['repeats']} after "
+                f"{bcfg['warmup']} (dp's one bucket: {buckets})", speed))
+    print(table(f"2. staleness, {scfg['servers']} server + {scfg['workers']} workers, "
+                f"{scfg['steps']} steps, worker 0 slowed 2×", list(rows["staleness"].values())))
+    named = ", ".join(f"L{i} = {v:.3f}" for i, v in enumerate(levels))
+    print(table(f"3. loss against wall-clock: GPT d_model {lcfg['d_model']} on V {lcfg['vocab']}, "
+                f"{lcfg['servers']} server + {lcfg['workers']} workers; levels {named}; each "
+                f"contender's shorter of {lcfg['rounds']} runs", list(rows["loss"].values())))
     figures = draw_figures(args.figures, draw, rows, curves, floor, levels, cfgs,
                            without="; traces only")
     return {"workers": workers, "config": cfgs, "calibration": calib, "levels": levels,
