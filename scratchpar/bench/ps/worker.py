@@ -21,7 +21,7 @@ from ..standin import Sleeping, StandIn, pause
 from ..timing import stepping, sync, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
-KEPT = ("loss", "wait_s", "staleness_mean", "staleness_max", "version")  # of the step metrics
+KEPT = ("loss", "wait_s")  # of the step metrics: the training curve, the waits for the pull
 MODES = {"sync": (parallel.SyncParameterServer, None),
          "ssp": (parallel.SSPParameterServer, "staleness"),
          "async": (parallel.AsyncParameterServer, None),
