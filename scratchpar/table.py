@@ -13,8 +13,8 @@ def table(title: str, rows: list[dict], columns: dict | None = None,
     ``columns`` maps each header to a row's key, to a format string over the row
     (``"{loss:.6f}"``), or to a function of the row; without it, every key of the first row is
     a column headed by its name. A float shows with two decimals, or as ``formats`` gives for
-    its header (``{"loss": ".4f"}``), a yes/no as ✓/✗, a missing value (None, or a format
-    string's None) as -."""
+    its header (``{"loss": ".4f"}``), a yes/no as ✓/✗, a dict as its ``key:value`` pairs (a
+    histogram: ``0:8 1:10``), a missing value (None, or a format string's None) as -."""
     if columns is None:
         columns = {key: key for key in (rows[0] if rows else {})}
     values = [[_value(spec, row) for spec in columns.values()] for row in rows]
@@ -43,6 +43,8 @@ def _cell(value, spec: str) -> str:
         return "-"
     if isinstance(value, (bool, np.bool_)):
         return "✓" if value else "✗"
+    if isinstance(value, dict):
+        return " ".join(f"{k}:{v}" for k, v in value.items())
     if isinstance(value, (float, np.floating)):
         return format(value, spec)
     return str(value)

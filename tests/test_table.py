@@ -27,3 +27,7 @@ def test_formats_set_a_columns_decimals_and_keep_it_right_aligned():
     rows = [{"τ": 1, "final": 0.76612}, {"τ": 16, "final": 1.5}]
     assert table("t", rows, formats={"final": ".4f"}).splitlines()[2:] == [
         " τ   final", "--  ------", " 1  0.7661", "16  1.5000"]
+
+
+def test_a_dict_shows_as_its_pairs():
+    assert table("t", [{"histogram": {0: 8, 1: 10}}]).splitlines()[-1] == "0:8 1:10"
