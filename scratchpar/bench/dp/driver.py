@@ -79,30 +79,16 @@ def measure(args) -> dict:
           + ("" if max(results) <= (os.cpu_count() or 1) else
              f"; n={max(results)} is oversubscribed, two ranks share a core"))
     print(table("throughput, compute MLP, weak scaling: efficiency t₁/t_n (docs/data_parallel.md, "
-                "Measured)", throughput_rows(results, configs),
-                {"per-rank batch": "batch", "contender": "contender",
-                 **{h: f"{k}_{n}" for n in results
-                    for h, k in ((f"ms n={n}", "ms"), (f"efficiency n={n}", "efficiency"))}}))
-    rows = focus_rows(results, configs)
-    print(table("bucketed against naive", rows, {
-        "MLP": "job", "n": "n", "naive ms": lambda r: r["ms"]["naive"],
-        "bucketed ms": lambda r: r["ms"]["bucketed"], "bucketed/naive": "ratio"}))
-    print(table("exposed communication = (DP step − compute-only step) / DP step",
-                [{**r, "contender": c, "exposed": r[f"exposed_{c}"], "step": r["ms"][c]}
-                 for r in rows for c in ("bucketed", "naive")],
-                {"MLP": "job", "n": "n", "contender": "contender", "ms/step": "step",
-                 "compute-only ms": lambda r: r["ms"]["compute-only"], "exposed": "exposed"}))
-    ddp = [{**r, **r["ddp"]} for r in rows if r["ddp"]]
+                "Measured)", throughput_rows(results, jobs(configs))))
+    steps, ddp = focus_rows(results, configs)
+    print(table("bucketed against naive, and the exposed communication = (DP step − compute-only "
+                "step) / DP step", steps))
     if ddp:
         backends = ", ".join(f"{results[n]['ddp_backend']} at N={n}" for n in ranks)
         print(table(f"scratchpar (bucketed) against torch DDP ({backends}), the first steps' "
-                    "losses checked first", ddp,
-                    {"MLP": "job", "n": "n", "scratchpar samples/s": "ours",
-                     "ddp samples/s": "theirs", "scratchpar/ddp": "speedup",
-                     "loss abs err": "loss_err"}))
-    verdicts = targets(results, configs, rows, args.device)
-    print(table("targets (docs/data_parallel.md, Measured)", verdicts,
-                {"target": "target", "measured": "measured", "n": "n", "verdict": "verdict"}))
+                    "losses checked first", ddp))
+    verdicts = targets(results, configs, steps, ddp, args.device)
+    print(table("targets (docs/data_parallel.md, Measured)", verdicts))
     return {"configs": configs, "jobs": jobs(configs), "ranks": ranks, "rounds": rounds, **timing,
             "per_world_size": {str(n): r for n, r in results.items()}, "targets": verdicts}
 

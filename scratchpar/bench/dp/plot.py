@@ -7,34 +7,32 @@ from pathlib import Path
 
 from ...jobs.harness import finish
 from ...trace.figure import pyplot
-from .report import EFFICIENCY_TARGET, efficiency_of, median
+from .report import EFFICIENCY_TARGET, throughput_rows
 
-LINES = [  # (contender in the benchmark, legend label, style), each against its report.BASELINE
-    ("compute-only", "compute only (no communication)", dict(color="0.5", marker=".", ls=":")),
-    ("naive", "naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
-    ("bucketed", "bucketed, overlapped DP", dict(color="C0", marker="o")),
-    ("torch-ddp", "torch DDP (gloo), against torch on one device",
-     dict(color="C3", marker="D", ls="--")),
-]
+LINES = {  # contender in the benchmark: (legend label, style), each against its report.BASELINE
+    "compute-only": ("compute only (no communication)", dict(color="0.5", marker=".", ls=":")),
+    "naive": ("naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
+    "bucketed": ("bucketed, overlapped DP", dict(color="C0", marker="o")),
+    "torch-ddp": ("torch DDP (gloo), against torch on one device",
+                  dict(color="C3", marker="D", ls="--")),
+}
 
 
 def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
     """({(n, contender): {per-rank batch: efficiency}}, world sizes, the MLP's layer sizes) from
-    the compute MLP's sweep (report.efficiency_of: against the one device timed in the job)."""
+    the compute MLP's sweep: the throughput table's efficiencies."""
     try:
         bench = json.loads(Path(path).read_text())
         results = {int(n): r for n, r in bench["per_world_size"].items()}
-        sweep = {job: b for job, (name, b) in bench["jobs"].items() if name == "compute"}
-        curves = {}
-        for n in sorted(results):
-            for job, b in sweep.items():
-                for name, _, _ in LINES:
-                    if median(results, n, job, name) is not None:
-                        curves.setdefault((n, name), {})[b] = efficiency_of(results, n, job, name)
+        rows = throughput_rows(results, bench["jobs"])
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path} is not a dp benchmark JSON ({type(e).__name__}: {e})") from e
-    if not results or not sweep:
+    if not rows:
         raise ValueError(f"{path} has no world size or no compute MLP sweep")
+    curves = {}
+    for r in (r for r in rows if r["contender"] in LINES):
+        for n in results:
+            curves.setdefault((n, r["contender"]), {})[r["per-rank batch"]] = r[f"efficiency n={n}"]
     return curves, sorted(results), bench["configs"]["compute"]["sizes"]
 
 
@@ -44,11 +42,10 @@ def plot_scaling(path: str | Path, out: str | Path) -> Path:
     fig, axes = pyplot().subplots(1, len(world_sizes), figsize=(5.5 * len(world_sizes), 4.5),
                                   sharey=True, squeeze=False)
     for ax, n in zip(axes[0], world_sizes):
-        for name, label, style in LINES:
+        for name, (label, style) in LINES.items():
             curve = curves.get((n, name))
             if curve:
-                batches = sorted(curve)
-                ax.plot(batches, [curve[b] for b in batches], label=label, **style)
+                ax.plot(list(curve), list(curve.values()), label=label, **style)
         ax.axhline(EFFICIENCY_TARGET, color="k", lw=1, ls="--",
                    label=f"target {EFFICIENCY_TARGET:g} (at 2 ranks)")
         ax.axhline(1.0, color="0.7", lw=1)

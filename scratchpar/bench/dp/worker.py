@@ -2,38 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
 
 from ... import backend, nn, optim
 from ...allocator import keep_freed_memory
-from ...autograd import Tensor
-from ...autograd import functional as F
 from ...comm.mesh import Mesh
 from ...data.shard import shard
 from ...parallel import DataParallel, DataParallelNaive
+from ...train.task import Task
 from ..timing import Timed, accumulated, alone, stepping, turns
 
 LR = 0.01
 LOSS_RTOL, LOSS_ATOL = 1e-5, 1e-6  # float32: a loss near 0 is checked to an absolute error
 CHECK_STEPS = 2
-
-
-class Classify:
-    """The objective: a batch's cross-entropy, and its units, samples."""
-
-    def loss(self, model, batch, reduction: str):
-        x, y = batch
-        return F.cross_entropy(model(Tensor(x)), y, reduction=reduction)
-
-    def count(self, batch) -> int:
-        return len(batch[1])
-
-
-def sgd(params):
-    """Every contender's optimizer, over the parameters it steps: plain SGD, without state."""
-    return optim.SGD(params, LR)
+sgd = functools.partial(optim.SGD, lr=LR)  # every contender's optimizer: plain SGD, no state
 
 
 def ddp_backend(device: str, comm) -> str:
@@ -87,8 +72,7 @@ def check_losses(dp, ddp, batch, comm) -> list[dict]:
     """The first steps' global mean losses of scratchpar DP and DDP from the same weights."""
     rows = []
     for k in range(CHECK_STEPS):
-        ours, mine = dp.step(batch)["loss"], np.array([float(ddp())])
-        total = np.zeros(1)
+        ours, mine, total = dp.step(batch)["loss"], np.array([float(ddp())]), np.zeros(1)
         comm.mpi_allreduce(mine, total, "sum", blocking=True)
         theirs = float(total[0]) / comm.size
         rows.append({"step": k + 1, "scratchpar": ours, "ddp": theirs,
@@ -108,7 +92,7 @@ def bench_config(comm, spec: dict, cfg: dict, device: str) -> dict:
     x = gen.standard_normal((spec["batch"], spec["sizes"][0])).astype(np.float32)  # (B, D)
     host = (x, gen.integers(0, spec["sizes"][-1], spec["batch"]))  # (B, D), (B,)
     batch = tuple(map(backend.to_device, host))
-    mesh, objective = Mesh(comm), Classify()  # pure data parallelism
+    mesh, objective = Mesh(comm), Task(None, model, "sample")  # cross-entropy, pure DP
     bucketed = DataParallel(model, sgd, objective, mesh)
     naive = DataParallelNaive(model, sgd, objective, mesh)
     compute = accumulated(model, sgd(model.parameters()), objective.loss,
