@@ -43,19 +43,19 @@ def runs_for(p: int, sizes: dict, figures: bool) -> list[dict]:
 
 def summarize(runs: list[dict], calib: dict) -> list[dict]:
     """Each run with its median bubble and idle time (bubble × window: idle s per rank), the
-    simulator's ideal bubble and peak stash for the calibrated costs, the formula, and the idle
-    ms per micro-batch beyond the ideal."""
-    f, b, w = calib["forward_s"], calib["backward_s"], calib["weight_s"]
+    simulator's ideal timeline (in ms), bubble and peak stash for the calibrated costs, the
+    formula, and the idle ms per micro-batch beyond the ideal."""
+    f, b, w = (1e3 * calib[k] for k in ("forward_s", "backward_s", "weight_s"))  # ms
     for run in runs:
         p, m, v = run["p"], run["m"], run["v"]
         ideal = simulate(schedule_for(run["schedule"], p, m, v, f, b, w), f, b, w)
         idle = statistics.median(x * span for x, span in zip(run["bubbles"], run["windows_s"]))
         # GPipe (Huang et al. 2019, §2.3): (p−1)/(m+p−1), 1F1B's alike (Narayanan et al. 2021,
         # §2.1); interleaved (Narayanan et al. 2021, §2.2): (p−1)/(v·m+p−1)
-        run.update(bubble=statistics.median(run["bubbles"]), idle_s=idle,
+        run.update(bubble=statistics.median(run["bubbles"]), idle_s=idle, ideal=ideal,
                    simulated=ideal.bubble, formula=bubble_formula(p, m, v),
                    simulated_peak=[ideal.peak_stash[s] for s in range(p)],
-                   extra_ms=1e3 * (idle - ideal.bubble * ideal.makespan) / m)
+                   extra_ms=(1e3 * idle - ideal.bubble * ideal.makespan) / m)
     return runs
 
 
@@ -65,35 +65,23 @@ def find(runs: list[dict], schedule: str, p: int, m: int, v: int = 1) -> dict:
 
 def bubble_rows(runs: list[dict]) -> list[dict]:
     """GPipe and 1F1B over m; the target applies once m ≥ 4p."""
-    return [{**{k: r[k] for k in ("schedule", "p", "m", "bubble", "simulated", "formula",
-                                  "extra_ms")}, "ratio": r["bubble"] / r["formula"],
-             "ok": r["bubble"] / r["formula"] <= RATIO_TARGET if r["m"] >= 4 * r["p"] else None}
-            for r in runs if r["schedule"] in ("gpipe", "1f1b")]
+    return [{**{k: r[k] for k in ("schedule", "p", "m", "bubble", "simulated", "formula")},
+             "ratio": r["bubble"] / r["formula"],
+             "ok": r["bubble"] / r["formula"] <= RATIO_TARGET if r["m"] >= 4 * r["p"] else None,
+             "extra_ms": r["extra_ms"]} for r in runs if r["schedule"] in ("gpipe", "1f1b")]
 
 
-def interleaved_rows(runs: list[dict]) -> list[dict]:
-    """Interleaved against 1F1B at the same p and m: idle time per rank, whose ideal ratio is
-    1/v (Narayanan et al. 2021, §2.2: the bubble time (p−1)(t_f+t_b)/v)."""
-    return [{**{k: r[k] for k in ("p", "m", "v", "bubble", "simulated", "formula")},
-             "1f1b_bubble": base["bubble"], "idle_ratio": r["idle_s"] / base["idle_s"],
-             "target": RATIO_TARGET / r["v"],
-             "ok": r["idle_s"] / base["idle_s"] <= RATIO_TARGET / r["v"]}
-            for r in runs if r["schedule"] == "interleaved"
-            for base in [find(runs, "1f1b", r["p"], r["m"])]]
-
-
-def zero_bubble_rows(runs: list[dict], calib: dict) -> list[dict]:
-    """ZB-H1 against 1F1B at the same p and m: idle time per rank, whose ideal ratio is
-    (T_F + T_B − T_W)/(T_F + T_B + T_W), B the input gradient alone (Qi et al. 2023, §3.1:
-    ZB-H1's bubble (p−1)(T_F + T_B − T_W), 1F1B's (p−1)(T_F + T_B + T_W))."""
-    f, b, w = calib["forward_s"], calib["backward_s"], calib["weight_s"]
-    ideal = (f + b - 2 * w) / (f + b)
-    return [{**{k: r[k] for k in ("p", "m", "bubble", "simulated")},
-             "1f1b_bubble": base["bubble"], "idle_ratio": r["idle_s"] / base["idle_s"],
-             "ideal": ideal, "target": RATIO_TARGET * ideal,
-             "ok": r["idle_s"] / base["idle_s"] <= RATIO_TARGET * ideal}
-            for r in runs if r["schedule"] == "zb-h1"
-            for base in [find(runs, "1f1b", r["p"], r["m"])]]
+def against_1f1b(runs: list[dict], schedule: str, keys: tuple, ideal) -> list[dict]:
+    """``schedule``'s runs (``keys`` of each) against 1F1B's at the same p and m: the ratio of
+    their idle times per rank, its ``ideal(run)`` and the target, RATIO_TARGET × ideal."""
+    rows = []
+    for r in (r for r in runs if r["schedule"] == schedule):
+        base = find(runs, "1f1b", r["p"], r["m"])
+        ratio, target = r["idle_s"] / base["idle_s"], RATIO_TARGET * ideal(r)
+        rows.append({**{k: r[k] for k in keys}, "1f1b_bubble": base["bubble"],
+                     "idle_ratio": ratio, "ideal": ideal(r), "target": target,
+                     "ok": ratio <= target})
+    return rows
 
 
 def memory_rows(runs: list[dict], m: int) -> list[dict]:
@@ -133,87 +121,85 @@ def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> 
     """The bubble curve and, for each traced schedule, its simulated and measured timelines."""
     from ...trace.pipeline_plot import measured_spans, plot_bubble_curve, plot_pipeline_timeline
 
-    paths = [plot_bubble_curve(bubbles, str(Path(directory) / "pipeline_bubble.png"))]
-    f, b, w = (1e3 * calib[k] for k in ("forward_s", "backward_s", "weight_s"))  # ms, as spans
-    for r in (r for r in runs if r["trace"]):
-        ideal = simulate(schedule_for(r["schedule"], r["p"], r["m"], r["v"], f, b, w), f, b, w)
-        paths.append(plot_pipeline_timeline(
-            ideal, r["trace"].replace(".trace.json", ".png"), measured_spans(r["trace"]),
-            title=f"{r['schedule']}: p={r['p']}, m={r['m']}, v={r['v']}, sleep stages "
-                  f"(F {f:.1f} ms, B {b:.1f} ms per stage)"))
-    return paths
+    f, b = 1e3 * calib["forward_s"], 1e3 * calib["backward_s"]
+    return [plot_bubble_curve(bubbles, str(Path(directory) / "pipeline_bubble.png"))] + [
+        plot_pipeline_timeline(r["ideal"], r["trace"].replace(".trace.json", ".png"),
+                               measured_spans(r["trace"]),
+                               title=f"{r['schedule']}: p={r['p']}, m={r['m']}, v={r['v']}, "
+                                     f"sleep stages (F {f:.1f} ms, B {b:.1f} ms per stage)")
+        for r in runs if r["trace"]]
+
+
+def calibration(calib: dict) -> str:
+    """The line that says what each sleep stage stands in for."""
+    f, b, w = (1e3 * calib[k] for k in ("forward_s", "backward_s", "weight_s"))  # ms
+    return (f"calibration: GPT (d_model {GPT['d_model']}, {GPT['heads']} heads, {GPT['layers']} "
+            f"blocks, T {GPT['seq']}, float32, CPU) cut in 2 stages by parameters, micro-batch "
+            f"{calib['rows']} sequences: " + "; ".join(
+                f"stage {s} (layers {st['layers'][0]}–{st['layers'][1] - 1}) forward "
+                f"{1e3 * st['forward_s']:.2f} ms, backward {1e3 * st['backward_s']:.2f} ms"
+                for s, st in enumerate(calib["stages"]))
+            + f" → each sleep stage sleeps {f:.2f} ms forward, {b:.2f} ms backward per micro-"
+            f"batch ({ROWS} rows), of it {w:.2f} ms the weights' gradients (ZB-H1's W)")
 
 
 def measure(args) -> dict:
     sizes, cfg = (QUICK, QUICK_GPT) if args.quick else (FULL, GPT)
     calib = calibrate(GPT)
+    f, b, w = calib["forward_s"], calib["backward_s"], calib["weight_s"]
     print(f"pipeline benchmark: sleep stages on the host, the GPT on {describe(args.device)}")
-    print(f"calibration: GPT (d_model {GPT['d_model']}, {GPT['heads']} heads, {GPT['layers']} "
-          f"blocks, T {GPT['seq']}, float32, CPU) cut in 2 stages by parameters, micro-batch "
-          f"{calib['rows']} sequences: " + "; ".join(
-              f"stage {s} (layers {st['layers'][0]}–{st['layers'][1] - 1}) forward "
-              f"{1e3 * st['forward_s']:.2f} ms, backward {1e3 * st['backward_s']:.2f} ms"
-              for s, st in enumerate(calib["stages"]))
-          + f" → each sleep stage sleeps {1e3 * calib['forward_s']:.2f} ms forward, "
-          f"{1e3 * calib['backward_s']:.2f} ms backward per micro-batch ({ROWS} rows), of it "
-          f"{1e3 * calib['weight_s']:.2f} ms the weights' gradients (ZB-H1's W)")
+    print(calibration(calib))
     runs = summarize([run for p in sizes["ps"] for run in job(p, f"{WORKER}:sleep_runs", {
-        **{k: calib[k] for k in ("forward_s", "backward_s", "weight_s")}, "rows": ROWS,
-        "warmup": sizes["warmup"], "steps": sizes["steps"], "traces": args.figures,
+        "forward_s": f, "backward_s": b, "weight_s": w, "rows": ROWS, "warmup": sizes["warmup"],
+        "steps": sizes["steps"], "traces": args.figures,
         "runs": runs_for(p, sizes, args.figures is not None)})], calib)
     timed = job(2, f"{WORKER}:real_runs", cfg, args.device)
-    bubbles, inter, zero = bubble_rows(runs), interleaved_rows(runs), zero_bubble_rows(runs, calib)
-    memory, real = memory_rows(runs, max(sizes["ms"])), real_rows(timed, cfg)
-    compared, memory_real = [r for r in runs if r["compared"]], memory_real_rows(timed)
     print(f"{machine(args)}; median of {sizes['steps']} steps after {sizes['warmup']} warm-up")
     held = {r["p"]: r["held"] for r in runs}
     print("each sleep stage held its time " + ", ".join(
         f"{how} at p = {', '.join(str(p) for p in sorted(held) if held[p] == how)}"
         for how in ("polled", "slept") if how in held.values())
           + " (it polls where every rank has a core of its own, as compute would hold it)")
-    print(table("bubble, sleep stages, against the simulator and (p−1)/(m+p−1) (docs/pipeline.md, "
-                "Measurements)", bubbles,
-                {"schedule": "schedule", "p": "p", "m": "m", "measured": "bubble",
-                 "simulated": "simulated", "formula": "formula", "measured/formula": "ratio",
-                 f"≤{RATIO_TARGET}×": "ok", "idle beyond ideal, ms/micro-batch": "extra_ms"}))
-    print(table("interleaved against 1F1B at the same p, m", inter,
-                {"p": "p", "m": "m", "v": "v", "measured": "bubble", "simulated": "simulated",
-                 "formula": "formula", "1f1b": "1f1b_bubble", "idle ratio": "idle_ratio",
-                 "target": "target", "met": "ok"}))
-    print(table("ZB-H1 against 1F1B at the same p, m: B the input gradient, W the weights' later",
-                zero, {"p": "p", "m": "m", "measured": "bubble", "simulated": "simulated",
-                       "1f1b": "1f1b_bubble", "idle ratio": "idle_ratio",
-                       "ideal": "ideal", "target": "target", "met": "ok"}))
-    print(table("peak stashed activations per stage", memory,
-                {"p": "p", "m": "m", "stage": "stage", "gpipe mb": "gpipe_peak",
-                 "gpipe B": "gpipe_bytes", "1f1b mb": "1f1b_peak", "1f1b B": "1f1b_bytes",
-                 "simulated": "1f1b_simulated", "p−s": "bound", "met": "ok"}))
-    if compared:
-        print(table(f"every schedule at p={COMPARED['p']}, sleep stages", compared,
-                    {"schedule": "schedule", "m": "m", "v": "v", "measured": "bubble",
-                     "simulated": "simulated", "formula": "formula"}))
-    print(table(f"GPT (d_model {cfg['d_model']}, {cfg['layers']} blocks, T {cfg['seq']}, "
-                f"batch {cfg['batch']}) against one device", real,
-                {"contender": "contender", "ranks": "ranks", "m": "m", "ms/step": "ms",
-                 "tokens/s": "tokens_per_s", "× alone": "vs_one_device",
-                 "× alone-micro": "vs_micro"}))
-    print(table("GPT pipelines on 2 ranks: what each rank holds", memory_real,
-                {"contender": "contender", "rank": "rank", "param B": "param_bytes",
-                 "model B": "model_bytes", "share": "share", "peak mb": "peak",
-                 "peak act B": "peak_bytes"}))
-    ratio = RATIO_TARGET
-    judged = [r["ok"] for r in bubbles if r["ok"] is not None]  # m ≥ 4p
-    targets = {f"bubble ≤ {ratio}× formula at m ≥ 4p": judged,
-               f"interleaved idle ≤ {ratio}/v × 1F1B's": [r["ok"] for r in inter],
-               f"ZB-H1 idle ≤ {ratio} × ideal × 1F1B's": [r["ok"] for r in zero],
-               "1F1B peak ≤ p − s, GPipe = m": [r["ok"] for r in memory]}
-    print("\ntargets: " + "; ".join(f"{name}: {sum(oks)}/{len(oks)} met"
-                                    for name, oks in targets.items()))
-    figures = draw_figures(args.figures, draw, bubbles, runs, calib, without="; traces only")
-    return {"sizes": sizes, "calibration": calib, "gpt": cfg, "bubbles": bubbles,
-            "interleaved": inter, "zero_bubble": zero, "memory": memory, "schedules": compared,
-            "real": real, "real_memory": memory_real, "figures": figures,
-            "targets": {k: {"met": sum(v), "of": len(v)} for k, v in targets.items()}}
+    bubbles, memory = bubble_rows(runs), memory_rows(runs, max(sizes["ms"]))
+    # interleaved's ideal ratio is 1/v (Narayanan et al. 2021, §2.2: the bubble time
+    # (p−1)(t_f+t_b)/v); ZB-H1's (T_F + T_B − T_W)/(T_F + T_B + T_W), B the input gradient
+    # alone (Qi et al. 2023, §3.1: ZB-H1's bubble (p−1)(T_F + T_B − T_W), 1F1B's (p−1)(T_F +
+    # T_B + T_W))
+    inter = against_1f1b(runs, "interleaved", ("p", "m", "v", "bubble", "simulated", "formula"),
+                         lambda r: 1 / r["v"])
+    zero = against_1f1b(runs, "zb-h1", ("p", "m", "bubble", "simulated"),
+                        lambda r: (f + b - 2 * w) / (f + b))
+    tables = {  # the JSON's key: (the printed title, the rows)
+        "bubbles": (f"bubble, sleep stages, against the simulator and (p−1)/(m+p−1); ok: ≤ "
+                    f"{RATIO_TARGET}× once m ≥ 4p; extra_ms: idle beyond the ideal per "
+                    "micro-batch (docs/pipeline.md, Measurements)", bubbles),
+        "interleaved": ("interleaved against 1F1B at the same p, m", inter),
+        "zero_bubble": ("ZB-H1 against 1F1B at the same p, m: B the input gradient, W the "
+                        "weights' later", zero),
+        "memory": ("peak stashed activations per stage", memory),
+        "schedules": (f"every schedule at p={COMPARED['p']}, sleep stages", [
+            {k: r[k] for k in ("schedule", "m", "v", "bubble", "simulated", "formula")}
+            for r in runs if r["compared"]]),
+        "real": (f"GPT (d_model {cfg['d_model']}, {cfg['layers']} blocks, T {cfg['seq']}, "
+                 f"batch {cfg['batch']}) against one device", real_rows(timed, cfg)),
+        "real_memory": ("GPT pipelines on 2 ranks: what each rank holds",
+                        memory_real_rows(timed))}
+    for title, rows in tables.values():
+        if rows:
+            print(table(title, rows))
+    judged = {f"bubble ≤ {RATIO_TARGET}× formula at m ≥ 4p": [
+                  r for r in bubbles if r["ok"] is not None],
+              f"interleaved idle ≤ {RATIO_TARGET}/v × 1F1B's": inter,
+              f"ZB-H1 idle ≤ {RATIO_TARGET} × ideal × 1F1B's": zero,
+              "1F1B peak ≤ p − s, GPipe = m": memory}
+    targets = {name: {"met": sum(r["ok"] for r in rows), "of": len(rows)}
+               for name, rows in judged.items()}
+    print("\ntargets: " + "; ".join(f"{name}: {t['met']}/{t['of']} met"
+                                    for name, t in targets.items()))
+    return {"sizes": sizes, "calibration": calib, "gpt": cfg,
+            **{key: rows for key, (_, rows) in tables.items()}, "targets": targets,
+            "figures": draw_figures(args.figures, draw, bubbles, runs, calib,
+                                    without="; traces only")}
 
 
 BENCHMARK = Benchmark("pipeline bubbles, stashed activations and throughput against the "
