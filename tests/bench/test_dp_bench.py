@@ -7,7 +7,7 @@ import pytest
 from bench_helpers import table_rows
 
 from scratchpar.bench.__main__ import main
-from scratchpar.bench.dp import driver, report
+from scratchpar.bench.dp import driver
 
 CONTENDERS = {"bucketed", "naive", "compute-only", "alone"}
 
@@ -86,11 +86,11 @@ def test_pooling_rounds_takes_the_median_of_every_sample():
 def test_jobs_name_each_per_rank_batch_of_a_swept_config():
     configs = {"compute": {"sizes": [2, 2], "per_rank": [4, 8], "target": 8},
                "wide": {"sizes": [2, 2], "per_rank": [2]}, "deep": {"sizes": [2], "per_rank": [3]}}
-    assert report.jobs(configs) == {"compute@4": ("compute", 4), "compute@8": ("compute", 8),
+    assert driver.jobs(configs) == {"compute@4": ("compute", 4), "compute@8": ("compute", 8),
                                 "wide": ("wide", 2), "deep": ("deep", 3)}
-    assert report.focus(configs) == ["compute@8", "wide", "deep"]
-    assert report.layers([64] * 33 + [10]) == "64×33-10"
-    assert report.layers([784, 1024, 1024, 10]) == "784-1024-1024-10"
+    assert driver.focus(configs) == ["compute@8", "wide", "deep"]
+    assert driver.layers([64] * 33 + [10]) == "64×33-10"
+    assert driver.layers([784, 1024, 1024, 10]) == "784-1024-1024-10"
 
 
 def test_efficiency_is_the_one_device_time_over_the_n_rank_time_of_the_same_job():
@@ -99,22 +99,22 @@ def test_efficiency_is_the_one_device_time_over_the_n_rank_time_of_the_same_job(
 
     results = {2: {"configs": {"c": timed(alone=0.010, bucketed=0.0125, torch_alone=0.02,
                                           torch_ddp=0.04)}}}
-    assert report.efficiency_of(results, 2, "c", "bucketed") == pytest.approx(0.8)
-    assert report.efficiency_of(results, 2, "c", "torch-ddp") == pytest.approx(0.5)  # torch's own
+    assert driver.efficiency_of(results, 2, "c", "bucketed") == pytest.approx(0.8)
+    assert driver.efficiency_of(results, 2, "c", "torch-ddp") == pytest.approx(0.5)  # torch's own
 
 
 def test_exposed_fraction_is_the_share_of_the_step_not_spent_computing():
-    assert report.exposed_fraction(0.040, 0.030) == pytest.approx(0.25)
-    assert report.exposed_fraction(0.030, 0.030) == 0.0
-    assert report.exposed_fraction(0.028, 0.030) < 0  # noise can make DP look faster
+    assert driver.exposed_fraction(0.040, 0.030) == pytest.approx(0.25)
+    assert driver.exposed_fraction(0.030, 0.030) == 0.0
+    assert driver.exposed_fraction(0.028, 0.030) < 0  # noise can make DP look faster
 
 
 def test_verdicts_respect_the_direction_of_each_target():
-    assert report.met(0.91, 0.90, higher_is_better=True) is True
-    assert report.met(0.89, 0.90, higher_is_better=True) is False
-    assert report.met(0.70, 0.75, higher_is_better=False) is True
-    assert report.met(0.80, 0.75, higher_is_better=False) is False
-    assert report.met(None, 0.75, higher_is_better=False) is None
+    assert driver.met(0.91, 0.90, higher_is_better=True) is True
+    assert driver.met(0.89, 0.90, higher_is_better=True) is False
+    assert driver.met(0.70, 0.75, higher_is_better=False) is True
+    assert driver.met(0.80, 0.75, higher_is_better=False) is False
+    assert driver.met(None, 0.75, higher_is_better=False) is None
 
 
 def test_world_sizes_and_rounds_must_be_positive():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from ...jobs.harness import finish
 from ...trace.figure import pyplot
-from .report import EFFICIENCY_TARGET, throughput_rows
+from .driver import EFFICIENCY_TARGET, throughput_rows
 
-LINES = {  # contender in the benchmark: (legend label, style), each against its report.BASELINE
+LINES = {  # contender in the benchmark: (legend label, style), each against its driver.BASELINE
     "compute-only": ("compute only (no communication)", dict(color="0.5", marker=".", ls=":")),
     "naive": ("naive DP (one all-reduce per parameter)", dict(color="C1", marker="s")),
     "bucketed": ("bucketed, overlapped DP", dict(color="C0", marker="o")),

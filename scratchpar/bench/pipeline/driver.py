@@ -108,15 +108,6 @@ def real_rows(timed: dict, cfg: dict) -> list[dict]:
             for name, t in timed.items()]
 
 
-def memory_real_rows(timed: dict) -> list[dict]:
-    """Per rank of each GPT pipeline: the parameter bytes it holds against the whole model's
-    (model distribution's saving), and its peak micro-batches and boundary-activation bytes."""
-    return [{"contender": name, "rank": r, **rank, "model_bytes": t["memory"]["model_bytes"],
-             "share": rank["param_bytes"] / t["memory"]["model_bytes"]}
-            for name, t in timed.items() if "memory" in t
-            for r, rank in enumerate(t["memory"]["per_rank"])]
-
-
 def draw(directory: str, bubbles: list[dict], runs: list[dict], calib: dict) -> list[str]:
     """The bubble curve and, for each traced schedule, its simulated and measured timelines."""
     from ...trace.pipeline_plot import measured_spans, plot_bubble_curve, plot_pipeline_timeline
@@ -153,13 +144,11 @@ def measure(args) -> dict:
         "forward_s": f, "backward_s": b, "weight_s": w, "rows": ROWS, "warmup": sizes["warmup"],
         "steps": sizes["steps"], "traces": args.figures,
         "runs": runs_for(p, sizes, args.figures is not None)})], calib)
-    timed = job(2, f"{WORKER}:real_runs", cfg, args.device)
+    real = job(2, f"{WORKER}:real_runs", cfg, args.device)
     print(f"{machine(args)}; median of {sizes['steps']} steps after {sizes['warmup']} warm-up")
-    held = {r["p"]: r["held"] for r in runs}
-    print("each sleep stage held its time " + ", ".join(
-        f"{how} at p = {', '.join(str(p) for p in sorted(held) if held[p] == how)}"
-        for how in ("polled", "slept") if how in held.values())
-          + " (it polls where every rank has a core of its own, as compute would hold it)")
+    print("each sleep stage held its time " + ", ".join(f"at p = {p}: {held}" for p, held in {
+        r["p"]: r["held"] for r in runs}.items()) + " (it polls where every rank has a core of "
+          "its own, as compute would hold it)")
     bubbles, memory = bubble_rows(runs), memory_rows(runs, max(sizes["ms"]))
     # interleaved's ideal ratio is 1/v (Narayanan et al. 2021, §2.2: the bubble time
     # (p−1)(t_f+t_b)/v); ZB-H1's (T_F + T_B − T_W)/(T_F + T_B + T_W), B the input gradient
@@ -181,9 +170,8 @@ def measure(args) -> dict:
             {k: r[k] for k in ("schedule", "m", "v", "bubble", "simulated", "formula")}
             for r in runs if r["compared"]]),
         "real": (f"GPT (d_model {cfg['d_model']}, {cfg['layers']} blocks, T {cfg['seq']}, "
-                 f"batch {cfg['batch']}) against one device", real_rows(timed, cfg)),
-        "real_memory": ("GPT pipelines on 2 ranks: what each rank holds",
-                        memory_real_rows(timed))}
+                 f"batch {cfg['batch']}) against one device", real_rows(real["timed"], cfg)),
+        "real_memory": ("GPT pipelines on 2 ranks: what each rank holds", real["memory"])}
     for title, rows in tables.values():
         if rows:
             print(table(title, rows))

@@ -28,8 +28,6 @@ from ..timing import accumulated, alone, stepping, sync, turns
 
 LR = 1e-3
 COMPUTE = re.compile(r"[FBW]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, W3, F3.1
-
-
 sgd = functools.partial(optim.SGD, lr=LR)  # every contender's optimizer: plain SGD
 
 
@@ -163,11 +161,12 @@ def sleep_runs(comm, cfg: dict) -> list:
     return [sleep_run(comm, cfg, run) for run in cfg["runs"]]
 
 
-def real_runs(comm, cfg: dict) -> dict:
+def real_runs(comm, cfg: dict) -> dict[str, object]:
     """Seconds per step (slowest rank, median) of the GPT on one device (rank 0 alone, on the
     batch and on m accumulated micro-batches; its time includes a waiter's wake-up, ≤ 0.2 ms),
     data parallel, and pipelined: naive (m = 1), GPipe, 1F1B and ZB-H1; each on its own copy,
-    taking turns; then what each pipeline's ranks hold at the last step's peak."""
+    taking turns; and per rank of each pipeline, what it holds at the last step's peak: its
+    parameter bytes against the whole model's, its micro-batches and their boundary bytes."""
     batch = backend.to_device(gpt_batch(cfg, cfg["batch"]))
     one, micro, data = gpt_task(cfg), gpt_task(cfg), gpt_task(cfg)
     meshes = [Mesh(comm)]  # the data-parallel one, then each pipeline's
@@ -186,12 +185,14 @@ def real_runs(comm, cfg: dict) -> dict:
                                schedule=schedules.build(name, comm.size, m))
         release(task.model, pipes[name].params)  # a rank keeps its stage, as in a run
         contenders[name] = stepping(pipes[name], batch)
-    timed = turns(comm, contenders, cfg)
+    timed, memory = turns(comm, contenders, cfg), []
     for name, pipe in pipes.items():
-        timed[name]["memory"] = {"model_bytes": whole, "per_rank": comm.allgather_obj(
-            {"param_bytes": sum(p.data.nbytes for p in pipe.params), "peak": pipe.runtime.peak,
-             "peak_bytes": pipe.runtime.peak_bytes}, "pipeline memory")}
+        mine = {"param_bytes": sum(p.data.nbytes for p in pipe.params),
+                "peak": pipe.runtime.peak, "peak_bytes": pipe.runtime.peak_bytes}
+        for r, rank in enumerate(comm.allgather_obj(mine, "pipeline memory")):
+            memory.append({"contender": name, "rank": r, **rank, "model_bytes": whole,
+                           "share": rank["param_bytes"] / whole})
         pipe.close()
     for mesh in meshes:
         mesh.free()
-    return timed
+    return {"timed": timed, "memory": memory}
