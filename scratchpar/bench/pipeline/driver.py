@@ -20,8 +20,8 @@ FULL = {"ps": [2, 4, 8], "ms": [1, 2, 4, 8, 16, 32], "vs": [2, 4], "per_p": [1, 
         "warmup": 1, "steps": 4}  # interleaved at m = per_p · p
 QUICK = {"ps": [2, 4], "ms": [1, 4, 8], "vs": [2], "per_p": [2], "warmup": 1, "steps": 2}
 ROWS = 8  # rows of a sleep-stage micro-batch
-COMPARED = {"p": 4, "m": 8, "v": 2,
-            "names": ["gpipe", "1f1b", "interleaved", "naive", "bprio", "pipedream"]}
+COMPARED_P, COMPARED = 4, [("gpipe", 8, 1), ("1f1b", 8, 1), ("interleaved", 8, 2),
+                           ("naive", 1, 1), ("bprio", 8, 1), ("pipedream", 8, 1)]  # (name, m, v)
 WORKER = "scratchpar.bench.pipeline.worker"
 RATIO_TARGET = 1.1  # docs/pipeline.md: measured bubble / formula at m ≥ 4p; interleaved / v
 
@@ -32,10 +32,7 @@ def runs_for(p: int, sizes: dict, figures: bool) -> list[dict]:
     keys = [(s, m, 1) for s in ("gpipe", "1f1b") for m in sizes["ms"]]
     keys += [(s, k * p, v) for k in sizes["per_p"] for v in (1, *sizes["vs"])
              for s in (("1f1b", "zb-h1") if v == 1 else ("interleaved",))]
-    compared = []
-    if p == COMPARED["p"]:
-        compared = [(s, 1 if s == "naive" else COMPARED["m"], COMPARED["v"] if
-                     s == "interleaved" else 1) for s in COMPARED["names"]]
+    compared = COMPARED if p == COMPARED_P else []
     return [{"schedule": s, "m": m, "v": v, "compared": (s, m, v) in compared,
              "trace": figures and (s, m, v) in compared}
             for s, m, v in dict.fromkeys(keys + compared)]
@@ -166,7 +163,7 @@ def measure(args) -> dict:
         "zero_bubble": ("ZB-H1 against 1F1B at the same p, m: B the input gradient, W the "
                         "weights' later", zero),
         "memory": ("peak stashed activations per stage", memory),
-        "schedules": (f"every schedule at p={COMPARED['p']}, sleep stages", [
+        "schedules": (f"every schedule at p={COMPARED_P}, sleep stages", [
             {k: r[k] for k in ("schedule", "m", "v", "bubble", "simulated", "formula")}
             for r in runs if r["compared"]]),
         "real": (f"GPT (d_model {cfg['d_model']}, {cfg['layers']} blocks, T {cfg['seq']}, "
