@@ -1,12 +1,10 @@
-"""One rank of the pipeline benchmark: sleep-stage schedules traced, a GPT's step timed in turns;
-and the GPT's stage times that the sleeps stand in for."""
+"""The pipeline benchmark's ranks (sleep-stage schedules, the GPT's steps) and its calibration."""
 
 from __future__ import annotations
 
 import functools
 import os
 import re
-from pathlib import Path
 
 import numpy as np
 
@@ -144,16 +142,13 @@ def sleep_run(comm, spec: dict, run: dict) -> dict | None:
     comm.tracer = None
     if comm.rank:
         return None
-    path = None
-    if run["trace"]:
-        name = run["schedule"] + (f"_v{v}" if v > 1 else "")
-        path = write_chrome(str(Path(spec["traces"]) / f"pipeline_{name}_p{p}_m{m}.trace.json"),
-                            [r["trace"] for r in ranks])
+    name = run["schedule"] + (f"_v{v}" if v > 1 else "") + f"_p{p}_m{m}"
     per_step = [bubble(list(s)) for s in zip(*(r["summaries"] for r in ranks))]
     return {**run, "p": p, "held": "polled" if spin else "slept",
             "bubbles": [x for x, _ in per_step], "windows_s": [span for _, span in per_step],
-            "peak": [r["peak"] for r in ranks],
-            "peak_bytes": [r["peak_bytes"] for r in ranks], "trace": path}
+            "peak": [r["peak"] for r in ranks], "peak_bytes": [r["peak_bytes"] for r in ranks],
+            "trace": write_chrome(os.path.join(spec["traces"], f"pipeline_{name}.trace.json"),
+                                  [r["trace"] for r in ranks]) if run["trace"] else None}
 
 
 def sleep_runs(comm, cfg: dict) -> list:
