@@ -143,9 +143,9 @@ def measure(args) -> dict:
         "runs": runs_for(p, sizes, args.figures is not None)})], calib)
     real = job(2, f"{WORKER}:real_runs", cfg, args.device)
     print(f"{machine(args)}; median of {sizes['steps']} steps after {sizes['warmup']} warm-up")
-    print("each sleep stage held its time " + ", ".join(f"at p = {p}: {held}" for p, held in {
-        r["p"]: r["held"] for r in runs}.items()) + " (it polls where every rank has a core of "
-          "its own, as compute would hold it)")
+    held = ", ".join(f"at p = {p}: {how}" for p, how in {r["p"]: r["held"] for r in runs}.items())
+    print(f"each sleep stage held its time {held} (it polls where every rank has a core of its "
+          "own, as compute would hold it)")
     bubbles, memory = bubble_rows(runs), memory_rows(runs, max(sizes["ms"]))
     # interleaved's ideal ratio is 1/v (Narayanan et al. 2021, §2.2: the bubble time
     # (p−1)(t_f+t_b)/v); ZB-H1's (T_F + T_B − T_W)/(T_F + T_B + T_W), B the input gradient
@@ -172,8 +172,8 @@ def measure(args) -> dict:
     for title, rows in tables.values():
         if rows:
             print(table(title, rows))
-    judged = {f"bubble ≤ {RATIO_TARGET}× formula at m ≥ 4p": [
-                  r for r in bubbles if r["ok"] is not None],
+    at_4p = [r for r in bubbles if r["ok"] is not None]  # m ≥ 4p
+    judged = {f"bubble ≤ {RATIO_TARGET}× formula at m ≥ 4p": at_4p,
               f"interleaved idle ≤ {RATIO_TARGET}/v × 1F1B's": inter,
               f"ZB-H1 idle ≤ {RATIO_TARGET} × ideal × 1F1B's": zero,
               "1F1B peak ≤ p − s, GPipe = m": memory}
