@@ -40,7 +40,7 @@ def test_each_layer_runs_exactly_its_collectives_each_way(quick):
         assert r["every_rank"] is True
         if r["expected"] is not None:
             assert r["counted"] == r["expected"]
-            assert r["bytes"] == str(r["bytes_formula"])  # each of them the same size
+            assert r["bytes"] == str(r["formula"])  # each of them the same size
         else:  # the sequence-parallel all-gather's pickled exchange of the shards' lengths,
             # once a forward call, which the tracer does not record (docs/tensor_parallel.md)
             assert r["op"].startswith("metadata")

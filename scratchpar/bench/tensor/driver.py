@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 
 from ... import backend
@@ -28,7 +26,7 @@ CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},
 QUICK = {"block": {"batch": 2, "seq": 8, "d_model": 16, "heads": 4},
          "mlp": {"tokens": 8, "d_model": 32}, "warmup": 1, "repeats": 2}
 LAYERS = {"tensor": ParallelBlock, "sequence": SequenceParallelBlock}
-PASSES = ("forward", "backward")
+METADATA = "metadata (allgather_obj, untraced)"  # pickled exchanges, which the tracer skips
 MEGATRON_T2 = 1.64  # Megatron's reported speed-up at t = 2
 TIMED_T = 2  # the machine has 2 cores: only t ≤ 2 is real compute
 
@@ -47,45 +45,37 @@ def block_input(cfg: dict, comm, layer: str) -> Tensor:
     return Tensor(backend.to_device(np.ascontiguousarray(x)), requires_grad=True)
 
 
-@contextmanager
-def exchanges(comm):
-    """The names of the ``comm.allgather_obj`` calls (pickled metadata, which the tracer does
-    not record) made while installed on the communicator instance."""
-    calls, inner = [], comm.allgather_obj
+def traced(comm, run) -> tuple:
+    """``run()``'s result, and its collectives: each op (the name before the algorithm) → the
+    bytes of each call, and METADATA → the name of each ``comm.allgather_obj`` call."""
+    tracer, calls, inner = Tracer(comm.rank), [], comm.allgather_obj
 
     def counted(obj, what: str = "metadata exchange") -> list:
         calls.append(what)
         return inner(obj, what)
 
-    comm.allgather_obj = counted
+    comm.tracer, comm.allgather_obj = tracer, counted  # on the communicator instance
     try:
-        yield calls
+        out = run()
     finally:
+        comm.tracer = None
         del comm.allgather_obj  # the class's method again
+    ops = {METADATA: calls}
+    for e in tracer.events:
+        if e.cat == "comm":
+            ops.setdefault(e.name.split("/")[0], []).append(e.bytes)
+    return out, ops
 
 
 def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
-    """One forward and one backward of this rank's shard of ``block``, traced: the collectives
-    (op, the name before the algorithm → the bytes of each) and metadata exchanges of each
-    pass, and the bytes this rank holds."""
+    """This rank's shard of ``block`` through one forward and one backward: each pass's
+    collectives (:func:`traced`), and the bytes this rank holds."""
     model, x = LAYERS[layer](block, comm), block_input(cfg, comm, layer)
     params = model.parameters()
-    tracer = comm.tracer = Tracer(comm.rank)
-    with exchanges(comm) as calls:
-        with tracer.region("forward", "compute"):
-            out = model(x)  # (B, T, C) or (B, T_r, C)
-        forward = len(calls)
-        held = graph_bytes(out, params)  # the input x included, parameters not
-        with tracer.region("backward", "compute"):
-            out.backward(out.xp.ones_like(out.data))
-    comm.tracer = None
-    regions = {e.name: e for e in tracer.events if e.cat == "compute"}
-    ops = {p: {} for p in PASSES}
-    for p in PASSES:
-        for e in tracer.events:
-            if e.cat == "comm" and regions[p].start <= e.start and e.end <= regions[p].end:
-                ops[p].setdefault(e.name.split("/")[0], []).append(e.bytes)
-    return {"collectives": ops, "exchanges": {"forward": forward, "backward": len(calls) - forward},
+    out, forward = traced(comm, lambda: model(x))  # (B, T, C) or (B, T_r, C)
+    held = graph_bytes(out, params)  # the input x included, parameters not
+    _, backward = traced(comm, lambda: out.backward(out.xp.ones_like(out.data)))
+    return {"collectives": {"forward": forward, "backward": backward},
             "param_bytes": int(sum(p.data.nbytes for p in params)),
             "grad_bytes": int(sum(p.grad.nbytes for p in params if p.grad is not None)),
             "activation_bytes": held}
@@ -137,41 +127,38 @@ def expected(cfg: dict, t: int, layer: str) -> dict[tuple[str, str], tuple[int, 
 
 def collective_rows(results: dict, cfg: dict) -> list[dict]:
     """Per t ≥ 2, layer, pass and op: described and counted (rank 0's trace; every rank's must
-    match), and the bytes of each; then the untraced metadata exchanges."""
+    match), and the bytes of each; last the metadata exchanges, which no description counts."""
     rows = []
     for t, res in results.items():
         for layer in LAYERS if t >= 2 else ():
-            ranks, want = [mine[layer] for mine in res["per_rank"]], expected(cfg, t, layer)
-            for p in PASSES:
-                seen = [rank["collectives"][p] for rank in ranks]
-                for op in sorted({op for phase, op in want if phase == p} | set(seen[0])):
+            want = expected(cfg, t, layer)
+            for p in ("forward", "backward"):
+                seen = [mine[layer]["collectives"][p] for mine in res["per_rank"]]
+                ops = {op for phase, op in want if phase == p} | set(seen[0]) - {METADATA}
+                for op in [*sorted(ops), METADATA]:
                     each, (count, nbytes) = seen[0].get(op, []), want.get((p, op), (0, None))
-                    rows.append({"t": t, "layer": LAYERS[layer].__name__, "pass": p, "op": op,
-                                 "expected": count, "counted": len(each),
-                                 "every_rank": all(len(s.get(op, [])) == len(each)
-                                                   for s in seen),
-                                 "bytes": "/".join(map(str, sorted(set(each)))) or None,
-                                 "bytes_formula": nbytes})
-                calls = [rank["exchanges"][p] for rank in ranks]
-                rows.append({"t": t, "layer": LAYERS[layer].__name__, "pass": p,
-                             "op": "metadata (allgather_obj, untraced)", "expected": None,
-                             "counted": calls[0], "every_rank": len(set(calls)) == 1,
-                             "bytes": None, "bytes_formula": None})
+                    rows.append({
+                        "t": t, "layer": LAYERS[layer].__name__, "pass": p, "op": op,
+                        "expected": None if op == METADATA else count, "counted": len(each),
+                        "every_rank": all(len(s.get(op, [])) == len(each) for s in seen),
+                        "bytes": None if op == METADATA else
+                        "/".join(map(str, sorted(set(each)))) or None, "formula": nbytes})
     return rows
 
 
 def memory_rows(results: dict, cfg: dict) -> list[dict]:
-    """Per t, layer and rank: what the rank holds beside each formula."""
+    """Per t, layer and rank: what the rank holds beside each formula, and Korthikanti et al.'s
+    count of the same layer in 16 bits."""
     return [{"t": t, "layer": layer, "rank": r, "param_bytes": held["param_bytes"],
              "param_formula": param_formula(cfg, t, r), "grad_bytes": held["grad_bytes"],
-             "activation_bytes": held["activation_bytes"], "activation_formula": act,
-             "activation_ratio": held["activation_bytes"] / act,
-             "korthikanti": round(korthikanti(cfg["seq"], cfg["batch"], cfg["d_model"],
-                                              cfg["heads"], t, 2, "none", layer == "sequence")),
-             "vs_block": held["activation_bytes"] / res["one_device"]["activation_bytes"]}
+             "activation_bytes": held["activation_bytes"],
+             "activation_formula": activation_formula(cfg, t, r, layer),
+             "vs_block": held["activation_bytes"] / res["one_device"]["activation_bytes"],
+             "korthikanti_16bit": round(korthikanti(cfg["seq"], cfg["batch"], cfg["d_model"],
+                                                    cfg["heads"], t, 2, "none",
+                                                    layer == "sequence"))}
             for t, res in results.items() for layer in LAYERS
-            for r, held in enumerate(mine[layer] for mine in res["per_rank"])
-            for act in [activation_formula(cfg, t, r, layer)]]
+            for r, held in enumerate(mine[layer] for mine in res["per_rank"])]
 
 
 def measure(args) -> dict:
@@ -180,36 +167,26 @@ def measure(args) -> dict:
     results = {t: job(t, "scratchpar.bench.tensor.driver:measure_ranks",
                       {**cfg, "time": t == TIMED_T}, args.device) for t in ranks}
     b, m = cfg["block"], cfg["mlp"]
+    mlps = {t: res["mlp"] for t, res in results.items() if "mlp" in res}
+    timing = [{"t": t, **(row := speedup(mlp["timed"], "tensor")),
+               "efficiency": row["speedup"] / t, "megatron": MEGATRON_T2,
+               "max_abs_diff": f"{mlp['max_abs_diff']:.1e}"} for t, mlp in mlps.items()]
     collectives, memory = collective_rows(results, b), memory_rows(results, b)
-    timing = [{"t": t, **(row := speedup(res["mlp"]["timed"], "tensor")),
-               "efficiency": row["speedup"] / t, "megatron": MEGATRON_T2, "ideal": float(t),
-               "max_abs_diff": f"{res['mlp']['max_abs_diff']:.1e}"}
-              for t, res in results.items() if "mlp" in res]
-    one = next(iter(results.values()))["one_device"]
+    one = results[ranks[0]]["one_device"]
     print(f"tensor benchmark on {describe(args.device)}, {machine(args)}; block: B {b['batch']}, "
           f"T {b['seq']}, C {b['d_model']}, {b['heads']} heads, float32, dropout 0")
     print(table("collectives per transformer layer, counted from the trace beside the "
-                "description (docs/tensor_parallel.md, Measurements)", collectives,
-                {**{key: key for key in ("t", "layer", "pass", "op", "expected", "counted")},
-                 "every rank": "every_rank", "bytes": "bytes", "formula": "bytes_formula"}))
+                "description (docs/tensor_parallel.md, Measurements)", collectives))
     print(table(f"speed-up of the transformer MLP X[{m['tokens']},{m['d_model']}] → "
                 f"{4 * m['d_model']} → {m['d_model']} against one device, median of "
-                f"{cfg['repeats']} after {cfg['warmup']} warm-up", timing,
-                {"t": "t", "alone ms": "alone_ms", "tensor ms": "tensor_ms",
-                 "speed-up": "speedup", "efficiency": "efficiency", "Megatron": "megatron",
-                 "ideal": "ideal", "max |Y − one device's|": "max_abs_diff"})
+                f"{cfg['repeats']} after {cfg['warmup']} warm-up", timing)
           if timing else f"\nspeed-up: not timed (the MLP is timed in the job of t = {TIMED_T})")
     print(table(f"held per rank, one block, against the formulas; nn.Block holds "
                 f"{one['param_bytes']} parameter B, {one['activation_bytes']} activation B",
-                memory,
-                {**{key: key for key in ("t", "layer", "rank")}, "param B": "param_bytes",
-                 "formula": "param_formula", "grad B": "grad_bytes",
-                 "activation B": "activation_bytes", "formula ": "activation_formula",
-                 "measured/formula": "activation_ratio", "× nn.Block": "vs_block",
-                 "Korthikanti 16-bit B": "korthikanti"}))
+                memory))
     return {"config": cfg, "ranks": ranks, "collectives": collectives, "timing": timing,
             "memory": memory, "one_device": one,
-            "timed": {t: res["mlp"]["timed"] for t, res in results.items() if "mlp" in res}}
+            "timed": {t: mlp["timed"] for t, mlp in mlps.items()}}
 
 
 BENCHMARK = Benchmark("tensor (Megatron) parallelism: collectives per layer from the trace, "
