@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ... import backend
-from ...autograd import Tensor
 from ...autograd import functional as F
 from ...autograd.held import graph_bytes
 from ...comm.chunks import counts
@@ -23,28 +22,24 @@ QUICK = {"features": 16, "sizes": [32, 16], "k": 3, "classes": 4, "batch": 8, "w
 FLOAT32 = 4
 
 
-def towers(cfg: dict) -> Towers:
-    """The same float32 Towers on every rank and for every contender (seed 0)."""
-    return Towers(cfg["features"], cfg["sizes"], cfg["k"], cfg["classes"],
-                  np.random.default_rng(0), dtype=np.float32)
-
-
-def holdings(model, x: Tensor, y) -> dict:
+def holdings(model, x, y) -> dict:
     """What this rank holds for ``model``: parameter bytes, and the bytes one forward's graph
     keeps (the input included), with that forward's loss."""
-    params = model.parameters()
-    loss = F.cross_entropy(model(x), y)
+    params, loss = model.parameters(), F.cross_entropy(model(x), y)
     return {"param_bytes": int(sum(p.data.nbytes for p in params)),
             "activation_bytes": graph_bytes(loss, params), "loss": float(loss.item())}
 
 
 def measure_ranks(comm, cfg: dict) -> dict:
     """One rank of the job: the single-device model alone on rank 0 and ``ParallelBranches``
-    over every rank, forward and backward in turns on the same batch; then what each holds."""
+    over every rank (the same float32 Towers, seed 0), forward and backward in turns on the
+    same batch; then what each holds."""
     gen = np.random.default_rng(1)
     x = gen.standard_normal((cfg["batch"], cfg["features"])).astype(np.float32)  # (B, F)
     y = backend.to_device(gen.integers(0, cfg["classes"], cfg["batch"]))  # (B,)
-    one, split = towers(cfg), ParallelBranches(towers(cfg), comm)  # the whole model is freed
+    one, whole = (Towers(cfg["features"], cfg["sizes"], cfg["k"], cfg["classes"],
+                         np.random.default_rng(0), dtype=np.float32) for _ in range(2))
+    split = ParallelBranches(whole, comm)
     timed, (x_one, x_split) = against_one_device(
         comm, one, split, x, lambda m, x: F.cross_entropy(m(x), y).backward(), cfg)
     mine = {"towers": len(split.towers), **holdings(split, x_split, y)}
@@ -62,11 +57,12 @@ def param_formula(cfg: dict, towers: int) -> int:
 
 def measure(args) -> dict:
     cfg = QUICK if args.quick else CONFIG
+    k = cfg["k"]
     results = {n: job(n, "scratchpar.bench.branches.driver:measure_ranks", cfg, args.device)
                for n in args.ranks}
-    one = next(iter(results.values()))["one_device"]
-    timing = [{"ranks": n, "towers_per_rank": "/".join(map(str, counts(cfg["k"], n))),
-               **speedup(r["timed"], "branches"), "ideal": cfg["k"] / max(counts(cfg["k"], n))}
+    one = results[args.ranks[0]]["one_device"]
+    timing = [{"ranks": n, "towers_per_rank": "/".join(map(str, counts(k, n))),
+               **speedup(r["timed"], "branches"), "ideal": k / max(counts(k, n))}
               for n, r in results.items()]  # ideal: if the head cost nothing
     memory = [{"ranks": n, "rank": rank, "towers": mine["towers"],
                "param_bytes": mine["param_bytes"],
@@ -77,19 +73,13 @@ def measure(args) -> dict:
                "loss_diff": f"{abs(mine['loss'] - one['loss']):.1e}"}
               for n, r in results.items() for rank, mine in enumerate(r["per_rank"])]
     widths = "→".join(map(str, [cfg["features"], *cfg["sizes"]]))
-    print(f"branches benchmark on {describe(args.device)}, {machine(args)}: Towers ({cfg['k']} "
-          f"towers {widths}, joined {cfg['k'] * cfg['sizes'][-1]} → head {cfg['classes']}), "
-          f"batch {cfg['batch']}, float32; forward + backward, median of {cfg['repeats']} after "
+    print(f"branches benchmark on {describe(args.device)}, {machine(args)}: Towers ({k} towers "
+          f"{widths}, joined {k * cfg['sizes'][-1]} → head {cfg['classes']}), batch "
+          f"{cfg['batch']}, float32; forward + backward, median of {cfg['repeats']} after "
           f"{cfg['warmup']} warm-up")
-    print(table("step time against one device (docs/tensor_parallel.md, Measurements)", timing,
-                {"ranks": "ranks", "towers/rank": "towers_per_rank", "alone ms": "alone_ms",
-                 "branches ms": "branches_ms", "speed-up": "speedup", "ideal": "ideal"}))
+    print(table("step time against one device (docs/tensor_parallel.md, Measurements)", timing))
     print(table(f"held per rank, against one device ({one['param_bytes']} parameter B, "
-                f"{one['activation_bytes']} activation B)", memory,
-                {"ranks": "ranks", "rank": "rank", "towers": "towers", "param B": "param_bytes",
-                 "formula B": "param_formula", "× one": "param_share",
-                 "activation B": "activation_bytes", "× one ": "activation_share",
-                 "|loss − one device's|": "loss_diff"}))
+                f"{one['activation_bytes']} activation B)", memory))
     return {"config": cfg, "ranks": args.ranks, "timing": timing, "memory": memory,
             "one_device": one, "timed": {n: r["timed"] for n, r in results.items()}}
 
