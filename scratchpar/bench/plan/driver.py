@@ -1,9 +1,4 @@
-"""The planner's validation: this machine calibrated at each world size, as for a run of that
-many ranks; then per world size, one job that predicts every layout the training command accepts
-there, and one job per layout and round that measures it as the command runs it (``--quick``:
-one job for them all). Beyond :func:`real_ranks` the model's compute is a stand-in's sleep of
-its measured time (``bench/standin.py``), for the layouts that run the whole model through its
-loss."""
+"""The planner's validation: per world size, every layout of a run predicted, then measured."""
 
 from __future__ import annotations
 
@@ -18,19 +13,13 @@ from .plot import draw
 
 WORKER = "scratchpar.bench.plan.worker"
 CALIBRATE = "scratchpar.plan.calibrate:profile_toml"
-RUN = ["--model", "gpt", "--d-model", "64", "--n-layers", "2", "--n-heads", "4",
-       "--seq-len", "64", "--batch-size", "32"]
-QUICK_RUN = ["--model", "gpt", "--d-model", "16", "--n-layers", "2", "--n-heads", "2",
-             "--seq-len", "16", "--batch-size", "8"]
+RUN = "--model gpt --d-model 64 --n-layers 2 --n-heads 4 --seq-len 64 --batch-size 32".split()
+QUICK_RUN = "--model gpt --d-model 16 --n-layers 2 --n-heads 2 --seq-len 16 --batch-size 8".split()
 TIMING = {"warmup": 6, "repeats": 10, "rounds": 3}
 QUICK_TIMING = {"warmup": 1, "repeats": 3, "rounds": 1}
 TARGETS = {"step median": 0.10, "step worst": 0.25, "memory median": 0.05,  # relative errors
            "tau": 0.8}  # Kendall's, predicted against measured order; docs/plan.md, Validation
-COLUMNS = {"N": "ranks", "layout": "layout", "= 1 device": "exact", "stand-in": "standin",
-           "predicted ms": "{predicted_ms:.2f}", "measured ms": "{measured_ms:.2f}",
-           "step error": "{step_error:+.0%}", "predicted MiB": "{predicted_mib:.1f}",
-           "measured MiB": "{measured_mib:.1f}", "memory error": "{memory_error:+.0%}",
-           "not run": "not_run"}
+MIB = 2**-20  # MiB a byte
 
 
 def real_ranks(device: str) -> int:
@@ -56,19 +45,32 @@ def kendall_tau(xs: list[float], ys: list[float]) -> float:
 
 
 def with_errors(rows: list[dict]) -> list[dict]:
-    """Each row with its figures in ms and MiB and its relative errors (predicted / measured
-    − 1), None where it did not run (memory: a stand-in allocates no activations, not traced)."""
-    return [{**row, "not_run": row.get("not_run"), **error(row, "s", "ms", 1e3, "step"),
-             **error(row, "bytes", "mib", 2**-20, "memory")} for row in rows]
+    """Each row with its relative errors, predicted / measured − 1, of the step and of memory:
+    None where not measured (a stand-in allocates no activations: not traced)."""
+    def error(row: dict, unit: str) -> float | None:
+        measured = row.get(f"measured_{unit}")
+        return None if measured is None else row[f"predicted_{unit}"] / measured - 1
+
+    return [{**row, "not_run": row.get("not_run"), "step_error": error(row, "s"),
+             "memory_error": error(row, "bytes")} for row in rows]
 
 
-def error(row: dict, unit: str, shown: str, scale: float, what: str) -> dict:
-    """``row``'s predicted and measured ``unit`` times ``scale``, as ``shown``, and the error."""
-    keys = (f"predicted_{shown}", f"measured_{shown}", f"{what}_error")
-    if f"measured_{unit}" not in row:
-        return dict.fromkeys(keys)
-    predicted, measured = row[f"predicted_{unit}"], row[f"measured_{unit}"]
-    return dict(zip(keys, (scale * predicted, scale * measured, predicted / measured - 1)))
+def scaled(key: str, scale: float, spec: str):
+    """A column of each row's ``key`` times ``scale``, formatted by ``spec``; None where missing."""
+    return lambda row: None if row.get(key) is None else format(scale * row[key], spec)
+
+
+COLUMNS = {"N": "ranks", "layout": "layout", "stand-in": "standin",
+           "predicted ms": scaled("predicted_s", 1e3, ".2f"),
+           "measured ms": scaled("measured_s", 1e3, ".2f"), "step error": "{step_error:+.0%}",
+           "predicted MiB": scaled("predicted_bytes", MIB, ".1f"),
+           "measured MiB": scaled("measured_bytes", MIB, ".1f"),
+           "memory error": "{memory_error:+.0%}", "not run": "not_run"}
+
+
+def tau(rows: list[dict]) -> float:
+    """Kendall's τ of ``rows``' predicted steps against their measured ones."""
+    return kendall_tau([r["predicted_s"] for r in rows], [r["measured_s"] for r in rows])
 
 
 def summary(rows: list[dict]) -> dict:
@@ -77,23 +79,19 @@ def summary(rows: list[dict]) -> dict:
     ran = [r for r in rows if r["step_error"] is not None]
     step = sorted(abs(r["step_error"]) for r in ran)
     memory = sorted(abs(r["memory_error"]) for r in ran if r["memory_error"] is not None)
-    taus = {n: kendall_tau([r["predicted_s"] for r in ran if r["ranks"] == n],
-                           [r["measured_s"] for r in ran if r["ranks"] == n])
-            for n in sorted({r["ranks"] for r in ran})}
     return {"layouts": len(ran), "step median": statistics.median(step), "step worst": step[-1],
             "memory median": statistics.median(memory) if memory else float("nan"),
-            "tau_by_ranks": taus,
-            "tau": kendall_tau([r["predicted_s"] for r in ran], [r["measured_s"] for r in ran])}
+            "tau_by_ranks": {n: tau([r for r in ran if r["ranks"] == n])
+                             for n in sorted({r["ranks"] for r in ran})}, "tau": tau(ran)}
 
 
 def verdicts(found: dict, device: str) -> list[dict]:
-    rows = []
-    for key, bound in TARGETS.items():
-        ok = found[key] >= bound if key == "tau" else found[key] <= bound
-        rows.append({"target": f"{key} {'≥' if key == 'tau' else '≤'} {bound:g}",
-                     "measured": found[key], "verdict": verdict(
-                         device, None if math.isnan(found[key]) else ok, "n/a (not measured)")})
-    return rows
+    """Each target of TARGETS, what was found and the verdict: τ at least its bound, an error
+    at most its own."""
+    return [{"target": f"{key} {'≥' if key == 'tau' else '≤'} {bound:g}", "measured": found[key],
+             "verdict": verdict(device, None if math.isnan(found[key]) else (
+                 found[key] >= bound if key == "tau" else found[key] <= bound),
+                 "n/a (not measured)")} for key, bound in TARGETS.items()]
 
 
 def world(n: int, run: list[str], profile: str, timing: dict, device: str,
@@ -112,7 +110,7 @@ def world(n: int, run: list[str], profile: str, timing: dict, device: str,
             seconds = [row["seconds"] for row in group] if standin else None
             found = job(n, f"{WORKER}:runs", {"run": run, "flags": [r["flags"] for r in group],
                                               "seconds": seconds, "traced": k == 0,
-                                              **timing, "rounds": 1}, device)
+                                              **timing}, device)
             for row, got in zip(group, found):
                 row.setdefault("rounds_s", []).extend(got.pop("rounds_s", []))
                 row.update(got)
@@ -137,10 +135,8 @@ def measure(args) -> dict:
     profiles = {n: calibrated[max(n, 2)] for n in ranks}  # a message needs two ranks
     rows = with_errors([row for n in ranks for row in world(n, run, profiles[n], timing,
                                                              args.device, args.quick)])
-    print(f"plan benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}")
-    print(f"run: {' '.join(run)}; the profile calibrated here at each world size (1 rank: 2's), "
-          f"compute timed here, and beyond {real_ranks(args.device)} ranks slept for its time "
-          "by a stand-in")
+    print(f"plan benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}; "
+          f"run: {' '.join(run)}; beyond {real_ranks(args.device)} ranks, a stand-in computes")
     alone = "all in one process" if args.quick else "each layout in a process of its own"
     print(table(f"predicted beside measured: the step (the slowest rank's median of "
                 f"{timing['repeats']}, the least of {timing['rounds']} rounds in turns; {alone}) "
@@ -148,8 +144,7 @@ def measure(args) -> dict:
     found = summary(rows)
     print(table(f"errors over {found['layouts']} layouts; τ within each world size: "
                 + ", ".join(f"N={n} {t:.2f}" for n, t in found["tau_by_ranks"].items())
-                + "; the target's τ is over all of them", verdicts(found, args.device),
-                {"target": "target", "measured": "{measured:.2f}", "verdict": "verdict"}))
+                + "; the target's τ is over all of them", verdicts(found, args.device)))
     figures = draw_figures(args.figures, draw, rows)
     return {"run": run, "ranks": ranks, "profiles": profiles, "rows": rows, "summary": found,
             "figures": figures}
@@ -166,4 +161,3 @@ BENCHMARK = Benchmark("the planner against real runs: every layout runnable here
                       "and memory predicted beside measured, errors and Kendall's tau",
                       "a tiny GPT, a few steps", measure, arguments,
                       figures="plan_validation.png")
-

@@ -1,10 +1,6 @@
-"""One rank of the planner's validation: each layout of a run on this world built by the training
-command's own path, timed, its memory traced, and predicted by the planner from the calibrated
-profile and the model's compute timed here (``plan/measured.py``)."""
+"""One rank of the planner's validation: each layout of a run predicted, or run and timed."""
 
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 
@@ -12,7 +8,7 @@ from ...plan.layouts import layouts
 from ...plan.measured import model_compute, shard_compute, stage_shares
 from ...plan.predict import predict
 from ...plan.profile import loads
-from ...plan.rank import exact, name
+from ...plan.rank import name
 from ...plan.timing import steps
 from ...plan.traced import refusal, traced
 from ...train.build import build_trainer
@@ -25,96 +21,75 @@ from ..timing import slowest, sync
 def predicted(comm, cfg: dict) -> list[dict]:
     """Per layout of ``cfg["run"]`` on this world (with ``cfg["standin"]``, those a stand-in can
     take), rank 0's prediction of its step and peak bytes, and the compute it priced them with
-    (``seconds``: [rows, forward, backward]), timed alike for every layout in a fresh process:
-    by every rank at once, as a step's ranks compute, or for a stand-in by one rank alone."""
-    cluster = loads(cfg["profile"], "the calibrated profile")
+    (``seconds``: [rows, forward, backward]), timed alike for every layout in a fresh process
+    (``plan/measured.py``): by every rank at once, as a step's ranks compute, or for a
+    stand-in by one rank alone."""
+    cluster, standin = loads(cfg["profile"], "the calibrated profile"), cfg["standin"]
     found = [layout for layout in layouts(cfg["run"], comm.size)
-             if not cfg.get("standin") or stands_in(layout.cfg)]
+             if not standin or stands_in(layout.cfg)]
     rows = [{"ranks": comm.size, "layout": name(layout), "flags": list(layout.flags),
-             "strategy": layout.cfg.train.strategy, "exact": exact(layout.cfg),
-             "standin": bool(cfg.get("standin"))} for layout in found]
+             "strategy": layout.cfg.train.strategy, "standin": standin} for layout in found]
     shards = shard_compute(comm, found, cfg)
-    asked = {n for layout in found for n in rows_asked(layout, comm.size, cluster)}
-    compute = model_compute(comm, found[0].cfg, sorted(asked), cfg,
-                            1 if cfg.get("standin") else comm.size)
+    asked = {n for layout in found
+             for n in priced(layout, comm.size, cluster, lambda rows: (1.0, 1.0), shards)[1]}
+    compute = model_compute(comm, found[0].cfg, sorted(asked), cfg, 1 if standin else comm.size)
     if comm.rank == 0:
         shares = stage_shares(found[0].cfg, cfg["repeats"])
         for row, layout in zip(rows, found):
-            recorded, priced = recording(compute)
-            step = predict(layout.cfg, comm.size, cluster, recorded, shard_of(shards, layout),
-                           shares)
+            step, seconds = priced(layout, comm.size, cluster, compute, shards, shares)
             parts = estimate(layout.cfg, comm.size, bound=False)
             row.update(predicted_s=step.step_s, predicted_bytes=measurable(layout.cfg, parts),
-                       parts_s={"forward": step.forward_s, "backward": step.backward_s,
-                                "update": step.update_s, "exposed": step.exposed_s,
-                                "idle": step.idle_s},
-                       seconds=[[n, *pair] for n, pair in priced.items()])
+                       seconds=[[n, *pair] for n, pair in seconds.items()])
     comm.barrier()
     return rows
 
 
+def priced(layout, world: int, cluster, compute, shards: dict, shares=None) -> tuple:
+    """``layout``'s step predicted on ``world`` ranks from the model's ``compute`` (and its tp
+    shard's, ``shard_compute``'s ``shards``), and each rows count it priced → (forward,
+    backward) seconds."""
+    t, asked = layout.cfg.train, {}
+
+    def recorded(rows: int) -> tuple[float, float]:
+        asked[rows] = compute(rows)
+        return asked[rows]
+
+    def shard(rows: int) -> tuple[float, float]:
+        return shards[(t.tp, t.sequence_parallel, rows)]
+
+    return predict(layout.cfg, world, cluster, recorded, shard, shares), asked
+
+
 def runs(comm, cfg: dict) -> list[dict]:
-    """For each of ``cfg["flags"]`` (layouts of ``cfg["run"]``), in turn in this process: the
-    largest rank's traced peak of a short run (unless ``cfg["traced"]`` is false), then the
-    step (the slowest rank's median) of each of ``rounds`` rounds, or why it did not run. With
-    ``cfg["seconds"]`` (per layout, the [rows, forward, backward] its prediction priced), the
-    compute is a stand-in's sleep of the largest, pro rata, and nothing is traced."""
-    configs = [load_config([*cfg["run"], *flags], world_size=comm.size) for flags in cfg["flags"]]
-    seconds = cfg.get("seconds") or [None] * len(configs)
-    builds = [build_trainer if priced is None else
-              functools.partial(build_sleeping, **dict(zip(("rows", "forward_s", "backward_s"),
-                                                           max(priced))))
-              for priced in seconds]
-    rows = [{} for _ in configs]
-    for row, flags, priced in zip(rows, cfg["flags"], seconds):
+    """For each of ``cfg["flags"]`` (layouts of ``cfg["run"]``) in this process: the largest
+    rank's traced peak of a short run (where ``cfg["traced"]``), then in turn each one's step
+    (:func:`timed`) as a round of ``rounds_s``, or why it did not run. With ``cfg["seconds"]``
+    (per layout, the [rows, forward, backward] its prediction priced), the compute is a
+    stand-in's sleep of the largest, pro rata, and nothing is traced."""
+    seconds = cfg["seconds"] or [None] * len(cfg["flags"])
+    rows = [{} for _ in seconds]
+    for row, flags, priced_with in zip(rows, cfg["flags"], seconds):
         with refusal(row):
-            if priced is None and cfg.get("traced", True):
+            if priced_with is None and cfg["traced"]:
                 row["measured_bytes"] = traced(comm, [*cfg["run"], *flags])
-    for _ in range(cfg["rounds"]):
-        for row, run, build in zip(rows, configs, builds):
-            if "not_run" not in row:
-                with refusal(row):
-                    row.setdefault("rounds_s", []).append(timed(comm, run, cfg, build))
+    for row, flags, priced_with in zip(rows, cfg["flags"], seconds):
+        if "not_run" not in row:
+            with refusal(row):
+                run = load_config([*cfg["run"], *flags], world_size=comm.size)
+                row["rounds_s"] = [timed(comm, run, cfg, priced_with)]
     return rows
 
 
-def timed(comm, cfg, settings: dict, build=build_trainer) -> float:
-    """The median of the slowest rank's seconds over ``repeats`` steps after ``warmup`` of the
-    trainer ``build`` makes, each step from a barrier."""
-    trainer = build(cfg, comm)
+def timed(comm, cfg, settings: dict, priced_with=None) -> float:
+    """The median of the slowest rank's seconds over ``repeats`` steps after ``warmup``, each
+    from a barrier, of the training command's trainer, or of a stand-in sleeping for the
+    largest rows of ``priced_with``; the run then ended as the training loop ends it: servers'
+    workers leave, replicas settle, the strategy frees what it made."""
+    trainer = build_trainer(cfg, comm) if priced_with is None else \
+        build_sleeping(cfg, comm, *max(priced_with))
     seconds = steps(trainer, cfg.train.batch_size, settings["repeats"], settings["warmup"],
                     start=lambda: sync(comm))
-    ended(trainer)
-    return float(np.median(slowest(comm, [seconds])[0]))
-
-
-def ended(trainer) -> None:
-    """The end of a run, as the training loop ends it: servers' workers leave, replicas
-    settle, the strategy frees what it made."""
     trainer.strategy.shutdown()
     trainer.strategy.finish()
     trainer.strategy.close()
-
-
-def shard_of(shards: dict, layout):
-    """``layout``'s tp shard's compute by rows, from ``plan.measured.shard_compute``'s."""
-    t = layout.cfg.train
-    return lambda rows: shards[(t.tp, t.sequence_parallel, rows)]
-
-
-def recording(compute):
-    """``compute``, and the dict of each rows count it was asked for and what it gave."""
-    priced: dict[int, tuple[float, float]] = {}
-
-    def recorded(rows: int) -> tuple[float, float]:
-        priced[rows] = compute(rows)
-        return priced[rows]
-
-    return recorded, priced
-
-
-def rows_asked(layout, world: int, cluster) -> set[int]:
-    """The row counts whose compute the prediction of ``layout`` asks for."""
-    recorded, priced = recording(lambda rows: (1.0, 1.0))
-    predict(layout.cfg, world, cluster, recorded, lambda rows: (1.0, 1.0))
-    return set(priced)
+    return float(np.median(slowest(comm, [seconds])[0]))
