@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ... import backend
@@ -36,15 +38,6 @@ def host_input(shape: tuple, seed: int):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-def block_input(cfg: dict, comm, layer: str) -> Tensor:
-    """X[B,T,C], or this rank's sequence shard X[B,T_r,C] (``chunks.bounds(T, t)``)."""
-    x = host_input((cfg["batch"], cfg["seq"], cfg["d_model"]), 1)  # (B, T, C)
-    if layer == "sequence":
-        start, stop = bounds(cfg["seq"], comm.size)[comm.rank]
-        x = x[:, start:stop]  # (B, T_r, C)
-    return Tensor(backend.to_device(np.ascontiguousarray(x)), requires_grad=True)
-
-
 def traced(comm, run) -> tuple:
     """``run()``'s result, and its collectives: each op (the name before the algorithm) → the
     bytes of each call, and METADATA → the name of each ``comm.allgather_obj`` call."""
@@ -67,6 +60,15 @@ def traced(comm, run) -> tuple:
     return out, ops
 
 
+def block_input(cfg: dict, comm, layer: str) -> Tensor:
+    """X[B,T,C], or this rank's sequence shard X[B,T_r,C] (``chunks.bounds(T, t)``)."""
+    x = host_input((cfg["batch"], cfg["seq"], cfg["d_model"]), 1)  # (B, T, C)
+    if layer == "sequence":
+        start, stop = bounds(cfg["seq"], comm.size)[comm.rank]
+        x = x[:, start:stop]  # (B, T_r, C)
+    return Tensor(backend.to_device(np.ascontiguousarray(x)), requires_grad=True)
+
+
 def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
     """This rank's shard of ``block`` through one forward and one backward: each pass's
     collectives (:func:`traced`), and the bytes this rank holds."""
@@ -79,12 +81,6 @@ def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
             "param_bytes": int(sum(p.data.nbytes for p in params)),
             "grad_bytes": int(sum(p.grad.nbytes for p in params if p.grad is not None)),
             "activation_bytes": held}
-
-
-def transformer_mlp(c: int) -> Sequential:
-    """The MLP of ``nn.Block``: Linear(C, 4C), GELU, Linear(4C, C), dropout 0 (seed 0)."""
-    gen = np.random.default_rng(0)
-    return Sequential(Linear(c, 4 * c, gen), GELU(), Linear(4 * c, c, gen), Dropout(0.0))
 
 
 def measure_ranks(comm, cfg: dict) -> dict:
@@ -100,11 +96,12 @@ def measure_ranks(comm, cfg: dict) -> dict:
     mine = {layer: one_layer(block, comm, b, layer) for layer in LAYERS}
     result = {"one_device": one, "per_rank": comm.allgather_obj(mine, "tensor holdings")}
     if cfg["time"]:
-        shape = (cfg["mlp"]["tokens"], cfg["mlp"]["d_model"])  # (N, C)
-        dy = backend.to_device(host_input(shape, 2))
-        mlp, split = transformer_mlp(shape[1]), ParallelFeedForward(transformer_mlp(shape[1]), comm)
+        (n, c), gen = (cfg["mlp"]["tokens"], cfg["mlp"]["d_model"]), np.random.default_rng(0)
+        dy = backend.to_device(host_input((n, c), 2))  # (N, C)
+        mlp = Sequential(Linear(c, 4 * c, gen), GELU(), Linear(4 * c, c, gen), Dropout(0.0))
+        split = ParallelFeedForward(copy.deepcopy(mlp), comm)  # nn.Block's MLP, dropout 0
         timed, (x_one, x_split) = against_one_device(
-            comm, mlp, split, host_input(shape, 1), lambda m, x: m(x).backward(dy), cfg)
+            comm, mlp, split, host_input((n, c), 1), lambda m, x: m(x).backward(dy), cfg)
         diff = float(abs(backend.to_host(split(x_split).data - mlp(x_one).data)).max())
         result["mlp"] = {"timed": timed, "max_abs_diff": diff}
     return result
@@ -137,12 +134,12 @@ def collective_rows(results: dict, cfg: dict) -> list[dict]:
                 ops = {op for phase, op in want if phase == p} | set(seen[0]) - {METADATA}
                 for op in [*sorted(ops), METADATA]:
                     each, (count, nbytes) = seen[0].get(op, []), want.get((p, op), (0, None))
+                    sizes = "" if op == METADATA else "/".join(map(str, sorted(set(each))))
                     rows.append({
                         "t": t, "layer": LAYERS[layer].__name__, "pass": p, "op": op,
                         "expected": None if op == METADATA else count, "counted": len(each),
                         "every_rank": all(len(s.get(op, [])) == len(each) for s in seen),
-                        "bytes": None if op == METADATA else
-                        "/".join(map(str, sorted(set(each)))) or None, "formula": nbytes})
+                        "bytes": sizes or None, "formula": nbytes})
     return rows
 
 
