@@ -86,21 +86,22 @@ def summary(rows: list[dict]) -> dict:
 
 
 def verdicts(found: dict, device: str) -> list[dict]:
-    """Each target of TARGETS, what was found and the verdict: τ at least its bound, an error
+    """Each target of TARGETS, what was found and its verdict: τ at least its bound, an error
     at most its own."""
-    return [{"target": f"{key} {'≥' if key == 'tau' else '≤'} {bound:g}", "measured": found[key],
-             "verdict": verdict(device, None if math.isnan(found[key]) else (
-                 found[key] >= bound if key == "tau" else found[key] <= bound),
-                 "n/a (not measured)")} for key, bound in TARGETS.items()]
+    rows = []
+    for key, bound in TARGETS.items():
+        met = found[key] >= bound if key == "tau" else found[key] <= bound
+        rows.append({"target": f"{key} {'≥' if key == 'tau' else '≤'} {bound:g}",
+                     "measured": found[key], "verdict": verdict(
+                         device, None if math.isnan(found[key]) else met, "n/a (not measured)")})
+    return rows
 
 
 def world(n: int, run: list[str], profile: str, timing: dict, device: str,
           together: bool) -> list[dict]:
     """Every layout of ``run`` on ``n`` ranks (beyond :func:`real_ranks`, those a stand-in
-    computes for), predicted in one job, then measured: each in a job of its own (the training
-    command's conditions), or ``together`` in one. Each round is a job of its own, the layouts
-    taking turns, and a layout's step is the least of its rounds: one layout's steps differed by
-    15% from one fresh job to the next here, and a burst of load spoils a round, not a figure."""
+    computes for), predicted in one job, then measured each round in a job of its own (or
+    ``together`` in one), taking turns: its step is the least of its rounds (docs/plan.md)."""
     standin = n > real_ranks(device)
     rows = job(n, f"{WORKER}:predicted", {"run": run, "profile": profile, "standin": standin,
                                           **timing}, device)

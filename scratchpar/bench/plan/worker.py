@@ -20,10 +20,8 @@ from ..timing import slowest, sync
 
 def predicted(comm, cfg: dict) -> list[dict]:
     """Per layout of ``cfg["run"]`` on this world (with ``cfg["standin"]``, those a stand-in can
-    take), rank 0's prediction of its step and peak bytes, and the compute it priced them with
-    (``seconds``: [rows, forward, backward]), timed alike for every layout in a fresh process
-    (``plan/measured.py``): by every rank at once, as a step's ranks compute, or for a
-    stand-in by one rank alone."""
+    take), rank 0's prediction of its step and peak bytes, with the compute it priced (``seconds``:
+    [rows, forward, backward]), timed here by every rank at once, or by one for a stand-in."""
     cluster, standin = loads(cfg["profile"], "the calibrated profile"), cfg["standin"]
     found = [layout for layout in layouts(cfg["run"], comm.size)
              if not standin or stands_in(layout.cfg)]
@@ -61,11 +59,9 @@ def priced(layout, world: int, cluster, compute, shards: dict, shares=None) -> t
 
 
 def runs(comm, cfg: dict) -> list[dict]:
-    """For each of ``cfg["flags"]`` (layouts of ``cfg["run"]``) in this process: the largest
-    rank's traced peak of a short run (where ``cfg["traced"]``), then in turn each one's step
-    (:func:`timed`) as a round of ``rounds_s``, or why it did not run. With ``cfg["seconds"]``
-    (per layout, the [rows, forward, backward] its prediction priced), the compute is a
-    stand-in's sleep of the largest, pro rata, and nothing is traced."""
+    """For each of ``cfg["flags"]`` in this process: the largest rank's traced peak of a short
+    run (where ``cfg["traced"]`` and no ``cfg["seconds"]`` priced a stand-in), then in turn each
+    one's step as a round of ``rounds_s`` (:func:`timed`), or why it did not run."""
     seconds = cfg["seconds"] or [None] * len(cfg["flags"])
     rows = [{} for _ in seconds]
     for row, flags, priced_with in zip(rows, cfg["flags"], seconds):
@@ -82,9 +78,8 @@ def runs(comm, cfg: dict) -> list[dict]:
 
 def timed(comm, cfg, settings: dict, priced_with=None) -> float:
     """The median of the slowest rank's seconds over ``repeats`` steps after ``warmup``, each
-    from a barrier, of the training command's trainer, or of a stand-in sleeping for the
-    largest rows of ``priced_with``; the run then ended as the training loop ends it: servers'
-    workers leave, replicas settle, the strategy frees what it made."""
+    from a barrier, of the training command's trainer, or of a stand-in sleeping the compute
+    ``priced_with`` gives its largest rows, pro rata; the run then ended as training ends it."""
     trainer = build_trainer(cfg, comm) if priced_with is None else \
         build_sleeping(cfg, comm, *max(priced_with))
     seconds = steps(trainer, cfg.train.batch_size, settings["repeats"], settings["warmup"],
