@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from bench_helpers import run_quick
 
-from scratchpar.bench.tensor import driver, formulas
+from scratchpar.bench.tensor import driver
 from scratchpar.nn import Block
 
 
@@ -56,7 +56,7 @@ def test_parameters_gradients_and_activations_match_their_formulas(quick):
     one = result["one_device"]
     halves = [r for r in result["memory"] if r["t"] == 2]
     assert sum(r["param_bytes"] for r in halves if r["layer"] == "tensor") == \
-        one["param_bytes"] + formulas.FLOAT32 * 6 * driver.QUICK["block"]["d_model"]
+        one["param_bytes"] + driver.FLOAT32 * 6 * driver.QUICK["block"]["d_model"]
     by = {(r["t"], r["layer"], r["rank"]): r["activation_bytes"] for r in result["memory"]}
     assert by[2, "sequence", 0] < by[2, "tensor", 0] < by[1, "tensor", 0]
 
@@ -77,6 +77,6 @@ def test_the_speedup_is_the_ratio_of_the_medians_at_t_2(quick):
 def test_the_parameter_formula_counts_a_whole_block_at_t_1():
     cfg = driver.QUICK["block"]
     block = Block(cfg["d_model"], cfg["heads"], np.random.default_rng(0))
-    assert formulas.param_formula(cfg, 1, 0) == 4 * block.num_parameters()
-    assert sum(formulas.param_formula(cfg, 3, r) for r in range(3)) == \
+    assert driver.param_formula(cfg, 1, 0) == 4 * block.num_parameters()
+    assert sum(driver.param_formula(cfg, 3, r) for r in range(3)) == \
         4 * block.num_parameters() + 2 * 4 * 6 * cfg["d_model"]  # replicated 6C on each rank
