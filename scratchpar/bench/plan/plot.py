@@ -44,9 +44,8 @@ def draw(directory: str, rows: list[dict]) -> list[str]:
                             color="grey", alpha=0.15, label="±25%")
         ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), title=title,
                xlabel=f"measured ({shown})", ylabel=f"predicted ({shown})")
-    handles, labels = axes[0].get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
-    fig.legend(unique.values(), unique.keys(), loc="center right", frameon=False, fontsize=7)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="center right", frameon=False,
+               fontsize=7)  # each label once: the step's panel scatters each group once
     fig.suptitle("the planner against this machine: every layout of the run", fontsize=10)
     return [finish(fig, str(Path(directory) / "plan_validation.png"), axes, dpi=130,
                    legend=False, rect=(0, 0, 0.82, 1))]

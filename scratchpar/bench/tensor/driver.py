@@ -183,9 +183,9 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
              "activation_bytes": held["activation_bytes"],
              "activation_formula": activation_formula(cfg, t, r, layer),
              "vs_block": held["activation_bytes"] / res["one_device"]["activation_bytes"],
-             "korthikanti_16bit": round(korthikanti(cfg["seq"], cfg["batch"], cfg["d_model"],
-                                                    cfg["heads"], t, 2, "none",
-                                                    layer == "sequence"))}
+             "korthikanti_16bit": round(korthikanti(
+                 cfg["seq"], cfg["batch"], cfg["d_model"], cfg["heads"], t, 2, "none",
+                 layer == "sequence"))}
             for t, res in results.items() for layer in LAYERS
             for r, held in enumerate(mine[layer] for mine in res["per_rank"])]
 
