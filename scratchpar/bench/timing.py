@@ -84,22 +84,6 @@ def interleaved(contenders: dict[str, Timed], repeats: int, warmup: int,
     return {name: [seconds for seconds, in samples] for name, samples in found.items()}
 
 
-def sync(comm) -> None:
-    """The polled barrier brings every rank close; a tiny blocking MPI all-reduce then releases
-    them within about one message latency of each other."""
-    comm.barrier()
-    one = np.zeros(1)
-    comm.mpi_allreduce(one.copy(), one, "max", blocking=True)
-
-
-def slowest(comm, seconds) -> np.ndarray:
-    """Element-wise max over ranks of this rank's timings."""
-    mine = np.asarray(seconds, dtype=np.float64)
-    out = np.empty_like(mine)
-    comm.mpi_allreduce(mine, out, "max", blocking=True)
-    return out
-
-
 def alone(step: Timed, comm) -> Alone:
     """Rank 0 runs ``step`` by itself, one core busy as on one device, while the other ranks
     sleep until its message wakes them (a spinning wait would load their cores)."""
@@ -120,11 +104,12 @@ def alone(step: Timed, comm) -> Alone:
 
 def turns(comm, contenders: dict[str, Timed], cfg: dict) -> dict:
     """Median and samples of the slowest rank's seconds per step of each contender, taking turns
-    from a barrier, ``cfg["repeats"]`` after ``cfg["warmup"]``; an :class:`Alone` baseline
-    counts rank 0's time."""
-    samples = interleaved(contenders, cfg["repeats"], cfg["warmup"], start=lambda: sync(comm))
-    worst = slowest(comm, [[0.0] * cfg["repeats"] if isinstance(contenders[name], Alone)
-                           and comm.rank else s for name, s in samples.items()])  # (C, R)
+    with every rank starting each together (``timing.sync``), ``cfg["repeats"]`` after
+    ``cfg["warmup"]``; an :class:`Alone` baseline counts rank 0's time."""
+    samples = interleaved(contenders, cfg["repeats"], cfg["warmup"],
+                          start=lambda: timing.sync(comm))
+    worst = timing.slowest(comm, [[0.0] * cfg["repeats"] if isinstance(contenders[name], Alone)
+                                  and comm.rank else s for name, s in samples.items()])  # (C, R)
     return {name: {"median_s": float(np.median(worst[i])), "samples_s": worst[i].tolist()}
             for i, name in enumerate(samples)}
 

@@ -1,6 +1,7 @@
 """Timing on this machine, the one loop every measurement runs: contenders take turns, each
 call's seconds are kept after ``warmup`` untimed calls, and a figure is their median, or the
-least of a few rounds of medians.
+least of a few rounds of medians; among ranks, each call starts from every rank together and
+a figure is the slowest rank's.
 
 Taking turns, a noisy machine slows every contender alike; the first call maps memory and
 fills caches, so it is not timed; and a GPU runs kernels asynchronously, so the clock is read
@@ -13,6 +14,8 @@ import itertools
 import statistics
 import time
 from collections.abc import Callable, Hashable
+
+import numpy as np
 
 from .. import backend
 
@@ -91,3 +94,21 @@ def least(keys: list, timing: Callable[[Hashable], tuple[float, ...]], rounds: i
             found = timing(key)
             best[key] = min(best.get(key, found), found, key=sum)
     return best
+
+
+def slowest(comm, seconds) -> np.ndarray:
+    """The element-wise max over ranks of this rank's ``seconds`` (any shape), the same on every
+    rank: a step waits for its slowest rank. A polled barrier gathers the ranks first, so one
+    that waits while others compute naps rather than spinning on their cores; the blocking MPI
+    all-reduce then releases them within about one message latency of each other."""
+    comm.barrier()
+    mine = np.asarray(seconds, dtype=np.float64)
+    out = np.empty_like(mine)
+    comm.mpi_allreduce(mine, out, "max", blocking=True)
+    return out
+
+
+def sync(comm) -> None:
+    """Every rank starts the next call together, within about one message latency of each
+    other: :func:`slowest` of nothing, for its barrier and release."""
+    slowest(comm, np.zeros(1))

@@ -1,9 +1,11 @@
 """The one timing loop: turns in rotation after an untimed warm-up, a median per phase, the
-least of rounds, and a trainer's steps on its batches in order."""
+least of rounds, a trainer's steps on its batches in order, and the slowest rank's figure."""
 
 from types import SimpleNamespace
 
-from scratchpar.plan.timing import clocked, least, medians, steps, turns
+import numpy as np
+
+from scratchpar.plan.timing import clocked, least, medians, slowest, steps, sync, turns
 
 
 def test_contenders_take_turns_first_turn_rotating_after_an_untimed_warm_up():
@@ -49,3 +51,31 @@ def test_a_trainer_s_steps_are_timed_on_its_batches_after_the_warm_up_s():
     assert len(seconds) == 3 and all(s >= 0 for s in seconds)
     assert drawn == [(k, 8) for k in range(5)] and started == [1, 2, 3, 4, 5]
     assert stepped == [f"batch {k}" for k in range(5)]
+
+
+class TwoRanks:
+    """A communicator whose other rank's seconds are ``theirs``: its barrier and all-reduce,
+    in the order called."""
+
+    def __init__(self, theirs):
+        self.theirs, self.calls = np.asarray(theirs, dtype=np.float64), []
+
+    def barrier(self):
+        self.calls.append("barrier")
+
+    def mpi_allreduce(self, sendbuf, recvbuf, op, blocking=False):
+        self.calls.append((op, blocking))
+        recvbuf[...] = np.maximum(sendbuf, self.theirs)
+
+
+def test_the_slowest_rank_s_seconds_are_taken_element_wise_after_a_barrier():
+    comm = TwoRanks([[1.0, 5.0, 2.0], [0.5, 0.5, 9.0]])
+    worst = slowest(comm, [[3.0, 4.0, 2.0], [0.25, 1.0, 8.0]])
+    assert worst.tolist() == [[3.0, 5.0, 2.0], [0.5, 1.0, 9.0]]  # (contenders, repeats)
+    assert comm.calls == ["barrier", ("max", True)]  # gathered polled, released at once
+
+
+def test_ranks_start_together_by_a_barrier_then_a_blocking_all_reduce():
+    comm = TwoRanks([0.0])
+    sync(comm)
+    assert comm.calls == ["barrier", ("max", True)]

@@ -10,8 +10,8 @@ import numpy as np
 
 from ... import backend
 from ...comm.collectives import all_reduce_
-from ...plan.timing import clocked, medians
-from ..timing import Timed, interleaved, slowest, sync, turns
+from ...plan.timing import clocked, medians, slowest, sync
+from ..timing import Timed, interleaved, turns
 from .report import human
 
 MESSAGE_BYTES = (8, 4096)  # a message's fixed cost: 8 B, and 4 KiB

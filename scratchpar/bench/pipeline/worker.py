@@ -17,12 +17,12 @@ from ...parallel import DataParallel, PipeDream, Pipeline, SingleDevice
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import parameter_counts
 from ...parallel.pipeline.stage import release
-from ...plan.timing import clock, medians
+from ...plan.timing import clock, medians, sync
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
 from ..standin import WIDTH, SleepModel, summed
-from ..timing import accumulated, alone, stepping, sync, turns
+from ..timing import accumulated, alone, stepping, turns
 
 LR = 1e-3
 COMPUTE = re.compile(r"[FBW]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, W3, F3.1

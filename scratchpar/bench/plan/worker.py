@@ -9,13 +9,12 @@ from ...plan.measured import model_compute, shard_compute, stage_shares
 from ...plan.predict import predict
 from ...plan.profile import loads
 from ...plan.rank import name
-from ...plan.timing import steps
+from ...plan.timing import slowest, steps, sync
 from ...plan.traced import refusal, traced
 from ...train.build import build_trainer
 from ...train.cli import load_config
 from ...train.memory import estimate, measurable
 from ..standin import build_sleeping, stands_in
-from ..timing import slowest, sync
 
 
 def predicted(comm, cfg: dict) -> list[dict]:

@@ -13,12 +13,12 @@ from ...comm.mesh import Mesh
 from ...comm.mpi import Communicator
 from ...data import SyntheticLanguage
 from ...data.shard import shard
-from ...plan.timing import clocked, medians
+from ...plan.timing import clocked, medians, sync
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
 from ..standin import Sleeping, StandIn, pause
-from ..timing import stepping, sync, turns
+from ..timing import stepping, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
 KEPT = ("loss", "wait_s")  # of the step metrics: the training curve, the waits for the pull
