@@ -14,7 +14,8 @@
   ops) over many small parameters, on every rank at once as a step runs it, per array it
   touches (each parameter and its two moments).
 
-Every time is the median of repeats after a warm-up, every rank starting from a barrier.
+Every time is the median of repeats after a warm-up, every rank starting each together
+(``timing.sync``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..train.memory import PROCESS_BYTES, available
 from .fit import alpha_beta, per_unit
 from .messages import seconds
 from .profile import Device, Engine, Link, Profile, Reduce, dump
-from .timing import clocked, medians
+from .timing import clocked, medians, slowest, sync
 
 SIZES = [8 << (2 * k) for k in range(11)]  # 8 B … 8 MiB, ×4 apart
 QUICK_SIZES = SIZES[::2][:5]  # 8 B … 512 KiB, ×16 apart: large enough for β to show
@@ -61,7 +62,7 @@ def one_way(comm, peer: int, nbytes: int, repeats: int) -> float:
             comm.recv(buf, 0)
             comm.send(buf, 0)
 
-    return timed(round_trip, repeats, comm.barrier) / 2
+    return timed(round_trip, repeats, lambda: sync(comm)) / 2
 
 
 def link(comm, peer: int, sizes: list[int], repeats: int) -> dict:
@@ -82,7 +83,7 @@ def collective_call(comm, link_found: dict, gamma_s_per_byte: float, repeats: in
     """The engine's all-reduce of one float64 among every rank, and what it costs beyond the
     messages the model prices (messages.py): the cost of a call, rank 0's figure."""
     buf = backend.xp_default().zeros(1)
-    took = timed(lambda: collectives.all_reduce_(comm, buf), repeats, comm.barrier)
+    took = timed(lambda: collectives.all_reduce_(comm, buf), repeats, lambda: sync(comm))
     if comm.rank != 0:
         return {}
     link = Link(link_found["alpha_s"], link_found["beta_s_per_byte"])
@@ -101,8 +102,8 @@ def update_array(comm, repeats: int) -> dict:
     for p in params:
         p.grad = backend.xp_default().ones_like(p.data)
     optimizer = AdamW(params, lr=1e-6)
-    took = max(comm.allgather_obj(timed(lambda: guarded_step(optimizer, params, 0.0), repeats,
-                                        comm.barrier), "update timing"))
+    mine = timed(lambda: guarded_step(optimizer, params, 0.0), repeats, lambda: sync(comm))
+    took = float(slowest(comm, [mine])[0])
     return {"arrays": 3 * ARRAYS, "seconds": took, "array_s": took / (3 * ARRAYS)}
 
 
