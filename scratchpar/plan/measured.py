@@ -16,18 +16,12 @@ from ..parallel.pipeline.partition import layer_times, parameter_counts, partiti
 from ..train.task import build_task
 from .compute import measured, measured_shard
 from .predict import micro_rows
-from .timing import least
+from .timing import least, slowest
 
 
 def task_of(cfg):
     """The run's task on one rank: its model, at its seed, and its data."""
     return build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0))
-
-
-def slowest_pair(comm, pair: tuple[float, float], what: str) -> tuple[float, float]:
-    """Every rank's (forward, backward) seconds, the slowest of each: a step waits for it."""
-    pairs = comm.allgather_obj(pair, what)
-    return max(f for f, _ in pairs), max(b for _, b in pairs)
 
 
 def model_compute(comm, cfg, rows: list[int], settings: dict, computing: int):
@@ -40,7 +34,7 @@ def model_compute(comm, cfg, rows: list[int], settings: dict, computing: int):
     def timing(n: int) -> tuple[float, float]:
         pair = measured(task, n, settings["repeats"], settings["warmup"]) \
             if comm.rank < computing else (0.0, 0.0)
-        return slowest_pair(comm, pair, "model compute")
+        return tuple(slowest(comm, pair).tolist())
 
     return least(rows, timing, settings["rounds"]).__getitem__
 
@@ -64,7 +58,7 @@ def shard_compute(comm, found: list, settings: dict) -> dict:
         if group.size == tp:  # ranks past the last whole group wait
             pair = measured_shard(task, rows, group, sp, settings["repeats"],
                                   settings["warmup"])
-        return slowest_pair(comm, pair, "shard compute")
+        return tuple(slowest(comm, pair).tolist())
 
     best = least(wanted, timing, settings["rounds"])
     for group in groups.values():
