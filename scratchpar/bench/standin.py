@@ -110,8 +110,9 @@ class Sleeping:
 
 
 def calibrate(sizes: list[int], rows: int, repeats: int = 7) -> dict:
-    """Median forward and backward seconds of the real float32 MLP ``sizes`` (cross-entropy) on
-    ``rows`` random rows, in this process: the stand-in's per-row time and forward share."""
+    """The real float32 MLP ``sizes`` (cross-entropy) timed on ``rows`` random rows in this
+    process: its sizes, the rows, the median forward and backward seconds, the stand-in's
+    per-row time and forward share, and the parameter count."""
     model = nn.MLP(sizes, np.random.default_rng(0), dtype=np.float32)
     gen = np.random.default_rng(1)
     x = Tensor(to_device(gen.standard_normal((rows, sizes[0])).astype(np.float32)))  # (B, D)
@@ -126,7 +127,7 @@ def calibrate(sizes: list[int], rows: int, repeats: int = 7) -> dict:
         return middle - start, clock() - middle
 
     forward, backward = medians(run, repeats)
-    return {"rows": rows, "forward_s": forward, "backward_s": backward,
+    return {"sizes": sizes, "rows": rows, "forward_s": forward, "backward_s": backward,
             "per_row_s": (forward + backward) / rows,
             "forward_share": forward / (forward + backward),
             "parameters": sum(p.size for p in model.parameters())}
@@ -138,6 +139,14 @@ def calibrated(cfg: dict, sizes: list[int], rows: int) -> tuple[dict, dict]:
     calib = calibrate(sizes, rows)
     return {**cfg, "per_row_s": calib["per_row_s"],
             "forward_share": calib["forward_share"]}, calib
+
+
+def calibration_line(part: str, calib: dict) -> str:
+    """The line a benchmark prints of the stand-in it calibrated for ``part``: the MLP, its
+    parameter count K, the rows it was timed on and the time per row."""
+    return (f"stand-in compute ({part}): MLP {'→'.join(map(str, calib['sizes']))} "
+            f"(K = {calib['parameters']:,}) calibrated on the CPU at {calib['rows']} rows: "
+            f"{1e6 * calib['per_row_s']:.2f} µs per row")
 
 
 # The strategies that call the task's loss on the whole model. ZeRO-3 gathers each layer's

@@ -10,7 +10,8 @@ import pytest
 from bench_helpers import run_quick, table_rows
 
 from scratchpar.bench.asynchronous import driver as async_report
-from scratchpar.bench.asynchronous.driver import MLP, processes
+from scratchpar.bench.asynchronous.driver import MLP, SIZES, processes
+from scratchpar.bench.standin import calibration_line
 
 PROBLEMS = ["sparse-logreg", "matrix-factorization", "dense-mlp"]
 CONTENDERS = ["serial SGD", "hogwild ×1", "hogwild ×2", "locked ×2"]
@@ -177,6 +178,9 @@ def test_the_round_robin_master_time_adds_up(quick):
         assert row["busy"] == pytest.approx((raw["pack"] + raw["update"]) / raw["seconds"])
         parts = [row[k] for k in ("pack", "update", "wait")]  # disjoint spans of its run
         assert all(0 <= p <= 1 for p in parts) and sum(parts) <= 1 + 1e-9
+    calib = result["calibration"]  # the stand-in's MLP, timed on the round-robin batch
+    assert (calib["sizes"], calib["rows"]) == (SIZES, result["config"]["round_robin"]["batch"])
+    assert calibration_line("round-robin", calib) in out.splitlines()
 
 
 def test_figures_are_written(quick):

@@ -10,7 +10,7 @@ from bench_helpers import run_quick, table_rows
 
 from scratchpar.bench.ps import driver as ps
 from scratchpar.bench.ps.driver import HEADER_BYTES, LEVELS, run_seconds
-from scratchpar.bench.standin import Sleeping, StandIn, rows_of
+from scratchpar.bench.standin import Sleeping, StandIn, calibration_line, rows_of
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +176,15 @@ def test_the_stand_in_gradient_is_exact_and_its_sleep_scales_with_rows():
                                      zip(model._directions, model.parameters()))
     assert float(loss.data) == pytest.approx(expected, rel=1e-5)
     assert model.compute_s(6) == pytest.approx(6e-5)
+
+
+def test_each_calibration_is_printed_as_one_line(quick):
+    out, result, _ = quick
+    for part, calib in result["calibration"].items():
+        cfg = result["config"][part]
+        assert (calib["sizes"], calib["rows"]) == (cfg["sizes"], cfg["calibrate_rows"])
+        assert calibration_line(part, calib) in out.splitlines()
+    assert calibration_line("bottleneck", {"sizes": [16, 32, 8], "rows": 4, "parameters": 1234,
+                                           "per_row_s": 1.25e-5}) == (
+        "stand-in compute (bottleneck): MLP 16→32→8 (K = 1,234) calibrated on the CPU at 4 "
+        "rows: 12.50 µs per row")

@@ -8,7 +8,7 @@ import statistics
 from ...jobs.harness import Benchmark, describe, draw_figures, machine, verdict
 from ...jobs.mpijob import job
 from ...table import table
-from ..standin import calibrated
+from ..standin import calibrated, calibration_line
 from . import plot
 from .problems import SPARSE
 
@@ -199,9 +199,7 @@ def measure(args) -> dict:
             "tau": tau_rows(parts["tau"]["runs"], cfgs["tau"]["taus"]),
             "round_robin": round_robin_rows(parts["round_robin"])}
     print(f"asynchronous benchmark on {describe(args.device)}, {machine(args)}")
-    print(f"stand-in compute (round-robin): MLP {'→'.join(map(str, SIZES))} "
-          f"(K = {calib['parameters']:,}) calibrated on the CPU at {calib['rows']} rows: "
-          f"{1e6 * calib['per_row_s']:.2f} µs per row")
+    print(calibration_line("round-robin", calib))
     print_tables(rows, cfgs, parts, args.device)
     figures = draw_figures(args.figures, plot.draw, parts, rows, medians)
     return {"ranks": args.ranks, "config": cfgs, "calibration": calib, **rows, "results": parts,

@@ -11,7 +11,7 @@ from ...parallel import SyncParameterServer
 from ...parallel.description import Message, Shape
 from ...parallel.ps.protocol import Header
 from ...table import table
-from ..standin import calibrated
+from ..standin import calibrated, calibration_line
 from .plot import draw
 
 ASYNC = {"name": "async", "mode": "async", "label": "async (τ=∞)"}
@@ -165,9 +165,7 @@ def measure(args) -> dict:
                      for c in lcfg["contenders"]}}
     print(f"parameter-server benchmark on {describe(args.device)}, {machine(args)}")
     for part, c in calib.items():
-        print(f"stand-in compute ({part}): MLP {'→'.join(map(str, cfgs[part]['sizes']))} "
-              f"(K = {c['parameters']:,}) calibrated on the CPU at {c['rows']} rows: "
-              f"{1e6 * c['per_row_s']:.2f} µs per row")
+        print(calibration_line(part, c))
     print(table(f"1. bytes through the busiest server against one rank of the ring, "
                 f"{bcfg['steps']} steps", moved))
     print(table(f"1. step time, {bcfg['batch']} rows, median of {bcfg['repeats']} after "
