@@ -1,18 +1,17 @@
 """Stand-in compute: a sleep of the real compute's measured time, beyond the machine's cores.
 
-- :class:`SleepLinear`: a loss linear in the parameters that sleeps forward and backward, so
-  that a strategy moves and updates real parameters, gradients and optimizer state;
-- :class:`StandIn` and :class:`Sleeping`: an MLP's parameters and that loss, calibrated on the
-  real MLP (the asynchronous and parameter-server benchmarks);
-- :class:`SleepingTask`: the training command's own run with that loss in its task's place
-  (the planner's validation);
+- :class:`SleepingTask`: a task whose loss sleeps its rows' share of the real model's time and
+  is linear in the model's parameters, so that a strategy moves and updates real parameters,
+  gradients and optimizer state: a plain MLP's (:func:`sleeping_mlp`, the asynchronous and
+  parameter-server benchmarks) or the training command's own run (:func:`build_sleeping`, the
+  planner's validation);
 - :class:`SleepModel`: pipeline layers that sleep each way (the pipeline benchmarks).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from .. import nn
 from ..autograd import Function, Tensor
 from ..autograd import functional as F
 from ..backend import get_array_module, rng, to_device
+from ..data.shard import rows
 from ..nn.module import Module, Parameter, Sequential
 from ..plan.timing import clock, medians
 from ..train.build import assemble, prepare
@@ -61,52 +61,41 @@ class SleepLinear(Function):
         return tuple(g * ctx.scale * d for d in ctx.directions)
 
 
-def directions(params) -> tuple:
-    """:class:`SleepLinear`'s fixed small dᵢ, one of each parameter's shape and dtype."""
-    gen = rng(0, 7)
-    return tuple(to_device((GRADIENT_SCALE * gen.standard_normal(p.shape)).astype(p.data.dtype))
-                 for p in params)
+@dataclass
+class SleepingTask(Task):
+    """A task whose loss over a batch sleeps ``per_row_s`` seconds a row, ``forward_share`` of
+    it forward and the rest backward, and is :class:`SleepLinear` over the model's parameters,
+    L = s · Σᵢ ⟨dᵢ, pᵢ⟩ with fixed small dᵢ of each parameter's shape and dtype (s = 1 for the
+    mean, the batch's units for the sum): every gradient is exact."""
 
+    _: KW_ONLY
+    per_row_s: float
+    forward_share: float
 
-class StandIn(Module):
-    """The MLP ``sizes``'s parameters (its shapes and initialization), moved and updated for
-    real, and a loss over a batch (row ids (B,), or samples whose last array has B rows) that
-    sleeps ``per_row_s`` per row, ``forward_share`` of it forward. The loss is linear in the
-    parameters, L = s · Σᵢ ⟨dᵢ, pᵢ⟩ with fixed small dᵢ (s = 1 for the mean, the rows for the
-    sum): every gradient is exact."""
+    def __post_init__(self):
+        super().__post_init__()
+        gen = rng(0, 7)
+        self.directions = tuple(
+            to_device((GRADIENT_SCALE * gen.standard_normal(p.shape)).astype(p.data.dtype))
+            for p in self.model.parameters())
 
-    def __init__(self, sizes: list[int], per_row_s: float, forward_share: float,
-                 dtype=np.float32):
-        self.net = nn.MLP(sizes, np.random.default_rng(0), dtype=dtype)
-        self.per_row_s, self.forward_share = per_row_s, forward_share
-        self._directions = directions(self.net.parameters())
-
-    def compute_s(self, rows: int) -> float:
-        """The real MLP's forward and backward seconds on ``rows`` rows, as calibrated."""
-        return rows * self.per_row_s
-
-    def loss(self, batch, reduction: str = "mean") -> Tensor:
-        rows = rows_of(batch)
-        seconds = self.compute_s(rows)
-        return SleepLinear.apply(*self.net.parameters(), directions=self._directions,
-                                 scale=float(rows) if reduction == "sum" else 1.0,
+    def loss(self, model, batch, reduction: str = "mean") -> Tensor:
+        """The batch's loss L, a 0-d Tensor, after sleeping its rows' forward share; its
+        backward sleeps the rest."""
+        seconds = rows(batch) * self.per_row_s
+        return SleepLinear.apply(*model.parameters(), directions=self.directions,
+                                 scale=float(self.count(batch)) if reduction == "sum" else 1.0,
                                  forward_s=self.forward_share * seconds,
                                  backward_s=(1 - self.forward_share) * seconds)
 
 
-def rows_of(batch) -> int:
-    return len(batch[-1] if isinstance(batch, tuple) else batch)
-
-
-class Sleeping:
-    """The stand-in's objective (:class:`~scratchpar.parallel.objective.Objective`): its
-    sleeping loss, over the batch's rows."""
-
-    def loss(self, model: StandIn, batch, reduction: str) -> Tensor:
-        return model.loss(batch, reduction)
-
-    def count(self, batch) -> int:
-        return rows_of(batch)
+def sleeping_mlp(cfg: dict) -> SleepingTask:
+    """The float32 MLP ``cfg["sizes"]`` (seed 0) as a task without data (a batch: a tuple of
+    arrays, a row a sample) whose loss sleeps the time :func:`calibrated` put in ``cfg``
+    (``per_row_s``, ``forward_share``)."""
+    model = nn.MLP(cfg["sizes"], np.random.default_rng(0), dtype=np.float32)
+    return SleepingTask(None, model, "sample", per_row_s=cfg["per_row_s"],
+                        forward_share=cfg["forward_share"])
 
 
 def calibrate(sizes: list[int], rows: int, repeats: int = 7) -> dict:
@@ -162,32 +151,15 @@ def stands_in(cfg) -> bool:
     return t.strategy in WHOLE and not (t.strategy == "zero" and t.zero_stage == 3)
 
 
-@dataclass
-class SleepingTask(Task):
-    """A task whose loss over a batch sleeps ``per_row`` (forward, backward) seconds a row and
-    is :class:`SleepLinear`: the strategy moves and updates the real model's parameters,
-    gradients and optimizer state."""
-
-    per_row: tuple[float, float] = (0.0, 0.0)
-
-    def __post_init__(self):
-        self._directions = directions(self.model.parameters())
-
-    def loss(self, model, batch, reduction: str = "mean"):
-        rows = rows_of(batch)
-        scale = float(self.count(batch)) if reduction == "sum" else 1.0
-        return SleepLinear.apply(*model.parameters(), directions=self._directions, scale=scale,
-                                 forward_s=rows * self.per_row[0],
-                                 backward_s=rows * self.per_row[1])
-
-
 def build_sleeping(cfg, comm, rows: int, forward_s: float, backward_s: float):
-    """The training command's Trainer for ``cfg`` on this rank, its task's loss a stand-in that
-    sleeps as the model's forward and backward took on ``rows`` rows, pro rata."""
+    """The training command's Trainer for ``cfg`` on this rank, its task a
+    :class:`SleepingTask` that sleeps as the model's forward and backward took on ``rows``
+    rows, pro rata."""
     parts = prepare(cfg, comm)
     task = parts.task
     parts.task = SleepingTask(task.dataset, task.model, task.unit, task.criterion, task.measure,
-                              task.scaler, per_row=(forward_s / rows, backward_s / rows))
+                              task.scaler, per_row_s=(forward_s + backward_s) / rows,
+                              forward_share=forward_s / (forward_s + backward_s))
     return assemble(cfg, parts)
 
 

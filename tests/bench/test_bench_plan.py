@@ -161,11 +161,11 @@ def test_a_stand_in_sleeps_its_rows_share_and_its_gradients_are_exact(monkeypatc
     cfg = load_config(QUICK_RUN)
     task = build_task(cfg, DeviceRandom(0, 1))
     sleeping = SleepingTask(task.dataset, task.model, task.unit, task.criterion, task.measure,
-                            per_row=(0.001, 0.003))
+                            per_row_s=0.004, forward_share=0.25)
     batch, units = sleeping.batch(0, 4)
     sleeping.loss(task.model, batch, reduction="sum").backward()
     assert slept == [pytest.approx(0.004), pytest.approx(0.012)]
-    for p, d in zip(task.model.parameters(), sleeping._directions):
+    for p, d in zip(task.model.parameters(), sleeping.directions):
         np.testing.assert_allclose(p.grad, units * d, rtol=1e-6)
 
 

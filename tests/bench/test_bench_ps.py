@@ -10,7 +10,8 @@ from bench_helpers import run_quick, table_rows
 
 from scratchpar.bench.ps import driver as ps
 from scratchpar.bench.ps.driver import HEADER_BYTES, LEVELS, run_seconds
-from scratchpar.bench.standin import Sleeping, StandIn, calibration_line, rows_of
+from scratchpar.bench.standin import calibration_line, sleeping_mlp
+from scratchpar.data.shard import rows
 
 
 @pytest.fixture(scope="module")
@@ -165,17 +166,20 @@ def test_figures_and_timelines_are_written(quick):
          "ps_timeline_ssp1.png", "ps_timeline_async.png"])
 
 
-def test_the_stand_in_gradient_is_exact_and_its_sleep_scales_with_rows():
-    model = StandIn(ps.QUICK["bottleneck"]["sizes"], per_row_s=1e-5, forward_share=0.5)
-    batch = np.arange(6)
-    loss = Sleeping().loss(model, batch, reduction="sum")
+def test_the_stand_in_gradient_is_exact_and_its_sleep_scales_with_rows(monkeypatch):
+    slept = []
+    monkeypatch.setattr("scratchpar.bench.standin.pause", slept.append)
+    task = sleeping_mlp({"sizes": ps.QUICK["bottleneck"]["sizes"], "per_row_s": 1e-5,
+                         "forward_share": 0.5})
+    batch = (np.arange(6),)
+    loss = task.loss(task.model, batch, reduction="sum")
     loss.backward()
-    for p, d in zip(model.parameters(), model._directions):
-        np.testing.assert_allclose(p.grad, rows_of(batch) * d, rtol=1e-6)
-    expected = rows_of(batch) * sum(float(np.vdot(d, p.data)) for d, p in
-                                     zip(model._directions, model.parameters()))
+    for p, d in zip(task.model.parameters(), task.directions):
+        np.testing.assert_allclose(p.grad, rows(batch) * d, rtol=1e-6)
+    expected = rows(batch) * sum(float(np.vdot(d, p.data)) for d, p in
+                                 zip(task.directions, task.model.parameters()))
     assert float(loss.data) == pytest.approx(expected, rel=1e-5)
-    assert model.compute_s(6) == pytest.approx(6e-5)
+    assert sum(slept) == pytest.approx(6e-5) and slept[0] == pytest.approx(slept[1])
 
 
 def test_each_calibration_is_printed_as_one_line(quick):

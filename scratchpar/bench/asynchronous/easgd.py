@@ -9,7 +9,7 @@ import time
 from ... import optim
 from ...comm.mesh import Mesh
 from ...parallel import AsyncEASGD, AsyncParameterServer, RoundRobinEASGD
-from ..standin import Sleeping, StandIn
+from ..standin import sleeping_mlp
 from .problems import curve, flat, snapshot_run, task
 
 
@@ -90,15 +90,11 @@ def round_robin_part(comm, cfg: dict) -> list[dict]:
     for workers, compute in cfg["runs"]:
         sub = comm.split(0 if comm.rank <= workers else 1, name=f"first {workers + 1} ranks")
         if comm.rank <= workers:
-            if compute == "real":
-                t = task(pcfg["name"], pcfg)
-                model, objective = t.model, t
-            else:  # a sleep of the MLP's time on the batch's rows
-                model = StandIn(cfg["sizes"], cfg["per_row_s"], cfg["forward_share"])
-                objective = Sleeping()
+            # the real MLP, or a sleep of its time on the batch's rows
+            t = task(pcfg["name"], pcfg) if compute == "real" else sleeping_mlp(cfg)
             mesh = Mesh(sub)
-            strategy = TimedRoundRobin(model, lambda params: optim.SGD(params, cfg["lr"]),
-                                       objective, mesh, rho=cfg["rho"])
+            strategy = TimedRoundRobin(t.model, lambda params: optim.SGD(params, cfg["lr"]), t,
+                                       mesh, rho=cfg["rho"])
             sub.barrier()
             start = time.perf_counter()
             for batch in batches:

@@ -17,7 +17,7 @@ from ...plan.timing import clocked, medians, sync
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
-from ..standin import Sleeping, StandIn, pause
+from ..standin import pause, sleeping_mlp
 from ..timing import stepping, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
@@ -36,6 +36,13 @@ def build(spec: dict, model, objective, mesh):
     opt = optim.Adam if spec.get("optimizer") == "adam" else optim.SGD
     return cls(model, lambda params: opt(params, spec["lr"]), objective, mesh,
                servers=spec["servers"], **({knob: spec[knob]} if knob else {}))
+
+
+def on_stand_in(spec: dict, mesh):
+    """The parameter server ``spec`` (:func:`build`) on a fresh stand-in of its part's MLP, its
+    loss sleeping the calibrated time the part's config puts in ``spec``."""
+    task = sleeping_mlp(spec)
+    return build(spec, task.model, task, mesh)
 
 
 def free_run(comm, make, batches: list, slowed_s: float = 0.0, on_servers=None,
@@ -92,27 +99,22 @@ class Counting(Communicator):
         return super().irecv(buf, source, tag)
 
 
-def stand_in(cfg: dict) -> StandIn:
-    """A fresh stand-in of the part's MLP (seed 0), sleeping its calibrated time."""
-    return StandIn(cfg["sizes"], cfg["per_row_s"], cfg["forward_share"])
-
-
 def bottleneck(comm, cfg: dict) -> dict:
     """Median seconds per step of the synchronous server at each S of ``server_counts`` and of
     DataParallel (one bucket of all K gradients) in turns on the same stand-in model and global
     batch; the family's server at τ = 0 back to back (its report: bytes, busy); and this
     world's bytes per rank of a hand-written ring all-reduce of K elements, counted message by
     message."""
-    batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
-    mesh, objective = Mesh(comm), Sleeping()
-    live = {f"sync S={s}": build({**cfg, "mode": "sync", "servers": s}, stand_in(cfg),
-                                 objective, mesh) for s in cfg["server_counts"]}
+    batch = (backend.to_device(np.arange(cfg["batch"])),)  # (B,) row ids, a sample each
+    mesh = Mesh(comm)
+    live = {f"sync S={s}": on_stand_in({**cfg, "mode": "sync", "servers": s}, mesh)
+            for s in cfg["server_counts"]}
     comm.tracer = tracer = Tracer(comm.rank)  # DataParallel's collectives name their algorithm
-    model = stand_in(cfg)
-    params = model.parameters()
+    task = sleeping_mlp(cfg)
+    params = task.model.parameters()
     k, nbytes = sum(p.size for p in params), sum(p.data.nbytes for p in params)
-    live["dp"] = parallel.DataParallel(model, lambda params: optim.SGD(params, cfg["lr"]),
-                                       objective, mesh, bucket_bytes=nbytes)
+    live["dp"] = parallel.DataParallel(task.model, lambda params: optim.SGD(params, cfg["lr"]),
+                                       task, mesh, bucket_bytes=nbytes)
     timed = turns(comm, {name: stepping(s, batch) for name, s in live.items()}, cfg)
     comm.tracer = None
     largest = max((e for e in tracer.events if e.name.startswith("all_reduce")),
@@ -121,8 +123,8 @@ def bottleneck(comm, cfg: dict) -> dict:
         strategy.close()
     family = {}
     for s in cfg["server_counts"]:
-        ranks = free_run(comm, partial(build, {**cfg, "mode": "ssp", "staleness": 0, "servers": s},
-                                       stand_in(cfg), objective, mesh), [batch] * cfg["steps"])
+        ranks = free_run(comm, partial(on_stand_in, {**cfg, "mode": "ssp", "staleness": 0,
+                                                     "servers": s}, mesh), [batch] * cfg["steps"])
         if ranks is not None:
             family[s] = {"report": ranks[0]["report"],
                          "seconds": max(r["ends_s"][-1] for r in ranks)}
@@ -142,13 +144,12 @@ def staleness(comm, cfg: dict) -> dict:
     again after each step. Where ``traces`` names a folder, the runs of ``timelines`` are
     traced and their first ``timeline_steps`` steps (to the end of the slowed worker's) written
     there as Chrome traces."""
-    batch = backend.to_device(np.arange(cfg["batch"]))  # (B,) row ids
-    slowed_s = stand_in(cfg).compute_s(len(shard(np.arange(cfg["batch"]), SLOWED,
-                                                 cfg["workers"])))
+    batch = (backend.to_device(np.arange(cfg["batch"])),)  # (B,) row ids, a sample each
+    slowed_s = len(shard(np.arange(cfg["batch"]), SLOWED, cfg["workers"])) * cfg["per_row_s"]
     runs, mesh = {}, Mesh(comm)
     for spec in cfg["contenders"]:
         name = cfg["timelines"].get(spec["name"]) if cfg["traces"] else None
-        ranks = free_run(comm, partial(build, {**cfg, **spec}, stand_in(cfg), Sleeping(), mesh),
+        ranks = free_run(comm, partial(on_stand_in, {**cfg, **spec}, mesh),
                          [batch] * cfg["steps"], slowed_s, trace=name is not None)
         if ranks is not None and name is not None:
             cut = next(r for r in ranks if r["slowed"])["ends_s"][cfg["timeline_steps"] - 1] * 1e9
