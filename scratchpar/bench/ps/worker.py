@@ -13,7 +13,7 @@ from ...comm.mesh import Mesh
 from ...comm.mpi import Communicator
 from ...data import SyntheticLanguage
 from ...data.shard import shard
-from ...plan.timing import clocked, medians, sync
+from ...plan.timing import clocked, medians, slowest, sync
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task
@@ -183,7 +183,7 @@ def loss(comm, cfg: dict) -> dict:
         model, mine = gpt(), shard(batches[0], SLOWED, cfg["workers"])
         slowed_s = medians(clocked(lambda: task.loss(model, mine).backward()), 5,
                            start=model.zero_grad)[0]
-    slowed_s = max(comm.allgather_obj(slowed_s, "slowed worker's compute"))
+    slowed_s = float(slowest(comm, [slowed_s])[0])
     runs, order = {spec["name"]: [] for spec in cfg["contenders"]}, cfg["contenders"]
     mesh = Mesh(comm)
     for spec in [spec for r in range(cfg["rounds"]) for spec in (order[::-1] if r % 2 else order)]:
