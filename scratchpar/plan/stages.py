@@ -10,7 +10,7 @@ is set by the others, not by 1/P of the work.
 from __future__ import annotations
 
 from ..parallel.pipeline.partition import partition
-from ..train.memory_models import gpt_block
+from ..train.memory_models import gpt_layers
 from . import flops
 
 
@@ -19,9 +19,7 @@ def parameters(cfg, vocab: int) -> list[int]:
     built model: a tied embedding in both layers that hold it."""
     m, d = cfg.model, cfg.data
     if m.kind == "gpt":
-        c, t = m.d_model, d.seq_len
-        # tokens and positions; the blocks; the final LayerNorm and the head (or the tied table)
-        return [vocab * c + t * c, *[gpt_block(c)] * m.n_layers, 2 * c + vocab * c]
+        return gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers)
     if m.kind in ("lstm", "rnn"):
         e, h, g = m.d_model, m.d_hidden, 4 if m.kind == "lstm" else 1
         cells = [(inputs + 1) * g * h + h * g * h for inputs in [e] + [h] * (m.n_layers - 1)]

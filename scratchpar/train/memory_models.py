@@ -10,13 +10,13 @@ from typing import NamedTuple
 
 from ..parallel.description import Shape
 
-GiB, MiB = 1 << 30, 1 << 20
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
 # The Python objects the autograd keeps per recorded op until backward ends (its context, the
 # output Tensor, the small arrays it saves), beside the arrays counted one by one: tracemalloc
 # over chains of recorded ops measures about 400 bytes for an elementwise op on tiny arrays and
 # 600-750 for the models' ops. 1 KiB bounds them all.
-NODE_BYTES = 1024
+NODE_BYTES = KiB
 
 
 class Model(NamedTuple):
@@ -52,10 +52,39 @@ def moments(cfg) -> int:
     return 2 if o.optimizer in ("adam", "adamw") else int(o.momentum > 0)
 
 
-def gpt_block(c: int) -> int:
-    """Parameters of one GPT block of width C: Q, K, V and the projection (4C²), the
-    feed-forward (8C²), their biases (9C) and two LayerNorms (4C)."""
-    return 12 * c * c + 13 * c
+def gpt_block(c: int, q: int, f: int) -> int:
+    """Parameters of one GPT block of width C on a rank that holds ``q`` = h_r·d of its
+    attention width and ``f`` of its 4C feed-forward units (C and 4C on one device, split over
+    t ranks by Megatron, Shoeybi et al. 2019, §3; :class:`Sizes`' ``q`` and ``hidden``): 6C
+    replicated (the two LayerNorms' γ and β, the biases of the two row-parallel layers, the
+    projection and W₂), and its slices of QKV (C·3q + 3q), the projection (q·C), W₁ (C·f + f)
+    and W₂ (f·C). On one device 12C² + 13C: Q, K, V and the projection 4C², the feed-forward
+    8C², their biases 9C and the LayerNorms 4C."""
+    return 6 * c + (c * 3 * q + 3 * q) + q * c + (c * f + f) + f * c
+
+
+def gpt_layers(vocab: int, seq_len: int, d_model: int, n_layers: int) -> list[int]:
+    """Parameters of each of ``nn.GPT``'s pipeline layers, as ``partition.parameter_counts``
+    counts them: [embedding, block 0, …, block L−1, final norm and head]. The embedding's token
+    V·C and position T·C tables, each block's :func:`gpt_block` on one device, the final
+    LayerNorm's 2C and the bias-free head's C·V; a head tied to the token table (Press & Wolf
+    2017) holds that table, counted here in both layers that hold it."""
+    v, t, c = vocab, seq_len, d_model
+    return [v * c + t * c, *[gpt_block(c, c, 4 * c)] * n_layers, 2 * c + c * v]
+
+
+def gpt_parameters(vocab: int, seq_len: int, d_model: int, n_layers: int,
+                   tied: bool = False) -> int:
+    """Ψ of ``nn.GPT``: its layers' parameters (:func:`gpt_layers`), the token table once when
+    the head is ``tied`` to it."""
+    embedding, block, head = gpt_layers(vocab, seq_len, d_model, 1)  # one block for each
+    return embedding + n_layers * block + head - tied * vocab * d_model
+
+
+def causal_mask(seq_len: int) -> int:
+    """Bytes of the (T, T) bool mask each attention caches (``nn.attention``), a byte an
+    entry."""
+    return seq_len * seq_len
 
 
 class Sizes(NamedTuple):
@@ -159,13 +188,14 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
     m, t, recompute = cfg.model, cfg.data.seq_len, cfg.train.recompute
     c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
     e = value_bytes(cfg, s)
-    tied, block = v * c if m.tie_embeddings else 0, gpt_block(c)
-    n = 2 * v * c + t * c + layers * block + 2 * c - tied
+    tied = v * c if m.tie_embeddings else 0
+    embedding, block, head = gpt_layers(v, t, c, 1)  # one block for each
+    n = gpt_parameters(v, t, c, layers, m.tie_embeddings)
     largest = max(v * c, t * c, 4 * c * c)
-    own = sorted([v * c + t * c - tied, v * c + 2 * c - tied, *[block] * min(layers, 3)])
+    own = sorted([embedding - tied, head - tied, *[block] * min(layers, 3)])
     shape = Shape(n, s, moments(cfg), largest, 2 + 12 * layers + 2 + (not m.tie_embeddings),
                   layers + 2, own[-1], sum(own[-3:]), tied, t * c * e)
-    masks = layers * t * t + 2 * t * t  # each block's cached causal mask, and building one
+    masks = (layers + 2) * causal_mask(t)  # each block's cached one, and building one
 
     def step(b: int) -> int:
         nc, a, nv, nt = b * t * c, b * heads * t * t, b * t * v, b * t  # (N, C), (B, H, T, T)

@@ -12,7 +12,8 @@ from bench_helpers import run_quick, table_rows
 from scratchpar import nn
 from scratchpar.bench.zero import driver as zero
 from scratchpar.bench.zero.driver import CONTENDERS, LABELS
-from scratchpar.bench.zero.worker import gpt_parameters, largest
+from scratchpar.bench.zero.worker import largest
+from scratchpar.train.memory_models import gpt_parameters
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("zero_memory.png", "zero3_timeline.png", "zero_offload.png")
@@ -139,7 +140,8 @@ def test_the_parameter_count_of_the_gpu_search_is_nn_gpts():
     for spec in (*zero.QUICK["models"].values(), *zero.CONFIG["models"].values()):
         model = nn.GPT(spec["vocab"], spec["seq"], spec["d_model"], spec["heads"],
                        spec["layers"], np.random.default_rng(0))
-        assert gpt_parameters(spec) == model.num_parameters()
+        assert gpt_parameters(spec["vocab"], spec["seq"], spec["d_model"], spec["layers"]) == \
+            model.num_parameters()
 
 
 class OutOfMemory(MemoryError):
@@ -180,7 +182,8 @@ def test_the_gpu_search_doubles_then_bisects_to_the_widest_that_fits(monkeypatch
     assert found["d_model"] == 480 and not found["capped"]
     assert found["tried"] == [[64, True], [128, True], [256, True], [512, False],
                               [384, True], [448, True], [480, True]]
-    assert found["params"] == gpt_parameters({**cfg["model"], "d_model": 480})
+    m = cfg["model"]
+    assert found["params"] == gpt_parameters(m["vocab"], m["seq"], 480, m["layers"])
     assert limits == [1 << 29, 0]  # the budget, then no limit again
     assert largest(OneRank(), cfg, under(10))["d_model"] is None
     capped = largest(OneRank(), cfg, under(1 << 20))

@@ -20,7 +20,7 @@ from ...parallel.zero import STAGES
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.defaults import ADAM_LR
-from ...train.memory_models import GiB, gpt_block
+from ...train.memory_models import GiB, gpt_parameters
 from ...train.task import Task
 from ..timing import Timed, turns
 
@@ -84,7 +84,8 @@ def memory(comm, cfg: dict) -> dict:
                 strategy.step(batch)
             held[name] = {"peak": ledger.peak, "activations": ledger.activations}
             strategy.close()
-        out[label] = {"psi": gpt_parameters(spec), "held": held}
+        psi = gpt_parameters(spec["vocab"], spec["seq"], spec["d_model"], spec["layers"])
+        out[label] = {"psi": psi, "held": held}
     mesh.free()
     return out
 
@@ -160,13 +161,6 @@ def world(comm, cfg: dict) -> dict:
     return {"memory": memory(comm, {**cfg, "contenders": CONTENDERS}), "timing": timing(comm, cfg)}
 
 
-def gpt_parameters(spec: dict) -> int:
-    """Ψ of nn.GPT (untied head): token V·C, position T·C, the blocks, final norm 2C,
-    head C·V."""
-    v, t, c = spec["vocab"], spec["seq"], spec["d_model"]
-    return 2 * v * c + t * c + spec["layers"] * gpt_block(c) + 2 * c
-
-
 def largest(comm, cfg: dict, attempt) -> dict:
     """Double ``d_model`` from ``cfg["start"]`` while a step fits ``cfg["budget_gib"]`` per rank
     (CuPy's pool limit), up to ``cfg["max_d_model"]``; then bisect in multiples of
@@ -200,7 +194,9 @@ def largest(comm, cfg: dict, attempt) -> dict:
         mid = (lo + hi) // 2 // q * q
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     pool.set_limit(size=0)  # no limit
-    return {"d_model": lo or None, "params": gpt_parameters(at_width(cfg, lo)) if lo else None,
+    m = cfg["model"]
+    return {"d_model": lo or None,
+            "params": gpt_parameters(m["vocab"], m["seq"], lo, m["layers"]) if lo else None,
             "capped": capped, "tried": tried}
 
 
