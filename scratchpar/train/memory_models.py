@@ -8,6 +8,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import NamedTuple
 
+from ..comm.chunks import counts
 from ..parallel.description import Shape
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -107,6 +108,16 @@ class Sizes(NamedTuple):
         n = b * t
         return cls(n, c, n / tp if sequence_parallel else n, c / tp, 4 * c / tp,
                    b * heads * t * t / tp)
+
+    @classmethod
+    def rank(cls, b: int, t: int, c: int, heads: int, tp: int, r: int,
+             sequence_parallel: bool = False) -> Sizes:
+        """Rank ``r`` of ``tp``'s share of a block on ``b`` rows of ``t`` tokens, split as the
+        engine splits it, unevenly where it must (``chunks.counts``): its h_r heads' width
+        h_r·d, its f_r of the 4C hidden units and, with sequence parallelism, its T_r tokens."""
+        h_r = counts(heads, tp)[r]
+        tokens = b * (counts(t, tp)[r] if sequence_parallel else t)
+        return cls(b * t, c, tokens, h_r * (c // heads), counts(4 * c, tp)[r], b * h_r * t * t)
 
 
 def korthikanti(seq: int, batch: int, d_model: int, heads: int, t: int, itemsize: int,
