@@ -6,8 +6,8 @@ from __future__ import annotations
 from ...jobs.harness import Benchmark, describe, ints, machine
 from ...jobs.mpijob import job
 from ...table import table
-from ...train.memory_models import Sizes, gpt_layer, korthikanti
-from ..zero.driver import KiB, MiB, states
+from ...train.memory_models import KiB, MiB, Sizes, causal_mask, gpt_layer, korthikanti
+from ..zero.driver import states
 from .worker import MODES
 
 DROPOUT = 0.1  # of every layer and GPT measured here but the model states'
@@ -33,9 +33,11 @@ WORKER = "scratchpar.bench.memory.worker"
 def engine(seq: int, batch: int, d_model: int, heads: int, t: int, itemsize: int,
            recompute: str, sequence_parallel: bool) -> float:
     """:func:`korthikanti`'s layer as this engine's graph keeps it (``memory_models.gpt_layer``:
-    fp32 rstd, dropout on), with the causal mask (s² bools) where the attention core is kept."""
+    fp32 rstd, dropout on), with the causal mask (``causal_mask``, s² bools) where the attention
+    core is kept."""
     sizes = Sizes.even(batch, seq, d_model, heads, t, sequence_parallel)
-    return gpt_layer(sizes, itemsize, 4, True, recompute) + seq * seq * (recompute == "none")
+    mask = causal_mask(seq) * (recompute == "none")
+    return gpt_layer(sizes, itemsize, 4, True, recompute) + mask
 
 
 def state_rows(results: dict) -> list[dict]:
