@@ -5,10 +5,10 @@ from __future__ import annotations
 from ...plan.traced import traced
 from ...train import load_config
 from ...train.memory import estimate, measurable
+from ...train.memory_models import MiB
 
 MODELS = {"gpt": [], "gpt, dropout 0.1": ["--dropout", "0.1"], "lstm": ["--model", "lstm"]}
 QUICK = ["--batch-size", "4", "--seq-len", "16"]
-MiB = 2**20
 
 
 def held(comm, device: str, quick: bool) -> list[dict]:

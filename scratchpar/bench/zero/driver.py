@@ -9,6 +9,7 @@ from ...jobs.harness import Benchmark, describe, draw_figures, ints, machine, ve
 from ...jobs.mpijob import job
 from ...parallel.zero.formula import PARTS, formula
 from ...table import table
+from ...train.memory_models import KiB, MiB
 from .worker import CONTENDERS, FLOAT32, stage_of
 
 CLI = {"vocab": 32, "seq": 64, "d_model": 64, "heads": 4, "layers": 2, "batch": 32,
@@ -33,7 +34,6 @@ BEYOND = {"buckets": ("buckets",), "gathered": ("gathered",),
           "scratch": ("scratch", "host scratch")}  # column → the ledger's parts it sums
 LABELS = {name: ("DP" if stage == 0 else f"ZeRO-{stage}") + (" offload" if off else "")
           for name in CONTENDERS for stage, off in [stage_of(name)]}
-KiB, MiB = 1 << 10, 1 << 20
 
 
 def states(n: int, name: str, peak: dict, psi: int, itemsize: int, k: int, scale: int) -> dict:
