@@ -18,6 +18,38 @@ from .mpijob import JobFailed
 
 
 @dataclass(frozen=True)
+class Ranks:
+    """A benchmark's ``--ranks``: comma-separated sizes, each at least ``least``, one job each
+    (``default``'s without the flag, ``quick``'s under --quick)."""
+
+    default: tuple[int, ...]
+    quick: tuple[int, ...] | None = None  # None: the default's
+    least: int = 1
+    what: str = "world sizes"  # what each size is, for the help
+    more: str = ""  # what else the help says: what a job does with its size
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        """The flag, which parses into sorted distinct sizes and refuses one below ``least``."""
+        default = ",".join(map(str, self.default))
+        quick = "" if self.quick is None else "; --quick: " + ",".join(map(str, self.quick))
+        parser.add_argument("--ranks", type=self.parse, help=(
+            f"comma-separated {self.what}" + (f", each ≥ {self.least}" if self.least > 1 else "")
+            + f" (default {default}{quick})" + (f"; {self.more}" if self.more else "")))
+
+    def parse(self, text: str) -> list[int]:
+        """'4,2,4' → [2, 4]; a size below ``least`` is an error argparse reports."""
+        sizes = sorted(set(ints(text)))
+        if sizes[0] < self.least:
+            raise argparse.ArgumentTypeError(
+                f"every size must be at least {self.least}, got {text}")
+        return sizes
+
+    def chosen(self, given: list[int] | None, quick: bool) -> list[int]:
+        """The sizes a run takes: ``given`` (the flag's), else the default of its mode."""
+        return given or list(self.quick if quick and self.quick else self.default)
+
+
+@dataclass(frozen=True)
 class Benchmark:
     """One benchmark: ``measure(args)`` prints its tables and returns what ``--json`` writes."""
 
@@ -27,6 +59,7 @@ class Benchmark:
     add_arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None
     figures: str | None = None  # what --figures DIR writes; None: the benchmark draws nothing
     indent: int | None = 2  # of the JSON; None: compact (records of every step)
+    ranks: Ranks | None = None  # its --ranks flag, into ``args.ranks``; None: it has none
 
 
 def main(benchmarks: dict[str, Benchmark], argv=None, prog: str = "python -m scratchpar.bench",
@@ -37,6 +70,8 @@ def main(benchmarks: dict[str, Benchmark], argv=None, prog: str = "python -m scr
                                   help=f"one of: {', '.join(benchmarks)}")
     for name, bench in benchmarks.items():
         sub = names.add_parser(name, help=bench.summary, description=bench.summary)
+        if bench.ranks:
+            bench.ranks.add_to(sub)
         bench.add_arguments(sub)
         sub.add_argument("--quick", action="store_true", help=f"{bench.quick} (smoke test)")
         sub.add_argument("--json", metavar="PATH", help="also write every number to this file")
@@ -50,6 +85,8 @@ def main(benchmarks: dict[str, Benchmark], argv=None, prog: str = "python -m scr
     args = parser.parse_args(argv)
     args.load_before = os.getloadavg()[0]  # for machine(args)
     bench = benchmarks[args.name]
+    if bench.ranks:
+        args.ranks = bench.ranks.chosen(args.ranks, args.quick)
     if not getattr(args, "default_malloc", False):  # what the driver times in-process too
         keep_freed_memory()
     try:

@@ -89,3 +89,23 @@ def test_every_benchmark_times_under_the_training_commands_allocator(monkeypatch
     bench = harness.Benchmark("s", "q", lambda args: {}, add)
     assert harness.main({"b": bench}, ["b", *argv]) == 0
     assert calls == ([1] if kept else [])
+
+
+def test_the_harness_adds_ranks_sorted_checked_and_defaulted_by_mode(capsys):
+    """A benchmark's --ranks: the flag's sizes sorted and distinct, else the default of its
+    mode; a size below the least refused by argparse before anything runs."""
+    seen = []
+    bench = harness.Benchmark("s", "q", lambda args: seen.append(args.ranks) or {},
+                              ranks=harness.Ranks((2, 4), (2,), least=2, more="one job each"))
+    for argv, ranks in [([], [2, 4]), (["--quick"], [2]), (["--ranks", "4,3,4"], [3, 4])]:
+        assert harness.main({"b": bench}, ["b", *argv]) == 0 and seen.pop() == ranks
+    with pytest.raises(SystemExit) as refused:
+        harness.main({"b": bench}, ["b", "--ranks", "1,2"])
+    assert refused.value.code == 2 and not seen
+    assert "--ranks: every size must be at least 2, got 1,2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        harness.main({"b": bench}, ["b", "--help"])
+    assert "world sizes, each ≥ 2 (default 2,4; --quick: 2); one job each" in " ".join(
+        capsys.readouterr().out.split())
+    alike = harness.Ranks((1, 2))  # no quick default: the default under --quick too
+    assert alike.chosen(None, quick=True) == [1, 2] and alike.chosen([3], quick=True) == [3]

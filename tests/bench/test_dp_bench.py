@@ -119,11 +119,12 @@ def test_verdicts_respect_the_direction_of_each_target():
     assert driver.met(None, 0.75, higher_is_better=False) is None
 
 
-def test_world_sizes_and_rounds_must_be_positive():
-    with pytest.raises(SystemExit, match="must be positive"):
-        main(["dp", "--quick", "--ranks", "0,2"])
-    with pytest.raises(SystemExit, match="must be positive"):
-        main(["dp", "--quick", "--ranks", "-2"])
+def test_world_sizes_and_rounds_must_be_positive(capsys):
+    for sizes in ("0,2", "-2"):
+        with pytest.raises(SystemExit) as refused:
+            main(["dp", "--quick", "--ranks", sizes])
+        assert refused.value.code == 2
+        assert f"every size must be at least 1, got {sizes}" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="must be positive"):
         main(["dp", "--rounds", "0"])
 

@@ -8,7 +8,7 @@ from ... import backend
 from ...autograd import functional as F
 from ...autograd.held import graph_bytes
 from ...comm.chunks import counts
-from ...jobs.harness import Benchmark, describe, ints, machine
+from ...jobs.harness import Benchmark, Ranks, describe, machine
 from ...jobs.mpijob import job
 from ...nn import Towers
 from ...parallel import ParallelBranches
@@ -86,7 +86,4 @@ def measure(args) -> dict:
 
 BENCHMARK = Benchmark("model parallelism over branches: a Towers step split over the ranks "
                       "against one device", "a tiny Towers", measure,
-                      lambda parser: parser.add_argument(
-                          "--ranks", type=ints, default=[1, 2],
-                          help="comma-separated world sizes (default 1,2); each job also times "
-                               "one device, rank 0 alone"))
+                      ranks=Ranks((1, 2), more="each job also times one device, rank 0 alone"))

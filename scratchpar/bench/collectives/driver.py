@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 
-from ...jobs.harness import Benchmark, describe, ints, machine, staging, verdict
+from ...jobs.harness import Benchmark, Ranks, describe, machine, staging, verdict
 from ...jobs.mpijob import job
 from ...plan.timing import clocked, medians
 from ...table import table
@@ -34,8 +34,6 @@ def byte_size(text: str) -> int:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=ints,
-                        help="comma-separated world sizes, each ≥ 2 (default 2,4; --quick: 2)")
     parser.add_argument("--sizes", type=lambda s: sorted({byte_size(b) for b in s.split(",")}),
                         help="comma-separated buffer sizes, e.g. 4K,1M,64M (default 4K, 16K, "
                              "… ×4 up to 64M)")
@@ -82,9 +80,7 @@ def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
 
 
 def measure(args) -> dict:
-    ranks = args.ranks or ([2] if args.quick else [2, 4])
-    if min(ranks) < 2:
-        raise SystemExit("--ranks: every world size must be at least 2")
+    ranks = args.ranks
     sizes = args.sizes or (QUICK["sizes"] if args.quick else SIZES)
     timing = QUICK if args.quick else TIMING
     repeats, block_s = timing["repeats"], timing["block_s"]
@@ -133,4 +129,4 @@ def measure(args) -> dict:
 
 BENCHMARK = Benchmark("the hand-written all-reduces (ring, recursive doubling, tree, auto) "
                       "against MPI's own", "sizes 4 KiB, 64 KiB, 1 MiB, 2 repeats", measure,
-                      add_arguments)
+                      add_arguments, ranks=Ranks((2, 4), (2,), least=2))

@@ -9,7 +9,7 @@ import tempfile
 from itertools import groupby
 
 from ...jobs import mpijob
-from ...jobs.harness import Benchmark, describe, ints, machine, staging, verdict
+from ...jobs.harness import Benchmark, Ranks, describe, machine, staging, verdict
 from ...table import table
 
 CONFIGS = {"compute": {"sizes": [256, 512, 512, 10], "per_rank": [32, 64, 128, 256, 512],
@@ -30,8 +30,6 @@ CONTENDERS = ("alone", "bucketed", "naive", "compute-only", "torch-alone", "torc
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--ranks", type=ints, help="comma-separated world sizes (default 2,4; "
-                        "--quick: 2); each job also times one device, rank 0 alone")
     parser.add_argument("--rounds", type=int, default=2,
                         help="run the world sizes this many times in turn, pooling the samples "
                              "(load that comes and goes then weighs on every world size)")
@@ -156,9 +154,9 @@ def layers(sizes: list[int]) -> str:
 def measure(args) -> dict:
     configs, timing = (QUICK_CONFIGS, QUICK_TIMING) if args.quick else (CONFIGS, TIMING)
     rounds = 1 if args.quick else args.rounds
-    ranks = sorted(set(args.ranks or ([2] if args.quick else [2, 4])))
-    if ranks[0] < 1 or rounds < 1:
-        raise SystemExit(f"--ranks and --rounds must be positive, got {ranks} and {rounds}")
+    ranks = args.ranks
+    if rounds < 1:
+        raise SystemExit(f"--rounds must be positive, got {rounds}")
     ddp = torch_available()
     print(f"dp benchmark on {describe(args.device)}: float32, cross-entropy, SGD; "
           + "; ".join(f"{name}: MLP {layers(c['sizes'])}, "
@@ -200,4 +198,5 @@ def measure(args) -> dict:
 
 BENCHMARK = Benchmark("data parallelism: scaling against one rank, bucketed against naive, "
                       "exposed communication, torch DDP", "tiny MLPs, 3 repeats", measure,
-                      add_arguments)
+                      add_arguments, ranks=Ranks((2, 4), (2,), more="each job also times one "
+                                                 "device, rank 0 alone"))

@@ -3,7 +3,7 @@ then the tables."""
 
 from __future__ import annotations
 
-from ...jobs.harness import Benchmark, describe, ints, machine
+from ...jobs.harness import Benchmark, Ranks, describe, machine
 from ...jobs.mpijob import job
 from ...table import table
 from ...train.memory_models import KiB, MiB, Sizes, causal_mask, gpt_layer, korthikanti
@@ -118,7 +118,7 @@ def measure(args) -> dict:
     formats = list(PRECISIONS) if args.device == "cpu" else ["fp32", "fp16"]  # CuPy: no bf16
     cfg = {**(QUICK if args.quick else CONFIG), "precisions": formats,  # a step's cases below
            "cases": [("fp32", m) for m in MODES] + [(p, "none") for p in formats[1:]]}
-    ranks = args.ranks or ([1, 2] if args.quick else [1, 2, 4])
+    ranks = args.ranks
     models = {p: {**cfg["states"], "precision": p} for p in ("fp32", "fp16")}
     states = {n: job(n, "scratchpar.bench.zero.worker:memory",
                      {"models": models, "contenders": STRATEGIES}, args.device)
@@ -150,6 +150,4 @@ def measure(args) -> dict:
 BENCHMARK = Benchmark("mixed precision and recomputation: model states, a layer's "
                       "activations and a GPipe stage's per micro-batch beside ZeRO's and "
                       "Korthikanti et al.'s formulas, and recomputation's time", "tiny models",
-                      measure, lambda parser: parser.add_argument(
-                          "--ranks", type=ints, help="comma-separated world sizes (default "
-                          "1,2,4; --quick: 1,2): ZeRO's N and the layer's t"))
+                      measure, ranks=Ranks((1, 2, 4), (1, 2), more="ZeRO's N and the layer's t"))

@@ -6,7 +6,7 @@ import math
 import os
 import statistics
 
-from ...jobs.harness import Benchmark, describe, draw_figures, ints, machine, verdict
+from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, machine, verdict
 from ...jobs.mpijob import job
 from ...table import table
 from .plot import draw
@@ -128,9 +128,7 @@ def measure(args) -> dict:
             raise SystemExit(f"plan: --rounds must be ≥ 1, got {args.rounds}")
         timing = {**timing, "rounds": args.rounds}
     run = [*run, "--device", args.device]  # the layouts train where the benchmark runs
-    ranks = sorted(set(args.ranks or ([1, 2, 3] if args.quick else [1, 2, 3, 4])))
-    if ranks[0] < 1:
-        raise SystemExit(f"plan: every world size must be ≥ 1, got {ranks}")
+    ranks = args.ranks
     calibrated = {k: job(k, CALIBRATE, {"device": args.device, "quick": args.quick},
                          args.device) for k in sorted({max(n, 2) for n in ranks})}
     profiles = {n: calibrated[max(n, 2)] for n in ranks}  # a message needs two ranks
@@ -152,8 +150,6 @@ def measure(args) -> dict:
 
 
 def arguments(parser) -> None:
-    parser.add_argument("--ranks", type=ints, help="comma-separated world sizes, one job each "
-                        "(default 1,2,3,4)")
     parser.add_argument("--rounds", type=int, help="timing rounds per layout, each a job "
                         f"(default {TIMING['rounds']}; fewer on a device lent by the minute)")
 
@@ -161,4 +157,5 @@ def arguments(parser) -> None:
 BENCHMARK = Benchmark("the planner against real runs: every layout runnable here, its step "
                       "and memory predicted beside measured, errors and Kendall's tau",
                       "a tiny GPT, a few steps", measure, arguments,
-                      figures="plan_validation.png")
+                      figures="plan_validation.png",
+                      ranks=Ranks((1, 2, 3, 4), (1, 2, 3), more="one job each"))

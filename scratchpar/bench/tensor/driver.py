@@ -10,7 +10,7 @@ from ... import backend
 from ...autograd import Tensor
 from ...autograd.held import graph_bytes
 from ...comm.chunks import bounds, counts
-from ...jobs.harness import Benchmark, describe, ints, machine
+from ...jobs.harness import Benchmark, Ranks, describe, machine
 from ...jobs.mpijob import job
 from ...nn import GELU, Block, Dropout, Linear, Sequential
 from ...parallel import Hybrid
@@ -181,7 +181,7 @@ def memory_rows(results: dict, cfg: dict) -> list[dict]:
 
 def measure(args) -> dict:
     cfg = QUICK if args.quick else CONFIG
-    ranks = args.ranks or ([1, 2] if args.quick else [1, 2, 4])
+    ranks = args.ranks
     results = {t: job(t, "scratchpar.bench.tensor.driver:measure_ranks",
                       {**cfg, "time": t == TIMED_T}, args.device) for t in ranks}
     b, m = cfg["block"], cfg["mlp"]
@@ -209,6 +209,5 @@ def measure(args) -> dict:
 
 BENCHMARK = Benchmark("tensor (Megatron) parallelism: collectives per layer from the trace, "
                       "speed-up at t = 2, bytes held per rank", "a tiny block and MLP", measure,
-                      lambda parser: parser.add_argument(
-                          "--ranks", type=ints, help="comma-separated tp sizes (default 1,2,4; "
-                          "--quick: 1,2); the MLP is timed in the job of 2"))
+                      ranks=Ranks((1, 2, 4), (1, 2), what="tp sizes",
+                                  more=f"the MLP is timed in the job of {TIMED_T}"))

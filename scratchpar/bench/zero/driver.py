@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...jobs.harness import Benchmark, describe, draw_figures, ints, machine, verdict
+from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, machine, verdict
 from ...jobs.mpijob import job
 from ...parallel.zero.formula import PARTS, formula
 from ...table import table
@@ -20,10 +20,10 @@ FITS = {"model": {"vocab": 32, "seq": 256, "layers": 8, "batch": 8, "grad_clip":
         "budget_gib": 2.0}  # CuPy's pool limit per rank in the search for the widest GPT
 CONFIG = {"models": {"cli": CLI, "large": {**CLI, "d_model": 256, "layers": 4,
                                            "bucket_kib": 1024}},
-          "warmup": 3, "repeats": 20, "ranks": [2, 4], "fits": FITS}
+          "warmup": 3, "repeats": 20, "fits": FITS}
 QUICK = {"models": {"cli": {**TINY, "d_model": 16, "bucket_kib": 4},
                     "large": {**TINY, "d_model": 32, "bucket_kib": 16}},
-         "warmup": 1, "repeats": 2, "ranks": [2],
+         "warmup": 1, "repeats": 2,
          "fits": {**FITS, "model": {**FITS["model"], "seq": 64, "layers": 2, "batch": 4},
                   "head_dim": 32, "start": 64, "max_d_model": 1024}}
 WORKER, TRACE = "scratchpar.bench.zero.worker", "zero3_timeline.trace.json"
@@ -158,9 +158,7 @@ def draw(directory: str, record: dict) -> list[str]:
 
 def measure(args) -> dict:
     cfg = QUICK if args.quick else CONFIG
-    ranks = sorted(set(args.ranks or cfg["ranks"]))
-    if ranks[0] < 1:
-        raise SystemExit(f"zero: every world size must be ≥ 1, got {ranks}")
+    ranks = args.ranks
     trace = str(Path(args.figures).resolve() / TRACE) if args.figures else None
     results = {n: job(n, f"{WORKER}:world", {**cfg, "trace": trace if n == target_ranks(ranks)
                                              else None}, args.device) for n in ranks}
@@ -178,8 +176,6 @@ def measure(args) -> dict:
 
 BENCHMARK = Benchmark("ZeRO stages 1-3 and offload: bytes per rank against the formula, step "
                       "time against DP, offload's copies", "tiny GPTs, a few steps, N = 2 only",
-                      measure, lambda parser: parser.add_argument(
-                          "--ranks", type=ints, help="comma-separated world sizes, one job each "
-                          "(default 2,4; --quick: 2)"), indent=1,
+                      measure, indent=1, ranks=Ranks((2, 4), (2,), more="one job each"),
                       figures="zero_memory.png, zero3_timeline.png with its Chrome trace, and "
                               "zero_offload.png")
