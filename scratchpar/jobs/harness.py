@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -130,6 +131,17 @@ def verdict(device: str, met: bool | None, missing: str = "n/a") -> str:
     if met is None:
         return missing
     return "n/a (double)" if device == "double" else ("PASS" if met else "MISS")
+
+
+def judge(device: str, measured: float | None, *, at_most: float | None = None,
+          at_least: float | None = None, missing: str = "n/a") -> str:
+    """The :func:`verdict` on ``measured`` against its goal: PASS when it is at most
+    ``at_most`` and at least ``at_least`` (each where given); ``missing`` where nothing was
+    measured (None or NaN)."""
+    if measured is None or math.isnan(measured):
+        return verdict(device, None, missing)
+    return verdict(device, (at_most is None or measured <= at_most)
+                   and (at_least is None or measured >= at_least))
 
 
 def staging(device: str, cuda_aware: bool) -> str:

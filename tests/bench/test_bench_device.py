@@ -11,7 +11,7 @@ from scratchpar.bench.step.cases import gpt_case, mlp_case
 from scratchpar.bench.timing import Timed, interleaved
 from scratchpar.double import tally
 from scratchpar.jobs import harness
-from scratchpar.jobs.harness import describe, staging, verdict
+from scratchpar.jobs.harness import describe, judge, staging, verdict
 
 
 def fake_module(monkeypatch, name: str, **attributes):
@@ -32,6 +32,19 @@ def test_the_double_times_nothing_real_so_it_gets_no_verdict():
     assert verdict("cuda", False) == "MISS" and verdict("cpu", True) == "PASS"
     assert verdict("cpu", None) == "n/a"
     assert verdict("cuda", None, "n/a (no torch)") == "n/a (no torch)"
+
+
+def test_verdicts_respect_the_direction_of_each_target():
+    assert judge("cpu", 0.91, at_least=0.90) == "PASS"
+    assert judge("cpu", 0.89, at_least=0.90) == "MISS"
+    assert judge("cpu", 0.70, at_most=0.75) == "PASS"
+    assert judge("cpu", 0.80, at_most=0.75) == "MISS"
+    assert judge("cpu", None, at_most=0.75) == "n/a"
+    assert judge("cpu", float("nan"), at_least=0.8, missing="n/a (not measured)") == (
+        "n/a (not measured)")
+    assert judge("double", 0.70, at_most=0.75) == "n/a (double)"
+    assert judge("cpu", 1.5, at_least=1.0, at_most=2.0) == "PASS"
+    assert judge("cpu", 2.5, at_least=1.0, at_most=2.0) == "MISS"
 
 
 def test_staging_note_says_which_path_the_buffers_took():

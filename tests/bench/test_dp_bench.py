@@ -111,14 +111,6 @@ def test_exposed_fraction_is_the_share_of_the_step_not_spent_computing():
     assert driver.exposed_fraction(0.028, 0.030) < 0  # noise can make DP look faster
 
 
-def test_verdicts_respect_the_direction_of_each_target():
-    assert driver.met(0.91, 0.90, higher_is_better=True) is True
-    assert driver.met(0.89, 0.90, higher_is_better=True) is False
-    assert driver.met(0.70, 0.75, higher_is_better=False) is True
-    assert driver.met(0.80, 0.75, higher_is_better=False) is False
-    assert driver.met(None, 0.75, higher_is_better=False) is None
-
-
 def test_world_sizes_and_rounds_must_be_positive(capsys):
     for sizes in ("0,2", "-2"):
         with pytest.raises(SystemExit) as refused:

@@ -6,7 +6,7 @@ import argparse
 
 import numpy as np
 
-from ...jobs.harness import Benchmark, Ranks, describe, machine, staging, verdict
+from ...jobs.harness import Benchmark, Ranks, describe, judge, machine, staging
 from ...jobs.mpijob import job
 from ...plan.timing import clocked, medians
 from ...table import table
@@ -61,7 +61,7 @@ def message_rows(results: dict, device: str) -> list[dict]:
             ratio, bound = pair["scratchpar"] / pair["mpi"], MESSAGE_TARGETS[int(size)]
             rows.append({"n": n, "size": human(int(size)), "send/recv µs": 1e6 * pair["scratchpar"],
                          "MPI_Send/Recv µs": 1e6 * pair["mpi"], "ratio": ratio,
-                         "target": f"≤ {bound:g}", "verdict": verdict(device, ratio <= bound)})
+                         "target": f"≤ {bound:g}", "verdict": judge(device, ratio, at_most=bound)})
     return rows
 
 

@@ -9,7 +9,7 @@ import tempfile
 from itertools import groupby
 
 from ...jobs import mpijob
-from ...jobs.harness import Benchmark, Ranks, describe, machine, staging, verdict
+from ...jobs.harness import Benchmark, Ranks, describe, judge, machine, staging
 from ...table import table
 
 CONFIGS = {"compute": {"sizes": [256, 512, 512, 10], "per_rank": [32, 64, 128, 256, 512],
@@ -70,13 +70,6 @@ def exposed_fraction(step_s: float, compute_s: float) -> float:
     return (step_s - compute_s) / step_s
 
 
-def met(measured: float | None, goal: float, higher_is_better: bool) -> bool | None:
-    """Whether ``measured`` reached ``goal`` in its direction; None where nothing was measured."""
-    if measured is None:
-        return None
-    return measured >= goal if higher_is_better else measured <= goal
-
-
 def median(results: dict, n: int, job: str, contender: str) -> float | None:
     """A contender's median seconds per step at n ranks; None where it did not run."""
     times = results[n]["configs"][job]["contenders"].get(contender)
@@ -131,17 +124,17 @@ def targets(results: dict, configs: dict, steps: list[dict], ddp: list[dict],
     speedup = {r["MLP"]: r["scratchpar/ddp"] for r in ddp if r["n"] == at}
     torch = "n/a" if ddp else "n/a (torch missing)"
 
-    def row(what: str, measured, goal: float, higher: bool, missing: str = "n/a") -> dict:
+    def row(what: str, measured, missing: str = "n/a", **goal) -> dict:
         return {"target": what, "measured": measured, "n": at,
-                "verdict": verdict(device, met(measured, goal, higher), missing)}
+                "verdict": judge(device, measured, missing=missing, **goal)}
 
     eff = efficiency_of(results, at, target, "bucketed") if at in results else None
     return ([row(f"scaling efficiency, bucketed, {target} ≥ {EFFICIENCY_TARGET}", eff,
-                 EFFICIENCY_TARGET, True)]
+                 at_least=EFFICIENCY_TARGET)]
             + [row(f"bucketed / naive step time, {job} ≤ {RATIO_TARGET}", ratio.get(job),
-                   RATIO_TARGET, False) for job in COMM_CONFIGS]
+                   at_most=RATIO_TARGET) for job in COMM_CONFIGS]
             + [row(f"scratchpar / torch DDP throughput, {job} ≥ {DDP_TARGET}", speedup.get(job),
-                   DDP_TARGET, True, torch) for job in focus(configs)])
+                   torch, at_least=DDP_TARGET) for job in focus(configs)])
 
 
 def layers(sizes: list[int]) -> str:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 
-from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, machine, verdict
+from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, judge, machine
 from ...jobs.mpijob import job
 from ...table import table
 from .plot import draw
@@ -90,10 +89,10 @@ def verdicts(found: dict, device: str) -> list[dict]:
     at most its own."""
     rows = []
     for key, bound in TARGETS.items():
-        met = found[key] >= bound if key == "tau" else found[key] <= bound
+        goal = {"at_least": bound} if key == "tau" else {"at_most": bound}
         rows.append({"target": f"{key} {'≥' if key == 'tau' else '≤'} {bound:g}",
-                     "measured": found[key], "verdict": verdict(
-                         device, None if math.isnan(found[key]) else met, "n/a (not measured)")})
+                     "measured": found[key],
+                     "verdict": judge(device, found[key], **goal, missing="n/a (not measured)")})
     return rows
 
 

@@ -9,7 +9,7 @@ from ...allocator import keep_freed_memory
 from ...autograd import Tensor
 from ...autograd import functional as F
 from ...comm.mpi import Communicator
-from ...jobs.harness import Benchmark, describe, verdict
+from ...jobs.harness import Benchmark, describe, judge
 from ...table import table
 from ..timing import Timed, interleaved, on_host
 from .cases import Case, gpt_case, mlp_case, torch_twins
@@ -66,8 +66,8 @@ def verdicts(timings: dict, device: str) -> list[dict]:
         ms = timings[case]
         ratio = ms["scratchpar"] / ms[baseline] if baseline in ms else None
         rows.append({"target": f"{case}: scratchpar <= {limit:.2f}x {baseline}",
-                     "measured": ratio, "verdict": verdict(
-                         device, None if ratio is None else ratio <= limit, "n/a (no torch)")})
+                     "measured": ratio,
+                     "verdict": judge(device, ratio, at_most=limit, missing="n/a (no torch)")})
     return rows
 
 
@@ -135,7 +135,7 @@ def measure(args) -> dict:
     print(table(f"LSTM language model, batch {BATCH}, hidden {HIDDEN}: a step against the "
                 f"sequence length; per token, T = {lengths[-1]['length']} is {flat:.2f}x "
                 f"T = {lengths[0]['length']} (target <= {FLAT}: "
-                f"{verdict(args.device, flat <= FLAT)})", lengths,
+                f"{judge(args.device, flat, at_most=FLAT)})", lengths,
                 {"T": "length", "ms/step": "{ms:.1f}", "µs/token": "{us_per_token:.1f}"}))
     memory = held(Communicator(name="step"), args.device, args.quick)
     print(table("the training command's step on one rank: its peak, measured, beside the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, machine, verdict
+from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, judge, machine
 from ...jobs.mpijob import job
 from ...parallel.zero.formula import PARTS, formula
 from ...table import table
@@ -95,7 +95,7 @@ def zero3_target(steps: list[dict], device: str) -> dict | None:
     n = target_ranks({r["N"] for r in steps})
     ratio = next(r["× DP"] for r in steps if (r["N"], r["contender"]) == (n, "ZeRO-3"))
     return {"ranks": n, "ratio": ratio, "target": TARGET,
-            "verdict": verdict(device, ratio <= TARGET)}
+            "verdict": judge(device, ratio, at_most=TARGET)}
 
 
 def fits_rows(fits: dict) -> list[dict]:
