@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..jobs.harness import Benchmark, describe, draw_figures, machine
+from ..jobs.harness import Benchmark, draw_figures, headline
 from ..jobs.mpijob import JobFailed, job
 from ..plan.regimes import fit
 from ..table import table
@@ -36,7 +36,7 @@ def throughput(args) -> dict:
     models, timing = (QUICK_MODELS, QUICK_TIMING) if args.quick else (MODELS, TIMING)
     largest = args.largest or (8 if args.quick else 512)
     batches = [2**k for k in range(largest.bit_length()) if 2**k <= largest]
-    print(f"batch throughput on {describe(args.device)}, {machine(args)}; each point the "
+    print(f"{headline('batch throughput', args)}; each point the "
           f"median of {timing['repeats']} steps, the least of {timing['rounds']} rounds")
     sweeps, knees = {}, {}
     for model, flags in models.items():
@@ -69,8 +69,7 @@ def fits(args) -> dict:
     models = QUICK_FIT_MODELS if args.quick else FIT_MODELS
     budget = int(args.budget * 2**30)
     kind = "of GPU memory" if args.device == "cuda" else "(an address-space limit)"
-    print(f"the largest batch in {args.budget:g} GiB a rank {kind}, on "
-          f"{describe(args.device)}, {machine(args)}")
+    print(headline(f"the largest batch in {args.budget:g} GiB a rank {kind}", args))
     found = {}
     for model, flags in models.items():
         rows = [fit_layout([*flags, *more, "--device", args.device], name, world, budget,
@@ -117,7 +116,7 @@ def steps(args) -> dict:
     target was met."""
     studies, most, rows, seeds = (QUICK_STEP_STUDIES, 400, 16, 1) if args.quick else \
         (STEP_STUDIES, 4000, READ_ROWS, SEEDS)
-    print(f"steps to a target against the batch on {describe(args.device)}, {machine(args)}; "
+    print(f"{headline('steps to a target against the batch', args)}; "
           f"one device, AdamW at a constant rate after 10 steps, at most {most} steps, the "
           f"training loss read over at least {rows} rows, the median of {seeds} seeds")
     found = {}
@@ -206,7 +205,7 @@ def scaling(args) -> dict:
     """The held-out loss at a fixed number of examples against the batch, with the rate
     scaled as the batch and with it fixed."""
     flags, batches, base_lr, examples = QUICK_SCALING if args.quick else SCALING
-    print(f"the linear scaling rule on {describe(args.device)}, {machine(args)}; one device, SGD "
+    print(f"{headline('the linear scaling rule', args)}; one device, SGD "
           f"with momentum 0.9, {examples:,} rows whatever the batch, the rate {base_lr:g} at "
           f"{batches[0]} rows, a tenth of the steps warming up")
     rows = scaling_sweep.sweep([*flags, "--device", args.device], batches, base_lr, examples)

@@ -125,6 +125,11 @@ def machine(args) -> str:
             f"{args.load_before:.2f}, after {os.getloadavg()[0]:.2f}")
 
 
+def headline(what: str, args) -> str:
+    """A measuring command's first line: ``what`` on which device, and :func:`machine`."""
+    return f"{what} on {describe(args.device)}, {machine(args)}"
+
+
 def verdict(device: str, met: bool | None, missing: str = "n/a") -> str:
     """A target's verdict: PASS or MISS; ``missing`` where nothing was measured (``met`` None),
     and none on the double, whose timings measure nothing real."""

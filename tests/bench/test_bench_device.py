@@ -1,5 +1,6 @@
 """The benchmarks' device plumbing: what a header names, the timing contract, DDP's backend."""
 
+import os
 import sys
 from types import SimpleNamespace
 
@@ -25,6 +26,12 @@ def test_a_cuda_header_names_the_gpu(monkeypatch):
     assert describe("cuda") == "cuda (NVIDIA H100 80GB HBM3, CuPy)"
     assert describe("cpu") == "cpu (NumPy)"
     assert describe("double").startswith("double (")
+
+
+def test_a_headline_names_what_runs_its_device_and_the_machine():
+    line = harness.headline("zero benchmark", SimpleNamespace(device="cpu", load_before=0.5))
+    assert line.startswith(f"zero benchmark on cpu (NumPy), {os.cpu_count()} cores, one thread "
+                           "per rank; load average (1 min) before 0.50, after ")
 
 
 def test_the_double_times_nothing_real_so_it_gets_no_verdict():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from ...jobs.harness import Benchmark, describe, draw_figures, machine, verdict
+from ...jobs.harness import Benchmark, draw_figures, headline, verdict
 from ...jobs.mpijob import job
 from ...table import table
 from ..standin import calibrated, calibration_line
@@ -198,7 +198,7 @@ def measure(args) -> dict:
             "collisions": collision_rows(parts["hogwild"]),
             "tau": tau_rows(parts["tau"]["runs"], cfgs["tau"]["taus"]),
             "round_robin": round_robin_rows(parts["round_robin"])}
-    print(f"asynchronous benchmark on {describe(args.device)}, {machine(args)}")
+    print(headline("asynchronous benchmark", args))
     print(calibration_line("round-robin", calib))
     print_tables(rows, cfgs, parts, args.device)
     figures = draw_figures(args.figures, plot.draw, parts, rows, medians)

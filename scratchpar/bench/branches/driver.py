@@ -8,7 +8,7 @@ from ... import backend
 from ...autograd import functional as F
 from ...autograd.held import graph_bytes
 from ...comm.chunks import counts
-from ...jobs.harness import Benchmark, Ranks, describe, machine
+from ...jobs.harness import Benchmark, Ranks, headline
 from ...jobs.mpijob import job
 from ...nn import Towers
 from ...parallel import ParallelBranches
@@ -73,7 +73,7 @@ def measure(args) -> dict:
                "loss_diff": f"{abs(mine['loss'] - one['loss']):.1e}"}
               for n, r in results.items() for rank, mine in enumerate(r["per_rank"])]
     widths = "→".join(map(str, [cfg["features"], *cfg["sizes"]]))
-    print(f"branches benchmark on {describe(args.device)}, {machine(args)}: Towers ({k} towers "
+    print(f"{headline('branches benchmark', args)}: Towers ({k} towers "
           f"{widths}, joined {k * cfg['sizes'][-1]} → head {cfg['classes']}), batch "
           f"{cfg['batch']}, float32; forward + backward, median of {cfg['repeats']} after "
           f"{cfg['warmup']} warm-up")

@@ -3,7 +3,7 @@ then the tables."""
 
 from __future__ import annotations
 
-from ...jobs.harness import Benchmark, Ranks, describe, machine
+from ...jobs.harness import Benchmark, Ranks, headline
 from ...jobs.mpijob import job
 from ...table import table
 from ...train.memory_models import KiB, MiB, Sizes, causal_mask, gpt_layer, korthikanti
@@ -129,7 +129,7 @@ def measure(args) -> dict:
             "stash": stash_rows(stash, cfg) if stash else [],
             "steps": step_rows(job(1, f"{WORKER}:steps", cfg, args.device), cfg)}
     st, sz, (lo, hi) = cfg["states"], cfg["stash"]["size"], cfg["stash"]["micro"]
-    print(f"memory benchmark on {describe(args.device)}, {machine(args)}")
+    print(headline("memory benchmark", args))
     print(table(f"model states per rank (rank 0, MiB), the ledger's peaks beside ZeRO's formula "
                 f"(GPT C {st['d_model']}, {st['layers']} layers, AdamW; mixed: 16-bit weights "
                 "and gradients, fp32 masters and moments)", rows["states"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 
-from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, judge, machine
+from ...jobs.harness import Benchmark, Ranks, draw_figures, headline, judge
 from ...jobs.mpijob import job
 from ...table import table
 from .plot import draw
@@ -133,7 +133,7 @@ def measure(args) -> dict:
     profiles = {n: calibrated[max(n, 2)] for n in ranks}  # a message needs two ranks
     rows = with_errors([row for n in ranks for row in world(n, run, profiles[n], timing,
                                                              args.device, args.quick)])
-    print(f"plan benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}; "
+    print(f"{headline('plan benchmark', args)}; world sizes {ranks}; "
           f"run: {' '.join(run)}; beyond {real_ranks(args.device)} ranks, a stand-in computes")
     alone = "all in one process" if args.quick else "each layout in a process of its own"
     print(table(f"predicted beside measured: the step (the slowest rank's median of "

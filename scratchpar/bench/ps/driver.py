@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from ...jobs.harness import Benchmark, describe, draw_figures, ints, machine
+from ...jobs.harness import Benchmark, draw_figures, headline, ints
 from ...jobs.mpijob import job
 from ...parallel import SyncParameterServer
 from ...parallel.description import Message, Shape
@@ -163,7 +163,7 @@ def measure(args) -> dict:
             "loss": {c["name"]: {"contender": c["label"],
                                  **loss_row(runs[c["name"]], curves[c["name"]][0], levels)}
                      for c in lcfg["contenders"]}}
-    print(f"parameter-server benchmark on {describe(args.device)}, {machine(args)}")
+    print(headline("parameter-server benchmark", args))
     for part, c in calib.items():
         print(calibration_line(part, c))
     print(table(f"1. bytes through the busiest server against one rank of the ring, "

@@ -10,7 +10,7 @@ from ... import backend
 from ...autograd import Tensor
 from ...autograd.held import graph_bytes
 from ...comm.chunks import bounds, counts
-from ...jobs.harness import Benchmark, Ranks, describe, machine
+from ...jobs.harness import Benchmark, Ranks, headline
 from ...jobs.mpijob import job
 from ...nn import GELU, Block, Dropout, Linear, Sequential
 from ...parallel import Hybrid
@@ -191,7 +191,7 @@ def measure(args) -> dict:
                "max_abs_diff": f"{mlp['max_abs_diff']:.1e}"} for t, mlp in mlps.items()]
     collectives, memory = collective_rows(results, b), memory_rows(results, b)
     one = results[ranks[0]]["one_device"]
-    print(f"tensor benchmark on {describe(args.device)}, {machine(args)}; block: B {b['batch']}, "
+    print(f"{headline('tensor benchmark', args)}; block: B {b['batch']}, "
           f"T {b['seq']}, C {b['d_model']}, {b['heads']} heads, float32, dropout 0")
     print(table("collectives per transformer layer, counted from the trace beside the "
                 "description (docs/tensor_parallel.md, Measurements)", collectives))

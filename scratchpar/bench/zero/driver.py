@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, judge, machine
+from ...jobs.harness import Benchmark, Ranks, describe, draw_figures, headline, judge
 from ...jobs.mpijob import job
 from ...parallel.zero.formula import PARTS, formula
 from ...table import table
@@ -169,7 +169,7 @@ def measure(args) -> dict:
               "memory": {model: memory_rows(results, model) for model in cfg["models"]},
               "steps": steps, "target": zero3_target(steps, args.device),
               "fits": fits_rows(fits) if fits else None}
-    print(f"zero benchmark on {describe(args.device)}, {machine(args)}; world sizes {ranks}")
+    print(f"{headline('zero benchmark', args)}; world sizes {ranks}")
     print_tables(record, args.device)
     return {**record, "figures": draw_figures(args.figures, draw, record, without="; trace only")}
 
