@@ -29,6 +29,15 @@ def table(title: str, rows: list[dict], columns: dict | None = None,
     return f"\n{title}\n" + "\n".join(lines)
 
 
+def printed(tables: dict[str, tuple[str, list[dict]]]) -> dict[str, list[dict]]:
+    """Print each (title, rows) of ``tables`` as a :func:`table`, but those without rows; what
+    comes back is each one's rows under its key, as a JSON keeps them."""
+    for title, rows in tables.values():
+        if rows:
+            print(table(title, rows))
+    return {key: rows for key, (_, rows) in tables.items()}
+
+
 def _value(spec, row: dict):
     if callable(spec):
         return spec(row)

@@ -1,6 +1,6 @@
 """Plain-text tables: text left, numbers right, missing values as -, columns by key."""
 
-from scratchpar.table import table
+from scratchpar.table import printed, table
 
 
 def test_columns_map_headers_to_keys_formats_and_functions():
@@ -31,3 +31,10 @@ def test_formats_set_a_columns_decimals_and_keep_it_right_aligned():
 
 def test_a_dict_shows_as_its_pairs():
     assert table("t", [{"histogram": {0: 8, 1: 10}}]).splitlines()[-1] == "0:8 1:10"
+
+
+def test_printed_tables_are_those_with_rows_and_every_ones_rows_come_back(capsys):
+    ring, empty = [{"n": 2, "ms": 1.5}], []
+    assert printed({"ring": ("the ring", ring), "tree": ("the tree", empty)}) == {
+        "ring": ring, "tree": empty}
+    assert capsys.readouterr().out == table("the ring", ring) + "\n"

@@ -12,7 +12,7 @@ from ...jobs.harness import Benchmark, Ranks, headline
 from ...jobs.mpijob import job
 from ...nn import Towers
 from ...parallel import ParallelBranches
-from ...table import table
+from ...table import printed
 from ..timing import against_one_device, speedup
 
 CONFIG = {"features": 512, "sizes": [768, 768], "k": 4, "classes": 10, "batch": 256,
@@ -77,11 +77,12 @@ def measure(args) -> dict:
           f"{widths}, joined {k * cfg['sizes'][-1]} → head {cfg['classes']}), batch "
           f"{cfg['batch']}, float32; forward + backward, median of {cfg['repeats']} after "
           f"{cfg['warmup']} warm-up")
-    print(table("step time against one device (docs/tensor_parallel.md, Measurements)", timing))
-    print(table(f"held per rank, against one device ({one['param_bytes']} parameter B, "
-                f"{one['activation_bytes']} activation B)", memory))
-    return {"config": cfg, "ranks": args.ranks, "timing": timing, "memory": memory,
-            "one_device": one, "timed": {n: r["timed"] for n, r in results.items()}}
+    tables = printed({
+        "timing": ("step time against one device (docs/tensor_parallel.md, Measurements)", timing),
+        "memory": (f"held per rank, against one device ({one['param_bytes']} parameter B, "
+                   f"{one['activation_bytes']} activation B)", memory)})
+    return {"config": cfg, "ranks": args.ranks, **tables, "one_device": one,
+            "timed": {n: r["timed"] for n, r in results.items()}}
 
 
 BENCHMARK = Benchmark("model parallelism over branches: a Towers step split over the ranks "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...jobs.harness import Benchmark, Ranks, headline
 from ...jobs.mpijob import job
-from ...table import table
+from ...table import printed
 from ...train.memory_models import KiB, MiB, Sizes, causal_mask, gpt_layer, korthikanti
 from ..zero.driver import states
 from .worker import MODES
@@ -125,26 +125,26 @@ def measure(args) -> dict:
               for n in ranks if n > 1}
     layers = {t: job(t, f"{WORKER}:activations", cfg, args.device) for t in ranks}
     stash = job(2, f"{WORKER}:stash", cfg, args.device) if 2 in ranks else None
-    rows = {"states": state_rows(states), "layers": layer_rows(layers, cfg),
-            "stash": stash_rows(stash, cfg) if stash else [],
-            "steps": step_rows(job(1, f"{WORKER}:steps", cfg, args.device), cfg)}
+    steps = job(1, f"{WORKER}:steps", cfg, args.device)
     st, sz, (lo, hi) = cfg["states"], cfg["stash"]["size"], cfg["stash"]["micro"]
+    tables = {  # the JSON's key: (the printed title, the rows)
+        "states": (f"model states per rank (rank 0, MiB), the ledger's peaks beside ZeRO's "
+                   f"formula (GPT C {st['d_model']}, {st['layers']} layers, AdamW; mixed: 16-bit "
+                   "weights and gradients, fp32 masters and moments)", state_rows(states)),
+        "layers": (f"one transformer layer's activations per rank (KiB, the busiest rank), the "
+                   f"graph's bytes beside Korthikanti et al. 2022's (K.) and over this engine's "
+                   f"count of the same arrays (dropout {DROPOUT}; bf16's as fp16's)",
+                   layer_rows(layers, cfg)),
+        "stash": (f"a GPipe stage's bytes per micro-batch in flight (KiB; 2 stages, GPT C "
+                  f"{sz['d_model']}, T {sz['seq']}, {sz['layers']} blocks, "
+                  f"{cfg['stash']['rows']} rows a micro-batch, dropout {DROPOUT}, fp32): the "
+                  f"slope of the step's peak from m = {lo} to {hi}, beside its blocks' "
+                  "activations, or the boundary input alone under full",
+                  stash_rows(stash, cfg) if stash else []),
+        "steps": (f"a step of one device's GPT (dropout {DROPOUT}), median of {cfg['repeats']} "
+                  "in turns, and its peak (MiB)", step_rows(steps, cfg))}
     print(headline("memory benchmark", args))
-    print(table(f"model states per rank (rank 0, MiB), the ledger's peaks beside ZeRO's formula "
-                f"(GPT C {st['d_model']}, {st['layers']} layers, AdamW; mixed: 16-bit weights "
-                "and gradients, fp32 masters and moments)", rows["states"]))
-    print(table(f"one transformer layer's activations per rank (KiB, the busiest rank), the "
-                f"graph's bytes beside Korthikanti et al. 2022's (K.) and over this engine's "
-                f"count of the same arrays (dropout {DROPOUT}; bf16's as fp16's)", rows["layers"]))
-    if stash:
-        print(table(f"a GPipe stage's bytes per micro-batch in flight (KiB; 2 stages, GPT C "
-                    f"{sz['d_model']}, T {sz['seq']}, {sz['layers']} blocks, "
-                    f"{cfg['stash']['rows']} rows a micro-batch, dropout {DROPOUT}, fp32): the "
-                    f"slope of the step's peak from m = {lo} to {hi}, beside its blocks' "
-                    "activations, or the boundary input alone under full", rows["stash"]))
-    print(table(f"a step of one device's GPT (dropout {DROPOUT}), median of {cfg['repeats']} in "
-                "turns, and its peak (MiB)", rows["steps"]))
-    return {"config": cfg, "ranks": ranks, **rows}
+    return {"config": cfg, "ranks": ranks, **printed(tables)}
 
 
 BENCHMARK = Benchmark("mixed precision and recomputation: model states, a layer's "

@@ -9,7 +9,7 @@ from ...jobs.harness import Benchmark, describe, draw_figures, machine
 from ...jobs.mpijob import job
 from ...parallel.pipeline import simulate
 from ...parallel.pipeline.simulator import bubble_formula
-from ...table import table
+from ...table import printed
 from .worker import calibrate, schedule_for
 
 GPT = {"vocab": 64, "seq": 64, "d_model": 128, "heads": 4, "layers": 4, "batch": 64, "m": 8,
@@ -155,7 +155,7 @@ def measure(args) -> dict:
                          lambda r: 1 / r["v"])
     zero = against_1f1b(runs, "zb-h1", ("p", "m", "bubble", "simulated"),
                         lambda r: (f + b - 2 * w) / (f + b))
-    tables = {  # the JSON's key: (the printed title, the rows)
+    tables = printed({  # the JSON's key: (the printed title, the rows)
         "bubbles": (f"bubble, sleep stages, against the simulator and (p−1)/(m+p−1); ok: ≤ "
                     f"{RATIO_TARGET}× once m ≥ 4p; extra_ms: idle beyond the ideal per "
                     "micro-batch (docs/pipeline.md, Measurements)", bubbles),
@@ -168,10 +168,7 @@ def measure(args) -> dict:
             for r in runs if r["compared"]]),
         "real": (f"GPT (d_model {cfg['d_model']}, {cfg['layers']} blocks, T {cfg['seq']}, "
                  f"batch {cfg['batch']}) against one device", real_rows(real["timed"], cfg)),
-        "real_memory": ("GPT pipelines on 2 ranks: what each rank holds", real["memory"])}
-    for title, rows in tables.values():
-        if rows:
-            print(table(title, rows))
+        "real_memory": ("GPT pipelines on 2 ranks: what each rank holds", real["memory"])})
     at_4p = [r for r in bubbles if r["ok"] is not None]  # m ≥ 4p
     judged = {f"bubble ≤ {RATIO_TARGET}× formula at m ≥ 4p": at_4p,
               f"interleaved idle ≤ {RATIO_TARGET}/v × 1F1B's": inter,
@@ -181,8 +178,7 @@ def measure(args) -> dict:
                for name, rows in judged.items()}
     print("\ntargets: " + "; ".join(f"{name}: {t['met']}/{t['of']} met"
                                     for name, t in targets.items()))
-    return {"sizes": sizes, "calibration": calib, "gpt": cfg,
-            **{key: rows for key, (_, rows) in tables.items()}, "targets": targets,
+    return {"sizes": sizes, "calibration": calib, "gpt": cfg, **tables, "targets": targets,
             "figures": draw_figures(args.figures, draw, bubbles, runs, calib,
                                     without="; traces only")}
 
