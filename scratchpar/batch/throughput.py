@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 
 from ..comm.agree import RankErrors
-from ..plan.timing import least, steps
+from ..timing import least, steps
 from ..train.build import build_trainer
 from ..train.cli import load_config
 from ..train.option import ConfigError

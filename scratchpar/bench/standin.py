@@ -21,7 +21,7 @@ from ..autograd import functional as F
 from ..backend import get_array_module, rng, to_device
 from ..data.shard import rows
 from ..nn.module import Module, Parameter, Sequential
-from ..plan.timing import clock, medians
+from ..timing import clock, medians
 from ..train.build import assemble, prepare
 from ..train.task import Task
 

@@ -1,5 +1,5 @@
 """Contenders timed in turns, in one process or across ranks, by the engine's one timing loop
-(plan/timing.py): a noisy machine slows all alike."""
+(scratchpar/timing.py): a noisy machine slows all alike."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import backend
+from .. import backend, timing
 from ..autograd import Tensor
-from ..plan import timing
 
 IDLE_POLL_S = 2e-4  # how often a rank sleeping through a one-device baseline looks for its cue
 

@@ -30,11 +30,11 @@ from ..comm import collectives
 from ..nn.module import Parameter
 from ..optim import AdamW, guarded_step
 from ..parallel.description import Message
+from ..timing import clocked, medians, slowest, sync
 from ..train.memory import PROCESS_BYTES, available
 from .fit import alpha_beta, per_unit
 from .messages import seconds
 from .profile import Device, Engine, Link, Profile, Reduce, dump
-from .timing import clocked, medians, slowest, sync
 
 SIZES = [8 << (2 * k) for k in range(11)]  # 8 B … 8 MiB, ×4 apart
 QUICK_SIZES = SIZES[::2][:5]  # 8 B … 512 KiB, ×16 apart: large enough for β to show

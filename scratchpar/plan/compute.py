@@ -14,9 +14,9 @@ or measured on this one, for the model at hand.
 from __future__ import annotations
 
 from ..parallel.tensor import tensor_parallel
+from ..timing import clock, medians
 from ..trace.tracer import Tracer
 from .flops import Work
-from .timing import clock, medians
 
 
 def roofline(work: Work, rows: int, profile, precision: str = "fp32") -> tuple[float, float]:

@@ -13,10 +13,10 @@ import functools
 
 from ..device_rng import DeviceRandom
 from ..parallel.pipeline.partition import layer_times, parameter_counts, partition
+from ..timing import least, slowest
 from ..train.task import build_task
 from .compute import measured, measured_shard
 from .predict import micro_rows
-from .timing import least, slowest
 
 
 def task_of(cfg):

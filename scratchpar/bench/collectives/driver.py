@@ -8,8 +8,8 @@ import numpy as np
 
 from ...jobs.harness import Benchmark, Ranks, describe, judge, machine, staging
 from ...jobs.mpijob import job
-from ...plan.timing import clocked, medians
 from ...table import table
+from ...timing import clocked, medians
 from ..timing import on_host
 from .report import MPI_OWN, algbw, busbw, crossovers, fits, human, targets
 

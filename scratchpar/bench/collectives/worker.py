@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import backend
 from ...comm.collectives import all_reduce_
-from ...plan.timing import clocked, medians, slowest, sync
+from ...timing import clocked, medians, slowest, sync
 from ..timing import Timed, interleaved, turns
 from .report import human
 

@@ -17,7 +17,7 @@ from ...parallel import DataParallel, PipeDream, Pipeline, SingleDevice
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import parameter_counts
 from ...parallel.pipeline.stage import release
-from ...plan.timing import clock, medians, sync
+from ...timing import clock, medians, sync
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task

@@ -9,8 +9,8 @@ from ...plan.measured import model_compute, shard_compute, stage_shares
 from ...plan.predict import predict
 from ...plan.profile import loads
 from ...plan.rank import name
-from ...plan.timing import slowest, steps, sync
 from ...plan.traced import refusal, traced
+from ...timing import slowest, steps, sync
 from ...train.build import build_trainer
 from ...train.cli import load_config
 from ...train.memory import estimate, measurable

@@ -13,7 +13,7 @@ from ...comm.mesh import Mesh
 from ...comm.mpi import Communicator
 from ...data import SyntheticLanguage
 from ...data.shard import shard
-from ...plan.timing import clocked, medians, slowest, sync
+from ...timing import clocked, medians, slowest, sync
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.task import Task

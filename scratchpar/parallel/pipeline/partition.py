@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
-import time
 
 from ...autograd import Tensor
-from ...backend import sync
+from ...timing import clock, medians
 
 
 def partition(weights: list[float], p: int) -> list[range]:
@@ -42,30 +40,32 @@ def parameter_counts(layers) -> list[int]:
 
 def layer_times(layers, x, repeats: int = 3) -> list[float]:
     """Seconds of forward plus backward of each layer on example input ``x``: the median of
-    ``repeats`` runs. Each layer takes its predecessor's output, cut from the graph so that a
-    backward stays in its own layer. The last one's backward starts from the sum of its output.
-    The layers' gradients are cleared before each run."""
-    runs = []
-    for _ in range(repeats):
+    ``repeats`` runs after one untimed, by the one timing loop (``scratchpar/timing.py``). Each
+    layer takes its predecessor's output, cut from the graph so that a backward stays in its
+    own layer. The last one's backward starts from the sum of its output. The layers'
+    gradients are cleared before each run."""
+
+    def run() -> tuple[float, ...]:
         for layer in layers:
             layer.zero_grad()
         inputs, outputs, seconds, h = [], [], [], x
         for layer in layers:
-            start = _clock()
+            start = clock()
             out = layer(h)
-            seconds.append(_clock() - start)
+            seconds.append(clock() - start)
             inputs.append(h)
             outputs.append(out)
             h = Tensor(out.data, requires_grad=True)
         for i in reversed(range(len(layers))):
-            start = _clock()
+            start = clock()
             if i == len(layers) - 1:
                 outputs[i].sum().backward()
             elif outputs[i].requires_grad and inputs[i + 1].grad is not None:
                 outputs[i].backward(inputs[i + 1].grad)
-            seconds[i] += _clock() - start
-        runs.append(seconds)
-    return [statistics.median(run[i] for run in runs) for i in range(len(layers))]
+            seconds[i] += clock() - start
+        return tuple(seconds)
+
+    return list(medians(run, repeats))
 
 
 def layer_names(model) -> list[str]:
@@ -92,8 +92,3 @@ def describe(ranges: list[range], names: list[str], weights: list[float], unit: 
         lines.append(f"stage {s}: {layers} ({', '.join(names[i] for i in span)}) · {amount} {unit}")
     return "\n".join(lines)
 
-
-def _clock() -> float:
-    """``time.perf_counter`` once the device has finished the work queued so far."""
-    sync()
-    return time.perf_counter()

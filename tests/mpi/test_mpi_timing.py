@@ -1,7 +1,7 @@
 """The timing loop across ranks: every rank learns the slowest rank's seconds, element-wise,
 and ranks started together all pass the start."""
 
-from scratchpar.plan.timing import slowest, sync
+from scratchpar.timing import slowest, sync
 
 
 def test_every_rank_gets_the_element_wise_max_over_ranks(comm):

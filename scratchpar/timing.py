@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-from .. import backend
+from . import backend
 
 Run = Callable[[], tuple[float, ...]]  # one call, and the seconds of each of its phases
 

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from scratchpar.plan.timing import clocked, least, medians, slowest, steps, sync, turns
+from scratchpar.timing import clocked, least, medians, slowest, steps, sync, turns
 
 
 def test_contenders_take_turns_first_turn_rotating_after_an_untimed_warm_up():
