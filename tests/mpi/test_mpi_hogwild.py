@@ -23,7 +23,11 @@ from scratchpar.parallel import SingleDevice
 from scratchpar.parallel.hogwild import Hogwild, LockedHogwild
 from scratchpar.train.task import Task
 
-TOLERANCE = {"logreg": 0.03, "factors": 0.01}  # held-out loss against one device (seen ≤ 0.002)
+# Held-out loss against one device: within 0.002 on a quiet machine. The factors' 300 steps stop
+# mid-descent (0.73 → 0.60), where the ranks' interleaving moves the loss most: under a loaded
+# suite one run ended 0.016 above one device, 88% of its drop. A model that trained at half the
+# rate would end 0.07 above (0.675).
+TOLERANCE = {"logreg": 0.03, "factors": 0.03}
 
 
 def sparse_task(kind: str, seed: int) -> Task:
