@@ -91,10 +91,15 @@ class Optimizer(abc.ABC):
 
     def state_dict(self) -> dict:
         """A flat copy of the state: ``"step_count"``, ``"lr"`` and ``"<name>.<index>"`` entries."""
+        return {key: value.copy() if hasattr(value, "copy") else value
+                for key, value in self.entries().items()}
+
+    def entries(self) -> dict:
+        """:meth:`state_dict`'s entries, its arrays the live ones (a checkpoint writes them as
+        they are, with no copy of the state beside it)."""
         sd: dict = {"step_count": self.step_count, "lr": self.lr}
         for i, state in enumerate(self.state):
-            for name, value in state.items():
-                sd[f"{name}.{i}"] = value if name in self.counters else value.copy()
+            sd.update({f"{name}.{i}": value for name, value in state.items()})
         return sd
 
     def load_state_dict(self, sd: dict) -> None:
