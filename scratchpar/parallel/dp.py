@@ -14,6 +14,7 @@ from ..data.shard import Part, rows, shard
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
 from .description import TOTALS, Description, Message, bucketed, replicated
+from .pieces import replica_pieces
 from .strategy import Strategy, whole_model
 
 
@@ -130,6 +131,11 @@ class DataParallelNaive(Strategy):
         metrics.update(self.probes.report(metrics))
         self.probes.moment()
         return metrics
+
+    def pieces(self) -> tuple[list, dict]:
+        """Every replica holds the whole state, so each rank writes a near-equal share of its
+        arrays, all ranks at once (:func:`~.pieces.shared_out`)."""
+        return replica_pieces(self.model, self.optimizer, self.comm)
 
     def holdings(self) -> dict[str, list]:
         """What this rank holds now, by part, for a :class:`~.ledger.Ledger`."""

@@ -6,9 +6,11 @@ from dataclasses import replace
 
 from ..backend import to_device
 from ..comm.buckets import Buckets
+from ..comm.chunks import bounds
 from ..comm.states import gather_states
 from ..optim.scaler import scaled
 from .description import Description, Message
+from .pieces import Block
 from .pipeline.actions import ScheduleError
 from .pipeline.strategy import Pipeline
 from .tensor import shard as tensor_shard
@@ -102,6 +104,20 @@ class Hybrid(Pipeline):
         shard, summed over the tp group (Korthikanti et al. 2022, §4.2.2)."""
         if self.partial_plan is not None:
             self._sum_in_buckets(self.partial_plan, self.partial, self.mesh.tp_comm)
+
+    def box(self, i: int) -> Block:
+        """The block of the whole array that parameter i of this rank's shard is: its box of
+        the view its split names (rank t's ``bounds(n, T)[t]`` along the split axis), or all
+        of a replicated one."""
+        whole, lay = self.shapes[self.stage.names[i]], self.layouts[i]
+        if not isinstance(lay, Split):
+            return Block.full(whole)
+        view = lay.view or whole
+        lo, hi = bounds(view[lay.axis], self.mesh.tp)[self.mesh.tp_comm.rank]
+        return Block.cut(whole, view, lay.axis, lo, hi)
+
+    def split(self, i: int) -> bool:
+        return isinstance(self.layouts[i], Split)
 
     def _whole(self, flat: dict) -> dict | None:
         """The tp shards of this stage joined into whole tensors, on tp rank 0."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..data.shard import rows, shard
 from ..optim import guarded_step
 from .description import Description, replicated
+from .pieces import replica_pieces
 from .strategy import Strategy
 
 
@@ -30,6 +31,10 @@ class SingleDevice(Strategy):
     def describe(cls, shape, world: int = 1) -> Description:
         """The model, its gradient and its optimizer state; no message."""
         return Description(replicated(shape), chunk=shape.largest, arrays=shape.stepped)
+
+    def pieces(self) -> tuple[list, dict]:
+        """The whole state, written as it is held (no copy of it)."""
+        return replica_pieces(self.model, self.optimizer, None)
 
     def step(self, batch) -> dict:
         """One optimizer step on ``batch``: ``{"loss", "grad_norm" (unclipped), "skipped"}``,

@@ -7,6 +7,7 @@ import abc
 from ..backend import get_array_module
 from ..trace.tracer import NULL
 from .objective import require
+from .pieces import whole_pieces
 from .probe import Probes
 
 
@@ -47,8 +48,11 @@ class Strategy(abc.ABC):
       not draw.
     - :meth:`state_dict` / :meth:`load_state_dict`: the run's state in the single-device
       model's names (layout-free, so any strategy resumes it). Collectives.
+    - :meth:`pieces` / :meth:`load_pieces`: the same state as the blocks each rank holds, for
+      a checkpoint that no rank holds whole.
     - :meth:`finish` after the last step of the run, :meth:`shutdown` when the loop ends,
-      :meth:`gather_model` before the held-out evaluation of ``model`` on rank 0, and
+      then the held-out evaluation: :meth:`score` on every rank in the training layout where
+      :attr:`scores_in_layout`, else :meth:`gather_model` and ``model`` on rank 0; and
       :meth:`close` to free what the strategy took from MPI: collectives, in that order.
     - ``lockstep``: whether every rank judges each step alike (the strategies that reduce the
       loss and the gradient). Where not, a rank whose steps diverge ends the job itself.
@@ -60,6 +64,8 @@ class Strategy(abc.ABC):
     """
 
     lockstep = True
+    scores_in_layout = False  # whether score() evaluates where the model trains (else rank 0,
+    # after gather_model(), on the whole model)
     moments: frozenset = frozenset()  # the probe moments this strategy's step names (probe.py)
     staged = False  # whether the objective must say how to split a batch (a pipeline's)
 
@@ -129,6 +135,28 @@ class Strategy(abc.ABC):
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optim"])
+
+    def pieces(self) -> tuple[list, dict]:
+        """Collective: the pieces of the run's state this rank writes into a checkpoint
+        (:class:`~scratchpar.parallel.pieces.Piece`, each a block of one array of
+        :meth:`state_dict`'s) and its scalars by part. By default :meth:`state_dict`'s whole
+        arrays, all on rank 0; a strategy that holds its state in parts writes each rank's."""
+        state = self.state_dict()
+        return whole_pieces(state) if state is not None else ([], {})
+
+    def load_pieces(self, stored) -> None:
+        """This rank's state from a checkpoint. ``stored`` reads any block of any array of the
+        one-device state (``read(part, name, block)``, ``names(part)``, ``scalars(part)``,
+        ``state()``; :class:`~scratchpar.train.stored.Stored`). By default the whole state,
+        through :meth:`load_state_dict`; a strategy that holds its state in parts reads its
+        own blocks."""
+        self.load_state_dict(stored.state())
+
+    def score(self, batch, task) -> tuple[float, float]:
+        """Collective, where :attr:`scores_in_layout`: the global held-out ``batch``'s summed
+        loss and the samples a classifier labels right (``task.score``, ``task.right``),
+        scored in eval mode on the ranks' own parts of the model, the same on every rank."""
+        raise NotImplementedError(f"{type(self).__name__} evaluates on rank 0's whole model")
 
     def finish(self) -> None:
         """After the run's last step: nothing to settle."""

@@ -10,13 +10,14 @@ from ..comm.agree import agreeing
 from ..data import DataError
 from ..device_rng import DeviceRandom
 from ..trace.tracer import Tracer
-from .checkpoint import CheckpointError, load_checkpoint
+from .checkpoint import CheckpointError
 from .loop import Trainer
 from .memory import memory_problems
 from .optimizer import build_schedule, optimizer_factory
 from .option import ConfigError
 from .paths import output_problems
 from .precision import apply_precision
+from .stored import Stored, open_checkpoint
 from .strategies import REGISTRY
 from .task import Task, build_task
 from .validate import validate
@@ -29,14 +30,14 @@ RANK_ERRORS = (ConfigError, CheckpointError, BackendError, DataError, MemoryErro
 @dataclass
 class Prepared:
     """What one rank builds alone, before any message: the world it trains in, its task and
-    its optimizer factory, its dropout stream, and the checkpoint it read (arrays, meta) if
-    resuming."""
+    its optimizer factory, its dropout stream, and the checkpoint it opened (its meta read,
+    its arrays not yet) if resuming."""
 
     comm: object
     task: Task
     make_optimizer: object
     dropout_gen: DeviceRandom
-    checkpoint: tuple[dict, dict] | None
+    checkpoint: Stored | None
 
 
 def prepare(cfg, comm=None) -> Prepared:
@@ -69,7 +70,7 @@ def prepare(cfg, comm=None) -> Prepared:
         raise ConfigError(problems)
     apply_precision(cfg, task)
     family.recompute(cfg, task)
-    checkpoint = load_checkpoint(cfg.train.resume) if cfg.train.resume else None
+    checkpoint = open_checkpoint(cfg.train.resume) if cfg.train.resume else None
     return Prepared(comm, task, optimizer_factory(cfg, task.scaler), dropout_gen, checkpoint)
 
 
@@ -88,8 +89,11 @@ def assemble(cfg, parts: Prepared) -> Trainer:
                       REGISTRY[cfg.train.strategy].computing(cfg, comm.size if comm else 1))
     if parts.checkpoint is not None:
         with agreeing(comm, (CheckpointError,)):
-            trainer.restore(*parts.checkpoint, cfg.train.resume)
-        parts.checkpoint = None  # restored: its arrays need not stay for the run
+            try:
+                trainer.restore(parts.checkpoint, cfg.train.resume)
+            finally:
+                parts.checkpoint.close()
+        parts.checkpoint = None  # restored: its files need not stay open for the run
     return trainer
 
 

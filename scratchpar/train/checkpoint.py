@@ -1,10 +1,13 @@
-"""Checkpoints: a directory of ``.npz`` arrays and JSON metadata, written atomically, never pickled.
-
-Layout of ``DIR``::
+"""Checkpoints: a directory of ``.npz`` arrays and JSON metadata, written atomically, never
+pickled. This file holds what every format shares, and the single-file format, in which one
+writer holds every array (a consolidated checkpoint, and every run before sharded ones)::
 
     meta.json     step, config, RNG states, scalar state, and the SHA-256 of each array file
     model.npz     parameter name → array
     optim.npz     optimizer state name → array
+
+A run writes the sharded format (``sharded.py``): each rank its own pieces; both are read by
+``stored.py``.
 
 The directory is written beside its destination as ``.DIR.tmp-HOST-PID`` and renamed into
 place, so a reader never sees a mixture of two checkpoints. A crash between the two renames
@@ -37,22 +40,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint that is missing, corrupt, truncated or unsafe."""
 
 
-def split_state(state: dict) -> tuple[dict, dict]:
-    """Separate a flat state dict into arrays and JSON scalars."""
-    arrays = {k: v for k, v in state.items() if hasattr(v, "shape") and getattr(v, "ndim", 0) > 0}
-    scalars = {k: (v.item() if hasattr(v, "item") else v) for k, v in state.items()
-               if k not in arrays}
-    return arrays, scalars
-
-
 def save_checkpoint(directory: str | os.PathLike, arrays: dict[str, dict], meta: dict) -> None:
-    """Write ``arrays`` (file stem → name → array) and ``meta`` to ``directory`` atomically."""
+    """Write ``arrays`` (file stem → name → array) and ``meta`` to ``directory`` atomically: the
+    single-file format, one writer holding every array (a consolidated checkpoint's)."""
     final = Path(os.path.abspath(directory))
-    final.parent.mkdir(parents=True, exist_ok=True)
-    writer = f"{socket.gethostname()}-{os.getpid()}"
-    tmp = final.with_name(f".{final.name}.tmp-{writer}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    tmp = temporary(final)
     digests = {}
     for stem, named in arrays.items():
         path = tmp / f"{stem}.npz"
@@ -61,9 +53,25 @@ def save_checkpoint(directory: str | os.PathLike, arrays: dict[str, dict], meta:
             fh.flush()
             os.fsync(fh.fileno())
         digests[stem] = _sha256(path)
-    _write_json(tmp / "meta.json", {**meta, "sha256": digests})
-    old = final.with_name(f".{final.name}.old-{writer}")
-    with _deferred(signal.SIGINT, signal.SIGTERM):  # no interrupt between the two renames
+    write_json(tmp / "meta.json", {**meta, "sha256": digests})
+    commit(tmp, final)
+
+
+def temporary(final: Path) -> Path:
+    """A fresh, empty ``.NAME.tmp-HOST-PID`` folder beside ``final``, to write a checkpoint in."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp-{socket.gethostname()}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    return tmp
+
+
+def commit(tmp: Path, final: Path) -> None:
+    """Put the finished checkpoint ``tmp`` in ``final``'s place: two renames that no interrupt
+    comes between, the previous checkpoint kept as ``.NAME.old-HOST-PID`` until the second is
+    done, then removed with whatever dead writers on this host left behind."""
+    old = final.with_name(f".{final.name}.old-{socket.gethostname()}-{os.getpid()}")
+    with _deferred(signal.SIGINT, signal.SIGTERM):
         if final.exists():
             final.rename(old)
         tmp.rename(final)
@@ -116,9 +124,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def load_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, dict], dict]:
-    """Read a checkpoint: (file stem → name → NumPy array, meta). Raises CheckpointError."""
-    root, meta = Path(directory), read_meta(directory)
+def load_single(directory: str | os.PathLike, meta: dict) -> dict[str, dict]:
+    """Read a single-file checkpoint's arrays (file stem → name → NumPy array), ``meta`` its
+    ``meta.json``, every file's checksum verified. Raises CheckpointError."""
+    root = Path(directory)
     digests = meta.get("sha256")
     if not isinstance(digests, dict) or not all(
             isinstance(d, str) and re.fullmatch(r"[\w.-]+", s) for s, d in digests.items()):
@@ -131,7 +140,7 @@ def load_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, dict], dict
         if _sha256(path) != digest:
             raise CheckpointError(f"{path} does not match its checksum: truncated or modified")
         arrays[stem] = _load_npz(path)
-    return arrays, meta
+    return arrays
 
 
 def read_meta(directory: str | os.PathLike) -> dict:
@@ -171,6 +180,7 @@ def _load_npz(path: Path) -> dict:
 
 
 def _sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read a MiB at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -178,7 +188,8 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _write_json(path: Path, obj: dict) -> None:
+def write_json(path: Path, obj: dict) -> None:
+    """``obj`` as JSON in ``path``, on the disk when this returns."""
     with open(path, "w") as fh:
         json.dump(obj, fh, indent=1)
         fh.flush()

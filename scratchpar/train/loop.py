@@ -12,10 +12,11 @@ import numpy as np
 from ..backend import sync
 from ..comm.window import RemoteArray
 from ..trace.chrome import write_chrome
-from .checkpoint import CheckpointError, save_checkpoint, split_state
+from .checkpoint import CheckpointError
 from .divergence import BadSteps, held_out_diverged
-from .precision import fold_masters, unfold_masters
+from .precision import AtPrecision
 from .progress import Progress
+from .sharded import save_sharded
 from .task import HALF_SQUARED, eval_rows
 from .window import Window
 
@@ -50,39 +51,33 @@ class Trainer:
             RemoteArray(comm, 1, np.int64)
 
     def save(self, directory: str) -> None:
-        """Rank 0 writes the strategy's state and each rank's dropout stream. Every rank calls
-        this at the same step, and every rank asks the strategy for its state, which may be a
-        collective (local SGD gathers every rank's replica on rank 0)."""
+        """Every rank writes the pieces of the state it holds (:meth:`Strategy.pieces`), rank 0
+        the meta and each rank's dropout stream, in one sharded checkpoint. Every rank calls
+        this at the same step: the pieces may be a collective (local SGD gathers every rank's
+        replica on rank 0)."""
         stream = self.dropout_gen.state
         streams = [stream] if self.comm is None else self.comm.allgather_obj(stream)
-        strategy_state = self.strategy.state_dict()
-        if not self.is_logger:
-            return
-        if self.cfg.train.precision != "fp32":
-            strategy_state = fold_masters(strategy_state, self.names)
-        arrays, meta = {}, {"step": self.step, "config": self.cfg.to_dict(),
-                            "dropout_rng": streams, "vocabulary": self.task.vocabulary,
-                            "loss_scale": self.task.scaler and self.task.scaler.state_dict()}
-        for part, state in strategy_state.items():
-            arrays[part], meta[part] = split_state(state)
-        save_checkpoint(directory, arrays, meta)
+        pieces, scalars = self.strategy.pieces()
+        meta = {"step": self.step, "config": self.cfg.to_dict(), "parameters": self.names,
+                "dropout_rng": streams,
+                "vocabulary": self.task.vocabulary,
+                "loss_scale": self.task.scaler and self.task.scaler.state_dict()}
+        save_sharded(directory, pieces, scalars, meta, self.comm)
 
-    def restore(self, arrays: dict, meta: dict, directory: str) -> None:
-        """Continue from a checkpoint that every rank has read (``load_checkpoint``), whatever
-        world size wrote it: the data position is the step number. A rank the writing world did
-        not have keeps its fresh dropout stream. Raises CheckpointError on this rank alone when
-        its part does not fit (the caller makes the ranks agree)."""
-        t = self.cfg.train
+    def restore(self, stored, directory: str) -> None:
+        """Continue from a checkpoint that every rank has opened (a
+        :class:`~scratchpar.train.stored.Stored`), whatever world size and layout wrote it:
+        the strategy reads what this rank holds, the data position is the step number. A rank
+        the writing world did not have keeps its fresh dropout stream. Raises CheckpointError
+        on this rank alone when its part does not fit (the caller makes the ranks agree)."""
+        t, meta = self.cfg.train, stored.meta
         try:
             step, stop = meta["step"], t.stop_after or t.steps
             if type(step) is not int:  # a bool is an int to isinstance
                 raise ValueError(f"its step, {step!r}, is not an integer")
             if not 0 <= step <= stop:
                 raise ValueError(f"it is at step {step}, and this run stops at step {stop}")
-            state = {part: {**arrays[part], **meta[part]} for part in arrays}
-            if t.precision != "fp32":
-                state = unfold_masters(state, self.names)
-            self.strategy.load_state_dict(state)
+            self.strategy.load_pieces(AtPrecision(stored, self.names, t.precision != "fp32"))
             if self.task.scaler is not None and meta.get("loss_scale"):
                 self.task.scaler.load_state_dict(meta["loss_scale"])
             if self.rank < len(meta["dropout_rng"]):
@@ -117,13 +112,13 @@ class Trainer:
             self.write_trace(t.trace)
         if self._reports is not None:
             self._reports.free()
-        self.strategy.gather_model()  # a pipeline's stages → rank 0
+        scores = self.held_out()
         self.strategy.close()
         if self.strategy.mesh is not None:  # the mesh the run made for it (train/build.py)
             self.strategy.mesh.free()
         if not self.is_logger:
             return None
-        summary = self.summary(units_done, elapsed, self.step - first)
+        summary = self.summary(scores, units_done, elapsed, self.step - first)
         if report is not None:
             summary["strategy"] = report
         self._write({"event": "final", **summary})
@@ -202,9 +197,22 @@ class Trainer:
         if self.is_logger:
             write_chrome(path, ranks)
 
-    def summary(self, units: int, elapsed: float, steps: int) -> dict:
+    def held_out(self) -> dict | None:
+        """The held-out figures: scored by every rank in the training layout, where the
+        strategy can (no rank gathers the model), else by rank 0 on the whole model that
+        ``gather_model`` gives it. ``None`` on the ranks that do not log them."""
         t = self.cfg.train
-        scores = self.task.scores(t.eval_batches, t.batch_size, eval_rows(self.cfg, self.world))
+        if self.strategy.scores_in_layout:
+            scores = self.task.scores(t.eval_batches, t.batch_size, score=self.strategy.score)
+            return scores if self.is_logger else None
+        self.strategy.gather_model()  # e.g. a parameter server's ranges → rank 0
+        if not self.is_logger:
+            return None
+        return self.task.scores(t.eval_batches, t.batch_size, eval_rows(self.cfg, self.world))
+
+    def summary(self, scores: dict, units: int, elapsed: float, steps: int) -> dict:
+        t = self.cfg.train
+        scores = dict(scores)
         rate = units / elapsed if elapsed > 0 else 0.0  # units of the global batches
         return {"step": self.step, "steps_run": steps, "eval_loss": scores.pop("loss"),
                 **scores, "skipped_steps": self.bad.total,

@@ -52,12 +52,13 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
                  time (task.eval_rows), if larger
     data         the source (a synthetic table and its CDF, a text's characters and ids, the
                  classifier's teacher, the sparse problems' truths) and the batches drawn
-    checkpoint   a resumed checkpoint's arrays (its .npz files), held for the whole run
+    checkpoint   what a resumed run reads of its checkpoint: the blocks this rank will hold
+                 (its files' whole arrays, for a strategy that reads the state whole)
     runtime      modules and objects beyond the arrays, and the allocator's slack
 
     The weights, gradients and optimizer state are what the strategy's own description says
     a rank holds (its buffers count with the gradients). Where rank 0 gathers the whole model
-    to evaluate it (pipelines, ZeRO-3), that is a third peak.
+    to evaluate it (PipeDream), that is another peak, and restoring a checkpoint one more.
 
     One pass: the data source; the strategy's layout of the activations (its rows, stash and
     tp); the model kind's shape function on that layout (``memory_models``); the strategy's
@@ -77,24 +78,25 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     described = family.describe(cfg, shape, world_size)  # the strategy's own figures
     # work arrays: the update's; L2 decay's second; mixed precision's fp32 gradient beside them
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0) + (t.precision != "fp32")
-    replicas = world_size if t.strategy == "local-sgd" else 1  # rank 0 gathers every replica
-    resumed = _checkpoint_bytes(t.resume)
+    files = _checkpoint_bytes(t.resume)
     activations = max(model.held(layout.stash), model.evaluation)
-    setup = {"parameters": p + model.init, "data": source.built, "checkpoint": resumed}
+    setup = {"parameters": p + model.init, "data": source.built}
     training = {
         "parameters": described.holds["parameters"],
         "gradients": described.holds["gradients"] + described.holds["buffers"],
         "optimizer": described.holds["optimizer"] + scratch * described.chunk * s
-                     + (t.save is not None) * replicas * (shape.k * shape.psi + p),
+                     + (t.save is not None) * family.saved(cfg, shape, world_size),
         "activations": allowed(activations, margin),
         "data": source.kept + source.batches,
-        "checkpoint": resumed,
     }
     drawing = {**training, "activations": 0,  # a batch drawn between steps: no graph alive
                "data": source.kept + source.batches + source.drawing}
     peaks = [setup, training, drawing]
+    if files:  # restoring: the state, and the blocks of the checkpoint this rank reads
+        peaks.append({**training, "activations": 0,
+                      "checkpoint": family.restored(described, files)})
     gathered = family.gathered(cfg, shape, world_size, described)
-    if gathered is not None:  # gather_model() makes rank 0's model whole for its evaluation
+    if gathered is not None:  # gather_model() makes rank 0's model whole to score it
         peaks.append({**training, "parameters": gathered,
                       "activations": allowed(model.evaluation, margin)})
     return {**at_peak(cfg, peaks), "runtime": RUNTIME_BYTES + ALLOCATOR_BYTES}

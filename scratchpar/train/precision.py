@@ -1,5 +1,5 @@
-"""The run's precision: the model in 16 bits with its updates through fp32 masters, and the
-checkpoint that holds those masters as its weights."""
+"""The run's precision: the model in 16 bits with its updates through fp32 masters, and a
+checkpoint read at either precision, its masters as the weights."""
 
 from __future__ import annotations
 
@@ -20,40 +20,58 @@ def apply_precision(cfg, task) -> None:
         task.scaler = LossScaler() if precision == "fp16" else None
 
 
-def fold_masters(state: dict, names: list[str]) -> dict:
-    """A strategy's whole state (``{"model", "optim", …}``) with each parameter's fp32 master
-    (``optim["master.<i>"]``, ``names[i]``) in its weights' place: a checkpoint then holds the
-    weights as the run knows them, whatever its precision, and resumes under any. A rank's own
-    part ``"<who>.optim"`` folds into its ``"<who>.model"``; where it has none (local SGD's
-    replicas between averagings), its masters are the run's ``"model"``'s and are dropped."""
-    folded = dict(state)
-    for part, model_part in _pairs(state):
-        optim = folded[part] = dict(state[part])
-        masters = {name: optim.pop(f"master.{i}") for i, name in enumerate(names)
-                   if f"master.{i}" in optim}
-        if model_part in state:
-            folded[model_part] = {**state[model_part], **masters}
-    return folded
+class AtPrecision:
+    """A checkpoint (:class:`~scratchpar.train.stored.Stored`) as a run at fp32 (``sixteen``
+    false) or at 16 bits reads it, whatever precision wrote it. A checkpoint holds what the
+    ranks held: under 16 bits, the weights and each parameter's fp32 master
+    (``"master.<i>"`` of an optimizer part, ``names[i]``). At fp32 the masters are the
+    weights: a part ``"<who>.optim"``'s go to its ``"<who>.model"``, or nowhere where it has
+    none (local SGD's replicas between averagings). At 16 bits the weights are rounded from
+    the masters as the run would have; a checkpoint without them (an fp32 run's) gives each
+    parameter that has optimizer state its weights as its master, and under plain SGD, whose
+    masters are all its state, every parameter once the optimizer has stepped. A block of an
+    array reads the same as the whole of it: a sharded strategy reads only its own."""
+
+    def __init__(self, stored, names: list[str], sixteen: bool):
+        self.stored, self.meta = stored, stored.meta
+        parts = stored.parts()
+        self.source = {(part, name): (part, name) for part in parts for name in stored.names(part)}
+        for optim, model in _pairs(parts):
+            for key in [n for n in stored.names(optim) if n.startswith("master.")]:
+                del self.source[(optim, key)]
+                if model in parts:
+                    self.source[(model, names[int(key.rpartition(".")[2])])] = (optim, key)
+            if sixteen:
+                scalars = stored.scalars(optim)
+                held = {key.rpartition(".")[2] for key in [*self.names(optim), *scalars]
+                        if "." in key}
+                stepped = not held and scalars.get("step_count", 0) > 0
+                weights = model if model in parts else "model"
+                for i, name in enumerate(names):
+                    if (str(i) in held or stepped) and (weights, name) in self.source:
+                        self.source[(optim, f"master.{i}")] = self.source[(weights, name)]
+
+    def parts(self) -> list[str]:
+        return self.stored.parts()
+
+    def names(self, part: str) -> list[str]:
+        return [name for p, name in self.source if p == part]
+
+    def scalars(self, part: str) -> dict:
+        return self.stored.scalars(part)
+
+    def read(self, part: str, name: str, block=None):
+        return self.stored.read(*self.source.get((part, name), (part, name)), block)
+
+    def part(self, part: str) -> dict:
+        return {**{name: self.read(part, name) for name in self.names(part)},
+                **self.scalars(part)}
+
+    def state(self) -> dict:
+        return {part: self.part(part) for part in self.parts()}
 
 
-def unfold_masters(state: dict, names: list[str]) -> dict:
-    """The inverse under a 16-bit precision: each parameter that has optimizer state takes its
-    checkpointed weights as its master, and rounds them into the model as the run would have.
-    Under plain SGD the master is all the state a parameter has: once the optimizer has
-    stepped, every parameter takes one."""
-    unfolded = dict(state)
-    for part, model_part in _pairs(state):
-        optim = unfolded[part] = dict(state[part])
-        model = state.get(model_part, state["model"])
-        held = {key.rpartition(".")[2] for key in optim if "." in key}
-        stepped = not held and optim.get("step_count", 0) > 0
-        for i, name in enumerate(names):
-            if str(i) in held or stepped:
-                optim[f"master.{i}"] = model[name]
-    return unfolded
-
-
-def _pairs(state: dict) -> list[tuple[str, str]]:
-    """Each optimizer part of ``state`` and the model part its weights are in."""
-    return [(part, part[: -len("optim")] + "model") for part in state
+def _pairs(parts) -> list[tuple[str, str]]:
+    """Each optimizer part among ``parts`` and the model part its weights are in."""
+    return [(part, part[: -len("optim")] + "model") for part in parts
             if part == "optim" or part.endswith(".optim")]

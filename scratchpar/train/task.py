@@ -97,35 +97,57 @@ class Task:
         """Held-out loss per unit: Σ losses / Σ units over ``n_batches`` held-out batches."""
         return self.held_out(n_batches, batch_size)[0]
 
-    def held_out(self, n_batches: int, batch_size: int,
-                 rows: int | None = None) -> tuple[float, float | None]:
+    def held_out(self, n_batches: int, batch_size: int, rows: int | None = None,
+                 score=None) -> tuple[float, float | None]:
         """In one pass over ``n_batches`` held-out batches: the loss per unit, and the share of
-        samples a classifier labels right (the largest logit, or a logit above 0 for a binary
-        one), None for a task that is not a classification. ``rows``: each batch is scored
-        that many rows at a time (a training rank's share), so that evaluating needs no more
-        memory than a step."""
-        binary = self.criterion is F.binary_cross_entropy_with_logits
-        labels = self.unit == "sample" and (binary or self.criterion is F.cross_entropy)
+        samples a classifier labels right, None for a task that is not a classification. On
+        this model, each batch ``rows`` rows at a time (a training rank's share), so that
+        evaluating needs no more memory than a step; or by ``score(batch, task)``, a
+        strategy's collective that scores the global batch in its training layout and
+        returns ``(Σ losses, Σ right)`` on every rank (:meth:`Strategy.score`)."""
         total = units = right = 0.0
         for whole, n in self._held_out(n_batches, batch_size):
-            for batch in _pieces(whole, rows or batch_size):
-                if not labels:
-                    total += self.loss(self.model, batch, reduction="sum").item()
-                    continue
-                *inputs, targets = batch
-                out = self.model(*inputs)  # (b, K) logits, or (b,) for a binary one
-                total += self.criterion(out, targets, reduction="sum").item()
-                said = out.data > 0 if binary else out.data.argmax(axis=-1)  # (b,)
-                right += int((said == (targets > 0.5 if binary else targets)).sum())
+            if score is not None:
+                loss, hits = score(whole, self)
+                total, right = total + loss, right + hits
+            else:
+                for batch in _pieces(whole, rows or batch_size):
+                    loss, hits = self.score(self.model, batch)
+                    total, right = total + float(loss), right + int(hits)
             units += n
+        labels = self.labels()
         return total / max(units, 1), (right / max(units, 1) if labels else None)
 
-    def scores(self, n_batches: int, batch_size: int, rows: int | None = None) -> dict:
+    def labels(self) -> bool:
+        """Whether the task labels samples (a classification), so that its accuracy counts."""
+        binary = self.criterion is F.binary_cross_entropy_with_logits
+        return self.unit == "sample" and (binary or self.criterion is F.cross_entropy)
+
+    def score(self, model, batch) -> tuple:
+        """``batch``'s summed loss under ``model`` and how many samples it labels right (0 for
+        a task that is not a classification), on the device."""
+        if not self.labels():
+            return self.loss(model, batch, reduction="sum").data, 0
+        *inputs, targets = batch
+        out = model(*inputs)  # (b, K) logits, or (b,) for a binary one
+        return self.criterion(out, targets, reduction="sum").data, self.right(out, targets)
+
+    def right(self, out, targets):
+        """How many of a classifier's outputs ``out`` label their ``targets`` right: the
+        largest logit, or a logit above 0 for a binary one (0 for another task)."""
+        if not self.labels():
+            return 0
+        binary = self.criterion is F.binary_cross_entropy_with_logits
+        said = out.data > 0 if binary else out.data.argmax(axis=-1)  # (b,)
+        return (said == (targets > 0.5 if binary else targets)).sum()
+
+    def scores(self, n_batches: int, batch_size: int, rows: int | None = None,
+               score=None) -> dict:
         """The held-out figures a run ends on and ``evaluate`` prints: the loss (its text
         where it is not finite), in bits per character for text, a classifier's accuracy,
-        and the floor and the gap to it where the data knows its floor; ``rows`` as for
-        :meth:`held_out`."""
-        loss, accuracy = self.held_out(n_batches, batch_size, rows)
+        and the floor and the gap to it where the data knows its floor; ``rows`` and
+        ``score`` as for :meth:`held_out`."""
+        loss, accuracy = self.held_out(n_batches, batch_size, rows, score)
         floor = self.floor()
         return {"loss": finite_or_text(loss),
                 "bits_per_char": self.bits_per_char(loss) if math.isfinite(loss) else None,

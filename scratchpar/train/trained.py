@@ -14,11 +14,13 @@ from pathlib import Path
 from ..backend import BackendError, set_device
 from ..data import DataError
 from ..device_rng import DeviceRandom
-from .checkpoint import CheckpointError, load_checkpoint
+from .checkpoint import CheckpointError
 from .cli import make_config
 from .config import Config
 from .option import ConfigError
+from .precision import AtPrecision
 from .resume import trained_with
+from .stored import open_checkpoint
 from .task import Task, build_task
 
 # what a bad checkpoint, data file or device raises while loading: one line, exit status 2
@@ -43,18 +45,36 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None,
     Raises CheckpointError for a checkpoint that cannot be read or does not fit its own
     config, or whose text is not there; ConfigError for a config this version cannot build;
     DataError for the data."""
-    arrays, meta = load_checkpoint(directory)
-    trained, problems = trained_with(directory, meta=meta)
-    if problems:
-        raise CheckpointError(problems[0])
-    if "model" not in arrays:
-        raise CheckpointError(f"{directory} holds no model (model.npz)")
+    with open_checkpoint(directory) as stored:
+        meta = stored.meta
+        trained, problems = trained_with(directory, meta=meta)
+        if problems:
+            raise CheckpointError(problems[0])
+        if "model" not in stored.parts():
+            raise CheckpointError(f"{directory} holds no model")
+        cfg = _config(directory, trained, meta.get("vocabulary"), device, data, text)
+        set_device(cfg.train.device)
+        task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0), chars=meta.get("vocabulary"),
+                          text=text or data is not None or meta.get("vocabulary") is None)
+        names = [name for name, _ in task.model.named_parameters()]
+        try:  # the weights at fp32: a 16-bit run's masters
+            task.model.load_state_dict(AtPrecision(stored, names, sixteen=False).part("model"))
+        except (KeyError, ValueError, TypeError) as e:
+            raise CheckpointError(f"{directory}: its model does not fit its own config: {e}") \
+                from e
+    task.model.eval()
+    return Trained(str(directory), cfg, task, meta.get("step", 0))
+
+
+def _config(directory: str, trained: dict, vocabulary, device: str, data: str | None,
+            text: bool) -> Config:
+    """The run's config for one device: its model and data, the text ``data`` in place of
+    its own where given (a text it never read is all held out)."""
     t = trained["train"]
     values = {"model": trained["model"], "data": dict(trained["data"]),
               "train": {"strategy": "single", "device": device,
                         **{k: t[k] for k in ("seed", "dtype", "batch_size", "eval_batches")
                            if k in t}}}
-    vocabulary = meta.get("vocabulary")
     path = values["data"].get("path")  # the text it was trained on, if any
     if data is not None:
         source = values["data"].get("source", "synthetic")
@@ -67,17 +87,9 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None,
         raise CheckpointError(f"{directory} was trained on {path}, which is not there from "
                               "this folder: give the text with --data PATH")
     cfg = make_config(values, check=text)
-    if data is not None and not _same_file(data, path):  # a text it never read: all held out
+    if data is not None and not _same_file(data, path):
         cfg = replace(cfg, data=replace(cfg.data, eval_fraction=1.0))
-    set_device(cfg.train.device)
-    task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0), chars=vocabulary, text=text)
-    try:
-        task.model.load_state_dict(arrays["model"])
-    except (KeyError, ValueError, TypeError) as e:
-        raise CheckpointError(f"{directory}: its model does not fit its own config: {e}") \
-            from e
-    task.model.eval()
-    return Trained(str(directory), cfg, task, meta.get("step", 0))
+    return cfg
 
 
 def _same_file(path: str, trained_on: str | None) -> bool:

@@ -3,7 +3,7 @@ once per session by real runs, and the ways a copy of one is corrupted."""
 
 from __future__ import annotations
 
-import hashlib
+import copy
 import json
 import os
 import random
@@ -12,6 +12,8 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from scratchpar.train.sharded import digest
 
 TINY = ("--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--seq-len", "12",
         "--vocab-size", "10", "--order", "1", "--steps", "6", "--warmup", "1", "--batch-size", "4",
@@ -62,10 +64,6 @@ def populate(tmp: Path, rnd: random.Random) -> None:
     (tmp / "dangling").symlink_to("/nonexistent/scratchpar-fuzz")
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _meta(ck: Path) -> dict:
     return json.loads((ck / "meta.json").read_text())
 
@@ -74,42 +72,73 @@ def _set_meta(ck: Path, meta) -> None:
     (ck / "meta.json").write_text(json.dumps(meta))
 
 
-def _rehash(ck: Path, stem: str) -> None:
-    meta = _meta(ck)
-    meta["sha256"][stem] = sha256(ck / f"{stem}.npz")
+def _pieces(meta: dict, name: str | None = None) -> list[dict]:
+    """The index entries of every piece (of the file ``name`` alone, where given)."""
+    return [p for named in meta["arrays"].values() for entry in named.values()
+            for p in entry["pieces"] if name in (None, p["file"])]
+
+
+def _readable(path: Path) -> dict:
+    """The members of an .npz that still load, by key; none where the file no longer opens."""
+    found = {}
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            for key in npz.files:
+                try:
+                    found[key] = npz[key]
+                except Exception:  # a damaged member: bad CRC, header, size, object array…
+                    pass
+    except Exception:  # no zip any more (truncated, its directory flipped…)
+        pass
+    return found
+
+
+def _rehash(ck: Path, path: Path) -> None:
+    """Each piece of ``path`` that still reads, its checksum in the index recomputed: a damage
+    only a deeper check can catch."""
+    meta, arrays = _meta(ck), _readable(path)
+    for piece in _pieces(meta, path.name):
+        if piece["key"] in arrays:
+            piece["sha256"] = digest(arrays[piece["key"]])
     _set_meta(ck, meta)
 
 
-def _any_npz(ck: Path, rnd: random.Random) -> str:
-    return rnd.choice(sorted(p.stem for p in ck.glob("*.npz")))
+def _any_npz(ck: Path, rnd: random.Random) -> Path:
+    return ck / rnd.choice(sorted(p.name for p in ck.glob("*.npz")))
 
 
 def _truncate(ck, rnd, rehash):
-    stem = _any_npz(ck, rnd)
-    data = (ck / f"{stem}.npz").read_bytes()
-    (ck / f"{stem}.npz").write_bytes(data[:rnd.randrange(len(data))])
+    path = _any_npz(ck, rnd)
+    data = path.read_bytes()
+    path.write_bytes(data[:rnd.randrange(len(data))])
     if rehash:
-        _rehash(ck, stem)
+        _rehash(ck, path)
 
 
 def _flip(ck, rnd, name, rehash=False):
-    path = ck / (name or f"{_any_npz(ck, rnd)}.npz")
+    path = ck / name if name else _any_npz(ck, rnd)
     data = bytearray(path.read_bytes())
     for _ in range(rnd.randint(1, 8)):
         data[rnd.randrange(len(data))] ^= 1 << rnd.randrange(8)
     path.write_bytes(bytes(data))
     if rehash:
-        _rehash(ck, path.stem)
+        _rehash(ck, path)
 
 
 def _drop_part(ck, rnd, forget):
-    """Delete one array file other than model.npz (a replica's, where local SGD wrote them)."""
-    stems = sorted(p.stem for p in ck.glob("*.npz") if p.stem != "model")
-    stem = rnd.choice([s for s in stems if s.startswith("replica")] or stems)
-    (ck / f"{stem}.npz").unlink()
+    """Delete one pieces file, another rank's than rank 0's where there are several; with
+    ``forget``, its pieces leave the index too, as if never written (and an array with no
+    piece left with them)."""
+    names = sorted(p.name for p in ck.glob("*.npz"))
+    name = rnd.choice([n for n in names if n != "rank0.pieces.npz"] or names)
+    (ck / name).unlink()
     if forget:
         meta = _meta(ck)
-        del meta["sha256"][stem]
+        for named in meta["arrays"].values():
+            for array, entry in list(named.items()):
+                entry["pieces"] = [p for p in entry["pieces"] if p["file"] != name]
+                if not entry["pieces"]:
+                    del named[array]
         _set_meta(ck, meta)
 
 
@@ -119,24 +148,55 @@ def _edit(ck, rnd, key, values):
     _set_meta(ck, meta)
 
 
+def _edit_index(ck, rnd):
+    """The index (every array's pieces and their checksums) replaced by a hostile one: not a
+    table, empty, a part that is no table, an array with no fields, a piece outside the
+    checkpoint's folder."""
+    meta = _meta(ck)
+    escaped = copy.deepcopy(meta["arrays"])
+    rnd.choice(_pieces({"arrays": escaped}))["file"] = "../model.npz"
+    meta["arrays"] = rnd.choice([[], {}, {"model": 5}, {"model": {"w": {}}}, escaped])
+    _set_meta(ck, meta)
+
+
+def _edit_scalars(ck, rnd, parts, values):
+    """The scalars of one part (or of a part the checkpoint has not) replaced."""
+    meta = _meta(ck)
+    meta["scalars"][rnd.choice(parts)] = rnd.choice(values)
+    _set_meta(ck, meta)
+
+
 def _mangle(ck, rnd, values):
-    """One array of one file replaced by a wrong one, under a checksum that matches."""
-    stem = _any_npz(ck, rnd)
-    with np.load(ck / f"{stem}.npz") as npz:
+    """One piece of one file replaced by a wrong array, under a checksum that matches where it
+    reads: the reader's header check must refuse it."""
+    path = _any_npz(ck, rnd)
+    with np.load(path, allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
-    arrays[rnd.choice(sorted(arrays) or ["x"])] = rnd.choice(values)
-    np.savez(ck / f"{stem}.npz", **arrays)
-    _rehash(ck, stem)
+    arrays[rnd.choice(sorted(arrays) or ["p0"])] = rnd.choice(values)
+    np.savez(path, **arrays)
+    _rehash(ck, path)
 
 
 def _bomb(ck, rnd):
-    """model.npz whose header promises 8 TB of float64: loading must fail on memory, fast."""
+    """One piece whose header promises 8 TB of float64: loading must fail on it, fast. The
+    other pieces are as written, so the index still matches them."""
+    path = _any_npz(ck, rnd)
+    with zipfile.ZipFile(path) as z:
+        members = {name: z.read(name) for name in z.namelist()}
     header = ("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000000), }"
               .ljust(117) + "\n").encode()  # 10 + 118 bytes: the .npy v1 header's alignment
-    with zipfile.ZipFile(ck / "model.npz", "w") as z:
-        z.writestr("weight.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") +
-                   header + bytes(64))
-    _rehash(ck, "model")
+    members[rnd.choice(sorted(members) or ["p0.npy"])] = (
+        b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + bytes(64))
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def _devzero(ck, rnd):
+    """A pieces file replaced by a link to /dev/zero: endless, and no regular file."""
+    path = _any_npz(ck, rnd)
+    path.unlink()
+    path.symlink_to("/dev/zero")
 
 
 def _empty(ck):
@@ -159,10 +219,10 @@ CORRUPTIONS = {
         [], [{}], "x", [None], [[1, 2]], [{"bit_generator": "MT19937"}],
         [{"key": -1, "position": 0}], [{"key": 2**64, "position": 0}],
         [{"key": 1, "position": True}], [{"key": 1.5, "position": 0}]]),
-    "sha256": lambda ck, r: _edit(ck, r, "sha256", [[], {}, {"model": 5}, {"../model": "0"}]),
-    "part-meta": lambda ck, r: _edit(ck, r, r.choice(["optim", "model", "local_sgd"]),
-                                     ["x", [], {"world": -1, "diverged": True}, {"world": 0},
-                                      {"steps": "x"}, {"lr": "fast"}]),
+    "sha256": _edit_index,  # the checksums live in the index now: the index is edited
+    "part-meta": lambda ck, r: _edit_scalars(ck, r, ["optim", "model", "local_sgd", "nowhere"],
+                                             ["x", [], {"world": -1, "diverged": True},
+                                              {"world": 0}, {"steps": "x"}, {"lr": "fast"}]),
     "wrong-array": lambda ck, r: _mangle(ck, r, [np.zeros((3, 5)), np.zeros(()), np.array(
         ["a", "b"]), np.zeros(7, np.complex64), np.full(4, np.nan), np.zeros((0, 2**20))]),
     "object-array": lambda ck, r: _mangle(ck, r, [np.array([{}, None], dtype=object)]),
@@ -171,6 +231,5 @@ CORRUPTIONS = {
     "no-meta": lambda ck, r: (ck / "meta.json").unlink(),
     "meta-is-dir": lambda ck, r: ((ck / "meta.json").unlink(), (ck / "meta.json").mkdir()),
     "meta-is-fifo": lambda ck, r: ((ck / "meta.json").unlink(), os.mkfifo(ck / "meta.json")),
-    "npz-is-devzero": lambda ck, r: ((ck / "model.npz").unlink(),
-                                     (ck / "model.npz").symlink_to("/dev/zero")),
+    "npz-is-devzero": _devzero,
 }

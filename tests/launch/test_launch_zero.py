@@ -1,12 +1,14 @@
 """``mpiexec -n N python -m scratchpar.train --strategy zero``: every stage, with and without
-offload, trains as one device does and saves whole tensors; a stage-3 run stopped and resumed
-continues bit-identically; its checkpoint resumes as dp and as stage 1 at other world sizes, and
-dp's as stage 2; a bad ZeRO flag ends every rank with exit 2 and one message; and the memory
-estimate bounds what every stage holds at 4 ranks.
+offload, trains as one device does and saves what one device reads back whole; a stage-3 run
+stopped and resumed continues bit-identically; its checkpoint resumes as dp and as stage 1 at
+other world sizes, and dp's as stage 2; a piece that one rank alone finds corrupt, or a bad ZeRO
+flag, ends every rank with exit 2 and one message; and the memory estimate bounds what every
+stage holds at 4 ranks.
 
 Each test launches one job that runs several configs in turn (scripts/launch_train_runs.py)."""
 
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -85,6 +87,18 @@ def test_checkpoints_move_between_stages_dp_and_world_sizes(stage3, tmp_path):
     for name, losses in runs.items():  # float32, summed in other orders at other world sizes
         want = straight[:3] if name == "dp" else straight[3:]
         np.testing.assert_allclose(losses, want, rtol=1e-5, err_msg=name)
+
+
+def test_a_piece_one_rank_alone_reads_and_finds_bad_ends_every_rank_at_once(stage3, tmp_path):
+    """Stage 3 resumed at 4 ranks: rank 3 alone reads rank3.pieces.npz, and finds it
+    corrupt; the others must not wait for it in the gathers that follow the reading."""
+    folder, _ = stage3
+    ck = tmp_path / "ck"
+    shutil.copytree(folder / "ck", ck)
+    (ck / "rank3.pieces.npz").write_bytes(b"not a zip file")
+    out = launch(4, [[*TINY, *ZERO3, "--resume", str(ck), "--metrics", str(tmp_path / "m.jsonl")]])
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.count(f"rank 3 of 4: {ck}/rank3.pieces.npz is truncated or corrupt") == 1
 
 
 def test_a_bad_zero_flag_ends_every_rank_with_exit_2_and_one_message(tmp_path):

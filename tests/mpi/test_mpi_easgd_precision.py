@@ -16,7 +16,8 @@ from precision_helpers import assert_moved_alike, available, fp32_start, mixed
 
 from scratchpar.optim import SGD, guarded_step
 from scratchpar.parallel.easgd import AsyncEASGD, RoundRobinEASGD, SyncEASGD
-from scratchpar.train.precision import fold_masters, unfold_masters
+from scratchpar.train.precision import AtPrecision
+from scratchpar.train.stored import Stored
 
 LR, RHO, STEPS = 0.1, 0.7, 5  # mixed() steps SGD with momentum at LR
 
@@ -142,12 +143,12 @@ def test_a_checkpoint_holds_the_centre_and_resumes_every_worker_bitwise(comm, me
         first.step(batch)
     saved = first.state_dict()
     if saved is not None:
-        saved = fold_masters(saved, names)
+        saved = AtPrecision(Stored.of(saved), names, sixteen=False).state()
         for name, c in zip(names, first.centre):
             assert host(saved["model"][name]).tobytes() == host(c).tobytes()
     saved = comm.allgather_obj(saved, "EASGD checkpoint")[0]
     resumed = build(mode, mesh, make_task("mlp", 9, np.float32), "fp16", 2.0**8)
-    resumed.load_state_dict(unfold_masters(saved, names))
+    resumed.load_state_dict(AtPrecision(Stored.of(saved), names, sixteen=True).state())
     for batch in batches[3:]:
         resumed.step(batch)
     for strategy in (whole, first, resumed):

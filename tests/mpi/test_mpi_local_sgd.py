@@ -10,7 +10,8 @@ from mpi_helpers import shared_verdict
 
 from scratchpar.optim import SGD, Adam
 from scratchpar.parallel import DataParallel, LocalSGD
-from scratchpar.train.checkpoint import load_checkpoint, save_checkpoint, split_state
+from scratchpar.train.sharded import save_sharded
+from scratchpar.train.stored import open_checkpoint
 
 kinds = st.sampled_from(("mlp", "gpt", "lstm"))
 
@@ -68,17 +69,12 @@ def make_local_sgd(mesh, kind, seed, optimizer="momentum"):
     return LocalSGD(task.model, make_optimizer, task, mesh, every=3)
 
 
-def through_checkpoint(comm, state, tmp_path):
-    """``state`` (rank 0's) written by rank 0 as the Trainer writes it, then read by every rank."""
+def through_checkpoint(comm, strategy, tmp_path):
+    """``strategy``'s pieces written as the Trainer writes them, then read whole by every rank."""
     directory = comm.allgather_obj(str(tmp_path / "ck"))[0]
-    if comm.rank == 0:
-        arrays, meta = {}, {}
-        for part, named in state.items():
-            arrays[part], meta[part] = split_state(named)
-        save_checkpoint(directory, arrays, meta)
-    comm.barrier()
-    arrays, meta = load_checkpoint(directory)
-    return {part: {**arrays[part], **meta[part]} for part in arrays}
+    save_sharded(directory, *strategy.pieces(), {"step": 0}, comm)
+    with open_checkpoint(directory) as stored:
+        return stored.state()
 
 
 def run(strategy, kind, steps, seed):
@@ -111,7 +107,7 @@ def test_resuming_from_a_checkpoint_continues_the_run_bitwise(comm, mesh, tmp_pa
     run(straight, kind, range(stop + 4), seed)
     first = make_local_sgd(mesh, kind, seed, optimizer)
     run(first, kind, range(stop), seed)
-    state = through_checkpoint(comm, first.state_dict(), tmp_path)
+    state = through_checkpoint(comm, first, tmp_path)
     resumed = make_local_sgd(mesh, kind, seed + 1, optimizer)
     resumed.load_state_dict(state)
     loaded = arrays_of(resumed), resumed.steps, resumed.diverged
@@ -131,7 +127,7 @@ def test_another_world_size_loads_the_mean_replica_and_a_whole_optimizer_state(c
     p = comm.size
     lsgd = make_local_sgd(mesh, kind, seed)
     run(lsgd, kind, range(2), seed)
-    written = through_checkpoint(comm, lsgd.state_dict(), tmp_path)
+    written = through_checkpoint(comm, lsgd, tmp_path)
     bigger = {**written, f"rank{p}.model": {k: 1.5 * v + 0.25 for k, v in
                                                 written["model"].items()},
               f"rank{p}.optim": {k: -v if hasattr(v, "shape") else v for k, v in
@@ -167,10 +163,10 @@ def test_data_parallel_and_local_sgd_checkpoints_load_into_each_other(comm, mesh
     run(dp, kind, range(2), seed)
     want = arrays_of(dp)
     lsgd = make_local_sgd(mesh, kind, seed + 1)
-    lsgd.load_state_dict(through_checkpoint(comm, dp.state_dict(), tmp_path))
+    lsgd.load_state_dict(through_checkpoint(comm, dp, tmp_path))
     from_dp = arrays_of(lsgd), lsgd.steps, lsgd.diverged
     run(lsgd, kind, range(2), seed)
-    state = through_checkpoint(comm, lsgd.state_dict(), tmp_path)
+    state = through_checkpoint(comm, lsgd, tmp_path)
     dp.load_state_dict(state)  # rank 0's replica, at any world size
     assert from_dp[1:] == (0, False)
     assert_bitwise(from_dp[0], want)

@@ -32,7 +32,8 @@ from scratchpar.parallel.pipeline import partition, schedules
 from scratchpar.parallel.pipeline.partition import parameter_counts
 from scratchpar.parallel.ps import AsyncParameterServer, SyncParameterServer
 from scratchpar.parallel.zero import STAGES
-from scratchpar.train.precision import fold_masters, unfold_masters
+from scratchpar.train.precision import AtPrecision
+from scratchpar.train.stored import Stored
 
 STRATEGIES = {"dp": DataParallel, "dp-naive": DataParallelNaive,
               **{f"zero{stage}": cls for stage, cls in STAGES.items()},
@@ -127,10 +128,11 @@ def test_a_checkpoint_of_masters_resumes_bitwise(comm, mesh, name, kind, precisi
         straight.step(batch)
     for batch in batches[:2]:
         first.step(batch)
-    saved = fold_masters(comm.allgather_obj(first.state_dict())[0], names)  # rank 0's
+    rank_0s = comm.allgather_obj(first.state_dict())[0]
+    saved = AtPrecision(Stored.of(rank_0s), names, sixteen=False).state()
     assert not any(k.startswith("master.") for k in saved["optim"])
     task, second = build()
-    second.load_state_dict(unfold_masters(saved, names))
+    second.load_state_dict(AtPrecision(Stored.of(saved), names, sixteen=True).state())
     if task.scaler is not None:
         task.scaler.load_state_dict(first_task.scaler.state_dict())
     second.step(batches[2])

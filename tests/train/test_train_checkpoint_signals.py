@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from scratchpar.train import checkpoint
-from scratchpar.train.checkpoint import load_checkpoint, save_checkpoint
+from scratchpar.train import checkpoint, load_checkpoint, save_checkpoint
 
 
 @pytest.fixture

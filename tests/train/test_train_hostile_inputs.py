@@ -130,7 +130,9 @@ def test_a_checkpoint_whose_metadata_is_json_but_not_ours_is_refused(tmp_path, m
     (lambda m: m.update(step=99), "it is at step 99, and this run stops at step 4"),
     (lambda m: m.update(dropout_rng="x"), "does not fit this run"),
     (lambda m: m["dropout_rng"][0].update(state="x"), "does not fit this run"),
-    (lambda m: m.update(model=[1]), "does not fit this run"),
+    (lambda m: m["scalars"].update(model=[1]), "the scalars of model are not a table"),
+    (lambda m: m["arrays"]["model"].popitem(), "does not fit this run"),
+    (lambda m: m.update(format="sharded-9"), "in the format 'sharded-9', which this version"),
 ])
 def test_a_checkpoint_edited_by_hand_does_not_fit_and_says_so(tmp_path, edit, reason):
     cfg = load_config([*TINY, "--strategy", "single", "--save", str(tmp_path / "ck"),

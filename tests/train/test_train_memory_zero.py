@@ -1,7 +1,7 @@
 """ZeRO's memory estimate: each stage's model states per rank follow Rajbhandari et al.'s figures
 plus what this engine holds beside them, from the model's real sizes; they bound what the
-strategies' own ledgers count, not loosely; offload adds the master copy; and stage 3's rank 0
-evaluates the whole model gathered again."""
+strategies' own ledgers count, not loosely; offload adds the master copy; and no rank of
+stage 3 holds the whole model to evaluate or save it."""
 
 import math
 
@@ -94,7 +94,7 @@ def test_the_estimate_bounds_what_every_stage_holds_on_one_rank(name, one_rank):
             assert peak["parameters"] + peak.get("gathered", 0) <= bound[0], what
 
 
-def test_offload_adds_the_master_copy_and_a_save_rank_0s_whole_copies():
+def test_offload_adds_the_master_copy_and_a_save_adds_nothing():
     psi = sum(p.data.size for p in build_task(zero(1), DeviceRandom(0, 1)).model.parameters())
     for stage in (1, 2, 3):
         plain, offloaded = estimate(zero(stage), 4), estimate(zero(stage, "cpu"), 4)
@@ -102,13 +102,15 @@ def test_offload_adds_the_master_copy_and_a_save_rank_0s_whole_copies():
         assert offloaded["optimizer"] - plain["optimizer"] == copies * S * psi // 4
         assert {k: v for k, v in offloaded.items() if k != "optimizer"} == \
             {k: v for k, v in plain.items() if k != "optimizer"}
-        saving = estimate(zero(stage, save="unused"), 4)
-        assert saving["optimizer"] - plain["optimizer"] == 3 * S * psi  # weights, two moments
+        assert estimate(zero(stage, save="unused"), 4) == plain  # each rank writes its chunks
 
 
-def test_stage_3s_rank_0_evaluates_the_whole_model_gathered_again():
+def test_stage_3s_rank_0_never_holds_the_whole_model_after_setting_up():
+    """It scores the held-out batches in its layout, a layer gathered at a time, and saves
+    its chunks: the training's parameters are its chunk and the layers it gathers at once."""
     wide = {"kind": "gpt", "d_model": 256, "n_heads": 4, "n_layers": 4}  # 13 MB of weights
-    cfg = zero(3, model=wide, data={"vocab_size": 256, "order": 1}, batch_size=16)
+    cfg = zero(3, model=wide, data={"vocab_size": 256, "order": 1}, batch_size=16, save="x")
     psi = sum(p.data.size for p in build_task(cfg, DeviceRandom(0, 1)).model.parameters())
-    for world in (8, 16):  # on 2 or 1 rows of 8 tokens a step: the gathered model outweighs
-        assert estimate(cfg, world)["parameters"] == S * psi + S * math.ceil(psi / world)
+    for world in (8, 16):
+        parameters = estimate(cfg, world)["parameters"]
+        assert S * math.ceil(psi / world) < parameters < S * psi

@@ -6,7 +6,8 @@ import json
 import numpy as np
 
 from scratchpar.train import build_trainer
-from scratchpar.train.checkpoint import load_checkpoint
+from scratchpar.train.precision import AtPrecision
+from scratchpar.train.stored import open_checkpoint
 
 
 def replace_train(cfg, **changes):
@@ -69,7 +70,9 @@ def test_a_16_bit_run_resumes_bitwise_its_masters_saved_as_the_weights(tmp_path,
     straight.run()
     first = build_trainer(replace_train(cfg, stop_after=6, save=str(tmp_path / "ck")))
     first.run()
-    saved = load_checkpoint(str(tmp_path / "ck"))
+    with open_checkpoint(str(tmp_path / "ck")) as stored:
+        names = [name for name, _ in first.task.model.named_parameters()]
+        saved = AtPrecision(stored, names, sixteen=False).state(), stored.meta
     weights = saved[0]["model"]
     assert all(w.dtype == np.float32 for w in weights.values())
     assert not any(k.startswith("master") for k in saved[0]["optim"])

@@ -67,6 +67,8 @@ class PipeDream(Pipeline):
     refused (config validation).
     """
 
+    scores_in_layout = False  # its runtime stashes weights per forward: rank 0 scores whole
+
     runtime_class = StashingRuntime
     default_schedule = "pipedream"
 

@@ -12,11 +12,14 @@ from ...nn.recompute import chosen
 from ...nn.recompute import recompute as mark
 from ...optim import guarded_step
 from ..description import TOTALS, Description, Message, Shape, bucketed, replicated, stage_share
+from ..pieces import Block
 from ..strategy import Strategy
 from . import schedules
 from .actions import ScheduleError, chunks
 from .partition import parameter_counts, partition
+from .pieces import load_stage_pieces, stage_pieces
 from .runtime import Runtime
+from .scoring import score_forward
 from .simulator import check
 from .stage import StageModel
 
@@ -71,6 +74,7 @@ class Pipeline(Strategy):
             raise ScheduleError(f"the schedule has {len(schedule)} ranks, the mesh pp={mesh.pp}")
         super().__init__(model, None, objective, mesh, grad_clip=grad_clip)
         self.whole, self.schedule = model, schedule
+        self.shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
         self.m = len({a.mb for a in schedule[0] if a.kind == "F"})
         if ranges is None:
             ranges = partition(parameter_counts(model.pipeline_layers()),
@@ -258,6 +262,30 @@ class Pipeline(Strategy):
             if section == "optim":
                 optim_state[rest if not name else f"{name}.{local[int(i)]}"] = value
         self.optimizer.load_state_dict(optim_state)
+
+    scores_in_layout = True
+
+    def score(self, batch, task) -> tuple[float, float]:
+        """The schedule's forward actions alone, in eval mode, on each replica's rows of
+        ``batch``: the last stage scores every micro-batch (and counts what a classifier
+        labels right), and one all-reduce over the world sums them: no rank gathers a stage."""
+        return score_forward(self, batch, task)
+
+    def pieces(self) -> tuple[list, dict]:
+        """This rank's share of its stage (:func:`~.pieces.stage_pieces`)."""
+        return stage_pieces(self)
+
+    def load_pieces(self, stored) -> None:
+        """This rank's stage, read from whichever blocks of a checkpoint hold it."""
+        load_stage_pieces(self, stored)
+
+    def box(self, i: int) -> Block:
+        """The block of the whole array that parameter i of the stage is: all of it."""
+        return Block.full(self.shapes[self.stage.names[i]])
+
+    def split(self, i: int) -> bool:
+        """Whether parameter i is cut over tp: no rank but this one holds its elements."""
+        return False
 
     def gather_model(self) -> None:
         """Collective: rank 0's whole single-device model (the caller's ``model``) takes every

@@ -10,12 +10,14 @@ from ...backend import get_array_module, to_host
 from ...comm import collectives
 from ...comm.chunks import counts
 from ...comm.overlap import Overlap
+from ...data.shard import shard
 from ...optim.clip import norm_of
 from ...optim.guard import read_scalars
 from ..dp import DataParallelNaive
 from .flat import Shard
 from .formula import describe
 from .offload import HostUpdate
+from .pieces import load_zero_pieces, zero_pieces
 from .update import DeviceUpdate
 
 
@@ -169,6 +171,28 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
                     optim.update({f"{name}.{self.index[id(p)]}": opt.state[k][name]
                                   for p in group.params})
         return {"model": model, "optim": optim} if self.comm.rank == 0 else None
+
+    scores_in_layout = True
+
+    def score(self, batch, task) -> tuple[float, float]:
+        """Each rank scores its rows of ``batch`` (``shard``) on the model as the stage holds
+        it, and one all-reduce sums [Σ losses, Σ right]: no rank gathers the model."""
+        self.model.eval()
+        try:
+            loss, right = task.score(self.model, shard(batch, self.comm.rank, self.comm.size))
+        finally:
+            self.model.train()
+        totals = self.xp.asarray([loss, right], dtype="float64")  # (2,)
+        collectives.all_reduce_(self.comm, totals)
+        return tuple(float(t) for t in to_host(totals))
+
+    def pieces(self) -> tuple[list, dict]:
+        """This rank's chunks, as ranges of the one-device arrays (:func:`~.pieces.zero_pieces`)."""
+        return zero_pieces(self)
+
+    def load_pieces(self, stored) -> None:
+        """This rank's chunks, read from whichever blocks of a checkpoint hold them."""
+        load_zero_pieces(self, stored)
 
     def _parameters(self) -> list:
         """Every parameter whole (stages 1 and 2 hold them so)."""

@@ -192,6 +192,18 @@ class ZeRO3(ZeRO2):
         if self.root is not None and self.root in self._gathered:
             self._free(self.root)  # backward reached none of its parameters
 
+    def score(self, batch, task) -> tuple[float, float]:
+        """Scored as a step's forward runs: each layer gathered as it starts and freed as it
+        ends, the parameters of no layer (the root group) for the whole forward."""
+        self._freed = []
+        if self.root is not None:
+            self._gather(self.root)
+        try:
+            return super().score(batch, task)
+        finally:
+            if self.root is not None and self.root in self._gathered:
+                self._free(self.root)
+
     def gather_model(self) -> None:
         """Every parameter whole in the model, for the held-out evaluation (a collective).
         The layers' hooks are removed, and the strategy trains no more."""

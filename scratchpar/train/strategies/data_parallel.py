@@ -92,6 +92,12 @@ class DataParallelFamily(Family):
             return LocalSGD.describe(shape, world_size, t.local_sgd_every, t.bucket_bytes)
         return DataParallel.describe(shape, world_size, t.bucket_bytes)
 
+    def saved(self, cfg, shape, world_size: int) -> int:
+        """Local SGD gathers every replica on rank 0; the others write the state they hold."""
+        if cfg.train.strategy != "local-sgd":
+            return 0
+        return world_size * super().saved(cfg, shape, world_size)
+
     def build(self, cfg, task, make_optimizer, mesh):
         strategy = self._strategy(cfg, task, make_optimizer, mesh)
         if cfg.train.noise_scale:

@@ -40,7 +40,7 @@ class Family(abc.ABC):
     batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), the checks that need
     the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`), the
     layers it recomputes (:meth:`recompute`), and what rank 0 holds when it evaluates a model
-    it gathered whole (:meth:`gathered`).
+    it gathered whole (:meth:`gathered`), and what rank 0 gathers to save (:meth:`saved`).
     """
 
     names: dict[str, str] = {}
@@ -75,6 +75,16 @@ class Family(abc.ABC):
         """Parameter bytes rank 0 holds while it evaluates the model it gathered whole, or
         ``None`` where it trains on the whole model already."""
         return None
+
+    def saved(self, cfg, shape, world_size: int) -> int:
+        """Bytes rank 0 holds beside its state while it saves a checkpoint: here the whole
+        state, which the strategy gathers there (``Strategy.pieces``' default)."""
+        return shape.k * shape.psi + shape.bytes
+
+    def restored(self, description, files: int) -> int:
+        """Bytes a rank reads at once to resume from a checkpoint of ``files`` bytes: here all
+        of it, which the strategy reads whole (``Strategy.load_pieces``' default)."""
+        return files
 
     def workers(self, c, world_size: int) -> int | None:
         """The ranks that share each global batch, or ``None`` where the family checks its

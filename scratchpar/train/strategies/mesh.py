@@ -152,9 +152,21 @@ class MeshFamily(Family):
         """Nothing yet: the pipeline marks its own chunks, or its tensor-parallel shard's
         attention cores, once it has built them."""
 
-    def gathered(self, cfg, shape, world_size: int, description) -> int:
-        """Rank 0's whole model, filled from every stage, beside its own stage."""
+    def gathered(self, cfg, shape, world_size: int, description) -> int | None:
+        """PipeDream's rank 0 scores the whole model, filled from every stage, beside its own
+        stage; the flushing pipelines score in their layout and gather nothing."""
+        if cfg.train.pp_schedule != "pipedream":
+            return None
         return shape.bytes + description.holds["parameters"]
+
+    def restored(self, description, files: int) -> int:
+        """Its own stage and shard: the parameters and optimizer state it holds, read whole before
+        any changes."""
+        return min(files, description.holds["parameters"] + description.holds["optimizer"])
+
+    def saved(self, cfg, shape, world_size: int) -> int:
+        """Nothing: each rank writes the pieces of its stage and shard that it holds."""
+        return 0
 
     def mesh(self, cfg, comm):
         """``--dp`` replicas of ``--pp`` stages of ``--tp`` ranks each."""

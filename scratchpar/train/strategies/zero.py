@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...parallel import ZeRO1, ZeRO2, ZeRO3
-from ...parallel.zero.formula import formula
 from ..option import opt
 from .family import Family
 
@@ -38,12 +37,15 @@ class ZeroFamily(Family):
         return STAGES[t.zero_stage].describe(shape, world_size, t.bucket_bytes,
                                              t.offload == "cpu")
 
-    def gathered(self, cfg, shape, world_size: int, description) -> int | None:
-        """Stage 3's ``gather_model`` makes rank 0's model whole beside its chunk."""
-        if cfg.train.zero_stage < 3:
-            return None
-        chunk = formula(3, shape.psi, world_size, shape.itemsize, 0)["parameters"]  # sΨ/N
-        return shape.bytes + chunk
+    def restored(self, description, files: int) -> int:
+        """Its own chunks: the parameters and optimizer state it holds, read whole before
+        any changes."""
+        return min(files, description.holds["parameters"] + description.holds["optimizer"])
+
+    def saved(self, cfg, shape, world_size: int) -> int:
+        """Nothing: each rank writes its own chunks, and scores in its layout too (so that no
+        rank ever holds the whole model: stage 3's a layer at a time)."""
+        return 0
 
     def build(self, cfg, task, make_optimizer, mesh):
         t = cfg.train

@@ -1,0 +1,64 @@
+"""A pipeline's checkpoint pieces: each stage writes and reads its own parameters and their
+optimizer state, under tensor parallelism each rank its shards (a box of the view its split
+names), so no rank gathers the model. A parameter that several stages hold (a tied embedding)
+is written by the lowest, as it counts in the norm once; the replicas over dp share the
+writing out."""
+
+from __future__ import annotations
+
+from ...backend import to_device
+from ..pieces import Piece, shared_out
+
+
+def stage_pieces(pipe) -> tuple[list[Piece], dict]:
+    """This rank's share of its stage's parameters and optimizer buffers as pieces (keyed as
+    one device keys them), the optimizer's step, rate and counters as scalars."""
+    stage, tp = pipe.stage, pipe.mesh.tp_comm
+    writes = [holders[0] == stage.rank and (tp.rank == 0 or pipe.split(i))
+              for i, holders in enumerate(stage.holders)]
+    pieces = [Piece("model", name, pipe.box(i), p.data)
+              for i, (name, p) in enumerate(stage.named_parameters()) if writes[i]]
+    optim = {}
+    for key, value in pipe.optimizer.entries().items():
+        name, _, j = key.rpartition(".")
+        if not name:  # the step and the rate
+            optim[key] = value
+        elif hasattr(value, "shape"):
+            if writes[int(j)]:
+                pieces.append(Piece("optim", f"{name}.{stage.index[int(j)]}",
+                                    pipe.box(int(j)), value))
+        else:
+            optim[f"{name}.{stage.index[int(j)]}"] = value
+    dp = pipe.mesh.dp_comm
+    return shared_out(pieces, dp.rank, dp.size), {"model": {}, "optim": optim}
+
+
+def load_stage_pieces(pipe, stored) -> None:
+    """This rank's parameters and optimizer state from a checkpoint's blocks (any strategy,
+    mesh or world size wrote it): every block read and checked before anything changes."""
+    stage = pipe.stage
+    missing = [name for name in stage.names if name not in stored.names("model")]
+    if missing:
+        raise ValueError(f"the checkpoint has no {', '.join(missing)}")
+    unexpected = sorted(set(stored.names("model")) - set(pipe.shapes))
+    if unexpected:
+        raise ValueError(f"the checkpoint has {', '.join(unexpected)}, which the model has not")
+    weights = [stored.read("model", name, pipe.box(i)).reshape(p.shape)
+               for i, (name, p) in enumerate(stage.named_parameters())]
+    local = {g: j for j, g in enumerate(stage.index)}
+    sd = {}
+    for key in stored.names("optim"):
+        name, _, g = key.rpartition(".")
+        if g.isdigit() and int(g) in local:
+            j = local[int(g)]
+            value = stored.read("optim", key, pipe.box(j))
+            sd[f"{name}.{j}"] = to_device(value.reshape(stage.params[j].shape))
+    for key, value in stored.scalars("optim").items():
+        name, _, g = key.rpartition(".")
+        if not name:
+            sd[key] = value
+        elif g.isdigit() and int(g) in local:
+            sd[f"{name}.{local[int(g)]}"] = value
+    for p, w in zip(stage.params, weights):
+        pipe.xp.copyto(p.data, to_device(w).astype(p.dtype))
+    pipe.optimizer.load_state_dict(sd)
