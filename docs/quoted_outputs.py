@@ -70,6 +70,9 @@ QUOTES = [
           ["mpiexec -n 2 python -m scratchpar.train --n-layers 100000"], "stderr"),
     Quote("docs/failures.md", "divergence", ["python -m scratchpar.train --lr 1e6 --warmup 0"],
           "stderr"),
+    Quote("docs/checkpoints.md", "checkpoint-info",
+          ["mpiexec -n 4 python -m scratchpar.train --strategy zero --zero-stage 3 --steps 3 "
+           "--save runs/zero3", "python -m scratchpar.checkpoint info runs/zero3"]),
     Quote("docs/plan.md", "plan-rank", [f"python -m scratchpar.plan --world 64 --top 8 -- {GPT}"]),
     Quote("docs/plan.md", "plan-explain",
           [f"python -m scratchpar.plan --world 64 --explain 1 -- {GPT}"]),

@@ -22,7 +22,7 @@ LAYERS = (
     ("comm/", ("comm",)),
     ("data/", ("data",)),
     ("parallel/", ("parallel",)),
-    ("train/", ("train", "sample", "evaluate")),
+    ("train/", ("train", "sample", "evaluate", "checkpoint")),
     ("plan/", ("plan",)),
     ("jobs/ trace/ bench/ batch/", ("jobs", "trace", "bench", "batch")),
 )
