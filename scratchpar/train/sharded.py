@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -66,19 +67,23 @@ def digest(array: np.ndarray) -> str:
 
 
 def write_pieces(path: Path, name: str, pieces: list) -> list[dict]:
-    """Write ``pieces`` into the file ``path`` (called ``name`` in the index) and return their
-    index entries."""
-    held = {f"p{i}": stored_form(np.ascontiguousarray(to_host(p.array)).reshape(p.block.shape))
-            for i, p in enumerate(pieces)}
+    """Write ``pieces`` into the file ``path`` (called ``name`` in the index), one at a time (a
+    device's piece copied to the host alone, then dropped), and return their index entries:
+    an ``.npz`` as NumPy writes one, uncompressed."""
+    entries = []
     with open(path, "wb") as fh:
-        np.savez(fh, **held)
-        fh.flush()
+        with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+            for i, p in enumerate(pieces):
+                held = stored_form(np.ascontiguousarray(to_host(p.array)).reshape(p.block.shape))
+                with zf.open(f"p{i}.npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, held, allow_pickle=False)
+                entries.append({"part": p.part, "name": p.name, "key": f"p{i}", "file": name,
+                                "dtype": np.dtype(p.array.dtype).name, "sha256": digest(held),
+                                "whole": list(p.block.whole), "view": list(p.block.view),
+                                "offsets": list(p.block.offsets), "shape": list(p.block.shape)})
+        fh.flush()  # the central directory too, written as the zip closed
         os.fsync(fh.fileno())
-    return [{"part": p.part, "name": p.name, "dtype": np.dtype(p.array.dtype).name,
-             "whole": list(p.block.whole), "view": list(p.block.view),
-             "offsets": list(p.block.offsets), "shape": list(p.block.shape),
-             "file": name, "key": key, "sha256": digest(held[key])}
-            for key, p in zip(held, pieces)]
+    return entries
 
 
 def index(everyone: list[tuple[list[dict], dict]]) -> tuple[dict, dict]:

@@ -8,7 +8,7 @@ import pytest
 
 from scratchpar.autograd.precision import bfloat16
 from scratchpar.parallel.pieces import Block, Piece, whole_pieces
-from scratchpar.train import CheckpointError, load_checkpoint, open_checkpoint
+from scratchpar.train import CheckpointError, load_checkpoint, open_checkpoint, sharded
 from scratchpar.train.sharded import save_sharded
 
 
@@ -99,3 +99,18 @@ def test_a_new_save_replaces_the_old_one_whole(tmp_path):
     arrays, _ = load_checkpoint(tmp_path / "ck")
     np.testing.assert_array_equal(arrays["model"]["w"], state(1)["model"]["w"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
+
+
+def test_a_save_killed_before_its_index_leaves_the_last_checkpoint(tmp_path, monkeypatch):
+    """The pieces are written, the index never is: the last checkpoint still reads whole."""
+    save(tmp_path / "ck", seed=0)
+
+    def killed(path, obj):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sharded, "write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save(tmp_path / "ck", seed=1)
+    arrays, meta = load_checkpoint(tmp_path / "ck")
+    np.testing.assert_array_equal(arrays["model"]["w"], state(0)["model"]["w"])
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ck.tmp-")]  # its pieces

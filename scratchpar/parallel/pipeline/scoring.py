@@ -3,6 +3,7 @@ in eval mode, each stage on its own layers (and each tp rank on its shard)."""
 
 from __future__ import annotations
 
+from ...autograd import no_grad
 from ...backend import to_host
 from ...comm import collectives
 from ...data.shard import shard
@@ -28,7 +29,8 @@ def score_forward(pipe, batch, task) -> tuple[float, float]:
     for module in modules:
         module.eval()
     try:
-        losses = runtime.run([a for a in pipe.actions if a.kind in FORWARD], micro, None)
+        with no_grad():
+            losses = runtime.run([a for a in pipe.actions if a.kind in FORWARD], micro, None)
     finally:
         runtime.loss_fn = loss_fn
         for module in modules:

@@ -6,6 +6,7 @@ import abc
 
 import numpy as np
 
+from ...autograd import no_grad
 from ...backend import get_array_module, to_host
 from ...comm import collectives
 from ...comm.chunks import counts
@@ -179,7 +180,9 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         it, and one all-reduce sums [Σ losses, Σ right]: no rank gathers the model."""
         self.model.eval()
         try:
-            loss, right = task.score(self.model, shard(batch, self.comm.rank, self.comm.size))
+            with no_grad():
+                loss, right = task.score(self.model, shard(batch, self.comm.rank,
+                                                           self.comm.size))
         finally:
             self.model.train()
         totals = self.xp.asarray([loss, right], dtype="float64")  # (2,)
