@@ -71,6 +71,19 @@ def test_dp_holds_n_times_zero1s_optimizer_state_and_zero3_a_shard_of_the_parame
             assert z3["gathered"] > 0 and dp["gathered"] == z1["gathered"] == 0
 
 
+def test_the_checkpoint_rows_show_each_rank_writing_its_share(quick):
+    """At N = 2 the busiest rank writes about half the state in pieces, and rank 0 all of it
+    through the single file: half, within each piece's own .npy header and zip entry (a tiny
+    model's pieces are small)."""
+    out, result, _ = quick
+    rows = {r["written by"]: r for r in result["checkpoints"]}
+    assert [r["N"] for r in result["checkpoints"]] == [2, 2]
+    pieces, single = rows["every rank, its pieces"], rows["rank 0, the whole state"]
+    assert pieces["busiest rank MB"] == pytest.approx(single["busiest rank MB"] / 2, rel=0.05)
+    assert all(r["save ms"] > 0 and r["resume ms"] > 0 for r in rows.values())
+    assert len(table_rows(out, "4. checkpoints of ZeRO-3")) == 2
+
+
 def test_the_target_is_zero3s_row_of_the_step_table(quick):
     out, result, _ = quick
     target, rows = result["target"], {r["contender"]: r for r in result["steps"]}

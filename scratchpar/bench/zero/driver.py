@@ -83,6 +83,20 @@ def step_rows(results: dict) -> list[dict]:
     return rows
 
 
+def checkpoint_rows(results: dict) -> list[dict]:
+    """Per world size and way, ZeRO-3's save and resume (the slowest rank's medians) and the
+    megabytes its busiest rank writes."""
+    rows = []
+    for n, res in results.items():
+        timed, written = res["checkpoints"]["timed"], res["checkpoints"]["written"]
+        for k, way in enumerate(("pieces", "rank 0")):
+            rows.append({"N": n, "written by": "every rank, its pieces" if k == 0 else
+                         "rank 0, the whole state", "save ms": 1e3 * timed[f"{way} save"][
+                             "median_s"], "resume ms": 1e3 * timed[f"{way} load"]["median_s"],
+                         "busiest rank MB": written[k] / 1e6})
+    return rows
+
+
 def target_ranks(ranks) -> int:
     """The world size the target is judged and the ZeRO-3 step traced at."""
     return TARGET_RANKS if TARGET_RANKS in ranks else min(ranks)
@@ -129,14 +143,18 @@ def print_tables(record: dict, device: str) -> None:
     target = record["target"]
     print(f"\nZeRO-3 ≤ {TARGET}× DP: {target['verdict']} ({target['ratio']:.2f}×, "
           f"N = {target['ranks']})")
+    fit, m = cfg["fits"], cfg["fits"]["model"]
     if record["fits"] is None:
         print(f"\n3. the widest GPT that fits a GPU needs a GPU (--device cuda): skipped on "
               f"{device}")
-        return
-    fit, m = cfg["fits"], cfg["fits"]["model"]
-    print(table(f"3. the widest GPT each contender trains within {fit['budget_gib']:g} GiB per "
-                f"rank, N = {FIT_RANKS} ranks on {describe(device)}: {m['layers']} layers, T "
-                f"{m['seq']}, batch {m['batch']}; tried: ✓ fits, ✗ out of memory", record["fits"]))
+    else:
+        print(table(f"3. the widest GPT each contender trains within {fit['budget_gib']:g} GiB "
+                    f"per rank, N = {FIT_RANKS} ranks on {describe(device)}: {m['layers']} "
+                    f"layers, T {m['seq']}, batch {m['batch']}; tried: ✓ fits, ✗ out of memory",
+                    record["fits"]))
+    print(table(f"4. checkpoints of ZeRO-3, {shape(cfg['models']['large'])}, AdamW: saved and "
+                "resumed by every rank's pieces, or through rank 0 (the slowest rank's medians)",
+                record["checkpoints"], formats={"busiest rank MB": ".3f"}))
 
 
 def draw(directory: str, record: dict) -> list[str]:
@@ -168,6 +186,7 @@ def measure(args) -> dict:
     record = {"config": cfg, "ranks": ranks,
               "memory": {model: memory_rows(results, model) for model in cfg["models"]},
               "steps": steps, "target": zero3_target(steps, args.device),
+              "checkpoints": checkpoint_rows(results),
               "fits": fits_rows(fits) if fits else None}
     print(f"{headline('zero benchmark', args)}; world sizes {ranks}")
     print_tables(record, args.device)
@@ -175,7 +194,8 @@ def measure(args) -> dict:
 
 
 BENCHMARK = Benchmark("ZeRO stages 1-3 and offload: bytes per rank against the formula, step "
-                      "time against DP, offload's copies", "tiny GPTs, a few steps, N = 2 only",
+                      "time against DP, offload's copies, checkpoints in pieces against rank "
+                      "0's", "tiny GPTs, a few steps, N = 2 only",
                       measure, indent=1, ranks=Ranks((2, 4), (2,), more="one job each"),
                       figures="zero_memory.png, zero3_timeline.png with its Chrome trace, and "
                               "zero_offload.png")

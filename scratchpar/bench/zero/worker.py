@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gc
+import shutil
+import tempfile
 import time
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 
@@ -16,11 +19,15 @@ from ...data import SyntheticLanguage
 from ...optim.mixed import MixedPrecision
 from ...parallel import DataParallel
 from ...parallel.ledger import Ledger
+from ...parallel.pieces import whole_pieces
 from ...parallel.zero import STAGES
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
+from ...train.checkpoint import save_checkpoint
 from ...train.defaults import ADAM_LR
 from ...train.memory_models import GiB, gpt_parameters
+from ...train.sharded import save_sharded
+from ...train.stored import load_checkpoint, open_checkpoint
 from ...train.task import Task
 from ..timing import Timed, turns
 
@@ -156,9 +163,60 @@ def timing(comm, cfg: dict) -> dict:
     return {"timed": timed, "split": parts}
 
 
+def checkpoints(comm, cfg: dict) -> dict:
+    """ZeRO-3 on the large GPT saved and resumed, in turns, two ways: each rank its own pieces
+    (``train/sharded.py``), or through rank 0 (``state_dict()`` gathered there and written as
+    one file, read whole by every rank: the format before pieces). The slowest rank's medians,
+    and the megabytes the busiest rank writes."""
+    spec, mesh = cfg["models"]["large"], Mesh(comm)
+    task, (batch,) = language({**spec, "steps": 1})
+    saved, fresh = build("zero3", spec, task, mesh), build("zero3", spec, task, mesh)
+    saved.step(batch)
+    root = comm.allgather_obj(tempfile.mkdtemp() if comm.rank == 0 else None, "folder")[0]
+    pieces, single = f"{root}/pieces", f"{root}/single"
+
+    def through_rank_0():
+        state = saved.state_dict()
+        if comm.rank == 0:
+            pieces_of, scalars = whole_pieces(state)
+            arrays = {part: {p.name: p.array for p in pieces_of if p.part == part}
+                      for part in state}
+            save_checkpoint(single, arrays, {"step": 1, **scalars})
+
+    def read_whole():
+        arrays, meta = load_checkpoint(single)
+        fresh.load_state_dict({part: {**arrays[part], **meta.get(part, {})} for part in arrays})
+
+    def read_pieces():
+        with open_checkpoint(pieces) as stored:
+            fresh.load_pieces(stored)
+
+    def wrote(directory: str, name: str) -> int:
+        path = Path(directory) / name
+        return path.stat().st_size if path.exists() else 0
+
+    contenders = {"pieces save": lambda: save_sharded(pieces, *saved.pieces(), {"step": 1},
+                                                      comm),
+                  "rank 0 save": through_rank_0, "pieces load": read_pieces,
+                  "rank 0 load": read_whole}
+    contenders["pieces save"](), contenders["rank 0 save"]()  # what the loads read
+    timed = turns(comm, {k: Timed(run) for k, run in contenders.items()}, cfg)
+    written = comm.allgather_obj([wrote(pieces, f"rank{comm.rank}.pieces.npz"),
+                                  wrote(single, "model.npz") + wrote(single, "optim.npz")])
+    for strategy in (saved, fresh):
+        strategy.close()
+    mesh.free()
+    comm.barrier()
+    if comm.rank == 0:
+        shutil.rmtree(root)
+    return {"timed": timed, "written": [max(w[i] for w in written) for i in range(2)]}
+
+
 def world(comm, cfg: dict) -> dict:
-    """A world size's job: the memory part of every contender, then the timing part."""
-    return {"memory": memory(comm, {**cfg, "contenders": CONTENDERS}), "timing": timing(comm, cfg)}
+    """A world size's job: the memory part of every contender, then the timing part, then the
+    checkpoints'."""
+    return {"memory": memory(comm, {**cfg, "contenders": CONTENDERS}), "timing": timing(comm, cfg),
+            "checkpoints": checkpoints(comm, cfg)}
 
 
 def largest(comm, cfg: dict, attempt) -> dict:
