@@ -114,6 +114,17 @@ class Communicator(PointToPoint, Waiting, NativeCollectives):
         debug.compare(self.name, [w for w, _ in seen])
         return [o for _, o in seen]
 
+    def gather_obj(self, obj, what: str = "metadata gather") -> list | None:
+        """Small picklable metadata from every rank on rank 0 alone, ``None`` elsewhere: what
+        one rank needs (a checkpoint's index), which :meth:`allgather_obj` would copy to every
+        rank. ``what`` names it; rank 0 checks that every rank was in the same exchange."""
+        self.wait(Request(self._check.Ibarrier(), self._next_wait(what)))
+        seen = self._check.gather((what, obj), root=0)
+        if seen is None:
+            return None
+        debug.compare(self.name, [w for w, _ in seen])
+        return [o for _, o in seen]
+
     # -- internals ------------------------------------------------------------------------------
     def _family(self, child: Communicator) -> Communicator:
         child._recent, child.tracer, child.workspace = self._recent, self.tracer, self.workspace

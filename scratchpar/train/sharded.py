@@ -45,7 +45,7 @@ def save_sharded(directory, pieces: list, scalars: dict, meta: dict, comm=None) 
     name = f"rank{rank}.pieces.npz"
     entries = write_pieces(Path(tmp) / name, name, pieces) if pieces else []
     everyone = [(entries, scalars)] if comm is None else \
-        comm.allgather_obj((entries, scalars), "checkpoint index")
+        comm.gather_obj((entries, scalars), "checkpoint index")  # on rank 0 alone
     if rank == 0:
         arrays, merged = index(everyone)
         write_json(Path(tmp) / "meta.json",

@@ -27,3 +27,11 @@ def test_a_failure_on_one_rank_fails_every_rank(comm):
     with pytest.raises(AssertionError, match=f"failed on 1 of {comm.size} ranks:\n"
                                              f"rank {comm.size - 1}: .*the last rank disagrees"):
         fails_on_the_last_rank()
+
+
+def test_gather_obj_brings_every_ranks_metadata_to_rank_0_alone(comm):
+    got = comm.gather_obj({"rank": comm.rank, "name": f"r{comm.rank}"}, "smoke gather")
+    if comm.rank != 0:
+        assert got is None
+        return
+    assert got == [{"rank": r, "name": f"r{r}"} for r in range(comm.size)]
