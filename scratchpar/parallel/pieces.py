@@ -105,7 +105,7 @@ def fill(target: Block, out: np.ndarray, stored, what: str) -> None:
             lo_box = [max(a, b) for a, b in zip(block.offsets, target.offsets)]
             hi_box = [min(a + s, b + t) for a, s, b, t in
                       zip(block.offsets, block.shape, target.offsets, target.shape)]
-            if any(h <= lo for lo, h in zip(lo_box, hi_box)):
+            if any(b <= a for a, b in zip(lo_box, hi_box)):  # boxes apart along an axis
                 continue
             mine = tuple(slice(a - o, b - o) for a, b, o in zip(lo_box, hi_box, target.offsets))
             theirs = tuple(slice(a - o, b - o) for a, b, o in zip(lo_box, hi_box, block.offsets))
