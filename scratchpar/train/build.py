@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..backend import BackendError, set_device
-from ..comm.agree import agreeing
+from ..comm.agree import agree, agreeing
 from ..data import DataError
 from ..device_rng import DeviceRandom
 from ..trace.tracer import Tracer
@@ -15,7 +15,7 @@ from .loop import Trainer
 from .memory import memory_problems
 from .optimizer import build_schedule, optimizer_factory
 from .option import ConfigError
-from .paths import output_problems
+from .paths import output_problems, unshared_save
 from .precision import apply_precision
 from .stored import Stored, open_checkpoint
 from .strategies import REGISTRY
@@ -82,6 +82,8 @@ def assemble(cfg, parts: Prepared) -> Trainer:
     if cfg.train.trace:  # the strategy and its collectives record on the communicator's tracer
         comm.tracer = Tracer(comm.rank)
         comm.tracer.align(comm.barrier)
+    if cfg.train.save is not None and comm is not None and comm.size > 1:
+        agree(comm, unshared_save(comm, cfg.train.save))  # every rank writes its pieces there
     family = REGISTRY[cfg.train.strategy]
     mesh = None if comm is None else family.mesh(cfg, comm)  # freed by the Trainer at its end
     strategy = family.build(cfg, parts.task, parts.make_optimizer, mesh)

@@ -82,3 +82,25 @@ def _creatable(target: Path) -> str | None:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"cannot be created: {ancestor} is not writable"
     return None
+
+
+def unshared_save(comm, save: str) -> list[str]:
+    """Collective: whether every rank sees the folder ``--save`` writes in, as a checkpoint in
+    pieces needs (each rank writes its own file there, rank 0 commits them). Rank 0 leaves a
+    probe beside it, each rank looks for it, and rank 0 says which did not see it (``[]``
+    elsewhere, and where all did)."""
+    final = Path(os.path.abspath(save))
+    probe = final.with_name(f".{final.name}.probe-{os.getpid()}")
+    if comm.rank == 0:
+        probe.parent.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+    probe = Path(comm.allgather_obj(str(probe), "save folder")[0])
+    seen = comm.allgather_obj(probe.is_file(), "save folder seen")
+    if comm.rank != 0:
+        return []
+    probe.unlink(missing_ok=True)
+    blind = [str(rank) for rank, saw in enumerate(seen) if not saw]
+    return [f"--save {save}: rank{'s' if len(blind) > 1 else ''} {', '.join(blind)} of "
+            f"{comm.size} cannot see the folder rank 0 writes in; each rank writes its own "
+            "part of a checkpoint there, so it must be one that every rank sees (on a "
+            "cluster, a shared filesystem)"] if blind else []

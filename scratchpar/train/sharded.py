@@ -28,6 +28,8 @@ from ..backend import to_host
 from .checkpoint import commit, temporary, write_json
 
 FORMAT = "sharded-1"
+SHARED = ("a checkpoint in pieces needs a --save folder that every rank sees (on a cluster, a "
+          "shared filesystem)")
 DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "bool", "int8", "int16",
                     "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
 
@@ -42,11 +44,19 @@ def save_sharded(directory, pieces: list, scalars: dict, meta: dict, comm=None) 
     tmp = str(temporary(final)) if rank == 0 else None
     if comm is not None:
         tmp = comm.allgather_obj(tmp, "checkpoint folder")[0]
-    name = f"rank{rank}.pieces.npz"
-    entries = write_pieces(Path(tmp) / name, name, pieces) if pieces else []
+    folder, name = Path(tmp), f"rank{rank}.pieces.npz"
+    if not folder.is_dir():
+        raise RuntimeError(f"rank {rank} does not see {folder}, the folder rank 0 made to "
+                           f"save in: {SHARED}")
+    entries = write_pieces(folder / name, name, pieces) if pieces else []
     everyone = [(entries, scalars)] if comm is None else \
         comm.gather_obj((entries, scalars), "checkpoint index")  # on rank 0 alone
     if rank == 0:
+        unseen = sorted({e["file"] for found, _ in everyone for e in found
+                         if not (folder / e["file"]).is_file()})
+        if unseen:
+            raise RuntimeError(f"{', '.join(unseen)}, written by other ranks, are not in "
+                               f"{folder} as rank 0 sees it: {SHARED}")
         arrays, merged = index(everyone)
         write_json(Path(tmp) / "meta.json",
                    {**meta, "format": FORMAT, "scalars": merged, "arrays": arrays})

@@ -2,6 +2,7 @@
 strategy reads what another wrote, and a run resumed from one continues bit for bit."""
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pipeline_helpers
@@ -18,6 +19,7 @@ from scratchpar.optim import Adam
 from scratchpar.parallel.dp import DataParallel
 from scratchpar.parallel.zero.stage1 import ZeRO1
 from scratchpar.parallel.zero.stage3 import ZeRO3
+from scratchpar.train.paths import unshared_save
 from scratchpar.train.sharded import save_sharded
 from scratchpar.train.stored import open_checkpoint
 
@@ -108,3 +110,23 @@ def test_a_hybrid_writes_each_element_once_and_any_mesh_reads_it_back(comm, tmp_
     with open_checkpoint(directory) as stored:
         resumed.load_pieces(stored)
     assert as_bytes(everywhere(comm, resumed.state_dict())) == want
+
+
+def test_a_save_folder_some_rank_cannot_see_is_named_before_training(comm, tmp_path,
+                                                                     monkeypatch):
+    save = comm.allgather_obj(str(tmp_path / "ck"))[0]
+    assert unshared_save(comm, save) == []
+    assert comm.rank != 0 or not list(Path(save).parent.glob(".ck.probe-*"))  # rank 0's, gone
+    if comm.size == 1:
+        return
+    if comm.rank == comm.size - 1:  # as if on a node without the filesystem
+        monkeypatch.setattr(Path, "is_file", lambda self: False)
+    found = unshared_save(comm, save)
+    monkeypatch.undo()
+    if comm.rank == 0:
+        assert found == [f"--save {save}: rank {comm.size - 1} of {comm.size} cannot see the "
+                         "folder rank 0 writes in; each rank writes its own part of a "
+                         "checkpoint there, so it must be one that every rank sees (on a "
+                         "cluster, a shared filesystem)"]
+    else:
+        assert found == []

@@ -114,3 +114,21 @@ def test_a_save_killed_before_its_index_leaves_the_last_checkpoint(tmp_path, mon
     arrays, meta = load_checkpoint(tmp_path / "ck")
     np.testing.assert_array_equal(arrays["model"]["w"], state(0)["model"]["w"])
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ck.tmp-")]  # its pieces
+
+
+def test_a_folder_the_writers_do_not_share_is_said_so(tmp_path, monkeypatch):
+    """A rank whose file rank 0 cannot see (no shared filesystem) stops the save, naming why,
+    before the index is written: the last checkpoint stays."""
+    save(tmp_path / "ck", seed=0)
+    elsewhere = sharded.write_pieces
+
+    def on_another_node(path, name, pieces):
+        return elsewhere(tmp_path / "node1.npz", name, pieces)
+
+    monkeypatch.setattr(sharded, "write_pieces", on_another_node)
+    with pytest.raises(RuntimeError, match="rank0.pieces.npz, written by other ranks, are not "
+                                           "in .* a checkpoint in pieces needs a --save folder "
+                                           "that every rank sees"):
+        save(tmp_path / "ck", seed=1)
+    np.testing.assert_array_equal(load_checkpoint(tmp_path / "ck")[0]["model"]["w"],
+                                  state(0)["model"]["w"])
