@@ -51,8 +51,10 @@ class Strategy(abc.ABC):
     - :meth:`pieces` / :meth:`load_pieces`: the same state as the blocks each rank holds, for
       a checkpoint that no rank holds whole.
     - :meth:`finish` after the last step of the run, :meth:`shutdown` when the loop ends,
-      then the held-out evaluation: :meth:`score` on every rank in the training layout where
-      :attr:`scores_in_layout`, else :meth:`gather_model` and ``model`` on rank 0; and
+      then the held-out evaluation: where :attr:`scores_in_layout`, the strategy's
+      ``score(batch, task)`` on every rank in the training layout (the global batch's summed
+      loss and the samples a classifier labels right, the same on every rank), else
+      :meth:`gather_model` and ``model`` on rank 0; and
       :meth:`close` to free what the strategy took from MPI: collectives, in that order.
     - ``lockstep``: whether every rank judges each step alike (the strategies that reduce the
       loss and the gradient). Where not, a rank whose steps diverge ends the job itself.
@@ -64,8 +66,8 @@ class Strategy(abc.ABC):
     """
 
     lockstep = True
-    scores_in_layout = False  # whether score() evaluates where the model trains (else rank 0,
-    # after gather_model(), on the whole model)
+    scores_in_layout = False  # whether it has a score() that evaluates where the model trains
+    # (else rank 0 evaluates the whole model, after gather_model())
     moments: frozenset = frozenset()  # the probe moments this strategy's step names (probe.py)
     staged = False  # whether the objective must say how to split a batch (a pipeline's)
 
@@ -151,12 +153,6 @@ class Strategy(abc.ABC):
         through :meth:`load_state_dict`; a strategy that holds its state in parts reads its
         own blocks."""
         self.load_state_dict(stored.state())
-
-    def score(self, batch, task) -> tuple[float, float]:
-        """Collective, where :attr:`scores_in_layout`: the global held-out ``batch``'s summed
-        loss and the samples a classifier labels right (``task.score``, ``task.right``),
-        scored in eval mode on the ranks' own parts of the model, the same on every rank."""
-        raise NotImplementedError(f"{type(self).__name__} evaluates on rank 0's whole model")
 
     def finish(self) -> None:
         """After the run's last step: nothing to settle."""

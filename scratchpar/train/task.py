@@ -104,7 +104,7 @@ class Task:
         this model, each batch ``rows`` rows at a time (a training rank's share), so that
         evaluating needs no more memory than a step; or by ``score(batch, task)``, a
         strategy's collective that scores the global batch in its training layout and
-        returns ``(Σ losses, Σ right)`` on every rank (:meth:`Strategy.score`)."""
+        returns ``(Σ losses, Σ right)`` on every rank (``Strategy.scores_in_layout``)."""
         total = units = right = 0.0
         for whole, n in self._held_out(n_batches, batch_size):
             if score is not None:
