@@ -137,18 +137,21 @@ class Piece:
     array: object
 
 
+def split_state(state: dict) -> tuple[dict[str, dict], dict[str, dict]]:
+    """A one-device state (``{part: {name: array or scalar}}``) as its arrays and its scalars
+    (0-d arrays, numbers, ``None``), each by part."""
+    arrays = {part: {k: v for k, v in named.items() if getattr(v, "ndim", 0) > 0}
+              for part, named in state.items()}
+    scalars = {part: {k: v.item() if hasattr(v, "item") else v for k, v in named.items()
+                      if k not in arrays[part]} for part, named in state.items()}
+    return arrays, scalars
+
+
 def whole_pieces(state: dict) -> tuple[list[Piece], dict[str, dict]]:
-    """A one-device state (``{part: {name: array or scalar}}``) as full pieces, and its
-    scalars (0-d arrays, numbers, ``None``), by part."""
-    pieces, scalars = [], {}
-    for part, named in state.items():
-        scalars[part] = {}
-        for name, value in named.items():
-            if getattr(value, "ndim", 0) > 0:
-                pieces.append(Piece(part, name, Block.full(value.shape), value))
-            else:
-                scalars[part][name] = value.item() if hasattr(value, "item") else value
-    return pieces, scalars
+    """A one-device state as full pieces, and its scalars by part (:func:`split_state`)."""
+    arrays, scalars = split_state(state)
+    return [Piece(part, name, Block.full(a.shape), a)
+            for part, named in arrays.items() for name, a in named.items()], scalars
 
 
 def shared_out(pieces: list[Piece], rank: int, size: int) -> list[Piece]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..autograd.precision import bfloat16
 from ..backend import to_host
-from ..parallel.pieces import Block, fill, whole_pieces
+from ..parallel.pieces import Block, fill, split_state
 from .checkpoint import CheckpointError, load_single, read_meta
 from .sharded import DTYPES, FORMAT, digest, stored_form
 
@@ -55,11 +55,9 @@ class Stored:
         """A one-device state in memory (part → name → array or scalar), read as a checkpoint."""
         stored = cls.__new__(cls)
         stored.directory, stored.meta, stored._files = "(in memory)", {}, {}
-        pieces, scalars = whole_pieces(state)
-        arrays = {part: {} for part in state}
-        for p in pieces:
-            arrays[p.part][p.name] = to_host(p.array)
-        stored._hold(arrays, scalars)
+        arrays, scalars = split_state(state)
+        stored._hold({part: {k: to_host(a) for k, a in named.items()}
+                      for part, named in arrays.items()}, scalars)
         return stored
 
     def _hold(self, arrays: dict, scalars: dict) -> None:

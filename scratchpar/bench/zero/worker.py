@@ -19,7 +19,7 @@ from ...data import SyntheticLanguage
 from ...optim.mixed import MixedPrecision
 from ...parallel import DataParallel
 from ...parallel.ledger import Ledger
-from ...parallel.pieces import whole_pieces
+from ...parallel.pieces import split_state
 from ...parallel.zero import STAGES
 from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
@@ -178,9 +178,7 @@ def checkpoints(comm, cfg: dict) -> dict:
     def through_rank_0():
         state = saved.state_dict()
         if comm.rank == 0:
-            pieces_of, scalars = whole_pieces(state)
-            arrays = {part: {p.name: p.array for p in pieces_of if p.part == part}
-                      for part in state}
+            arrays, scalars = split_state(state)
             save_checkpoint(single, arrays, {"step": 1, **scalars})
 
     def read_whole():
