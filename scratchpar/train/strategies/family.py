@@ -112,3 +112,15 @@ class Family(abc.ABC):
     def node_problems(self, cfg, world_size: int, on_node: int) -> list[str]:
         """Reasons this rank's node does not fit the strategy (``on_node`` ranks share it)."""
         return []
+
+
+class OwnPieces(Family):
+    """A family whose strategies save and resume only the pieces each rank holds (ZeRO's
+    chunks, a stage's shards): rank 0 gathers nothing to save, and a rank reads its share,
+    its parameters and optimizer state, whole before it changes any of them."""
+
+    def saved(self, cfg, shape, world_size: int) -> int:
+        return 0
+
+    def restored(self, description, files: int) -> int:
+        return min(files, description.holds["parameters"] + description.holds["optimizer"])

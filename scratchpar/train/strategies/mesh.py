@@ -12,7 +12,7 @@ from ...parallel.pipeline.partition import describe, layer_names, layer_times, p
 from ...parallel.pipeline.simulator import simulate
 from ...parallel.pipeline.stage import release
 from ..option import count, opt
-from .family import Family, Layout
+from .family import Layout, OwnPieces
 
 HYBRID, MESH = ("hybrid",), ("pipeline", "hybrid")
 TENSOR_MODELS = ("gpt", "mlp")  # the models with a tensor-parallel form
@@ -62,7 +62,7 @@ def pipeline_layers(m) -> int:
     return len(m.hidden_sizes) + 1 if m.kind == "mlp" else m.n_layers + 2
 
 
-class MeshFamily(Family):
+class MeshFamily(OwnPieces):
     """``--strategy pipeline`` (dp × pp) and ``hybrid`` (dp × pp × tp)."""
 
     names = {"pipeline": "pipeline parallel (with data-parallel replicas of the pipeline)",
@@ -158,15 +158,6 @@ class MeshFamily(Family):
         if cfg.train.pp_schedule != "pipedream":
             return None
         return shape.bytes + description.holds["parameters"]
-
-    def restored(self, description, files: int) -> int:
-        """Its own stage and shard: the parameters and optimizer state it holds, read whole before
-        any changes."""
-        return min(files, description.holds["parameters"] + description.holds["optimizer"])
-
-    def saved(self, cfg, shape, world_size: int) -> int:
-        """Nothing: each rank writes the pieces of its stage and shard that it holds."""
-        return 0
 
     def mesh(self, cfg, comm):
         """``--dp`` replicas of ``--pp`` stages of ``--tp`` ranks each."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ...parallel import ZeRO1, ZeRO2, ZeRO3
 from ..option import opt
-from .family import Family
+from .family import OwnPieces
 
 ZERO = ("zero",)
 STAGES = {1: ZeRO1, 2: ZeRO2, 3: ZeRO3}
@@ -24,7 +24,7 @@ class ZeroFlags:
                        owners=ZERO)
 
 
-class ZeroFamily(Family):
+class ZeroFamily(OwnPieces):
     """``--strategy zero``: data parallelism with the model states sharded; it shares the
     global batch as dp does, so dp's rules are its own."""
 
@@ -36,16 +36,6 @@ class ZeroFamily(Family):
         t = cfg.train
         return STAGES[t.zero_stage].describe(shape, world_size, t.bucket_bytes,
                                              t.offload == "cpu")
-
-    def restored(self, description, files: int) -> int:
-        """Its own chunks: the parameters and optimizer state it holds, read whole before
-        any changes."""
-        return min(files, description.holds["parameters"] + description.holds["optimizer"])
-
-    def saved(self, cfg, shape, world_size: int) -> int:
-        """Nothing: each rank writes its own chunks, and scores in its layout too (so that no
-        rank ever holds the whole model: stage 3's a layer at a time)."""
-        return 0
 
     def build(self, cfg, task, make_optimizer, mesh):
         t = cfg.train
