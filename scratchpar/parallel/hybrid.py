@@ -6,7 +6,6 @@ from dataclasses import replace
 
 from ..backend import to_device
 from ..comm.buckets import Buckets
-from ..comm.chunks import bounds
 from ..comm.states import gather_states
 from ..optim.scaler import scaled
 from .description import Description, Message
@@ -112,9 +111,7 @@ class Hybrid(Pipeline):
         whole, lay = self.shapes[self.stage.names[i]], self.layouts[i]
         if not isinstance(lay, Split):
             return Block.full(whole)
-        view = lay.view or whole
-        lo, hi = bounds(view[lay.axis], self.mesh.tp)[self.mesh.tp_comm.rank]
-        return Block.cut(whole, view, lay.axis, lo, hi)
+        return lay.block(whole, self.mesh.tp_comm.rank, self.mesh.tp)
 
     def split(self, i: int) -> bool:
         return isinstance(self.layouts[i], Split)

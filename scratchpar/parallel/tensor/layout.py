@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ...backend import get_array_module
 from ...comm.chunks import bounds, counts
 from ...nn.module import Parameter
+from ..pieces import Block
 
 PARTIAL = "partial"  # replicated, but each rank's gradient is a part: the group sums them
 
@@ -32,13 +33,16 @@ class Split:
 
     def take(self, whole, rank: int, size: int):
         """Rank ``rank``'s shard of the ``whole`` array (a new C-ordered array)."""
-        xp = get_array_module(whole)
-        view = self.view or whole.shape
-        start, stop = bounds(view[self.axis], size)[rank]
-        index = [slice(None)] * len(view)
-        index[self.axis] = slice(start, stop)
-        part = xp.array(whole.reshape(view)[tuple(index)], order="C")  # a copy, never a view
+        box = self.block(whole.shape, rank, size).take(whole)
+        part = get_array_module(whole).array(box, order="C")  # a copy, never a view
         return part.reshape(self.shard_shape(whole.shape, rank, size))
+
+    def block(self, shape: tuple[int, ...], rank: int, size: int) -> Block:
+        """Where rank ``rank``'s shard lies in the whole tensor of ``shape``: the box
+        :meth:`take` cuts, of the view (a checkpoint's piece of it)."""
+        view = self.view or tuple(shape)
+        start, stop = bounds(view[self.axis], size)[rank]
+        return Block.cut(shape, view, self.axis, start, stop)
 
     def join(self, parts: list):
         """The whole array from every rank's shard, in rank order."""
