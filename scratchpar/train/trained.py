@@ -52,10 +52,11 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None,
             raise CheckpointError(problems[0])
         if "model" not in stored.parts():
             raise CheckpointError(f"{directory} holds no model")
-        cfg = _config(directory, trained, meta.get("vocabulary"), device, data, text)
+        vocabulary = meta.get("vocabulary")
+        text = text or data is not None or vocabulary is None  # a text's file is read
+        cfg = _config(directory, trained, device, data, text)
         set_device(cfg.train.device)
-        task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0), chars=meta.get("vocabulary"),
-                          text=text or data is not None or meta.get("vocabulary") is None)
+        task = build_task(cfg, DeviceRandom(cfg.train.seed, 1, 0), chars=vocabulary, text=text)
         names = [name for name, _ in task.model.named_parameters()]
         try:  # the weights at fp32: a 16-bit run's masters
             task.model.load_state_dict(AtPrecision(stored, names, sixteen=False).part("model"))
@@ -66,10 +67,10 @@ def load_trained(directory: str, device: str = "cpu", data: str | None = None,
     return Trained(str(directory), cfg, task, meta.get("step", 0))
 
 
-def _config(directory: str, trained: dict, vocabulary, device: str, data: str | None,
+def _config(directory: str, trained: dict, device: str, data: str | None,
             text: bool) -> Config:
     """The run's config for one device: its model and data, the text ``data`` in place of
-    its own where given (a text it never read is all held out)."""
+    its own where given (a text it never read is all held out); ``text``: its file is read."""
     t = trained["train"]
     values = {"model": trained["model"], "data": dict(trained["data"]),
               "train": {"strategy": "single", "device": device,
@@ -82,7 +83,6 @@ def _config(directory: str, trained: dict, vocabulary, device: str, data: str | 
             raise CheckpointError(f"{directory} holds a model of the {source} data: --data "
                                   "reads another text with a model trained on one")
         values["data"]["path"] = data
-    text = text or data is not None or vocabulary is None
     if text and data is None and path is not None and not Path(path).is_file():
         raise CheckpointError(f"{directory} was trained on {path}, which is not there from "
                               "this folder: give the text with --data PATH")
