@@ -59,8 +59,7 @@ class Trainer:
         streams = [stream] if self.comm is None else self.comm.allgather_obj(stream)
         pieces, scalars = self.strategy.pieces()
         meta = {"step": self.step, "config": self.cfg.to_dict(), "parameters": self.names,
-                "dropout_rng": streams,
-                "vocabulary": self.task.vocabulary,
+                "dropout_rng": streams, "vocabulary": self.task.vocabulary,
                 "loss_scale": self.task.scaler and self.task.scaler.state_dict()}
         save_sharded(directory, pieces, scalars, meta, self.comm)
 

@@ -15,10 +15,11 @@ def ranges(zero, k: int) -> list[tuple[int, Block, int, int]]:
     """Group k's chunk on this rank as ranges of whole arrays: per array it touches, the
     array's index in the one-device order, its block (elements ``[start, stop)`` of it
     raveled) and where they lie in the chunk ``[at, at + stop − start)``."""
-    group = zero.groups[k]
-    return [(zero.index[id(group.params[i])],
-             Block.flat(zero.shapes[zero.index[id(group.params[i])]], start, stop),
-             at, at + stop - start) for i, start, stop, at in group.mine.pieces]
+    group, out = zero.groups[k], []
+    for i, start, stop, at in group.mine.pieces:
+        j = zero.index[id(group.params[i])]
+        out.append((j, Block.flat(zero.shapes[j], start, stop), at, at + stop - start))
+    return out
 
 
 def zero_pieces(zero) -> tuple[list[Piece], dict]:
