@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..autograd.precision import dtype_of
 from ..backend import xp_default
 from ..optim.scaler import LossScaler
+from .stored import Whole
 
 
 def apply_precision(cfg, task) -> None:
@@ -20,7 +21,7 @@ def apply_precision(cfg, task) -> None:
         task.scaler = LossScaler() if precision == "fp16" else None
 
 
-class AtPrecision:
+class AtPrecision(Whole):
     """A checkpoint (:class:`~scratchpar.train.stored.Stored`) as a run at fp32 (``sixteen``
     false) or at 16 bits reads it, whatever precision wrote it. A checkpoint holds what the
     ranks held: under 16 bits, the weights and each parameter's fp32 master
@@ -63,12 +64,6 @@ class AtPrecision:
     def read(self, part: str, name: str, block=None):
         return self.stored.read(*self.source.get((part, name), (part, name)), block)
 
-    def part(self, part: str) -> dict:
-        return {**{name: self.read(part, name) for name in self.names(part)},
-                **self.scalars(part)}
-
-    def state(self) -> dict:
-        return {part: self.part(part) for part in self.parts()}
 
 
 def _pairs(parts) -> list[tuple[str, str]]:

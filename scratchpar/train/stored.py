@@ -23,6 +23,20 @@ from .checkpoint import CheckpointError, load_single, read_meta
 from .sharded import DTYPES, FORMAT, digest, stored_form
 
 
+class Whole:
+    """What a reader of a checkpoint's arrays (``parts``, ``names``, ``read``, ``scalars``)
+    offers whole, on one device where it fits."""
+
+    def part(self, part: str) -> dict:
+        """The whole of ``part``: each array whole, and its scalars."""
+        return {**{name: self.read(part, name) for name in self.names(part)},
+                **self.scalars(part)}
+
+    def state(self) -> dict:
+        """The whole one-device state, every part (``strategy.load_state_dict``'s argument)."""
+        return {part: self.part(part) for part in self.parts()}
+
+
 @dataclass
 class Array:
     """One array of a checkpoint: its shape and dtype, and ``(block, load)`` for each piece."""
@@ -32,7 +46,7 @@ class Array:
     pieces: list
 
 
-class Stored:
+class Stored(Whole):
     """The checkpoint in ``directory``: :meth:`read` any block of any array, :meth:`state` the
     whole of it on this device (where it fits). Raises CheckpointError for one that is
     missing, malformed, corrupt or unsafe. Close it when done (or use it in ``with``)."""
@@ -100,15 +114,6 @@ class Stored:
         out = np.empty(block.shape, dtype=_dtype(array.dtype))
         fill(block, out, array.pieces, f"{part} {name}")
         return out
-
-    def part(self, part: str) -> dict:
-        """The whole of ``part``: each array whole, and its scalars."""
-        return {**{name: self.read(part, name) for name in self.names(part)},
-                **self.scalars(part)}
-
-    def state(self) -> dict:
-        """The whole one-device state, every part (``strategy.load_state_dict``'s argument)."""
-        return {part: self.part(part) for part in self.parts()}
 
     def close(self) -> None:
         for npz in self._files.values():
