@@ -36,11 +36,11 @@ def stage_pieces(pipe) -> tuple[list[Piece], dict]:
 def load_stage_pieces(pipe, stored) -> None:
     """This rank's parameters and optimizer state from a checkpoint's blocks (any strategy,
     mesh or world size wrote it): every block read and checked before anything changes."""
-    stage = pipe.stage
-    missing = [name for name in stage.names if name not in stored.names("model")]
+    stage, saved = pipe.stage, set(stored.names("model"))
+    missing = [name for name in stage.names if name not in saved]
     if missing:
         raise ValueError(f"the checkpoint has no {', '.join(missing)}")
-    unexpected = sorted(set(stored.names("model")) - set(pipe.shapes))
+    unexpected = sorted(saved - set(pipe.shapes))
     if unexpected:
         raise ValueError(f"the checkpoint has {', '.join(unexpected)}, which the model has not")
     weights = [stored.read("model", name, pipe.box(i)).reshape(p.shape)
