@@ -10,9 +10,11 @@ from .mlp import MLP
 from .module import Module, ModuleList, Parameter, Sequential
 from .rnn import LSTMLanguageModel, RNNLanguageModel
 from .towers import Towers
+from .unfilled import deferred
 
 __all__ = ["GELU", "GPT", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding",
            "LSTMLanguageModel", "LayerNorm", "Linear", "MatrixFactorization", "Module",
            "ModuleList", "Parameter", "ReLU", "RNNLanguageModel", "Sequential",
-           "SparseLogisticRegression", "Tanh", "Towers", "count_targets", "half_squared_error",
+           "SparseLogisticRegression", "Tanh", "Towers", "count_targets", "deferred",
+           "half_squared_error",
            "lm_loss", "lm_output_loss", "set_dropout_generator", "shift"]

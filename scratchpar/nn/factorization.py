@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import functional as F
-from ..backend import get_array_module, to_device
+from ..backend import get_array_module
+from . import init
 from .module import Module, Parameter
 
 INIT_SCALE = 0.5  # factors at half the scale of LowRankRatings' true ones
@@ -25,8 +26,8 @@ class MatrixFactorization(Module):
     def __init__(self, n_users: int, n_items: int, rank: int, gen: np.random.Generator,
                  dtype=np.float32):
         std = INIT_SCALE * rank ** -0.25
-        self.users = Parameter(to_device(gen.normal(0.0, std, (n_users, rank)), dtype=dtype))
-        self.items = Parameter(to_device(gen.normal(0.0, std, (n_items, rank)), dtype=dtype))
+        self.users = Parameter(init.normal(gen, std, (n_users, rank), dtype))
+        self.items = Parameter(init.normal(gen, std, (n_items, rank), dtype))
 
     def forward(self, user, item):
         both = F.gather(self.users, user) * F.gather(self.items, item)  # (B, rank)

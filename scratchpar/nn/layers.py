@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import functional as F
-from ..backend import to_device
 from ..device_rng import DeviceRandom
 from . import init
 from .module import Module, Parameter
@@ -20,7 +19,7 @@ class Linear(Module):
         w = (init.kaiming_uniform(gen, in_features, shape, dtype) if relu_follows
              else init.xavier_uniform(gen, in_features, out_features, shape, dtype))
         self.weight = Parameter(w)
-        self.bias = Parameter(to_device(np.zeros(out_features), dtype=dtype)) if bias else None
+        self.bias = Parameter(init.constant(0.0, (out_features,), dtype)) if bias else None
 
     def forward(self, x):
         return F.linear(x, self.weight, self.bias)
@@ -41,8 +40,8 @@ class LayerNorm(Module):
     """(..., D) → (..., D), normalized over D, then γ ⊙ x̂ + β."""
 
     def __init__(self, dim: int, dtype=np.float32, eps: float = 1e-5):
-        self.weight = Parameter(to_device(np.ones(dim), dtype=dtype))
-        self.bias = Parameter(to_device(np.zeros(dim), dtype=dtype))
+        self.weight = Parameter(init.constant(1.0, (dim,), dtype))
+        self.bias = Parameter(init.constant(0.0, (dim,), dtype))
         self.eps = eps
 
     def forward(self, x):

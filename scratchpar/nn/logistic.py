@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import get_array_module, to_device
+from ..backend import get_array_module
 from . import init
 from .module import Module, Parameter
 
@@ -21,7 +21,7 @@ class SparseLogisticRegression(Module):
 
     def __init__(self, n_features: int, gen: np.random.Generator, dtype=np.float32):
         self.weight = Parameter(init.xavier_normal(gen, n_features, 1, (n_features,), dtype))
-        self.bias = Parameter(to_device(np.zeros(1), dtype=dtype))
+        self.bias = Parameter(init.constant(0.0, (1,), dtype))
 
     def forward(self, idx, val):
         picked = self.weight[idx]  # (B, nnz) the weights of each sample's features

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from ..autograd import Tensor, is_grad_enabled
 from ..backend import get_array_module, to_device
+from .unfilled import is_unfilled, values
 
 
 class Parameter(Tensor):
@@ -102,7 +103,8 @@ class Module:
         if problems:
             raise ValueError("state dict does not fit the model: " + "; ".join(problems))
         for k, p in params.items():
-            get_array_module(p.data).copyto(p.data, to_device(state[k], dtype=p.dtype))
+            value = values(state[k]) if is_unfilled(state[k]) else state[k]  # drawn, if unfilled
+            get_array_module(p.data).copyto(p.data, to_device(value, dtype=p.dtype))
 
 
 class ModuleList(Module):

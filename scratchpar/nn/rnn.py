@@ -6,7 +6,7 @@ import numpy as np
 
 from ..autograd import Tensor
 from ..autograd import functional as F
-from ..backend import to_device
+from . import init
 from .layers import Embedding, Linear
 from .module import Module, ModuleList, Parameter
 
@@ -18,7 +18,7 @@ class ElmanLayer(Module):
 
     def __init__(self, d_in: int, d_hidden: int, gen: np.random.Generator, dtype=np.float32):
         self.input = Linear(d_in, self.gates * d_hidden, gen, dtype=dtype)  # x·W_x + b
-        self.recurrent = Parameter(_orthogonal(gen, d_hidden, self.gates, dtype))  # W_h
+        self.recurrent = Parameter(init.orthogonal_blocks(gen, d_hidden, self.gates, dtype))  # W_h
         self.d_hidden = d_hidden
 
     def forward(self, x):
@@ -86,8 +86,3 @@ class LSTMLanguageModel(RNNLanguageModel):
 
     layer = LSTMLayer
 
-
-def _orthogonal(gen: np.random.Generator, d_hidden: int, gates: int, dtype):
-    """(H, G·H): one orthogonal H×H block per gate (Saxe et al. 2014), stable recurrences."""
-    blocks = [np.linalg.qr(gen.standard_normal((d_hidden, d_hidden)))[0] for _ in range(gates)]
-    return to_device(np.concatenate(blocks, axis=1), dtype=dtype)
