@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 
 from ..autograd import GradReady
-from ..backend import get_array_module
 from ..comm import collectives
 from ..comm.buckets import Buckets
 from ..comm.chunks import bounds
 from ..comm.overlap import Overlap
 from ..data.shard import Part, rows, shard
+from ..nn.unfilled import check_same_draws, is_unfilled, module_of
 from ..optim import guarded_step
 from ..optim.guard import read_scalars
 from .description import TOTALS, Description, Message, bucketed, replicated
@@ -41,9 +41,12 @@ class DataParallelNaive(Strategy):
         super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
         comm = whole_model(mesh, type(self).__name__)
         self.reduce_dtype = reduce_dtype
-        self.xp = get_array_module(*(p.data for p in self.params))
+        self.xp = module_of(self.params)
+        if self.draws_parts:  # each rank draws its own blocks of one model
+            check_same_draws(comm, self.params)
         for p in self.params:  # every replica starts from rank 0's parameters
-            collectives.broadcast_(comm, p.data)
+            if not is_unfilled(p.data):
+                collectives.broadcast_(comm, p.data)
         self._pending = None  # (2,) [Σ Lᵣ, Σ nᵣ] of micro-batches not yet reduced (no_sync)
         self._handed_part = False  # this step's batch was a Part: report its units
 

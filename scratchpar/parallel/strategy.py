@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 
 from ..backend import get_array_module
+from ..nn.unfilled import fill
 from ..trace.tracer import NULL
 from .objective import require
 from .pieces import whole_pieces
@@ -28,7 +29,9 @@ class Strategy(abc.ABC):
         Strategy(model, make_optimizer, objective, mesh, /, *, grad_clip=0.0, …knobs)
 
     - ``model``: a single-device model. :attr:`model` is the model the strategy trains: the
-      same, or the part of it this rank holds (a stage, a shard), as the strategy says.
+      same, or the part of it this rank holds (a stage, a shard), as the strategy says. A
+      model built under ``nn.deferred()`` is drawn as the strategy starts: whole, or where
+      :attr:`draws_parts`, only the blocks this rank holds (:mod:`~scratchpar.nn.unfilled`).
     - ``make_optimizer(parameters)`` builds the optimizer over what this rank updates (its
       stage's, its shard's, its key range's); :attr:`optimizer` is that optimizer, read-only.
     - ``objective``: :class:`~scratchpar.parallel.objective.Objective`, the batch's summed
@@ -70,12 +73,15 @@ class Strategy(abc.ABC):
     # (else rank 0 evaluates the whole model, after gather_model())
     moments: frozenset = frozenset()  # the probe moments this strategy's step names (probe.py)
     staged = False  # whether the objective must say how to split a batch (a pipeline's)
+    draws_parts = False  # whether it draws an unfilled model's blocks itself (else: whole)
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, grad_clip: float = 0.0):
         require(objective, self.staged)
         self.model, self.objective, self.mesh, self.grad_clip = model, objective, mesh, grad_clip
         self.comm = None if mesh is None else mesh.world
         self.params = model.parameters()
+        if not self.draws_parts:
+            fill(self.params)
         self.probes = Probes(self.moments)
         self._optimizer = None if make_optimizer is None else make_optimizer(self.params)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...backend import get_array_module
 from ...nn.module import Sequential
+from ...nn.unfilled import is_unfilled
 
 
 class StageModel:
@@ -68,8 +69,9 @@ def release(model, keep) -> None:
     """Free the arrays of ``model``'s parameters that are not in ``keep`` (a strategy's
     :attr:`params`): a rank that built the whole model only so that every rank starts from the
     same weights keeps what it trains (Huang et al. 2019, GPipe: model distribution). Each
-    keeps its dtype and becomes 0 elements long, until ``gather_model`` fills rank 0's in."""
+    keeps its dtype and becomes 0 elements long, until ``gather_model`` fills rank 0's in
+    (an unfilled one, of a model built under ``nn.deferred()``, holds nothing already)."""
     mine = {id(param) for param in keep}
     for param in model.parameters():
-        if id(param) not in mine:
+        if id(param) not in mine and not is_unfilled(param.data):
             param.data = get_array_module(param.data).empty(0, param.dtype)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...backend import get_array_module, to_device
 from ...comm import collectives
 from ...comm.buckets import Buckets
@@ -10,8 +12,9 @@ from ...comm.states import gather_states
 from ...data.shard import Part, shard
 from ...nn.recompute import chosen
 from ...nn.recompute import recompute as mark
+from ...nn.unfilled import fill
 from ...optim import guarded_step
-from ..description import TOTALS, Description, Message, Shape, bucketed, replicated, stage_share
+from ..description import TOTALS, Description, Message, bucketed, replicated, stage_share
 from ..pieces import Block
 from ..strategy import Strategy
 from . import schedules
@@ -49,8 +52,9 @@ class Pipeline(Strategy):
     ``pipeline_layers()`` for each chunk c, and trains them in place: their parameters are
     :attr:`params`, and :attr:`model` is that stage (:class:`~.stage.StageModel`). It reads
     and changes none of the other layers; a caller short of memory frees them
-    (:func:`~.stage.release`, as the command does), and :meth:`gather_model` fills rank 0's
-    ``model`` whole again. ``recompute="selective"`` marks the model's attention cores.
+    (:func:`~.stage.release`) or never draws them (``nn.deferred()``), as the command does;
+    :meth:`gather_model` fills rank 0's ``model`` whole again. ``recompute="selective"``
+    marks the model's attention cores.
 
     ``schedule`` is ``dict[stage, list[Action]]`` for this mesh's p (default: 1F1B over 2p
     micro-batches, the command's); ``ranges`` the layers of each of its p·v virtual stages
@@ -62,6 +66,8 @@ class Pipeline(Strategy):
     """
 
     staged = True
+    scores_in_layout = True
+    draws_parts = True  # an unfilled model's stage is drawn here; the other stages never
     runtime_class = Runtime
     default_schedule = "1f1b"
 
@@ -82,6 +88,7 @@ class Pipeline(Strategy):
         held = self._held(model, ranges)
         self.model = self.stage = StageModel(held, ranges, mesh.pp_comm.rank, mesh.pp)
         self.params = self.stage.params
+        fill(self.params)  # an unfilled model's layers are drawn on the stages that hold them
         mark(self.stage.chunks if recompute == "full" else chosen(held, recompute))
         self._optimizer = make_optimizer(self.params)
         self.xp = get_array_module(*(p.data for p in self.params))
@@ -98,8 +105,7 @@ class Pipeline(Strategy):
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
-                 rows: int = 0, bucket_bytes: int = 1 << 20,
-                 tp: int = 1) -> Description:
+                 rows: int = 0, bucket_bytes: int = 1 << 20, tp: int = 1) -> Description:
         """The rank with the largest share of the layers (:func:`stage_share`, v chunks of
         them) holds its stage's parameters, gradient and optimizer state, and DP's buckets
         when replicated. Each step it sends and receives the boundary activation of each of
@@ -107,8 +113,8 @@ class Pipeline(Strategy):
         ``schedule`` (Huang et al. 2019, GPipe §2.2), then the replicas sum the stage's gradient in
         buckets (exposed, after the flush), and one all-reduce carries the loss, norm and N."""
         dp = max(world // (pp * tp), 1)
-        stage = Shape(min(shape.psi, stage_share(shape, pp * v) * v), shape.itemsize,
-                      shape.moments, shape.largest, -(-shape.count // pp), shape.depth)
+        stage = replace(shape, psi=min(shape.psi, stage_share(shape, pp * v) * v),
+                        count=-(-shape.count // pp))  # its masters' and moments' bytes kept
         micro = -(-rows // (dp * m)) * shape.boundary  # one micro-batch's activation
         # every micro-batch crosses each of a rank's v chunks' boundaries once each way, as
         # every schedule has it; on one rank the crossings are hand-offs, not messages
@@ -263,8 +269,6 @@ class Pipeline(Strategy):
                 optim_state[rest if not name else f"{name}.{local[int(i)]}"] = value
         self.optimizer.load_state_dict(optim_state)
 
-    scores_in_layout = True
-
     def score(self, batch, task) -> tuple[float, float]:
         """The schedule's forward actions alone, in eval mode, on each replica's rows of
         ``batch``: the last stage scores every micro-batch (and counts what a classifier
@@ -289,8 +293,7 @@ class Pipeline(Strategy):
 
     def gather_model(self) -> None:
         """Collective: rank 0's whole single-device model (the caller's ``model``) takes every
-        stage's and shard's parameters back (for the held-out evaluation). The other ranks'
-        are left as they are."""
+        stage's and shard's parameters back, to evaluate it; the other ranks' stay as they are."""
         state = self.state_dict()
         if state is not None:
             for name, param in self.whole.named_parameters():

@@ -10,6 +10,7 @@ from ...comm.chunks import bounds
 from ...nn.gpt import TiedHead
 from ...nn.loss import PAD
 from ...nn.module import Module, ModuleList, Parameter
+from ...nn.unfilled import part
 from .block import ParallelBlock, SequenceParallelBlock, SequenceParallelLayerNorm, copy_norm
 from .cross_entropy import vocab_parallel_cross_entropy
 from .dropout import SequenceDropout
@@ -76,7 +77,7 @@ class Positions(Module):
     """A copy of the position table P (max_len, C), replicated on every rank."""
 
     def __init__(self, pos):
-        self.weight = Parameter(pos.weight.data.copy())  # (max_len, C)
+        self.weight = Parameter(part(pos.weight.data))  # (max_len, C)
 
 
 class SequenceParallelPositions(Positions):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ...backend import get_array_module
 from ...comm.chunks import bounds, counts
+from ...nn import unfilled
 from ...nn.module import Parameter
 from ..pieces import Block
 
@@ -32,10 +33,10 @@ class Split:
     view: tuple[int, ...] | None = None
 
     def take(self, whole, rank: int, size: int):
-        """Rank ``rank``'s shard of the ``whole`` array (a new C-ordered array)."""
-        box = self.block(whole.shape, rank, size).take(whole)
-        part = get_array_module(whole).array(box, order="C")  # a copy, never a view
-        return part.reshape(self.shard_shape(whole.shape, rank, size))
+        """Rank ``rank``'s shard of the ``whole`` array: a new C-ordered array, or where
+        ``whole`` is unfilled (``nn.deferred()``), an unfilled one that draws the shard alone."""
+        return unfilled.part(whole, self.block(whole.shape, rank, size),
+                             self.shard_shape(whole.shape, rank, size))
 
     def block(self, shape: tuple[int, ...], rank: int, size: int) -> Block:
         """Where rank ``rank``'s shard lies in the whole tensor of ``shape``: the box

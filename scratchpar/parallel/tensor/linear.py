@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ...autograd import functional as F
 from ...nn.module import Module, Parameter
+from ...nn.unfilled import part
 from .. import duals
 from .layout import PARTIAL, Split
 
@@ -30,7 +31,7 @@ def cut(param, layout, comm) -> Parameter | None:
         return None
     if isinstance(layout, Split):
         return Parameter(layout.take(param.data, comm.rank, comm.size))  # a copy of its slice
-    return Parameter(param.data.copy())
+    return Parameter(part(param.data))
 
 
 class ColumnParallelLinear(Module):

@@ -8,6 +8,8 @@ from typing import NamedTuple
 from ...autograd import Function, SavedArrays, Tensor, is_grad_enabled, recording
 from ...comm import collectives
 from ...comm.progress import Handle
+from ...nn.unfilled import values
+from ..pieces import Block
 from .flat import FlatGroup
 from .stage2 import ZeRO2
 
@@ -36,10 +38,13 @@ class ZeRO3(ZeRO2):
 
     It trains the model it is given in place, sharded: that is its point. From construction on,
     a unit's parameters hold data only while the unit runs (``strategy.model`` is the given
-    model), until :meth:`gather_model` makes every parameter whole again for good.
+    model), until :meth:`gather_model` makes every parameter whole again for good. A model
+    built under ``nn.deferred()`` is never whole on any rank: each draws its chunks alone
+    (one parameter at a time), and the ranks check that they drew one model.
     """
 
     stage = 3
+    draws_parts = True  # an unfilled model's chunks are drawn here, never the whole of it
 
     def _plan(self, bucket_bytes: int) -> list[FlatGroup]:
         layers = getattr(self.model, "pipeline_layers", lambda: [])()
@@ -76,10 +81,15 @@ class ZeRO3(ZeRO2):
         return groups
 
     def _store(self, group):
-        whole = group.flatten(self.xp, [p.data for p in group.params])
+        """This rank's chunk of the group (n/N,), copied from each parameter's part of it,
+        or drawn where the parameter is unfilled; then the parameters are freed."""
+        chunk = self.xp.empty(group.mine.size, group.dtype)  # (n/N,)
+        for i, start, stop, at in group.mine.pieces:
+            p = group.params[i]
+            chunk[at:at + stop - start] = values(p.data, Block.flat(p.shape, start, stop))
         for p in group.params:
-            p.data = self.xp.empty(0, p.dtype)  # freed: only the chunk below remains
-        return group.owned(whole).copy()  # (n/N,)
+            p.data = self.xp.empty(0, p.dtype)  # freed: only the chunk remains
+        return chunk
 
     def _chunk(self, k: int):
         return self.flats[k]
