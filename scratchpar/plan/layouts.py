@@ -7,8 +7,10 @@ strategy and its knobs. Candidates are drawn from every family:
 - data parallelism: bucketed, naive, local SGD; ZeRO stages 1–3, with and without offload;
 - pipelines: each schedule, with p stages over the world's divisors, m = p, 2p and 4p
   micro-batches, and v = 2 model chunks for the interleaved schedule;
-- the hybrid dp × pp × tp mesh over every factorization of the world, tensor parallelism with
-  and without sequence parallelism;
+- the hybrid dp × pp × tp mesh over every factorization of the world: m = 2p micro-batches,
+  with and without sequence parallelism; and micro-batches of one row, with selective
+  recomputation and sequence parallelism or with full recomputation, as the largest
+  published runs train (Narayanan et al. 2021, §5.1; Korthikanti et al. 2022, §6);
 - parameter servers: each mode, 1 to ⌊world/2⌋ servers;
 - Hogwild and EASGD's three modes.
 
@@ -44,8 +46,9 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def candidates(world: int) -> Iterator[tuple[str, ...]]:
-    """Every layout's flags for ``world`` ranks, whether or not the run accepts them."""
+def candidates(world: int, rows: int = 0) -> Iterator[tuple[str, ...]]:
+    """Every layout's flags for ``world`` ranks and a global batch of ``rows``, whether or
+    not the run accepts them."""
     yield ("--strategy", "dp")
     yield ("--strategy", "dp-naive")
     yield ("--strategy", "local-sgd")
@@ -64,6 +67,11 @@ def candidates(world: int) -> Iterator[tuple[str, ...]]:
                     "--tp", str(tp), "--pp-schedule", "1f1b", "--microbatches", str(2 * pp))
             yield mesh
             yield (*mesh, "--sequence-parallel")
+            single = -(-rows // (world // (tp * pp)))  # a replica's rows, one a micro-batch
+            if single > 2 * pp:
+                mesh = (*mesh[:-1], str(single))
+                yield (*mesh, "--recompute", "selective", "--sequence-parallel")
+                yield (*mesh, "--recompute", "full")
     for servers in range(1, world // 2 + 1):
         for mode in ("sync", "ssp", "async"):
             yield ("--strategy", "ps", "--servers", str(servers), "--ps-mode", mode)
@@ -75,8 +83,8 @@ def candidates(world: int) -> Iterator[tuple[str, ...]]:
 def layouts(run: list[str], world: int) -> list[Layout]:
     """Every layout of the run ``run`` (its flags: model, data, batch) that the training
     command accepts on ``world`` ranks."""
-    found = []
-    for flags in candidates(world):
+    found, rows = [], load_config(run, world_size=world).train.batch_size
+    for flags in candidates(world, rows):
         try:
             found.append(Layout(flags, load_config([*run, *flags], world_size=world)))
         except ConfigError:

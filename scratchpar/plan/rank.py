@@ -71,7 +71,8 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
 
 SHORT = {"--pp-schedule": "", "--ps-mode": "", "--easgd-mode": "", "--microbatches": "m=",
          "--virtual": "v=", "--zero-stage": "stage ", "--offload": "offload=",
-         "--servers": "servers=", "--dp": "dp=", "--pp": "pp=", "--tp": "tp="}
+         "--servers": "servers=", "--dp": "dp=", "--pp": "pp=", "--tp": "tp=",
+         "--recompute": "recompute "}
 
 
 def name(layout: Layout) -> str:

@@ -3,8 +3,10 @@ agreed on by every rank), then what the ranks build together (the strategy)."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
+from .. import nn
 from ..backend import BackendError, set_device
 from ..comm.agree import agree, agreeing
 from ..data import DataError
@@ -64,7 +66,8 @@ def prepare(cfg, comm=None) -> Prepared:
         raise ConfigError(problems)
     set_device(cfg.train.device, local_rank, on_node)
     dropout_gen = DeviceRandom(cfg.train.seed, 1, family.stream(cfg, rank))
-    task = build_task(cfg, dropout_gen)  # every rank initializes alike (DP broadcasts rank 0's)
+    with nn.deferred() if family.draws_parts(cfg) else contextlib.nullcontext():
+        task = build_task(cfg, dropout_gen)  # every rank alike (DP broadcasts rank 0's)
     problems = family.task_problems(cfg, task)
     if problems:
         raise ConfigError(problems)

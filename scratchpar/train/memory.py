@@ -40,7 +40,8 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     ``bound``: with an op's temporaries allowed for (MARGIN), an upper bound, by which the
     training command refuses a run; without, the expected peak, which the planner predicts.
 
-    parameters   the weights; the float64 draw that initializes one; local SGD's averaging buffers
+    parameters   the weights (a rank's share, where it draws only its own); the float64 draw
+                 that initializes one; local SGD's averaging buffers
     gradients    one per weight, and a parallel strategy's buckets and collective scratch
     optimizer    momentum or Adam's two moments, the update's scratch, a checkpoint's copies
     activations  a training step's, as its strategy holds them (its Layout): on
@@ -74,13 +75,16 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     # the model's own figures, on the layout's rows; rank 0 scores a held-out batch this many
     # rows at a time
     model = network(cfg, s, source.vocab, layout, eval_rows(cfg, world_size))
-    shape, p = model.shape, model.shape.bytes
+    shape = model.shape
     described = family.describe(cfg, shape, world_size)  # the strategy's own figures
     # work arrays: the update's; L2 decay's second; mixed precision's fp32 gradient beside them
     scratch = 1 + (o.optimizer == "adam" and o.weight_decay > 0) + (t.precision != "fp32")
     files = _checkpoint_bytes(t.resume)
     activations = max(model.held(layout.stash), model.evaluation)
-    setup = {"parameters": p + model.init, "data": source.built}
+    # as the strategy starts: its share, or the whole model, and the draw of one array (cast
+    # too where the array's block is cut from it, nn/unfilled.py)
+    built = family.built(cfg, shape, described) + family.draws_parts(cfg) * s * shape.largest
+    setup = {"parameters": built + model.init, "data": source.built}
     training = {
         "parameters": described.holds["parameters"],
         "gradients": described.holds["gradients"] + described.holds["buffers"],

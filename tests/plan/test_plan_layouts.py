@@ -38,4 +38,13 @@ def test_what_the_world_or_the_model_cannot_take_is_left_out():
     four = {f[1] for f in strategies("gpt", 4)}
     assert four == {"dp", "dp-naive", "local-sgd", "zero", "pipeline", "hybrid", "ps",
                     "hogwild", "easgd"}
-    assert len(strategies("gpt", 4)) < len(list(candidates(4)))  # some were refused
+    assert len(strategies("gpt", 4)) < len(list(candidates(4, 32)))  # some were refused
+
+
+def test_the_mesh_is_also_weighed_at_one_row_a_micro_batch_with_recomputation():
+    found = {layout.flags for layout in layouts(RUNS["gpt"], 4)}
+    single = [f for f in found if "--recompute" in f]
+    assert {f[f.index("--recompute") + 1] for f in single} == {"selective", "full"}
+    for f in single:  # a replica's 32 / dp rows, each its own micro-batch
+        dp = int(f[f.index("--dp") + 1])
+        assert f[f.index("--microbatches") + 1] == str(32 // dp)

@@ -40,7 +40,9 @@ class Family(abc.ABC):
     batch (:meth:`workers`), a rank's dropout stream (:meth:`stream`), the checks that need
     the built task (:meth:`task_problems`) or this rank's node (:meth:`node_problems`), the
     layers it recomputes (:meth:`recompute`), and what rank 0 holds when it evaluates a model
-    it gathered whole (:meth:`gathered`), and what rank 0 gathers to save (:meth:`saved`).
+    it gathered whole (:meth:`gathered`), what rank 0 gathers to save (:meth:`saved`), and
+    whether a rank draws only its share of the model as it starts (:meth:`draws_parts`,
+    :meth:`built`).
     """
 
     names: dict[str, str] = {}
@@ -75,6 +77,17 @@ class Family(abc.ABC):
         """Parameter bytes rank 0 holds while it evaluates the model it gathered whole, or
         ``None`` where it trains on the whole model already."""
         return None
+
+    def draws_parts(self, cfg) -> bool:
+        """Whether the strategy draws, of a model built under ``nn.deferred()``, only the
+        blocks each rank holds (the command then builds it so); else every rank builds the
+        whole model."""
+        return False
+
+    def built(self, cfg, shape, description) -> int:
+        """Parameter bytes a rank holds as its strategy starts, beside the draw of one array:
+        its own share where the family draws its parts, else the whole model."""
+        return description.holds["parameters"] if self.draws_parts(cfg) else shape.bytes
 
     def saved(self, cfg, shape, world_size: int) -> int:
         """Bytes rank 0 holds beside its state while it saves a checkpoint: here the whole

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
 from ...comm.mesh import Mesh, draw
+from ...nn.unfilled import fill
 from ...parallel import Hybrid, PipeDream, Pipeline
 from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
@@ -143,14 +145,21 @@ class MeshFamily(OwnPieces):
         the hybrid's tensor-parallel ranks."""
         t = cfg.train
         rows = -(-t.batch_size // (t.replicas(world_size) * t.m))
-        schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
-        held = max(simulate(schedule).peak_stash.values())
+        held = peak_stash(t.pp_schedule, t.pp, t.m, t.virtual)
         return Layout(rows, Fraction(held, t.pp * t.virtual),
                       t.tp if t.strategy == "hybrid" else 1)
 
     def recompute(self, cfg, task) -> None:
         """Nothing yet: the pipeline marks its own chunks, or its tensor-parallel shard's
         attention cores, once it has built them."""
+
+    def draws_parts(self, cfg) -> bool:
+        return True  # a rank draws its stage, or its tp shard of it
+
+    def built(self, cfg, shape, description) -> int:
+        """A rank's share, but rank 0's whole model under ``--balance time``: it times every
+        layer."""
+        return shape.bytes if cfg.train.balance == "time" else description.holds["parameters"]
 
     def gathered(self, cfg, shape, world_size: int, description) -> int | None:
         """PipeDream's rank 0 scores the whole model, filled from every stage, beside its own
@@ -167,11 +176,14 @@ class MeshFamily(OwnPieces):
     def build(self, cfg, task, make_optimizer, mesh):
         """Each stage the layers that ``--balance`` gives it (rank 0 says which), split over
         ``--tp`` ranks. A rank then frees the task's model but for what it trains (model
-        distribution); ``gather_model`` fills rank 0's whole again to evaluate it."""
+        distribution); ``gather_model`` fills rank 0's whole again to evaluate it. The task's
+        model is unfilled (:meth:`draws_parts`): a rank draws only what it trains."""
         t, world = cfg.train, mesh.world
         schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
         layers = task.model.pipeline_layers()
         if t.balance == "time":  # rank 0 measures, so that every rank partitions alike
+            if world.rank == 0:
+                fill(task.model.parameters())  # every layer drawn, to time it
             weights = layer_times(layers, _example(task, t, mesh.dp)) if world.rank == 0 else None
             weights, unit = world.allgather_obj(weights, "layer times")[0], "s"
         else:
@@ -215,6 +227,13 @@ def _layout(cfg, mesh, ranges, names, weights, unit) -> str:
                      f"{'s' if mesh.dp > 1 else ''} holds the whole model: data parallelism "
                      "(give --pp N to split the layers)")
     return "\n".join(lines)
+
+
+@functools.cache
+def peak_stash(name: str, p: int, m: int, v: int) -> int:
+    """The most (micro-batch, chunk) pairs a stage of the schedule holds at once (kept: a
+    planner asks it of one schedule for many layouts)."""
+    return max(simulate(schedules.build(name, p, m, v)).peak_stash.values())
 
 
 def _example(task, t, dp: int):

@@ -37,6 +37,9 @@ class ZeroFamily(OwnPieces):
         return STAGES[t.zero_stage].describe(shape, world_size, t.bucket_bytes,
                                              t.offload == "cpu")
 
+    def draws_parts(self, cfg) -> bool:
+        return cfg.train.zero_stage == 3  # ZeRO-3 draws its chunks; stages 1, 2 hold it whole
+
     def build(self, cfg, task, make_optimizer, mesh):
         t = cfg.train
         return STAGES[t.zero_stage](task.model, make_optimizer, task, mesh,
