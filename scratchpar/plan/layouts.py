@@ -83,7 +83,7 @@ def candidates(world: int, rows: int = 0) -> Iterator[tuple[str, ...]]:
 def layouts(run: list[str], world: int) -> list[Layout]:
     """Every layout of the run ``run`` (its flags: model, data, batch) that the training
     command accepts on ``world`` ranks."""
-    found, rows = [], load_config(run, world_size=world).train.batch_size
+    found, rows = [], load_config(run).train.batch_size  # the run alone, on one rank
     for flags in candidates(world, rows):
         try:
             found.append(Layout(flags, load_config([*run, *flags], world_size=world)))
