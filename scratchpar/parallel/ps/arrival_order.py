@@ -65,4 +65,7 @@ class ArrivalOrderParameterServer(Roles):
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.offset = int(state.get("ps", {}).get("clock", 0))
+        self.load_extras(lambda part: state.get(part, {}))
+
+    def load_extras(self, scalars) -> None:
+        self.offset = int(scalars("ps").get("clock", 0))

@@ -7,6 +7,7 @@ import numpy as np
 
 from ...backend import get_array_module, to_device, to_host
 from ...comm.states import gather_states
+from .pieces import load_server_pieces, server_pieces
 
 
 class ServerState:
@@ -40,6 +41,19 @@ class ServerState:
     def extras(self) -> dict:
         """Parts beside the model and optimizer (none for the synchronous spec)."""
         return {}
+
+    def load_extras(self, scalars) -> None:
+        """Take back what :meth:`extras` gave, from ``scalars(part)``, a part's scalars
+        (nothing for the synchronous spec)."""
+
+    def pieces(self) -> tuple[list, dict]:
+        """Each server's key range (:func:`~.pieces.server_pieces`); a worker writes none."""
+        return server_pieces(self)
+
+    def load_pieces(self, stored) -> None:
+        """A server's key range, a worker's whole parameters, read from a checkpoint."""
+        load_server_pieces(self, stored)
+        self.load_extras(stored.scalars)
 
     def _join(self, ranges: list) -> list:
         """Per-parameter host arrays from every server's flat range, in server order."""

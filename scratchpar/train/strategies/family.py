@@ -129,8 +129,9 @@ class Family(abc.ABC):
 
 class OwnPieces(Family):
     """A family whose strategies save and resume only the pieces each rank holds (ZeRO's
-    chunks, a stage's shards): rank 0 gathers nothing to save, and a rank reads its share,
-    its parameters and optimizer state, whole before it changes any of them."""
+    chunks, a stage's shards, a server's key range): rank 0 gathers nothing to save, and a
+    rank reads its share, its parameters and optimizer state, whole before it changes any of
+    them."""
 
     def saved(self, cfg, shape, world_size: int) -> int:
         return 0

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 
 from ...parallel import ps
 from ..option import count, flag_of, opt
-from .family import Family
+from .family import OwnPieces
 
 PS = ("ps",)
 MODE_OF = {"staleness": "ssp", "warmup_sync": "async", "n_push": "async", "n_fetch": "async"}
@@ -36,7 +36,7 @@ FLAG = {f.name: flag_of(f) for f in fields(ServerFlags)}
 DEFAULT = {f.name: f.default for f in fields(ServerFlags)}
 
 
-class ServerFamily(Family):
+class ServerFamily(OwnPieces):
     """``--strategy ps``: ranks 0 … S−1 serve their key ranges from the host, the rest work."""
 
     names = {"ps": "parameter servers (--ps-mode from synchronous to Downpour)"}
