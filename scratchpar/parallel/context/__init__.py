@@ -1,0 +1,8 @@
+"""Context parallelism: each rank of a cp group holds 1/cp of every sequence's positions, and
+only attention communicates (ring, all-gather; Liu et al. 2023, Dubey et al. 2024)."""
+
+from .allgather import AllGatherAttention
+from .layout import ContextError, future, positions
+from .ring import RingAttention
+
+__all__ = ["AllGatherAttention", "ContextError", "RingAttention", "future", "positions"]

@@ -1,0 +1,65 @@
+"""Context-parallel attention equals one device's causal attention: each rank of a cp group
+holds its positions of q, k and v, and its output and the gradients of its q, k and v are one
+device's rows at those positions, in float64 to 1e-12, under the ring and the all-gather
+schemes, the zig-zag and the contiguous layouts."""
+
+import numpy as np
+import pytest
+from device_helpers import host, on_device
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mpi_helpers import shared_verdict
+
+from scratchpar.autograd import Tensor
+from scratchpar.nn.attention import AttentionCore
+from scratchpar.parallel.context import AllGatherAttention, ContextError, RingAttention, positions
+
+SCHEMES = {"ring": lambda comm, held: lambda q, k, v: RingAttention.apply(q, k, v, comm=comm,
+                                                                          held=held),
+           "allgather": lambda comm, held: AllGatherAttention(comm, held)}
+
+
+def one_device(q, k, v, grad):
+    """The output and the gradients of q, k, v (host arrays) of one device's attention."""
+    leaves = [Tensor(on_device(a), requires_grad=True) for a in (q, k, v)]
+    out = AttentionCore()(*leaves)
+    out.backward(on_device(grad))
+    return host(out.data), [host(t.grad) for t in leaves]
+
+
+def context(comm, scheme, layout, q, k, v, grad):
+    """This rank's output and gradients under ``scheme``, and the positions it holds."""
+    held = [positions(q.shape[2], comm.size, r, layout) for r in range(comm.size)]
+    mine = held[comm.rank]
+    leaves = [Tensor(on_device(np.ascontiguousarray(a[:, :, mine])), requires_grad=True)
+              for a in (q, k, v)]
+    out = SCHEMES[scheme](comm, held)(*leaves)
+    out.backward(on_device(np.ascontiguousarray(grad[:, :, mine])))
+    return host(out.data), [host(t.grad) for t in leaves], mine
+
+
+@settings(max_examples=6)
+@given(scheme=st.sampled_from(sorted(SCHEMES)), layout=st.sampled_from(("zigzag", "contiguous")),
+       chunk=st.integers(1, 3), heads=st.integers(1, 3), batch=st.integers(1, 2),
+       seed=st.integers(0, 2**31))
+@shared_verdict
+def test_every_rank_gets_one_device_s_rows(comm, scheme, layout, chunk, heads, batch, seed):
+    t = 2 * comm.size * chunk
+    gen = np.random.default_rng(seed)
+    q, k, v, grad = (gen.standard_normal((batch, heads, t, 4)) for _ in range(4))
+    want, want_grads = one_device(q, k, v, grad)
+    cp = comm.dup(name="cp")
+    try:
+        got, grads, mine = context(cp, scheme, layout, q, k, v, grad)
+    finally:
+        cp.free()
+    np.testing.assert_allclose(got, want[:, :, mine], rtol=1e-12, atol=1e-12)
+    for name, g, w in zip("qkv", grads, want_grads):
+        np.testing.assert_allclose(g, w[:, :, mine], rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_a_sequence_the_layout_cannot_cut_is_refused():
+    with pytest.raises(ContextError, match="10 tokens do not divide by 4"):
+        positions(10, 2, 0, "zigzag")
+    assert positions(8, 2, 0).tolist() == [0, 1, 6, 7]
+    assert positions(8, 2, 1, "contiguous").tolist() == [4, 5, 6, 7]
