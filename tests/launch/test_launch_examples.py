@@ -160,6 +160,14 @@ EXPECTED = {  # lines (or parts of lines) each example must print
         "gathers 22, frees 22 over two steps; gathered buffers still alive after the step: 0",
         "the graph after forward held 286,052 bytes, none of them parameters",
     ],
+    "19_ring_attention.py": [  # a fixed sequence: every count and verdict is fixed
+        "rank 0 holds positions [0, 1, 2, 21, 22, 23]",
+        "  step 1: block of rank 3, 18 query-key pairs",
+        "  work: 75 pairs zig-zag, 129 contiguous",
+        "busiest rank ÷ mean work: zig-zag 1.00, contiguous 1.72",
+        "equals one device's attention on every rank: max |error|",
+        "equals scratchpar's RingAttention: yes",
+    ],
 }
 
 
