@@ -17,12 +17,15 @@ ALGORITHMS = {
     "reduce": ("auto", "tree", "mpi"),
     "gather": ("auto", "linear", "mpi"),
     "scatter": ("auto", "linear", "mpi"),
+    "all_to_all": ("auto", "pairwise", "mpi"),
+    "all_to_all_v": ("auto", "pairwise", "mpi"),
 }
 ALL_REDUCE = {"ring": ring, "recursive_doubling": doubling, "rabenseifner": rabenseifner,
               "tree": tree}
+# "auto" of a collective with one hand-written algorithm
 ONLY = {"reduce_scatter": "ring", "all_gather": "ring", "reduce_scatter_start": "ring",
         "all_gather_start": "ring", "broadcast": "tree", "reduce": "tree", "gather": "linear",
-        "scatter": "linear"}  # "auto" of a collective with one hand-written algorithm
+        "scatter": "linear", "all_to_all": "pairwise", "all_to_all_v": "pairwise"}
 
 
 def resolve(name: str, algorithm: str) -> str:

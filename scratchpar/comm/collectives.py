@@ -6,6 +6,7 @@ works, zero included. ``algorithm="mpi"`` calls the MPI library's own collective
 baseline and a test oracle). ``"auto"`` picks by message size (``comm/choice.py``; the crossover
 is measured by ``python -m scratchpar.bench collectives``).
 Names ending in ``_`` work in place. ``comm/reference.py`` states what each one computes.
+All-to-all and all-to-all-v, written in ``comm/all_to_all.py``, are public here too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import numpy as np
 
 from scratchpar.backend import get_array_module, xp_default
 from scratchpar.comm import debug, direct, doubling, ring, staging, tree
+from scratchpar.comm.all_to_all import all_to_all as all_to_all
+from scratchpar.comm.all_to_all import all_to_all_v as all_to_all_v
 from scratchpar.comm.choice import ALL_REDUCE, auto_all_reduce, resolve, staged_once
 from scratchpar.comm.chunks import bounds, counts, spans_of
 from scratchpar.comm.errors import CommError

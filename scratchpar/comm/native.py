@@ -69,6 +69,15 @@ class NativeCollectives:
     def mpi_scatter(self, sendbuf, recvbuf, counts: list[int], root: int) -> None:
         self._mpi("Iscatterv", sendbuf, recvbuf, lambda s, r: (vspec(s, counts), r, root))
 
+    def mpi_alltoall(self, sendbuf, recvbuf) -> None:
+        """MPI's all-to-all of p equal blocks: block j of ``sendbuf`` to rank j."""
+        self._mpi("Ialltoall", sendbuf, recvbuf, lambda s, r: (blocks(s), blocks(r)))
+
+    def mpi_alltoallv(self, sendbuf, recvbuf, sent: list[int], received: list[int]) -> None:
+        """``sent[j]`` elements of ``sendbuf`` to rank j, ``received[i]`` from rank i."""
+        self._mpi("Ialltoallv", sendbuf, recvbuf,
+                  lambda s, r: (vspec(s, sent), vspec(r, received)))
+
     def _mpi(self, call: str, sendbuf, recvbuf, args) -> None:
         (send, recv), finish = self._stage(sendbuf, recvbuf)
         seq = self._op.seq if self._op else self.next_seq()
@@ -85,3 +94,9 @@ def vspec(spec, counts: list[int]):
     buf, _, dtype = spec
     displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
     return [buf, (list(counts), displs), dtype]
+
+
+def blocks(spec):
+    """A spec without its count: mpi4py cuts the buffer into one equal block per rank."""
+    buf, _, dtype = spec
+    return [buf, dtype]

@@ -12,6 +12,10 @@ Rows are split and joined along axis 0, rank i taking rows ``chunks.bounds(n, p)
 [array([ 1,  2,  3, 10, 20, 30]), array([ 1,  2,  3, 10, 20, 30])]
 >>> scatter(blocks, root=1)
 [array([10, 20]), array([30])]
+>>> all_to_all([np.array([1, 2]), np.array([10, 20])])
+[array([ 1, 10]), array([ 2, 20])]
+>>> all_to_all_v(blocks, counts=[[1, 2], [3, 0]])
+[(array([ 1, 10, 20, 30]), [1, 3]), (array([2, 3]), [2, 0])]
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import functools
 import numpy as np
 
 from scratchpar.comm.chunks import bounds
+from scratchpar.comm.errors import CommError
 from scratchpar.comm.ops import check_op
 
 COMBINE = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}
@@ -72,3 +77,21 @@ def scatter(blocks, root: int = 0):
     """Rank i gets rows ``bounds(n, p)[i]`` of the root's block (the others' blocks are unused)."""
     full = blocks[root]
     return [full[a:b].copy() for a, b in bounds(len(full), len(blocks))]
+
+
+def all_to_all(blocks):
+    """Rank j gets block j of every rank's p equal blocks (along axis 0), joined in rank order."""
+    p = len(blocks)
+    return [np.concatenate([np.split(b, p)[j] for b in blocks]) for j in range(p)]
+
+
+def all_to_all_v(blocks, counts):
+    """Rank i's rows go out in order, ``counts[i][j]`` of them to rank j. Rank j gets
+    ``(rows, received)``: every rank's rows for it joined in rank order, and
+    ``received[i] = counts[i][j]``."""
+    for i, (b, c) in enumerate(zip(blocks, counts)):
+        if sum(c) != len(b):
+            raise CommError(f"rank {i}'s counts {c} do not sum to its {len(b)} rows")
+    pieces = [np.split(b, np.cumsum(c)[:-1]) for b, c in zip(blocks, counts)]
+    return [(np.concatenate([piece[j] for piece in pieces]), [c[j] for c in counts])
+            for j in range(len(blocks))]

@@ -118,3 +118,62 @@ def test_avg_of_integers_and_unknown_ops_are_refused():
         reference.all_reduce(blocks, "avg")
     with pytest.raises(CommError, match="prod"):
         reference.reduce_scatter(blocks, "prod")
+
+
+@st.composite
+def exchanges(draw):
+    """``p`` blocks and the counts ``counts[i][j]`` of rows rank i sends rank j (zeros often)."""
+    p = draw(st.integers(1, 6))
+    counts = draw(st.lists(st.lists(st.integers(0, 3) | st.just(0), min_size=p, max_size=p),
+                           min_size=p, max_size=p))
+    tail = draw(st.sampled_from([(), (2,), (3, 2)]))
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    blocks = [rng.standard_normal((sum(c), *tail)).astype(dtype) if dtype.kind == "f" else
+              rng.integers(-1000, 1000, (sum(c), *tail), dtype=dtype) for c in counts]
+    return blocks, counts
+
+
+@given(worlds())
+def test_all_to_all_transposes_the_blocks_and_twice_is_identity(blocks):
+    p = len(blocks)
+    equal = [np.concatenate([b] * p) for b in blocks]  # p·n rows each
+    n = len(blocks[0])
+    outs = reference.all_to_all(equal)
+    for j, out in enumerate(outs):
+        assert out.shape == equal[j].shape and out.dtype == equal[j].dtype
+        for i in range(p):  # block i of rank j's result is block j of rank i's input
+            assert np.array_equal(out[i * n:(i + 1) * n], equal[i][j * n:(j + 1) * n])
+    assert all(np.array_equal(a, b) for a, b in zip(reference.all_to_all(outs), equal))
+
+
+@given(worlds())
+def test_all_to_all_v_of_equal_counts_is_all_to_all(blocks):
+    p, n = len(blocks), len(blocks[0])
+    equal = [np.concatenate([b] * p) for b in blocks]
+    for (rows, received), want in zip(reference.all_to_all_v(equal, [[n] * p] * p),
+                                      reference.all_to_all(equal)):
+        assert received == [n] * p and np.array_equal(rows, want)
+
+
+@given(exchanges())
+def test_all_to_all_v_sends_each_rank_its_rows_and_back(exchange):
+    blocks, counts = exchange
+    p = len(blocks)
+    outs = reference.all_to_all_v(blocks, counts)
+    for j, (rows, received) in enumerate(outs):
+        assert received == [counts[i][j] for i in range(p)] and len(rows) == sum(received)
+        start = 0
+        for i in range(p):  # rank i's rows for rank j follow its rows for ranks 0..j−1
+            first = sum(counts[i][:j])
+            assert np.array_equal(rows[start:start + counts[i][j]],
+                                  blocks[i][first:first + counts[i][j]])
+            start += counts[i][j]
+    back = reference.all_to_all_v([r for r, _ in outs], [r for _, r in outs])  # the combine
+    for (rows, received), block, sent in zip(back, blocks, counts):
+        assert received == sent and np.array_equal(rows, block)
+
+
+def test_all_to_all_v_refuses_counts_that_do_not_sum_to_the_rows():
+    with pytest.raises(CommError, match="rank 1's counts \\[2, 2\\] do not sum to its 3 rows"):
+        reference.all_to_all_v([np.arange(2), np.arange(3)], [[1, 1], [2, 2]])
