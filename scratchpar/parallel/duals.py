@@ -2,6 +2,7 @@
 
     identity   ↔ all-reduce       Megatron's f and g (Shoeybi et al. 2019, §3, Fig. 3)
     all-gather ↔ reduce-scatter   along any axis (Korthikanti et al. 2022, §4.2: g and ḡ)
+    all-to-all ↔ all-to-all       split one axis, join another; backward swaps the two
     gather     ↔ split            an output gathered for a loss every rank computes alike
     send       ↔ recv             between pipeline stages (Huang et al. 2019, GPipe, §2.2)
 
@@ -56,6 +57,13 @@ def reduce_scatter(x, comm, axis: int = 0) -> Tensor:
     """This rank's ``chunks.bounds(N, p)[rank]`` rows along ``axis`` of Σ over ranks of ``x``;
     backward all-gathers."""
     return ReduceScatter.apply(x, comm=comm, axis=axis)
+
+
+def all_to_all(x, comm, split: int, join: int) -> Tensor:
+    """``x`` cut into p equal parts along ``split``, part j to rank j, and the parts received
+    joined along ``join`` in rank order; backward is the same exchange with the axes swapped
+    (DeepSpeed-Ulysses' sequence ↔ head exchange, Jacobs et al. 2023, §3.1)."""
+    return AllToAll.apply(x, comm=comm, split=split, join=join)
 
 
 def send(x, comm, dest: int, tag: int = 0) -> Tensor:
@@ -181,6 +189,19 @@ class ReduceScatter(Function):
             ctx.comm, front, rows=ctx.rows))
 
 
+class AllToAll(Function):
+    """y = the parts every rank sent here, joined: ∂L/∂x is ∂L/∂y's parts sent back."""
+
+    @staticmethod
+    def forward(ctx, x, comm, split, join):
+        ctx.comm, ctx.split, ctx.join = comm, split, join
+        return _exchanged(comm, x, split, join)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _exchanged(ctx.comm, g, ctx.join, ctx.split)
+
+
 class Send(Function):
     """Forward sends the activation on; backward receives its gradient from the next stage."""
 
@@ -214,6 +235,17 @@ class Recv(Function):
 def _summed(comm, a):
     """A new C-ordered array: Σ over ranks of ``a``."""
     return collectives.all_reduce_(comm, get_array_module(a).array(a, order="C"))
+
+
+def _exchanged(comm, a, split: int, join: int):
+    """``a``'s p parts along ``split`` exchanged (part j to rank j), joined along ``join``."""
+    xp, p = get_array_module(a), comm.size
+    if a.shape[split] % p:
+        raise CommError(f"all_to_all along axis {split}: {a.shape[split]} do not split into "
+                        f"{p} equal parts")
+    parts = xp.ascontiguousarray(xp.stack(xp.split(a, p, axis=split)))  # (p, …): one a rank
+    received = collectives.all_to_all(comm, parts)  # (p, …): part i from rank i
+    return xp.ascontiguousarray(xp.concatenate(list(received), axis=join))
 
 
 def _along(axis: int, a, collective):

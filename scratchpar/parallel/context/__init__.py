@@ -1,8 +1,11 @@
 """Context parallelism: each rank of a cp group holds 1/cp of every sequence's positions, and
-only attention communicates (ring, all-gather; Liu et al. 2023, Dubey et al. 2024)."""
+only attention communicates (ring, all-gather, Ulysses; Liu et al. 2023, Dubey et al. 2024,
+Jacobs et al. 2023)."""
 
 from .allgather import AllGatherAttention
 from .layout import ContextError, future, positions
 from .ring import RingAttention
+from .ulysses import UlyssesAttention
 
-__all__ = ["AllGatherAttention", "ContextError", "RingAttention", "future", "positions"]
+__all__ = ["AllGatherAttention", "ContextError", "RingAttention", "UlyssesAttention", "future",
+           "positions"]
