@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from device_helpers import host, on_device
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from nn_helpers import FEW, VOCAB, perturb
 
@@ -103,6 +103,7 @@ def test_tied_head_is_the_embedding_parameter_once():
 
 @FEW
 @given(seed=seeds)
+@example(seed=20360)  # gradients up to 78: central differences err by 5e-5 in absolute terms
 def test_tied_gradient_is_the_sum_of_both_uses(seed):
     tied, ids = build("gpt-tied", seed)
     untied, _ = build("gpt", seed)
@@ -115,4 +116,6 @@ def test_tied_gradient_is_the_sum_of_both_uses(seed):
     (untied(ids) * weights).sum().backward()
     both = host(untied.tok.weight.grad) + host(untied.head.weight.grad).T  # (V, C)
     np.testing.assert_allclose(host(tied.tok.weight.grad), both, rtol=1e-10, atol=1e-12)
-    grad_check(lambda w: tied(ids), [tied.tok.weight])
+    # the sum above is exact to 1e-10; central differences of this model err by up to 5e-5
+    # where its gradients reach 78 (the example above), so the numeric check's bound is absolute
+    grad_check(lambda w: tied(ids), [tied.tok.weight], atol=1e-4)
