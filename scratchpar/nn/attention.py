@@ -11,6 +11,16 @@ from .layers import GELU, Dropout, LayerNorm, Linear
 from .module import Module, Sequential
 
 
+def attention_weights(q, k, hidden=None):
+    """softmax(QKᵀ/√d) (..., Tq, Tk) of q (..., Tq, d) and k (..., Tk, d), the ``hidden`` (Tq,
+    Tk) entries (True) at −∞ first (Vaswani et al. 2017, eq. 1): what each query takes of each
+    key."""
+    scores = (q @ k.transpose()) * (1.0 / math.sqrt(q.shape[-1]))  # (..., Tq, Tk)
+    if hidden is not None:
+        scores = F.masked_fill(scores, hidden, float("-inf"))
+    return F.softmax(scores, axis=-1)
+
+
 class AttentionCore(Module):
     """q, k, v (B, H, T, d) → (B, H, T, d): softmax(QKᵀ/√d, the future hidden)·V, with dropout
     on the weights (Vaswani et al. 2017, eq. 1). Its (B, H, T, T) arrays are the part of a
@@ -29,10 +39,8 @@ class AttentionCore(Module):
         return self._mask[:t, :t]
 
     def forward(self, q, k, v):
-        t, d = q.shape[-2], q.shape[-1]
-        scores = (q @ k.transpose()) * (1.0 / math.sqrt(d))  # (B, H, T, T): QKᵀ/√d, eq. 1
-        scores = F.masked_fill(scores, self.causal_mask(t, q.xp), float("-inf"))
-        return self.dropout(F.softmax(scores, axis=-1)) @ v  # (B, H, T, d)
+        weights = attention_weights(q, k, self.causal_mask(q.shape[-2], q.xp))  # (B, H, T, T)
+        return self.dropout(weights) @ v  # (B, H, T, d)
 
 
 class CausalSelfAttention(Module):

@@ -13,13 +13,12 @@ the context stays between half the window and all of it and each token stays che
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..autograd import Tensor, no_grad
 from ..autograd import functional as F
 from ..backend import to_host
+from .attention import attention_weights
 from .gpt import GPT
 
 
@@ -75,12 +74,12 @@ class GPTDecoder:
             self.keys[i] = xp.concatenate([self.keys[i], k], axis=2)  # (1, H, T, d)
             self.values[i] = xp.concatenate([self.values[i], v], axis=2)
         keys, values = Tensor(self.keys[i]), Tensor(self.values[i])
-        scores = (Tensor(q) @ keys.transpose()) * (1.0 / math.sqrt(d))  # (1, H, t, T)
+        hidden = None
         if t > 1:  # the new positions among themselves: the last t columns are causal
             past = keys.shape[2] - t
             hidden = x.xp.triu(x.xp.ones((t, past + t), dtype=bool), k=past + 1)  # (t, T)
-            scores = F.masked_fill(scores, hidden, float("-inf"))
-        y = (F.softmax(scores, axis=-1) @ values).permute(0, 2, 1, 3).reshape(b, t, c)
+        weights = attention_weights(Tensor(q), keys, hidden)  # (1, H, t, T)
+        y = (weights @ values).permute(0, 2, 1, 3).reshape(b, t, c)
         return attn.proj(y)  # (1, t, C)
 
 

@@ -5,11 +5,9 @@ takes any mask, and its communication is exposed rather than overlapped."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ...autograd import functional as F
+from ...nn.attention import attention_weights
 from ...nn.module import Module
 from .. import duals
 from .layout import future
@@ -26,10 +24,8 @@ class AllGatherAttention(Module):
         self._mask = None
 
     def forward(self, q, k, v):
-        d = q.shape[-1]
         keys = duals.all_gather(k, self.comm, axis=2)  # (B, H, T, d): every rank's, rank order
         values = duals.all_gather(v, self.comm, axis=2)
         if self._mask is None:  # the keys' positions, in the order they were gathered
             self._mask = future(self.mine, np.concatenate(self.held), q.xp)
-        scores = (q @ keys.transpose()) * (1.0 / math.sqrt(d))  # (B, H, T/cp, T)
-        return F.softmax(F.masked_fill(scores, self._mask, float("-inf")), axis=-1) @ values
+        return attention_weights(q, keys, self._mask) @ values  # (B, H, T/cp, T)·(B, H, T, d)

@@ -6,11 +6,9 @@ falls as cp grows; the heads bound cp (they must divide by it)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ...autograd import functional as F
+from ...nn.attention import attention_weights
 from ...nn.module import Module
 from .. import duals
 from .layout import ContextError, future
@@ -36,6 +34,5 @@ class UlyssesAttention(Module):
         if self._mask is None:
             order = np.concatenate(self.held)
             self._mask = future(order, order, q.xp)  # (T, T)
-        scores = (q @ k.transpose()) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H/cp, T, T)
-        out = F.softmax(F.masked_fill(scores, self._mask, float("-inf")), axis=-1) @ v
+        out = attention_weights(q, k, self._mask) @ v  # (B, H/cp, T, T)·(B, H/cp, T, d)
         return duals.all_to_all(out, self.comm, SEQUENCE, HEADS)  # (B, H, T/cp, d)
