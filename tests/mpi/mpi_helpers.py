@@ -1,9 +1,11 @@
-"""What the MPI-tier tests share: the world communicator and the shared verdict."""
+"""What the MPI-tier tests share: the world communicator, the shared verdict, and drawn cases
+with fixed edges beside them."""
 
 import functools
 import os
 
 import pytest
+from hypothesis import example, settings
 
 os.environ.setdefault("SCRATCHPAR_COMM_TIMEOUT", "60")  # a stuck test fails instead of hanging
 
@@ -44,3 +46,15 @@ def shared_verdict(test):
                 from raised
 
     return wrapper
+
+
+def covering(edges, examples: int = 8):
+    """A decorator for a ``@given(case=…)`` test: run it on the fixed ``edges`` cases too,
+    beside ``examples`` drawn ones."""
+
+    def decorate(test):
+        for case in edges:
+            test = example(case=case)(test)
+        return settings(max_examples=examples)(test)
+
+    return decorate

@@ -11,9 +11,9 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from device_helpers import host, on_device
-from hypothesis import example, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from mpi_helpers import WORLD, shared_verdict
+from mpi_helpers import WORLD, covering, shared_verdict
 
 from scratchpar.comm import collectives, reference
 from scratchpar.comm.choice import ALGORITHMS as ALGORITHMS_OF
@@ -57,11 +57,7 @@ EDGES = (Case(1, 0, (), "float64", 0.0), Case(2, 1, (2, 3), "int64", 1.0),
          Case(3, 2000, (4,), "float32", 0.5))  # empty; no rows at all to send; larger
 
 
-def covering_edges(test):
-    """The given test, run on ``EDGES`` too."""
-    for case in EDGES:
-        test = example(case=case)(test)
-    return settings(max_examples=8)(test)
+covering_edges = covering(EDGES)
 
 
 def assert_equal(got, want):

@@ -12,9 +12,9 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from device_helpers import host, on_device
-from hypothesis import example, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
-from mpi_helpers import shared_verdict
+from mpi_helpers import covering, shared_verdict
 
 from scratchpar.comm import choice, collectives, reference
 from scratchpar.comm.errors import CommError
@@ -60,11 +60,7 @@ EDGES = (Case(1, (0,), "float64", "sum", 0, 2), Case(2, (1, 3), "int32", "max", 
          Case(3, (45000, 3), "float64", "avg", 3, 1))  # the last is past all-reduce's auto switch
 
 
-def covering_edges(test):
-    """The given test, run on ``EDGES`` too (empty, one row, past the 1 MiB auto switch)."""
-    for case in EDGES:
-        test = example(case=case)(test)
-    return settings(max_examples=8)(test)
+covering_edges = covering(EDGES)
 
 
 def assert_matches(got, want):
