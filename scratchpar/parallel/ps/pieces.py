@@ -25,7 +25,7 @@ def server_pieces(ps) -> tuple[list[Piece], dict]:
     if not ps.is_server:
         return [], {}
     names = [name for name, _ in ps.model.named_parameters()]
-    state = ps.optimizer.state_dict()
+    state = ps.optimizer.entries()  # the live arrays: a save copies nothing
     optim = {"step_count": state["step_count"], "lr": state["lr"]}
     pieces = []
     for i, block, lo, hi in _ranges(ps):
@@ -57,16 +57,21 @@ def load_server_pieces(ps, stored) -> None:
     scalars = stored.scalars("optim")
     mine = {k: scalars[k] for k in ("step_count", "lr") if k in scalars}
     for b in ps.optimizer.buffers:
-        have = [f"{b}.{i}" in held for i in range(len(names))]
-        if any(have) and not all(have):
-            raise ValueError(f"the checkpoint holds optimizer state {b!r} for some parameters "
-                             "only; a server's range needs it for all")
-        if all(have):
+        if held_for_all(b, [f"{b}.{i}" in held for i in range(len(names))]):
             mine[f"{b}.0"] = buffer = np.empty_like(flat)
             for i, block, lo, hi in parts:
                 buffer[lo:hi] = stored.read("optim", f"{b}.{i}", block).reshape(-1)
     for c in ps.optimizer.counters:
-        if f"{c}.0" in scalars:
+        if held_for_all(c, [f"{c}.{i}" in scalars for i in range(len(names))]):
             mine[f"{c}.0"] = scalars[f"{c}.0"]
     ps.optimizer.load_state_dict(mine)
     np.copyto(ps.flat.data, flat)
+
+
+def held_for_all(name: str, have: list[bool]) -> bool:
+    """Whether a checkpoint holds optimizer state ``name`` for every parameter (``have``, one
+    each); refused where it holds it for some only, since a server's range may span them all."""
+    if any(have) and not all(have):
+        raise ValueError(f"the checkpoint holds optimizer state {name!r} for some parameters "
+                         "only; a server's range needs it for all")
+    return all(have)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...backend import get_array_module, to_device, to_host
 from ...comm.states import gather_states
-from .pieces import load_server_pieces, server_pieces
+from .pieces import held_for_all, load_server_pieces, server_pieces
 
 
 class ServerState:
@@ -79,14 +79,12 @@ class ServerState:
         np.copyto(self.flat.data, self.ranges.gather(whole, s))
         mine = {"step_count": optim["step_count"], "lr": optim["lr"]}
         for name in self.optimizer.buffers + self.optimizer.counters:
-            have = [f"{name}.{i}" in optim for i in range(len(names))]
-            if any(have) and not all(have):
-                raise ValueError(f"the checkpoint holds optimizer state {name!r} for some "
-                                 "parameters only; a server's range needs it for all")
-            if all(have) and name in self.optimizer.buffers:
+            if not held_for_all(name, [f"{name}.{i}" in optim for i in range(len(names))]):
+                continue
+            if name in self.optimizer.buffers:
                 mine[f"{name}.0"] = self.ranges.gather(
                     [to_host(optim[f"{name}.{i}"]) for i in range(len(names))], s)
-            elif all(have):
+            else:
                 mine[f"{name}.0"] = optim[f"{name}.0"]
         self.optimizer.load_state_dict(mine)
 
