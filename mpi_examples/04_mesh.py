@@ -1,10 +1,11 @@
 # mpiexec -n 8 python mpi_examples/04_mesh.py
 """The process mesh: 8 ranks as a dp=2 × pp=2 × tp=2 grid, one communicator per axis.
 
-Ranks are laid out as ``arange(8).reshape(dp, pp, tp)``: rank = (d·pp + p)·tp + t. The tp
-group of a rank holds the ranks that differ from it only in t, and so on for pp and dp. Each
-rank all-reduces its own number along each axis, then along all three in turn, which sums over
-the whole world: how hybrid parallelism reduces a gradient that every axis holds a part of.
+Ranks are laid out as ``arange(8).reshape(pp, dp, cp, tp)`` with cp = 1: rank = (p·dp + d)·tp + t,
+tp fastest, then dp, then pp (Megatron-LM's order). The tp group of a rank holds the ranks that
+differ from it only in t, and so on for dp and pp. Each rank all-reduces its own number along
+each axis, then along all three in turn, which sums over the whole world: how hybrid parallelism
+reduces a gradient that every axis holds a part of.
 """
 
 import sys
@@ -34,21 +35,24 @@ def main():
 
     mine = np.array([comm.rank], np.int64)
     parts = []
-    for axis in AXES:  # one all-reduce inside each group of this axis
+    axes = ("dp", "pp", "tp")  # cp, the fourth axis, is 1 here: each rank its own cp group
+    for axis in axes:  # one all-reduce inside each group of this axis
         group = mesh.ranks(axis)
         total = collectives.all_reduce(mesh.comm(axis), mine)
-        ok = total[0] == sum(group) and mesh.comm(axis).rank == mesh.coords[AXES.index(axis)]
+        ok = total[0] == sum(group) and mesh.comm(axis).rank == getattr(mesh.coords, axis)
         parts.append((f"{axis} {group} → {total[0]:<2}", ok))
     world = mine
-    for axis in ("tp", "pp", "dp"):  # along every axis in turn: a sum over all 8 ranks
+    for axis in reversed(AXES):  # along every axis in turn, tp first: a sum over all 8 ranks
         world = collectives.all_reduce(mesh.comm(axis), world)
-    parts.append((f"tp, pp, dp in turn → {world[0]}", world[0] == sum(range(comm.size))))
+    parts.append((f"{', '.join(reversed(AXES))} in turn → {world[0]}",
+                  world[0] == sum(range(comm.size))))
 
-    line = f"rank {comm.rank} at {mesh.coords}   " + "   ".join(text for text, _ in parts)
+    at = ", ".join(f"{axis}={getattr(mesh.coords, axis)}" for axis in axes)
+    line = f"rank {comm.rank} at ({at})   " + "   ".join(text for text, _ in parts)
     rows = comm.allgather_obj((line, all(good for _, good in parts)))
     bad = [r for r, (_, good) in enumerate(rows) if not good]
     if comm.rank == 0:
-        print("\neach rank at (dp, pp, tp): its group on each axis → the sum of the group's ranks")
+        print("\neach rank: its group on each axis → the sum of the group's ranks")
         print("\n".join(f"  {line}" for line, _ in rows))
         print("every group sum, and the world sum, checked: "
               f"{'right on every rank' if not bad else f'WRONG on ranks {bad}'}", flush=True)

@@ -1,8 +1,9 @@
 # mpiexec -n 4 python mpi_examples/12_hybrid_mesh.py
 """The dp × pp × tp mesh: a GPT cut into 2 pipeline stages, each stage split over 2 ranks.
 
-``Mesh(comm, dp=1, pp=2, tp=2)`` lays the 4 ranks out as ``arange(4).reshape(1, 2, 2)``, tp
-neighbours adjacent (Narayanan et al. 2021, §3). Each rank takes its tp group's shard of the
+``Mesh(comm, dp=1, pp=2, tp=2)`` lays the 4 ranks out as ``arange(4).reshape(pp, dp, cp, tp)`` =
+``arange(4).reshape(2, 1, 1, 2)``: tp neighbours adjacent, then dp, then pp (Megatron-LM's
+order; Narayanan et al. 2021, §3). Each rank takes its tp group's shard of the
 model (``tensor_parallel``, 11), then keeps the pipeline layers of its stage: layers
 ``partition(parameter_counts(model.pipeline_layers()), pp)`` (09), counted on the whole model so
 that every tp rank of a stage gets the same layers. The synchronous ``Pipeline``
@@ -63,11 +64,11 @@ def main():
     one = gpt()
     single = SingleDevice(one, lambda params: SGD(params, LR, 0.9), Task(None, one, "tok"))
 
-    d, p, t = mesh.coords
+    at = mesh.coords
     held = sum(q.size for q in pipe.params)
     lines = comm.allgather_obj(
-        f"rank {comm.rank} at (dp={d}, pp={p}, tp={t}): stage {p} = "
-        f"{', '.join(NAMES[i] for i in ranges[p])}, tp shard {t} of it: {held} of "
+        f"rank {comm.rank} at (dp={at.dp}, pp={at.pp}, tp={at.tp}): stage {at.pp} = "
+        f"{', '.join(NAMES[i] for i in ranges[at.pp])}, tp shard {at.tp} of it: {held} of "
         f"{one.num_parameters()} parameters; talks to tp {mesh.ranks('tp')}, "
         f"pp {mesh.ranks('pp')}")
     if say:
@@ -89,9 +90,9 @@ def main():
               f"{STEPS} steps {diff:.1e}; one device's model (to 1e-12): {'yes' if same else 'NO'}")
         b = ROWS // M * SEQ * D_MODEL  # numbers in one micro-batch's activation
         print(f"\nper micro-batch, tp all-reduces {b} numbers 2 times forward and 2 backward "
-              f"in every block;\npp sends {b} once each way between stages; dp all-reduces the "
-              "gradients once per step.\nSo keep tp inside a node (its fast links), pp across "
-              "nodes, and dp outermost.", flush=True)
+              f"in every block;\npp sends {b} once each way between stages; dp all-reduces "
+              "every gradient once per step.\nSo keep tp inside a node (its fast links), dp "
+              "next, and pp, point to point, outermost: the mesh's order.", flush=True)
     pipe.close()
     mesh.free()
 

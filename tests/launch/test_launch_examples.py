@@ -34,8 +34,8 @@ EXPECTED = {  # lines (or parts of lines) each example must print
     ],
     "04_mesh.py": [
         "Mesh dp=2 × pp=2 × tp=2 over 8 ranks",
-        "rank 5 at (1, 0, 1)   dp [1, 5] → 6    pp [5, 7] → 12   tp [4, 5] → 9 ",
-        "tp, pp, dp in turn → 28",
+        "rank 5 at (dp=0, pp=1, tp=1)   dp [5, 7] → 12   pp [1, 5] → 6    tp [4, 5] → 9 ",
+        "tp, cp, dp, pp in turn → 28",
         "checked: right on every rank",
     ],
     "05_data_parallel.py": [
