@@ -21,7 +21,7 @@ from scratchpar.autograd import Tensor
 from scratchpar.comm.abort import abort_on_exception
 from scratchpar.comm.mpi import Communicator
 from scratchpar.nn.attention import AttentionCore
-from scratchpar.parallel.context import RingAttention, positions
+from scratchpar.parallel.context import Context, RingAttention, positions
 
 B, H, CHUNK, D = 2, 2, 3, 4  # batch, heads, positions per chunk, head width
 
@@ -87,7 +87,7 @@ def main():
     rows = [np.ascontiguousarray(a[:, :, mine]) for a in (q, k, v)]
     out, log, pairs = ring_attention(comm, *rows, held)
     error = float(np.abs(out - one_device(q, k, v)[:, :, mine]).max())
-    library = RingAttention.apply(*(Tensor(a) for a in rows), comm=comm, held=held).data
+    library = RingAttention(Context(comm))(*(Tensor(a) for a in rows)).data
     same = bool(np.array_equal(library, out)) or float(np.abs(library - out).max()) < 1e-12
     contiguous = [positions(t, p, rank, "contiguous") for rank in range(p)]
     reports = comm.allgather_obj((log, pairs, work(contiguous, r), error, same))

@@ -104,10 +104,10 @@ class Message:
     def wire(self, p: int) -> float:
         """Bytes one of ``p`` ranks sends for one of these messages with the ring algorithms
         (Patarasuk & Yuan 2009): a reduce-scatter or an all-gather passes p − 1 of the p
-        chunks on, and an all-reduce is both, 2(p − 1)/p·n. A point-to-point message sends its
-        payload."""
+        chunks on, and an all-reduce is both, 2(p − 1)/p·n; an all-to-all sends all of its n but
+        the block it keeps, (p − 1)/p·n. A point-to-point message sends its payload."""
         share = {"all-reduce": 2 * (p - 1) / p, "reduce-scatter": (p - 1) / p,
-                 "all-gather": (p - 1) / p}
+                 "all-gather": (p - 1) / p, "all-to-all": (p - 1) / p}
         return share.get(self.op, 1.0) * self.nbytes
 
 

@@ -1,13 +1,15 @@
-"""Hybrid dp × pp × tp: pipeline stages whose layers are split over a tensor-parallel group."""
+"""Hybrid dp × pp × cp × tp: pipeline stages whose layers are split over a tensor-parallel
+group, and whose sequences are split over a context-parallel one."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..backend import to_device
+from ..backend import get_array_module, to_device
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
 from ..optim.scaler import scaled
+from .context import Context, ContextError, context_parallel, traffic
 from .description import Description, Message
 from .pieces import Block
 from .pipeline.actions import ScheduleError
@@ -18,9 +20,11 @@ from .tensor.layout import PARTIAL, Split, layouts
 
 
 class Hybrid(Pipeline):
-    """The mesh's three axes at once (Narayanan et al. 2021, §2.3, the PTD-P layout): replicas
+    """The mesh's four axes at once (Narayanan et al. 2021, §2.3, the PTD-P layout): replicas
     over dp, stages over pp, and each stage's matrices split over tp (Shoeybi et al. 2019),
-    its sequence too with ``sequence_parallel`` (Korthikanti et al. 2022): equal to one device.
+    its sequence too with ``sequence_parallel`` (Korthikanti et al. 2022), and a GPT's
+    sequences over cp, each rank of a cp group running its positions of them (Dubey et al.
+    2024, §3.3.2): equal to one device.
 
     ``model`` is the whole single-device model (a GPT or an MLP). The strategy takes from it
     its weights, copied into this rank's tp shard
@@ -34,14 +38,22 @@ class Hybrid(Pipeline):
     on its rank, a replicated one's is whole and equal on every rank of the tp group, and a
     ``PARTIAL`` one's (sequence-parallel LayerNorms) is summed over tp. So tp rank 0 counts
     the replicated parameters in the norm, and the loss that every tp rank computed alike,
-    once. Every rank counts its split ones. The rest is
-    :class:`~scratchpar.parallel.pipeline.Pipeline`'s.
+    once. Every rank counts its split ones.
+
+    Under cp > 1 each rank of a cp group reads its ``layout``'s positions of every sequence
+    (:class:`~scratchpar.parallel.context.Context`), and its blocks attend by ``attention``
+    (``"ring"``, ``"allgather"`` or ``"ulysses"``,
+    :func:`~scratchpar.parallel.context.context_parallel`). The parameters are replicated over
+    cp, so their gradients sum over dp × cp (the mesh's ``replica_comm``); each cp rank's loss
+    is its own tokens'. The rest is :class:`~scratchpar.parallel.pipeline.Pipeline`'s.
     """
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, schedule=None, ranges=None,
-                 sequence_parallel: bool = False, grad_clip: float = 0.0,
-                 bucket_bytes: int = 1 << 20, recompute: str = "none"):
+                 sequence_parallel: bool = False, attention: str = "ring",
+                 layout: str = "zigzag", grad_clip: float = 0.0, bucket_bytes: int = 1 << 20,
+                 recompute: str = "none"):
         self.sequence_parallel = sequence_parallel
+        self.attention, self._layout, self.context = attention, layout, None
         super().__init__(model, make_optimizer, objective, mesh, schedule=schedule,
                          ranges=ranges, grad_clip=grad_clip, bucket_bytes=bucket_bytes,
                          recompute=recompute)
@@ -60,31 +72,59 @@ class Hybrid(Pipeline):
             raise ScheduleError("the tp ranks of a stage were given different layers: partition "
                                 "the whole model's layers, alike on every rank")
         self.shard = tensor_parallel(model, self.mesh.tp_comm, self.sequence_parallel)
+        if self.mesh.cp > 1:
+            if not hasattr(self.shard, "blocks"):
+                raise ContextError("context parallelism splits a sequence: the model must be a "
+                                   f"GPT, not a {type(model).__name__}")
+            self.context = Context(self.mesh.cp_comm.dup(name="context"), self._layout)
+            context_parallel(self.shard, self.context, self.attention)
         return self.shard
+
+    def micro_batches(self, replica) -> list:
+        """The pipeline's micro-batches, under cp each cut to this rank's positions: the
+        inputs' and the targets' columns ``context.mine(T)``."""
+        micro = super().micro_batches(replica)
+        if self.context is None:
+            return micro
+        mine = self.context.mine(micro[0][0].shape[1])  # (T/cp,)
+        xp = get_array_module(micro[0][0])
+        return [(x[:, xp.asarray(mine)], y[:, xp.asarray(mine)]) for x, y in micro]
+
+    def close(self) -> None:
+        """Collective: free the communicators this strategy made (not the mesh's)."""
+        super().close()
+        if self.context is not None:
+            self.context.comm.free()
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
                  rows: int = 0, bucket_bytes: int = 1 << 20,
-                 tp: int = 1, sequence_parallel: bool = False):
+                 tp: int = 1, sequence_parallel: bool = False, cp: int = 1,
+                 attention: str = "ring"):
         """The pipeline's figures with each stage's model states split t ways (Megatron splits
         every matrix; the LayerNorms and the row-parallel biases, replicated, are a few C per
         layer and left out). Per layer of the stage and micro-batch, tp adds Megatron's two
         all-reduces of the activation forward and two backward (Shoeybi et al. 2019, §3). With
         sequence parallelism it adds an all-gather and a reduce-scatter for each instead
         (Korthikanti et al. 2022, §4.2), and the pipeline messages carry 1/t of the sequence.
-        The replicas all-reduce each rank's shard of its stage's gradient, 1/t of it."""
-        base = Pipeline.describe(shape, world, pp, m, v, rows, bucket_bytes, tp)
+        The replicas all-reduce each rank's shard of its stage's gradient, 1/t of it. Under cp
+        each rank holds 1/cp of every sequence, and its attention moves its heads' keys and
+        values (:func:`~scratchpar.parallel.context.traffic`)."""
+        base = Pipeline.describe(shape, world, pp, m, v, rows, bucket_bytes, tp, cp)
         holds = {part: -(-size // tp) for part, size in base.holds.items()}
-        dp = max(world // (pp * tp), 1)
-        micro = -(-rows // (dp * m)) * shape.boundary
+        dp = max(world // (pp * tp * cp), 1)
+        micro = -(-rows // (dp * m)) * shape.boundary // cp  # this rank's positions
         layers = -(-shape.depth // pp) * m
         ops = ("all-gather", "reduce-scatter") if sequence_parallel else ("all-reduce",)
         tensor = tuple(Message(op, "tp", micro, 2 * layers, phase)
                        for phase in ("forward", "backward") for op in ops)
         piped = tuple(replace(msg, nbytes=-(-msg.nbytes // tp))
-                      if (msg.axis == "pp" and sequence_parallel) or msg.axis == "dp" else msg
-                      for msg in base.sends)  # the replicas reduce a shard of the stage
-        return Description(holds, piped + tensor, chunk=base.chunk, arrays=base.arrays)
+                      if (msg.axis == "pp" and sequence_parallel) or msg.axis.startswith("dp")
+                      else msg for msg in base.sends)  # the replicas reduce a shard of the stage
+        context = (traffic(attention, cp, -(-micro // tp), layers, shape.itemsize)
+                   if cp > 1 else ())
+        return Description(holds, piped + tensor + context, chunk=base.chunk,
+                           arrays=base.arrays)
 
     def _output_loss(self):
         """A GPT's shard scores its vocabulary-split logits itself (the vocabulary-parallel

@@ -15,10 +15,10 @@ from .probe import Probes
 def whole_model(mesh, name: str):
     """The communicator of a strategy that gives every rank the whole model (data parallelism
     and its asynchronous kin): the mesh's world, which must be pure data parallelism."""
-    if mesh.pp != 1 or mesh.tp != 1:
+    if mesh.pp != 1 or mesh.tp != 1 or mesh.cp != 1:
         raise ValueError(f"{name} gives every rank the whole model: its mesh is pure data "
                          f"parallelism, Mesh(comm); got {mesh!r} (Hybrid splits a model over "
-                         "pp and tp)")
+                         "pp, tp and cp)")
     return mesh.world
 
 

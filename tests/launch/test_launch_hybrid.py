@@ -1,6 +1,7 @@
-"""``mpiexec -n 4 python -m scratchpar.train --strategy hybrid``: dp × pp × tp meshes train as
-one device does (with dropout too, where a tp group shares one stream), checkpoints reshard
-between meshes, dp = pp = tp = 2 runs at 8 ranks, and a split that cannot work is refused."""
+"""``mpiexec -n 4 python -m scratchpar.train --strategy hybrid``: dp × pp × cp × tp meshes train
+as one device does (with dropout too, where a tp group shares one stream), checkpoints reshard
+between meshes and cp sizes, dp = pp = tp = 2 runs at 8 ranks, and a split that cannot work is
+refused."""
 
 import numpy as np
 import pytest
@@ -60,6 +61,27 @@ def test_a_checkpoint_reshards_between_meshes_and_one_device(tmp_path, single):
     out = run_mpi(1, ["-m", "scratchpar.train", *TINY, *SPLITTABLE, "--strategy", "dp",
                       "--resume", str(ck), "--save", str(ck), "--metrics", str(metrics)],
                   timeout=90)
+    assert out.returncode == 0, out.stderr
+    np.testing.assert_allclose([r["loss"] for r in records(metrics) if r["event"] == "step"],
+                               want[5:], rtol=1e-9)
+    assert_same_model(ck, params)
+
+
+def test_a_cp_run_trains_as_one_device_and_resumes_at_another_cp(tmp_path):
+    """cp = 4 (ring, zig-zag) stops at step 3, tp = 2 × cp = 2 (Ulysses) resumes to step 5,
+    one device ends the run: every step's loss and the final model are one device's."""
+    long = ["--seq-len", "16"]  # zig-zag over 4 ranks cuts it into 8 chunks
+    want, params = one_device(tmp_path, *SPLITTABLE, *long)
+    ck = tmp_path / "ck"
+    _, losses = hybrid(4, tmp_path, *long, "--cp", "4", "--stop-after", "3", "--save", str(ck))
+    np.testing.assert_allclose(losses, want[:3], rtol=1e-9)
+    _, losses = hybrid(4, tmp_path, *long, "--tp", "2", "--cp", "2", "--cp-attention", "ulysses",
+                       "--resume", str(ck), "--stop-after", "5", "--save", str(ck), run="cp2")
+    np.testing.assert_allclose(losses, want[3:5], rtol=1e-9)
+    metrics = tmp_path / "last.jsonl"
+    out = run_mpi(1, ["-m", "scratchpar.train", *TINY, *SPLITTABLE, *long, "--strategy",
+                      "single", "--resume", str(ck), "--save", str(ck), "--metrics",
+                      str(metrics)], timeout=90)
     assert out.returncode == 0, out.stderr
     np.testing.assert_allclose([r["loss"] for r in records(metrics) if r["event"] == "step"],
                                want[5:], rtol=1e-9)

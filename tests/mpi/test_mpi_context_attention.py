@@ -1,6 +1,6 @@
-"""Context-parallel attention equals one device's causal attention: each rank of a cp group
-holds its positions of q, k and v, and its output and the gradients of its q, k and v are one
-device's rows at those positions, in float64 to 1e-12, under the ring, all-gather and Ulysses
+"""Context-parallel attention equals one device's attention, causal or not: each rank of a cp
+group holds its positions of q, k and v, and its output and the gradients of its q, k and v are
+one device's rows at those positions, in float64 to 1e-12, under the ring, all-gather and Ulysses
 schemes, the zig-zag and the contiguous layouts; in 16 bits the ring rounds only its results."""
 
 import numpy as np
@@ -13,36 +13,27 @@ from mpi_helpers import shared_verdict
 from scratchpar.autograd import Tensor
 from scratchpar.autograd.precision import PrecisionError, dtype_of
 from scratchpar.backend import xp_default
-from scratchpar.nn.attention import AttentionCore
-from scratchpar.parallel.context import (
-    AllGatherAttention,
-    ContextError,
-    RingAttention,
-    UlyssesAttention,
-    positions,
-)
-
-SCHEMES = {"ring": lambda comm, held: lambda q, k, v: RingAttention.apply(q, k, v, comm=comm,
-                                                                          held=held),
-           "allgather": lambda comm, held: AllGatherAttention(comm, held),
-           "ulysses": lambda comm, held: UlyssesAttention(comm, held)}
+from scratchpar.nn.attention import AttentionCore, attention_weights
+from scratchpar.parallel.context import SCHEMES, Context, ContextError, UlyssesAttention, positions
 
 
-def one_device(q, k, v, grad):
-    """The output and the gradients of q, k, v (host arrays) of one device's attention."""
+def one_device(q, k, v, grad, causal=True):
+    """The output and the gradients of q, k, v (host arrays) of one device's attention,
+    causal or seeing every key."""
     leaves = [Tensor(on_device(a), requires_grad=True) for a in (q, k, v)]
-    out = AttentionCore()(*leaves)
+    out = (AttentionCore()(*leaves) if causal
+           else attention_weights(leaves[0], leaves[1]) @ leaves[2])
     out.backward(on_device(grad))
     return host(out.data), [host(t.grad) for t in leaves]
 
 
-def context(comm, scheme, layout, q, k, v, grad):
+def context(comm, scheme, layout, q, k, v, grad, causal=True):
     """This rank's output and gradients under ``scheme``, and the positions it holds."""
-    held = [positions(q.shape[2], comm.size, r, layout) for r in range(comm.size)]
-    mine = held[comm.rank]
+    context = Context(comm, layout)
+    mine = context.mine(q.shape[2])
     leaves = [Tensor(on_device(np.ascontiguousarray(a[:, :, mine])), requires_grad=True)
               for a in (q, k, v)]
-    out = SCHEMES[scheme](comm, held)(*leaves)
+    out = SCHEMES[scheme](context, causal)(*leaves)
     out.backward(on_device(np.ascontiguousarray(grad[:, :, mine])))
     return host(out.data), [host(t.grad) for t in leaves], mine
 
@@ -51,17 +42,18 @@ def context(comm, scheme, layout, q, k, v, grad):
 @pytest.mark.parametrize("layout", ["zigzag", "contiguous"])
 @settings(max_examples=4)
 @given(chunk=st.integers(1, 3), heads=st.integers(1, 2), batch=st.integers(1, 2),
-       seed=st.integers(0, 2**31))
+       causal=st.booleans(), seed=st.integers(0, 2**31))
 @shared_verdict
-def test_every_rank_gets_one_device_s_rows(comm, scheme, layout, chunk, heads, batch, seed):
+def test_every_rank_gets_one_device_s_rows(comm, scheme, layout, chunk, heads, batch, causal,
+                                           seed):
     t = 2 * comm.size * chunk
     gen = np.random.default_rng(seed)
     shape = (batch, heads * comm.size, t, 4)  # Ulysses splits the heads over the ranks
     q, k, v, grad = (gen.standard_normal(shape) for _ in range(4))
-    want, want_grads = one_device(q, k, v, grad)
+    want, want_grads = one_device(q, k, v, grad, causal)
     cp = comm.dup(name="cp")
     try:
-        got, grads, mine = context(cp, scheme, layout, q, k, v, grad)
+        got, grads, mine = context(cp, scheme, layout, q, k, v, grad, causal)
     finally:
         cp.free()
     np.testing.assert_allclose(got, want[:, :, mine], rtol=1e-12, atol=1e-12)
@@ -72,10 +64,9 @@ def test_every_rank_gets_one_device_s_rows(comm, scheme, layout, chunk, heads, b
 def test_ulysses_refuses_heads_the_ranks_cannot_share(comm):
     if comm.size < 2:
         pytest.skip("one rank takes any number of heads")
-    held = [positions(2 * comm.size, comm.size, r) for r in range(comm.size)]
     q = Tensor(on_device(np.zeros((1, comm.size + 1, 2, 4))))
     with pytest.raises(ContextError, match=f"{comm.size + 1} heads do not divide by cp = "):
-        UlyssesAttention(comm, held)(q, q, q)
+        UlyssesAttention(Context(comm))(q, q, q)
 
 
 def test_a_sequence_the_layout_cannot_cut_is_refused():

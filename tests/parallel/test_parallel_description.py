@@ -133,3 +133,27 @@ def test_a_hybrid_s_replicas_reduce_each_rank_s_shard_of_its_stage(sp):
     (whole,), (shard,) = ([m for m in d.sends if m.axis == "dp"] for d in (piped, mesh))
     assert shard.nbytes == -(-whole.nbytes // 2) and shard.count == whole.count
     assert mesh.holds["gradients"] == -(-piped.holds["gradients"] // 2)
+
+
+@pytest.mark.parametrize("attention", ["ring", "allgather", "ulysses"])
+@pytest.mark.parametrize("cp", [2, 4])
+def test_a_cp_rank_holds_its_positions_and_sends_its_scheme_s_bytes(attention, cp):
+    """Per layer forward, a rank's K and V travel 2(cp − 1)·a bytes by ring or all-gather, and
+    Ulysses' four all-to-alls 4(cp − 1)/cp·a, ``a`` its micro-batch's activation (the
+    issue's 2·S·b·h·β and 4·S·b·h·β/cp)."""
+    shape = Shape(PSI, 4, 2, PSI // 16, 32, depth=8, layer=PSI // 8, boundary=64 * 16 * 4)
+    whole = Hybrid.describe(shape, 2, pp=2, m=4, rows=32)
+    split = Hybrid.describe(shape, 2 * cp, pp=2, m=4, rows=32, cp=cp, attention=attention)
+    states = ("parameters", "gradients", "optimizer")  # replicated over cp, and summed over it
+    assert [split.holds[k] for k in states] == [whole.holds[k] for k in states]
+    assert whole.holds["buffers"] == 0 < split.holds["buffers"]
+    (act,), (act_cp,) = ([m for m in d.sends if m.axis == "pp" and m.behind == "forward"]
+                         for d in (whole, split))
+    assert act_cp.nbytes == act.nbytes // cp  # a stage hands on its positions alone
+    (reduce,) = [m for m in split.sends if m.axis == "dp×cp"]  # the grads sum over dp × cp
+    assert reduce.op == "all-reduce"
+    a, passes = act_cp.nbytes, 4 * 4  # the stage's 4 layers, 4 micro-batches
+    forward = sum(m.wire(cp) * m.count for m in split.sends
+                  if m.axis == "cp" and m.behind == "forward")
+    want = 4 * (cp - 1) / cp * a if attention == "ulysses" else 2 * (cp - 1) * a
+    assert forward == pytest.approx(want * passes)

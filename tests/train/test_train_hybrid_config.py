@@ -51,3 +51,28 @@ def test_tensor_flags_belong_to_the_hybrid_strategy():
     assert problems(["--strategy", "pipeline", "--tp", "2", "--sequence-parallel"], 2) == [
         "--tp, --sequence-parallel go with --strategy hybrid, not pipeline"]
     assert problems(["--tp", "2"], 2) == ["--tp goes with --strategy hybrid, not dp"]
+
+
+@pytest.mark.parametrize("world, flags, dp", [(4, ["--cp", "4"], 1), (8, ["--cp", "2"], 4),
+                                              (8, ["--cp", "2", "--tp", "2", "--pp", "2"], 1)])
+def test_dp_defaults_to_the_world_over_pp_cp_and_tp(world, flags, dp):
+    t = load_config([*HYBRID, *flags], world_size=world).train
+    assert t.replicas(world) == dp and dp * t.pp * t.cp * t.tp == world
+
+
+def test_every_reason_cp_cannot_split_a_sequence_is_listed_at_once():
+    found = problems([*HYBRID, "--cp", "4", "--tp", "2", "--seq-len", "12", "--dropout", "0.1",
+                      "--n-heads", "4", "--d-model", "8", "--cp-attention", "ulysses"], 8)
+    assert found == [
+        "--cp 4 with the zigzag layout cuts each sequence into 8 equal chunks: --seq-len 12 "
+        "does not divide by 8",
+        "--cp 4 runs without dropout (--dropout 0.1): a rank holds 1/cp of a sequence, so it "
+        "cannot draw one device's mask of the whole",
+        "--cp-attention ulysses shares each tensor-parallel rank's heads over the 4 cp ranks: "
+        "--n-heads 4 over --tp 2 gives 2, which does not divide by --cp 4"]
+    assert problems([*HYBRID, "--cp", "3", "--seq-len", "12", "--cp-layout", "contiguous"],
+                    4) == ["--pp 1 × --cp 3 × --tp 1 does not divide the world of 4 ranks into "
+                           "replicas of the pipeline; launch a multiple of 3 ranks"]
+    assert problems([*HYBRID, "--cp", "2", "--model", "lstm"], 2) == [
+        "--cp 2 splits a transformer's sequence over ranks; model lstm has none (use --cp 1)"]
+    assert problems(["--cp", "2"], 2) == ["--cp goes with --strategy hybrid, not dp"]

@@ -3,9 +3,11 @@ only attention communicates (ring, all-gather, Ulysses; Liu et al. 2023, Dubey e
 Jacobs et al. 2023)."""
 
 from .allgather import AllGatherAttention
-from .layout import ContextError, future, positions
+from .gpt import SCHEMES, context_parallel
+from .layout import Context, ContextError, future, positions
 from .ring import RingAttention
+from .traffic import traffic
 from .ulysses import UlyssesAttention
 
-__all__ = ["AllGatherAttention", "ContextError", "RingAttention", "UlyssesAttention", "future",
-           "positions"]
+__all__ = ["SCHEMES", "AllGatherAttention", "Context", "ContextError", "RingAttention",
+           "UlyssesAttention", "context_parallel", "future", "positions", "traffic"]

@@ -7,25 +7,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...nn.attention import attention_weights
-from ...nn.module import Module
+from ...nn.attention import AttentionCore, attention_weights
 from .. import duals
-from .layout import future
+from .layout import Context, future
 
 
-class AllGatherAttention(Module):
-    """q, k, v (B, H, T/cp, d) at this rank's ``mine`` positions → (B, H, T/cp, d): one device's
-    causal attention (``nn.attention.AttentionCore``) for those queries. ``held[i]`` are the
-    positions rank i of ``comm`` holds (:func:`~.layout.positions`)."""
+class AllGatherAttention(AttentionCore):
+    """q, k, v (B, H, T/cp, d) at this rank's positions → (B, H, T/cp, d): one device's causal
+    attention (``nn.attention.AttentionCore``) for those queries, over ``context``'s cp group
+    and layout; every key seen where not ``causal``."""
 
-    def __init__(self, comm, held: list):
-        self.comm, self.held = comm, held
-        self.mine = held[comm.rank]
-        self._mask = None
+    def __init__(self, context: Context, causal: bool = True):
+        super().__init__()
+        self.context, self.causal, self._masks = context, causal, {}
 
     def forward(self, q, k, v):
-        keys = duals.all_gather(k, self.comm, axis=2)  # (B, H, T, d): every rank's, rank order
-        values = duals.all_gather(v, self.comm, axis=2)
-        if self._mask is None:  # the keys' positions, in the order they were gathered
-            self._mask = future(self.mine, np.concatenate(self.held), q.xp)
-        return attention_weights(q, keys, self._mask) @ values  # (B, H, T/cp, T)·(B, H, T, d)
+        comm = self.context.comm
+        keys = duals.all_gather(k, comm, axis=2)  # (B, H, T, d): every rank's, rank order
+        values = duals.all_gather(v, comm, axis=2)
+        t = keys.shape[2]
+        if t not in self._masks and self.causal:  # the keys' positions, in gathered order
+            held = self.context.held(t)
+            self._masks[t] = future(held[comm.rank], np.concatenate(held), q.xp)
+        return attention_weights(q, keys, self._masks.get(t)) @ values  # (B,H,T/cp,T)·(B,H,T,d)

@@ -20,6 +20,27 @@ class ContextError(ValueError):
     """A sequence that the cp group cannot split as asked."""
 
 
+class Context:
+    """A cp group and its layout: the positions each of its ranks holds of a T-token sequence
+    (cached per T), which every context-parallel layer of a model shares."""
+
+    def __init__(self, comm, layout: str = "zigzag"):
+        if layout not in LAYOUTS:
+            raise ContextError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+        self.comm, self.layout, self._held = comm, layout, {}
+
+    def held(self, t: int) -> list[np.ndarray]:
+        """``held(t)[i]``: the (T/cp,) positions rank i holds of a T-token sequence."""
+        if t not in self._held:
+            self._held[t] = [positions(t, self.comm.size, r, self.layout)
+                             for r in range(self.comm.size)]
+        return self._held[t]
+
+    def mine(self, t: int) -> np.ndarray:
+        """The (T/cp,) positions this rank holds of a T-token sequence."""
+        return self.held(t)[self.comm.rank]
+
+
 def positions(t: int, cp: int, rank: int, layout: str = "zigzag") -> np.ndarray:
     """The (T/cp,) positions, ascending, that rank ``rank`` of ``cp`` holds of a T-token
     sequence."""

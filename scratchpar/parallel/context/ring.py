@@ -22,38 +22,54 @@ import numpy as np
 
 from ...autograd import Function
 from ...backend import get_array_module
-from .layout import future
+from ...nn.attention import AttentionCore
+from .layout import Context, future
 
 KV, GRADS = 1, 2  # the tags of a block's keys and values, and of their gradients
 
 
-class RingAttention(Function):
-    """q, k, v (B, H, T/cp, d) at this rank's positions → (B, H, T/cp, d), one device's causal
-    attention for them. ``comm``: the cp group (a dup of its own: the ring names its tags);
-    ``held[i]``: the positions rank i holds (:func:`~.layout.positions`)."""
+class RingAttention(AttentionCore):
+    """q, k, v (B, H, T/cp, d) at this rank's positions → (B, H, T/cp, d): one device's causal
+    attention for them, over ``context``'s cp group and layout (its communicator one of the
+    group's own: the ring names its tags); every key seen where not ``causal``."""
+
+    def __init__(self, context: Context, causal: bool = True):
+        super().__init__()
+        self.context, self.causal = context, causal
+
+    def forward(self, q, k, v):
+        held = self.context.held(q.shape[2] * self.context.comm.size)
+        return Ring.apply(q, k, v, comm=self.context.comm, held=held, causal=self.causal)
+
+
+class Ring(Function):
+    """The ring's forward and backward (see above): ``held[i]`` the positions rank i of
+    ``comm`` holds (:func:`~.layout.positions`)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, comm, held):
+    def forward(ctx, q, k, v, comm, held, causal=True):
         xp, wide = get_array_module(q), np.promote_types(q.dtype, np.float32)
         scale = 1.0 / math.sqrt(q.shape[-1])
         out = xp.zeros(q.shape, wide)  # (B, H, Tq, d)
         lse = xp.full(q.shape[:-1], -np.inf, wide)  # (B, H, Tq)
         for block, source in _ring(comm, xp.stack([k, v])):
-            part = _scores(q, block[0], held[comm.rank], held[source], scale, xp)
-            if part is None:
+            seen = visible(held[comm.rank], held[source], causal)
+            if seen is None:  # every key after every query: a block a causal rank skips
                 continue
-            high = _finite(part.max(-1, keepdims=True), xp)  # (B, H, Tq, 1)
-            weights = xp.exp(part - high)  # (B, H, Tq, Tk): this block's, unnormalized
-            total = weights.sum(-1)  # (B, H, Tq)
-            seen = total > 0  # rows with a key visible in this block
-            total = xp.where(seen, total, 1.0)
-            mine = (weights @ block[1].astype(wide)) / total[..., None]  # (B, H, Tq, d)
-            mine_lse = xp.where(seen, high[..., 0] + xp.log(total), -np.inf)
-            merged = xp.logaddexp(lse, mine_lse)  # = lse − log σ(lse − lse_b)
-            out = (out * _exp(lse - merged, xp)[..., None]
-                   + mine * _exp(mine_lse - merged, xp)[..., None])
-            lse = merged
-        ctx.comm, ctx.held, ctx.saved = comm, held, (q, k, v, out, lse)
+            rows, cols, hidden = seen
+            part = _scores(q[..., rows, :], block[0][..., cols, :], hidden, scale, xp)
+            high = _finite(part.max(-1, keepdims=True), xp)  # (B, H, tq, 1)
+            weights = xp.exp(part - high)  # (B, H, tq, tk): this block's, unnormalized
+            total = weights.sum(-1)  # (B, H, tq)
+            seeing = total > 0  # rows with a key visible in this block
+            total = xp.where(seeing, total, 1.0)
+            mine = (weights @ block[1][..., cols, :].astype(wide)) / total[..., None]
+            mine_lse = xp.where(seeing, high[..., 0] + xp.log(total), -np.inf)
+            merged = xp.logaddexp(lse[..., rows], mine_lse)  # = lse − log σ(lse − lse_b)
+            out[..., rows, :] = (out[..., rows, :] * _exp(lse[..., rows] - merged, xp)[..., None]
+                                 + mine * _exp(mine_lse - merged, xp)[..., None])
+            lse[..., rows] = merged
+        ctx.comm, ctx.held, ctx.causal, ctx.saved = comm, held, causal, (q, k, v, out, lse)
         return out.astype(q.dtype)
 
     @staticmethod
@@ -68,14 +84,19 @@ class RingAttention(Function):
         grads = xp.zeros((2, *k.shape), wide)  # the block in hand's dK, dV, as they travel
         ring = _ring(comm, xp.stack([k, v]))
         for block, source in ring:
-            part = _scores(q, block[0], held[comm.rank], held[source], scale, xp)
-            if part is not None:
-                probs = _exp(part - lse[..., None], xp)  # (B, H, Tq, Tk), hidden: 0
-                grads[1] += probs.swapaxes(-1, -2) @ grad  # dV += Pᵀ·dO
-                dscores = probs * (grad @ block[1].astype(wide).swapaxes(-1, -2)
-                                   - rowdot[..., None])  # dS = P ∘ (dO·Vᵀ − D)
-                dq += (dscores @ block[0].astype(wide)) * scale
-                grads[0] += (dscores.swapaxes(-1, -2) @ q.astype(wide)) * scale
+            seen = visible(held[comm.rank], held[source], ctx.causal)
+            if seen is not None:
+                rows, cols, hidden = seen
+                keys, values = (x[..., cols, :].astype(wide) for x in block)
+                part = _scores(q[..., rows, :], keys, hidden, scale, xp)
+                probs = _exp(part - lse[..., rows, None], xp)  # (B, H, tq, tk), hidden: 0
+                mine = grad[..., rows, :]  # dO of these rows
+                grads[1][..., cols, :] += probs.swapaxes(-1, -2) @ mine  # dV += Pᵀ·dO
+                dscores = probs * (mine @ values.swapaxes(-1, -2)
+                                   - rowdot[..., rows, None])  # dS = P ∘ (dO·Vᵀ − D)
+                dq[..., rows, :] += (dscores @ keys) * scale
+                grads[0][..., cols, :] += (dscores.swapaxes(-1, -2)
+                                           @ q[..., rows, :].astype(wide)) * scale
             grads = ring.hand_on(grads)  # to the next rank, which holds this block next
         return dq.astype(q.dtype), grads[0].astype(k.dtype), grads[1].astype(v.dtype)
 
@@ -87,7 +108,7 @@ class _ring:
     after the last step they are back with their owner."""
 
     def __init__(self, comm, block):
-        self.comm, self.block = comm, block
+        self.comm, self.block = comm, get_array_module(block).ascontiguousarray(block)
         self.next, self.prev = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
 
     def __iter__(self):
@@ -111,15 +132,30 @@ class _ring:
         return received
 
 
-def _scores(q, keys, mine, theirs, scale, xp):
-    """QKᵀ/√d (B, H, Tq, Tk) in fp32 or wider, the future hidden (−∞); ``None`` where every
-    key is after every query (a block a causal rank skips)."""
-    hidden = future(mine, theirs, xp)  # (Tq, Tk)
-    if bool(hidden.all()):
+def visible(mine, theirs, causal: bool):
+    """Which part of the (Tq, Tk) block of queries at ``mine`` and keys at ``theirs`` to
+    compute: the slices of rows and of columns bounding every visible pair, and the future
+    hidden within them (``None`` where none is); ``None`` where nothing is visible. Under the
+    zig-zag layout a block from a lower rank is seen whole by this rank's queries in its early
+    chunk's keys alone, and one from a higher rank by its late chunk's queries alone: half a
+    block's products, and no mask (Brandon et al. 2023, §3; Megatron-LM's ring does the
+    same)."""
+    if not causal:
+        return slice(None), slice(None), None
+    hidden = future(mine, theirs)  # (Tq, Tk), on the host
+    rows, cols = np.flatnonzero(~hidden.all(1)), np.flatnonzero(~hidden.all(0))
+    if rows.size == 0:
         return None
+    rows, cols = slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1)
+    inner = hidden[rows, cols]
+    return rows, cols, inner if inner.any() else None
+
+
+def _scores(q, keys, hidden, scale, xp):
+    """QKᵀ/√d (B, H, tq, tk) in fp32 or wider, the ``hidden`` (tq, tk) entries −∞."""
     wide = np.promote_types(q.dtype, np.float32)
     scores = (q.astype(wide) @ keys.astype(wide).swapaxes(-1, -2)) * scale
-    return xp.where(hidden, -np.inf, scores)
+    return scores if hidden is None else xp.where(xp.asarray(hidden), -np.inf, scores)
 
 
 def _finite(x, xp):

@@ -1,8 +1,8 @@
 """A pipeline's checkpoint pieces: each stage writes and reads its own parameters and their
 optimizer state, under tensor parallelism each rank its shards (a box of the view its split
 names), so no rank gathers the model. A parameter that several stages hold (a tied embedding)
-is written by the lowest, as it counts in the norm once; the replicas over dp share the
-writing out."""
+is written by the lowest, as it counts in the norm once; the replicas over dp (and cp) share
+the writing out."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def stage_pieces(pipe) -> tuple[list[Piece], dict]:
                                     pipe.box(int(j)), value))
         else:
             optim[f"{name}.{stage.index[int(j)]}"] = value
-    dp = pipe.mesh.dp_comm
-    return shared_out(pieces, dp.rank, dp.size), {"model": {}, "optim": optim}
+    replicas = pipe.mesh.replica_comm  # the ranks holding the same parameters share it out
+    return shared_out(pieces, replicas.rank, replicas.size), {"model": {}, "optim": optim}
 
 
 def load_stage_pieces(pipe, stored) -> None:

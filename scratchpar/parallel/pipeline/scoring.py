@@ -17,7 +17,7 @@ def score_forward(pipe, batch, task) -> tuple[float, float]:
     rank's actions (a schedule's sends and receives of activations match by themselves), the
     last stage's scores summed over the world."""
     replica = shard(batch, pipe.mesh.dp_comm.rank, pipe.mesh.dp)
-    micro = [pipe.objective.split(shard(replica, i, pipe.m)) for i in range(pipe.m)]
+    micro = pipe.micro_batches(replica)
     runtime, loss_fn, right = pipe.runtime, pipe.runtime.loss_fn, []
 
     def scored(out, targets, reduction: str = "mean"):

@@ -8,7 +8,6 @@ from ...backend import get_array_module, to_device
 from ...comm import collectives
 from ...comm.buckets import Buckets
 from ...comm.chunks import bounds
-from ...comm.states import gather_states
 from ...data.shard import Part, shard
 from ...nn.recompute import chosen
 from ...nn.recompute import recompute as mark
@@ -25,6 +24,7 @@ from .runtime import Runtime
 from .scoring import score_forward
 from .simulator import check
 from .stage import StageModel
+from .whole import load_whole_state, whole_state
 
 
 class Pipeline(Strategy):
@@ -95,40 +95,48 @@ class Pipeline(Strategy):
         self.runtime = self.runtime_class(self.stage, mesh.pp_comm.dup(name="pipeline"),
                                           self._output_loss(), self.tracer)
         self.actions = schedule[mesh.pp_comm.rank]
-        self.plan = Buckets([p.data for p in self.params], bucket_bytes) if mesh.dp > 1 else None
+        self.plan = (Buckets([p.data for p in self.params], bucket_bytes)
+                     if mesh.replica_comm.size > 1 else None)
         self.tied = []  # (indices into params, communicator of the ranks sharing them)
         for group in self.stage.groups:  # every rank splits once per group, in the same order
             comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
             self.tied.append((self.stage.shared(group), comm))
         self.owned = self.stage.owned()  # the parameters this rank counts in the norm
-        self.counts = mesh.pp_comm.rank == 0 and mesh.tp_comm.rank == 0  # N: one per replica
+        self.counts = mesh.pp_comm.rank == mesh.tp_comm.rank == mesh.cp_comm.rank == 0  # N: one
+        # per replica
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
-                 rows: int = 0, bucket_bytes: int = 1 << 20, tp: int = 1) -> Description:
+                 rows: int = 0, bucket_bytes: int = 1 << 20, tp: int = 1,
+                 cp: int = 1) -> Description:
         """The rank with the largest share of the layers (:func:`stage_share`, v chunks of
         them) holds its stage's parameters, gradient and optimizer state, and DP's buckets
         when replicated. Each step it sends and receives the boundary activation of each of
-        the m micro-batches of its replica's ``rows`` and its gradient, whatever the
-        ``schedule`` (Huang et al. 2019, GPipe §2.2), then the replicas sum the stage's gradient in
-        buckets (exposed, after the flush), and one all-reduce carries the loss, norm and N."""
-        dp = max(world // (pp * tp), 1)
+        the m micro-batches of its replica's ``rows`` (its 1/cp of their positions) and its
+        gradient, whatever the ``schedule`` (Huang et al. 2019, GPipe §2.2), then the ranks
+        holding its stage (dp × cp) sum its gradient in buckets (exposed, after the flush),
+        and one all-reduce carries the loss, norm and N."""
+        dp = max(world // (pp * tp * cp), 1)
         stage = replace(shape, psi=min(shape.psi, stage_share(shape, pp * v) * v),
                         count=-(-shape.count // pp))  # its masters' and moments' bytes kept
-        micro = -(-rows // (dp * m)) * shape.boundary  # one micro-batch's activation
+        micro = -(-rows // (dp * m)) * shape.boundary // cp  # one micro-batch's activation
         # every micro-batch crosses each of a rank's v chunks' boundaries once each way, as
         # every schedule has it; on one rank the crossings are hand-offs, not messages
         crossings = m * v if pp > 1 else 0
         messages = [Message("send", "pp", micro, crossings, "forward"),
                     Message("send", "pp", micro, crossings, "backward"),
                     Message("all-reduce", "world", TOTALS + 8, 1)]  # [Σ loss, Σ ‖g‖², N]
-        if dp > 1:
-            messages.append(bucketed(stage, bucket_bytes, "all-reduce", "dp"))
-        return Description(replicated(stage, buffers=stage.bytes if dp > 1 else 0),
+        if dp * cp > 1:
+            messages.append(bucketed(stage, bucket_bytes, "all-reduce",
+                                     "dp" if cp == 1 else "dp×cp"))
+        return Description(replicated(stage, buffers=stage.bytes if dp * cp > 1 else 0),
                            tuple(messages), chunk=shape.largest, arrays=stage.stepped)
 
     def _held(self, model, ranges):
-        """The model whose layers the stages run: the caller's own."""
+        """The model whose layers the stages run: the caller's own, on whole sequences."""
+        if self.mesh.cp > 1:
+            raise ValueError(f"{type(self).__name__} runs whole sequences: a mesh with cp > 1 "
+                             "is Hybrid's")
         return model
 
     def _output_loss(self):
@@ -143,14 +151,20 @@ class Pipeline(Strategy):
             return None
         return bounds(batch_size, self.mesh.dp)[self.mesh.dp_comm.rank]
 
+    def micro_batches(self, replica) -> list:
+        """The m (inputs, targets) micro-batches of this replica's rows, the objective's
+        ``split`` of each."""
+        return [self.objective.split(shard(replica, i, self.m)) for i in range(self.m)]
+
     def _sum_over_replicas(self) -> None:
         """Every parameter's gradient (zeros where backward did not reach it), contiguous, summed
-        over the dp replicas of this stage in DP's buckets (Li et al. 2020)."""
+        over the ranks holding this stage's parameters (its dp replicas, and under Hybrid their
+        cp ranks) in DP's buckets (Li et al. 2020)."""
         for p in self.params:
             p.grad = (self.xp.zeros_like(p.data) if p.grad is None
                       else self.xp.ascontiguousarray(p.grad))
         if self.plan is not None:
-            self._sum_in_buckets(self.plan, range(len(self.params)), self.mesh.dp_comm)
+            self._sum_in_buckets(self.plan, range(len(self.params)), self.mesh.replica_comm)
 
     def _sum_partials(self) -> None:
         """Gradients that are parts of a sum over a tp group: none without one."""
@@ -173,9 +187,8 @@ class Pipeline(Strategy):
         ``{"loss", "grad_norm", "skipped"}``."""
         replica = shard(global_batch, self.mesh.dp_comm.rank, self.mesh.dp)
         self.units = self.objective.count(replica) if self.counts else 0
-        micro = [self.objective.split(shard(replica, i, self.m)) for i in range(self.m)]
         self.optimizer.zero_grad()
-        self.runtime.run(self.actions, micro, self._update)
+        self.runtime.run(self.actions, self.micro_batches(replica), self._update)
         if isinstance(global_batch, Part):  # read after the guard's wait: no second one
             self.metrics["units"] = float(self.n)
         return self.metrics
@@ -191,7 +204,7 @@ class Pipeline(Strategy):
             totals = self.xp.zeros(3, "float64")  # [Σ loss, Σ ‖g‖², N] of this rank's part
             for loss in self.runtime.losses.values() if self.mesh.tp_comm.rank == 0 else ():
                 totals[0] += loss.data
-            if self.mesh.dp_comm.rank == 0:  # after the sum, every replica has the same grads
+            if self.mesh.replica_comm.rank == 0:  # after the sum, every replica has them
                 for p in self.owned:
                     totals[1] += (p.grad.astype("float64") ** 2).sum()
             totals[2] += self.units
@@ -204,30 +217,9 @@ class Pipeline(Strategy):
 
     # -- checkpoints: the whole model, under the single-device model's names ----------------------
     def state_dict(self) -> dict | None:
-        """Collective over this replica: the whole model and optimizer state on rank 0, every
-        tensor-parallel shard joined back (keyed as one device keys them, so any strategy and
-        mesh resumes from it); ``None`` elsewhere."""
-        if self.mesh.dp_comm.rank != 0:
-            return None
-        flat = self._whole(self._flat())
-        if flat is None:
-            return None
-        parts = gather_states(self.mesh.pp_comm, flat, self.xp, "pipeline stage states")
-        if parts is None:
-            return None
-        state = {"model": {}, "optim": {}}
-        for part in parts:
-            for key, value in part.items():
-                section, _, name = key.partition("/")
-                state[section].setdefault(name, value)
-        return state
-
-    def _flat(self) -> dict:
-        flat = {f"model/{k}": v for k, v in self.stage.state_dict().items()}
-        for key, value in self.optimizer.state_dict().items():
-            name, _, i = key.rpartition(".")
-            flat[f"optim/{key}" if not name else f"optim/{name}.{self.stage.index[int(i)]}"] = value
-        return flat
+        """Collective over this replica: the whole model and optimizer state on rank 0 (keyed
+        as one device keys them, :func:`~.whole.whole_state`); ``None`` elsewhere."""
+        return whole_state(self)
 
     def _whole(self, flat: dict) -> dict | None:
         """This stage's flat state as whole tensors (a stage without tp holds them whole)."""
@@ -242,32 +234,8 @@ class Pipeline(Strategy):
         return {k: to_device(v) if hasattr(v, "shape") else v for k, v in flat.items()}
 
     def load_state_dict(self, state: dict) -> None:
-        """This rank's part of a whole-model checkpoint (from any strategy and mesh): its
-        stage's tensors (cut to its tensor-parallel shard, under :class:`Hybrid`)."""
-        model, optim = state["model"], state["optim"]
-        missing = [name for name in self.stage.names if name not in model]
-        if missing:
-            raise ValueError(f"the checkpoint has no {', '.join(missing)}")
-        unexpected = sorted(set(model) - {name for name, _ in self.whole.named_parameters()})
-        if unexpected:
-            raise ValueError(f"the checkpoint has {', '.join(unexpected)}, which the model has "
-                             "not")
-        local = {g: i for i, g in enumerate(self.stage.index)}
-        flat = {f"model/{name}": model[name] for name in self.stage.names}
-        for key, value in optim.items():
-            name, _, i = key.rpartition(".")
-            if not name or int(i) in local:
-                flat[f"optim/{key}"] = value
-        mine = self._mine(flat)
-        for name, p in zip(self.stage.names, self.params):
-            self.xp.copyto(p.data, mine[f"model/{name}"].astype(p.dtype))
-        optim_state = {}
-        for key, value in mine.items():
-            section, _, rest = key.partition("/")
-            name, _, i = rest.rpartition(".")
-            if section == "optim":
-                optim_state[rest if not name else f"{name}.{local[int(i)]}"] = value
-        self.optimizer.load_state_dict(optim_state)
+        """This rank's part of a whole-model checkpoint (:func:`~.whole.load_whole_state`)."""
+        load_whole_state(self, state)
 
     def score(self, batch, task) -> tuple[float, float]:
         """The schedule's forward actions alone, in eval mode, on each replica's rows of

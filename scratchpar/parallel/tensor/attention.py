@@ -59,7 +59,7 @@ class ParallelAttention(Module):
     qkv_class, proj_class = HeadParallelQKV, HeadParallelProj
 
     def __init__(self, attn, comm):
-        heads = attn.n_heads
+        heads = self.n_heads = attn.n_heads  # H, the whole layer's
         self.head_dim = attn.qkv.weight.shape[0] // heads  # d
         self.heads = counts(heads, comm.size)[comm.rank]  # h_r, this rank's heads
         self.qkv = self.qkv_class(attn.qkv, comm, heads)

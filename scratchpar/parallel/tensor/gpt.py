@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...autograd import functional as F
 from ...backend import get_array_module
 from ...comm.chunks import bounds
@@ -89,19 +91,24 @@ class SequenceParallelPositions(Positions):
 
 class TensorParallelEmbedding(Module):
     """ids[B,T] → E[ids] + P[positions], dropout → X[B,T,C] (or its sequence shard X[B,T/t,C],
-    rank r's positions ``bounds(T, t)[r]``)."""
+    rank r's positions ``bounds(T, t)[r]``). Under context parallelism (a ``context``, see
+    :func:`~scratchpar.parallel.context.gpt.context_parallel`) the ids are this rank's T/cp
+    positions of the sequence, which P is looked up at."""
 
     def __init__(self, tok, pos, drop, comm, sequence_parallel: bool):
         self.tok, self.pos, self.drop = tok, pos, drop
         self.comm, self.sequence_parallel = comm, sequence_parallel
+        self.context = None
 
     def forward(self, ids):
-        t, max_len = ids.shape[1], self.pos.weight.shape[0]
-        if t > max_len:
-            raise ValueError(f"sequence of {t} tokens exceeds the model's max_len {max_len}")
+        t, max_len, xp = ids.shape[1], self.pos.weight.shape[0], get_array_module(ids)
+        whole = t * (self.context.comm.size if self.context else 1)  # the sequence's T
+        if whole > max_len:
+            raise ValueError(f"sequence of {whole} tokens exceeds the model's max_len {max_len}")
+        held = self.context.mine(whole) if self.context else np.arange(t)  # (T,) or (T/cp,)
         start, stop = (bounds(t, self.comm.size)[self.comm.rank] if self.sequence_parallel
                        else (0, t))
-        positions = get_array_module(ids).arange(start, stop)  # (T,) or this shard's
+        positions = xp.asarray(held[start:stop])  # this rank's, or its sequence shard's
         return self.drop(self.tok(ids) + F.gather(self.pos.weight, positions))
 
 

@@ -1,4 +1,4 @@
-"""Pipelines and the hybrid dp × pp × tp mesh on the command line: their flags, rules, builder."""
+"""Pipelines and the hybrid dp × pp × cp × tp mesh on the command line: flags, rules, builder."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from ...parallel.pipeline.simulator import simulate
 from ...parallel.pipeline.stage import release
 from ..option import count, opt
 from .family import Layout, OwnPieces
+from .splits import LAYOUTS, SCHEMES, TENSOR_MODELS, context_problems, tensor_problems
 
 HYBRID, MESH = ("hybrid",), ("pipeline", "hybrid")
-TENSOR_MODELS = ("gpt", "mlp")  # the models with a tensor-parallel form
 UNLAYERED_MODELS = ("logreg", "factors")  # one lookup and a sum: nothing to split into stages
 
 
@@ -29,9 +29,18 @@ class MeshFlags:
                                          "shards, all-gather and reduce-scatter in place of "
                                          "the all-reduces (Korthikanti et al. 2022)",
                                   owners=HYBRID)
+    cp: int = opt(1, "hybrid, gpt: context-parallel ranks per replica, each holding 1/cp of "
+                     "every sequence's positions", flag="--cp", owners=HYBRID)
+    cp_attention: str = opt("ring", "hybrid, --cp: attention over the sequence's shards: K, V "
+                            "around a ring (Liu et al. 2023), all-gathered (Llama 3), or heads "
+                            "by all-to-all (DeepSpeed-Ulysses)", choices=SCHEMES, owners=HYBRID)
+    cp_layout: str = opt("zigzag", "hybrid, --cp: the positions each cp rank holds: chunks r "
+                         "and 2·cp−1−r (balanced causal work), or one contiguous run",
+                         choices=LAYOUTS, owners=HYBRID)
     pp: int = opt(1, "pipeline, hybrid: stages", flag="--pp", owners=MESH)
     dp: int | None = opt(None, "pipeline, hybrid: replicas of the pipeline (default: the world "
-                               "size over --pp × --tp)", flag="--dp", kind=int, owners=MESH)
+                               "size over --pp × --cp × --tp)", flag="--dp", kind=int,
+                               owners=MESH)
     pp_schedule: str = opt("1f1b", "pipeline: naive model distribution (one micro-batch), "
                            "GPipe, 1F1B (PipeDream-Flush), interleaved 1F1B, backward-"
                            "prioritized, zero-bubble ZB-H1 (weight gradients apart), or "
@@ -54,8 +63,13 @@ class MeshFlags:
 
     def replicas(self, world_size: int) -> int:
         """Pipeline replicas on ``world_size`` ranks: ``--dp``, or the world over ``--pp``
-        × ``--tp``."""
-        return self.dp if self.dp is not None else world_size // (self.pp * self.tp)
+        × ``--cp`` × ``--tp``."""
+        return self.dp if self.dp is not None else world_size // self.replica_ranks
+
+    @property
+    def replica_ranks(self) -> int:
+        """The ranks of one replica of the pipeline: pp × cp × tp."""
+        return self.pp * self.cp * self.tp
 
 
 def pipeline_layers(m) -> int:
@@ -68,7 +82,8 @@ class MeshFamily(OwnPieces):
     """``--strategy pipeline`` (dp × pp) and ``hybrid`` (dp × pp × tp)."""
 
     names = {"pipeline": "pipeline parallel (with data-parallel replicas of the pipeline)",
-             "hybrid": "the hybrid dp × pp × tp mesh (tensor-parallel stages)"}
+             "hybrid": "the hybrid dp × pp × cp × tp mesh (tensor- and context-parallel "
+                       "stages)"}
     flags = MeshFlags
 
     def problems(self, c, world_size: int) -> list[str]:
@@ -81,20 +96,22 @@ class MeshFamily(OwnPieces):
                     f"{m.kind} has none (use single, dp, dp-naive, local-sgd, zero, ps, hogwild "
                     "or easgd)"]
         bad = [f"{flag} must be at least 1; got {value}" for flag, value in
-               (("--pp", t.pp), ("--tp", t.tp), ("--dp", t.dp), ("--microbatches", t.microbatches),
-                ("--virtual", t.virtual)) if value is not None and value < 1]
+               (("--pp", t.pp), ("--tp", t.tp), ("--cp", t.cp), ("--dp", t.dp),
+                ("--microbatches", t.microbatches), ("--virtual", t.virtual))
+               if value is not None and value < 1]
         if bad:
             return bad
         problems = []
         dp = t.replicas(world_size)
-        stage = f"--pp {t.pp}" + (f" × --tp {t.tp}" if t.strategy == "hybrid" else "")
-        if t.dp is None and world_size % (t.pp * t.tp):
+        stage = f"--pp {t.pp}" + (f" × --cp {t.cp}" if t.cp > 1 else "") + (
+            f" × --tp {t.tp}" if t.strategy == "hybrid" else "")
+        if t.dp is None and world_size % t.replica_ranks:
             problems.append(f"{stage} does not divide the world of {count(world_size, 'rank')}"
                             f" into replicas of the pipeline; launch a multiple of "
-                            f"{count(t.pp * t.tp, 'rank')}")
-        elif dp * t.pp * t.tp != world_size:
-            problems.append(f"--dp {dp} × {stage} = {count(dp * t.pp * t.tp, 'rank')}, but the "
-                            f"world has {world_size}")
+                            f"{count(t.replica_ranks, 'rank')}")
+        elif dp * t.replica_ranks != world_size:
+            problems.append(f"--dp {dp} × {stage} = {count(dp * t.replica_ranks, 'rank')}, but "
+                            f"the world has {world_size}")
         problems += schedule_problems(t.pp_schedule, t.pp, t.m, t.virtual)
         layers = pipeline_layers(m)
         if t.pp * t.virtual > layers:
@@ -109,7 +126,7 @@ class MeshFamily(OwnPieces):
                             "be updated at different times and drift apart; untie them or use a "
                             "flushing schedule")
         if t.strategy == "hybrid":
-            problems += tensor_problems(c)
+            problems += tensor_problems(c) + context_problems(c)
         return problems
 
     def workers(self, c, world_size: int) -> int | None:
@@ -117,7 +134,8 @@ class MeshFamily(OwnPieces):
 
     def stream(self, cfg, rank: int) -> int:
         """A tp group draws one stream: its ranks draw whole masks alike and each keeps its
-        slice, as one device fed that stream would (Shoeybi et al. 2019, §3)."""
+        slice, as one device fed that stream would (Shoeybi et al. 2019, §3). Its ranks are
+        adjacent in the mesh."""
         return rank // cfg.train.tp if cfg.train.strategy == "hybrid" else rank
 
     def task_problems(self, cfg, task) -> list[str]:
@@ -132,8 +150,9 @@ class MeshFamily(OwnPieces):
         knobs = {"pp": t.pp, "m": t.m, "v": t.virtual,
                  "rows": t.batch_size, "bucket_bytes": t.bucket_bytes, "tp": t.tp}
         if t.strategy == "hybrid":
-            return Hybrid.describe(shape, world_size, **knobs,
-                                   sequence_parallel=t.sequence_parallel)
+            return Hybrid.describe(shape, world_size, **knobs, cp=t.cp,
+                                   sequence_parallel=t.sequence_parallel,
+                                   attention=t.cp_attention)
         cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
         return cls.describe(shape, world_size, **knobs)
 
@@ -169,9 +188,9 @@ class MeshFamily(OwnPieces):
         return shape.bytes + description.holds["parameters"]
 
     def mesh(self, cfg, comm):
-        """``--dp`` replicas of ``--pp`` stages of ``--tp`` ranks each."""
+        """``--dp`` replicas of ``--pp`` stages of ``--cp`` × ``--tp`` ranks each."""
         t = cfg.train
-        return Mesh(comm, dp=t.replicas(comm.size), pp=t.pp, tp=t.tp)
+        return Mesh(comm, dp=t.replicas(comm.size), pp=t.pp, tp=t.tp, cp=t.cp)
 
     def build(self, cfg, task, make_optimizer, mesh):
         """Each stage the layers that ``--balance`` gives it (rank 0 says which), split over
@@ -196,7 +215,8 @@ class MeshFamily(OwnPieces):
                  "bucket_bytes": t.bucket_bytes, "recompute": t.recompute}
         if t.strategy == "hybrid" and cfg.model.kind in TENSOR_MODELS:
             strategy = Hybrid(task.model, make_optimizer, task, mesh,
-                              sequence_parallel=t.sequence_parallel, **knobs)
+                              sequence_parallel=t.sequence_parallel, attention=t.cp_attention,
+                              layout=t.cp_layout, **knobs)
         else:
             cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
             strategy = cls(task.model, make_optimizer, task, mesh, **knobs)
@@ -222,7 +242,11 @@ def _layout(cfg, mesh, ranges, names, weights, unit) -> str:
                      + ("; model " + cfg.model.kind + " has no tensor-parallel form, so this "
                         "runs as --strategy pipeline" if cfg.model.kind not in TENSOR_MODELS
                         else "") + ")")
-    if t.pp == 1:
+    if t.strategy == "hybrid" and t.cp > 1:
+        lines.append(f"each sequence's {cfg.data.seq_len} positions split over its {t.cp} cp "
+                     f"ranks, {cfg.data.seq_len // t.cp} each ({t.cp_layout}), attending by "
+                     f"{t.cp_attention}")
+    if t.pp == 1 and mesh.tp == mesh.cp == 1:
         lines.append(f"--pp 1: one stage, so each of the {mesh.dp} replica"
                      f"{'s' if mesh.dp > 1 else ''} holds the whole model: data parallelism "
                      "(give --pp N to split the layers)")
@@ -260,30 +284,3 @@ def schedule_problems(name: str, p: int, m: int, v: int = 1) -> list[str]:
     names = ", ".join(schedules.SCHEDULES)
     return [FLAG_WORDS[u.rule].format(**u._asdict(), names=names)
             for u in schedules.unmet(name, p, m, v)]
-
-
-def tensor_problems(c) -> list[str]:
-    """Every reason ``--tp`` cannot split the model (Megatron splits heads, hidden units and
-    the vocabulary evenly)."""
-    m, d, t = c.model, c.data, c.train
-    problems = []
-    if t.pp_schedule == "pipedream":
-        problems.append("--strategy hybrid runs the synchronous pipeline; --pp-schedule "
-                        "pipedream updates per micro-batch (use --strategy pipeline for it)")
-    if t.sequence_parallel and m.kind != "gpt":
-        problems.append(f"--sequence-parallel shards a transformer's sequence; model {m.kind} "
-                        "has none")
-    if t.tp == 1:
-        return problems
-    if m.kind not in TENSOR_MODELS:
-        problems.append(f"--tp {t.tp}: model {m.kind} has no tensor-parallel form (gpt and mlp "
-                        "do); use --tp 1")
-        return problems
-    splits = ([("model.n_heads", m.n_heads), ("model.d_model", m.d_model)]
-              + ([("data.vocab_size", d.vocab_size)] if d.source == "synthetic" else [])
-              if m.kind == "gpt" else [("model.hidden_sizes", h) for h in m.hidden_sizes])
-    for name, n in splits:
-        if n >= 1 and n % t.tp:
-            problems.append(f"--tp {t.tp} must divide {name} ({n}): each tensor-parallel rank "
-                            "holds an equal share")
-    return problems
