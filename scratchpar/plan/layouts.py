@@ -11,6 +11,9 @@ strategy and its knobs. Candidates are drawn from every family:
   with and without sequence parallelism; and micro-batches of one row, with selective
   recomputation and sequence parallelism or with full recomputation, as the largest
   published runs train (Narayanan et al. 2021, §5.1; Korthikanti et al. 2022, §6);
+- for a GPT, the mesh with its sequences over cp as well (every factorization with cp > 1,
+  ring and Ulysses attention, sequence parallelism where tp > 1), as Llama 3 trained its long
+  contexts (Dubey et al. 2024, §3.3.2);
 - parameter servers: each mode, 1 to ⌊world/2⌋ servers;
 - Hogwild and EASGD's three modes.
 
@@ -72,6 +75,15 @@ def candidates(world: int, rows: int = 0) -> Iterator[tuple[str, ...]]:
                 mesh = (*mesh[:-1], str(single))
                 yield (*mesh, "--recompute", "selective", "--sequence-parallel")
                 yield (*mesh, "--recompute", "full")
+    for cp in divisors(world)[1:]:  # a GPT's sequences over cp, beside every other split
+        for tp in divisors(world // cp):
+            for pp in divisors(world // (cp * tp)):
+                sp = ("--sequence-parallel",) if tp > 1 else ()
+                for attention in ("ring", "ulysses"):
+                    yield ("--strategy", "hybrid", "--dp", str(world // (cp * tp * pp)),
+                           "--pp", str(pp), "--cp", str(cp), "--tp", str(tp),
+                           "--cp-attention", attention, "--pp-schedule", "1f1b",
+                           "--microbatches", str(2 * pp), *sp)
     for servers in range(1, world // 2 + 1):
         for mode in ("sync", "ssp", "async"):
             yield ("--strategy", "ps", "--servers", str(servers), "--ps-mode", mode)

@@ -7,6 +7,8 @@ Each message kind costs what its algorithm sends one after another on a rank's c
   reducing: 2(p−1)·α + 2(p−1)/p·n·β + (p−1)/p·n·γ (Thakur, Rabenseifner & Gropp 2005, §2);
 - reduce-scatter: its first half, (p−1)·α + (p−1)/p·n·(β + γ);
 - all-gather: its second half, (p−1)·α + (p−1)/p·n·β;
+- all-to-all, the pairwise exchange (Thakur, Rabenseifner & Gropp 2005, §3): p−1 steps of n/p
+  bytes, (p−1)·α + (p−1)/p·n·β;
 - a point-to-point message (a pipeline's activation, a server's push or pull, a header, a
   one-sided get): α + n·β; a one-sided accumulate adds on the owner too: α + n·(β + γ).
 
@@ -32,7 +34,7 @@ def seconds(message: Message, p: int, link: Link, gamma_s_per_byte: float,
         once = 2 * (p - 1) * a + 2 * share * n * b + share * n * g
     elif message.op == "reduce-scatter":
         once = (p - 1) * a + share * n * (b + g)
-    elif message.op == "all-gather":
+    elif message.op in ("all-gather", "all-to-all"):
         once = (p - 1) * a + share * n * b
     elif message.op == "accumulate":
         once = a + n * (b + g)

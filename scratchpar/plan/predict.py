@@ -14,7 +14,7 @@ costs 1/t of it, or what ``tensor(rows)`` says, timed on the shard itself. A pip
 virtual stages each take 1/P of it, or the shares ``shares(rows, P)`` gives: those of the
 layers the engine's partition puts in each, timed on this machine. An axis whose ranks
 lie on several nodes of ``profile.ranks_per_node`` takes the network link; the mesh puts tp
-innermost, then pp, then dp (``comm/mesh.py``).
+innermost, then cp, then dp, then pp (``comm/mesh.py``).
 """
 
 from __future__ import annotations
@@ -55,13 +55,15 @@ def predict(cfg, world: int, profile, compute: Compute, tensor: Compute | None =
 
 
 def axes(cfg, world: int) -> dict[str, int]:
-    """The ranks of each axis a layout's messages travel: the mesh's dp × pp × tp, the whole
-    world, and a parameter server's workers and servers."""
+    """The ranks of each axis a layout's messages travel: the mesh's dp × pp × cp × tp, the
+    ranks holding one stage (dp × cp), the whole world, and a parameter server's workers and
+    servers."""
     t = cfg.train
-    tp = t.tp if t.strategy == "hybrid" else 1
+    tp, cp = (t.tp, t.cp) if t.strategy == "hybrid" else (1, 1)
     pp = t.pp if t.strategy in ("pipeline", "hybrid") else 1
     servers = t.servers if t.strategy == "ps" else 0
-    return {"dp": world // (pp * tp), "pp": pp, "tp": tp, "world": world,
+    dp = world // (pp * cp * tp)
+    return {"dp": dp, "pp": pp, "cp": cp, "tp": tp, "dp×cp": dp * cp, "world": world,
             "workers": world - servers, "servers": servers}
 
 
@@ -90,15 +92,16 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
           described, ranks) -> step.Prediction:
     """A pipeline of ``pp`` stages, each ``tp`` shards wide, ``dp`` replicas of it: virtual
     stage k's shard computes its share of a shard's compute (1/t of the model's)."""
-    t, (pp, tp, world) = cfg.train, (ranks[a] for a in ("pp", "tp", "world"))
+    t, (pp, cp, tp, world) = cfg.train, (ranks[a] for a in ("pp", "cp", "tp", "world"))
     rows, virtual = micro_rows(cfg, world), pp * t.virtual
     if tensor is not None and tp > 1:
-        forward, backward = tensor(rows)
-    else:
-        forward, backward = (x / tp for x in compute(rows))
+        forward, backward = (x / cp for x in tensor(rows))
+    else:  # a cp rank computes 1/cp of the positions, its causal share balanced (zig-zag)
+        forward, backward = (x / (tp * cp) for x in compute(rows))
     split = shares(rows, virtual) if shares is not None else [(1 / virtual,) * 2] * virtual
-    node = profile.ranks_per_node
-    across = frozenset(axis for axis, span in (("tp", tp), ("pp", pp * tp), ("dp", world),
+    node, inner = profile.ranks_per_node, world // pp  # the mesh's order: tp, cp, dp, then pp
+    across = frozenset(axis for axis, span in (("tp", tp), ("cp", cp * tp), ("dp", inner),
+                                               ("dp×cp", inner), ("pp", world),
                                                ("world", world)) if span > node)
     boundary = [m for m in described.sends if m.axis == "pp" and m.count]
     link = profile.link(same_node="pp" not in across)

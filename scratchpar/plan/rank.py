@@ -72,11 +72,12 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
 SHORT = {"--pp-schedule": "", "--ps-mode": "", "--easgd-mode": "", "--microbatches": "m=",
          "--virtual": "v=", "--zero-stage": "stage ", "--offload": "offload=",
          "--servers": "servers=", "--dp": "dp=", "--pp": "pp=", "--tp": "tp=",
-         "--recompute": "recompute "}
+         "--cp": "cp=", "--cp-attention": "", "--recompute": "recompute "}
 
 
 def name(layout: Layout) -> str:
-    """A layout's flags, short: ``hybrid dp=2 pp=4 tp=2 1f1b m=8 sp``, ``zero stage 3``."""
+    """A layout's flags, short: ``hybrid dp=2 pp=4 tp=2 1f1b m=8 sp``, ``hybrid dp=1 pp=1
+    cp=4 tp=2 ring 1f1b m=2 sp``, ``zero stage 3``."""
     words, flags = [layout.flags[1]], list(layout.flags[2:])
     while flags:
         flag = flags.pop(0)

@@ -89,9 +89,11 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
 
     A hybrid's tensor-parallel collectives (the ``tp`` axis) sit inside each slot: Megatron's
     all-reduces wait for the matmul before them and the next one waits for them (Shoeybi et
-    al. 2019, §3), so they lengthen the slot's compute rather than hide behind it."""
+    al. 2019, §3), so they lengthen the slot's compute rather than hide behind it. So do its
+    context-parallel ones (``cp``): the ring's could hide behind the block in hand (Liu et al.
+    2023, §3), which this prices as exposed, an upper bound."""
     m, p, v = micro_batches(schedule), len(schedule), chunks(schedule)
-    inline = communication(_only(description, "tp"), ranks, profile, across_nodes)
+    inline = communication(_only(description, "tp", "cp"), ranks, profile, across_nodes)
     beside = {"F": inline.get("forward", 0.0) / (m * v) + message_s,
               "B": inline.get("backward", 0.0) / (m * v) + message_s}
 
@@ -111,12 +113,14 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
     mine = [[stages[c * p + r] for c in range(v)] for r in range(p)]
     busiest = max(mine, key=lambda chunks_of: sum(f + b for f, b in chunks_of))
     forward, backward = m * sum(f for f, _ in busiest), m * sum(b for _, b in busiest)
-    phases = communication(_only(description, "dp", "world"), ranks, profile, across_nodes)
+    phases = communication(_only(description, "dp", "dp×cp", "world"), ranks, profile,
+                           across_nodes)
     update = update_s(description, profile)
     tensor = sum(inline.values())  # exposed inside the slots
+    inside = "tp+cp" if any(s.axis == "cp" for s in description.sends) else "tp"
     return Prediction(forward, backward, update, {**phases, **{
-        f"tp {phase}": t for phase, t in inline.items()}}, sum(phases.values()) + tensor,
-        idle_s=makespan - forward - backward - tensor)
+        f"{inside} {phase}": t for phase, t in inline.items()}}, sum(phases.values()) + tensor,
+        idle_s=max(makespan - forward - backward - tensor, 0.0))  # rounding kept above 0
 
 
 def _only(description, *axes: str):

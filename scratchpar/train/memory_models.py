@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from ..comm.chunks import counts
 from ..parallel.description import Shape
+from .memory_context import attention
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
@@ -49,8 +50,7 @@ def value_bytes(cfg, s: int) -> int:
 
 def moments(cfg) -> int:
     """The optimizer's arrays per parameter: Adam's two moments, SGD's momentum, or none."""
-    o = cfg.optim
-    return 2 if o.optimizer in ("adam", "adamw") else int(o.momentum > 0)
+    return 2 if cfg.optim.optimizer in ("adam", "adamw") else int(cfg.optim.momentum > 0)
 
 
 def gpt_block(c: int, q: int, f: int) -> int:
@@ -80,12 +80,6 @@ def gpt_parameters(vocab: int, seq_len: int, d_model: int, n_layers: int,
     the head is ``tied`` to it."""
     embedding, block, head = gpt_layers(vocab, seq_len, d_model, 1)  # one block for each
     return embedding + n_layers * block + head - tied * vocab * d_model
-
-
-def causal_mask(seq_len: int) -> int:
-    """Bytes of the (T, T) bool mask each attention caches (``nn.attention``), a byte an
-    entry."""
-    return seq_len * seq_len
 
 
 class Sizes(NamedTuple):
@@ -206,10 +200,11 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
     own = sorted([embedding - tied, head - tied, *[block] * min(layers, 3)])
     shape = Shape(n, s, moments(cfg), largest, 2 + 12 * layers + 2 + (not m.tie_embeddings),
                   layers + 2, own[-1], sum(own[-3:]), tied, t * c * e)
-    masks = (layers + 2) * causal_mask(t)  # each block's cached one, and building one
+    core = attention(t, heads, c, cfg.train.cp, cfg.train.cp_attention)  # this rank's tokens
+    masks = (layers + 2) * core.mask  # each block's cached one, and building one
 
-    def step(b: int) -> int:
-        nc, a, nv, nt = b * t * c, b * heads * t * t, b * t * v, b * t  # (N, C), (B, H, T, T)
+    def step(b: int) -> int:  # (N,) tokens, (N, C), (N, V), (B, H, T, T) or a cp rank's part
+        nt, nc, nv, a = b * core.tokens, b * core.tokens * c, b * core.tokens * v, b * core.kept
         # what backward reads of each block (gpt_layer; in 16 bits the rstd stay in the run's
         # dtype), and what it rebuilds of a recomputed one: its attention core, or all of it
         sizes = Sizes(nt, c, nt, c, 4 * c, a)  # one device's block
@@ -218,20 +213,21 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
         blocks = layers * held
         embedded = drop * nc * (recompute != "full")  # embed's mask; under full, its ids alone
         kept = (blocks + 2 * nc * e + (nt + t * c) * s + embedded  # ln_f; embed's mask
-                + 25 * nt)  # targets, rows
+                + 25 * nt + layers * b * (core.gathered * c * e + core.wide * s))  # cp's
         # at its widest: forward's end, the logits beside their softmax (which backward makes
         # the logits' gradient and frees); or in backward, the softmax's two (B, H, T, T)
         # gradients, GELU's three (N, 4C), or in forward the attention dropout's draw (its
         # uint64 positions, their mixed bits and a shifted copy, 24 bytes an entry, beside the
         # masked scores the core still holds), with the residual gradients waiting beside it,
         # and a recomputed part's graph.
-        widest = max(2 * nv * s, max(2 * a * s, 12 * nc * s, drop * (24 + s) * a)
+        widest = max(2 * nv * s, max(2 * b * core.widest * s, 12 * nc * s, drop * (24 + s) * a)
                      + 3 * nc * s + again)
         return kept + (40 * layers + 16) * NODE_BYTES, widest
 
-    def evaluation(b: int) -> int:
-        nc, a, nv = b * t * c, b * heads * t * t, b * t * v
-        return 3 * nc * s + max(2 * a * s + 5 * nc * s, 12 * nc * s, 2 * nv * s + 25 * b * t)
+    def evaluation(b: int) -> int:  # in the training layout: a cp rank's positions
+        nt, a = b * core.tokens, b * core.widest
+        nc, nv = nt * c, nt * v
+        return 3 * nc * s + max(2 * a * s + 5 * nc * s, 12 * nc * s, 2 * nv * s + 25 * nt)
 
     kept, widest = step(rows)
     return Model(shape, draw(s, largest), masks + kept + widest, masks + evaluation(evaluated),

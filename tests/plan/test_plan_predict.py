@@ -47,12 +47,13 @@ def test_data_parallel_is_fed_its_own_description_and_its_rank_s_rows():
                                                                               sent_bytes=sent)
 
 
-def test_a_hybrid_s_tensor_collectives_are_exposed_inside_its_slots():
+def test_a_hybrid_s_tensor_and_context_collectives_are_exposed_inside_its_slots():
     for lay in LAYOUTS:
         if lay.cfg.train.strategy != "hybrid":
             continue
         got = predict(lay.cfg, 8, PROFILE, rate(lay.cfg))
-        tensor = got.communication_s["tp forward"] + got.communication_s["tp backward"]
+        inside = "tp+cp" if lay.cfg.train.cp > 1 else "tp"
+        tensor = sum(got.communication_s[f"{inside} {phase}"] for phase in ("forward", "backward"))
         assert tensor > 0 and got.exposed_s >= tensor
 
 

@@ -9,13 +9,8 @@ import pytest
 from scratchpar.nn import GPT, Block
 from scratchpar.parallel.pipeline.partition import parameter_counts
 from scratchpar.parallel.tensor.block import ParallelBlock
-from scratchpar.train.memory_models import (
-    Sizes,
-    causal_mask,
-    gpt_block,
-    gpt_layers,
-    gpt_parameters,
-)
+from scratchpar.train.memory_context import causal_mask
+from scratchpar.train.memory_models import Sizes, gpt_block, gpt_layers, gpt_parameters
 
 GPTS = [(7, 5, 4, 2, 2), (32, 16, 24, 6, 3), (50, 8, 16, 4, 1)]  # V, T, C, heads, layers
 

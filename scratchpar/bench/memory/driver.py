@@ -6,7 +6,8 @@ from __future__ import annotations
 from ...jobs.harness import Benchmark, Ranks, headline
 from ...jobs.mpijob import job
 from ...table import printed
-from ...train.memory_models import KiB, MiB, Sizes, causal_mask, gpt_layer, korthikanti
+from ...train.memory_context import causal_mask
+from ...train.memory_models import KiB, MiB, Sizes, gpt_layer, korthikanti
 from ..zero.driver import states
 from .worker import MODES
 

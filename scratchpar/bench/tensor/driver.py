@@ -19,7 +19,8 @@ from ...parallel.tensor import ParallelFeedForward
 from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from ...table import table
 from ...trace.tracer import Tracer
-from ...train.memory_models import Sizes, causal_mask, gpt_block, gpt_layer, korthikanti
+from ...train.memory_context import causal_mask
+from ...train.memory_models import Sizes, gpt_block, gpt_layer, korthikanti
 from ..timing import against_one_device, speedup
 
 CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},
