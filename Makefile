@@ -23,7 +23,7 @@ export MKL_NUM_THREADS = 1
 # what Open MPI's launcher needs here (root, more ranks than cores); the others ignore it
 include scratchpar/comm/launcher.env
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-branches bench-ps bench-async bench-zero bench-memory bench-plan batch-throughput batch-fits batch-steps batch-scaling docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-context bench-branches bench-ps bench-async bench-zero bench-memory bench-plan batch-throughput batch-fits batch-steps batch-scaling docs clean
 
 install: $(VENV)/.installed
 
@@ -62,6 +62,7 @@ bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data and p
 	$(BIN)/python -m scratchpar.bench dp $(ARGS)
 	$(BIN)/python -m scratchpar.bench pipeline $(ARGS)
 	$(BIN)/python -m scratchpar.bench tensor $(ARGS)
+	$(BIN)/python -m scratchpar.bench context $(ARGS)
 	$(BIN)/python -m scratchpar.bench branches $(ARGS)
 	$(BIN)/python -m scratchpar.bench ps $(ARGS)
 	$(BIN)/python -m scratchpar.bench async $(ARGS)
@@ -80,6 +81,9 @@ bench-pipeline: install  ## pipeline bubbles, stashed memory and throughput agai
 
 bench-tensor: install  ## tensor parallelism: collectives per layer from the trace, speed-up at t=2, bytes per rank
 	$(BIN)/python -m scratchpar.bench tensor $(ARGS)
+
+bench-context: install  ## context parallelism: activations, longest sequence, causal balance, bytes per layer, step time
+	$(BIN)/python -m scratchpar.bench context $(ARGS)
 
 bench-branches: install  ## parallel branches (towers on different ranks) against one device
 	$(BIN)/python -m scratchpar.bench branches $(ARGS)
@@ -121,6 +125,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs READM
 	$(BIN)/python -m scratchpar.trace scaling docs/figures/dp_bench.json -o docs/figures/dp_scaling.png
 	$(BIN)/python -m scratchpar.bench pipeline --json docs/figures/pipeline_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench tensor --json docs/figures/tensor_bench.json
+	$(BIN)/python -m scratchpar.bench context --json docs/figures/context_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench branches --json docs/figures/branches_bench.json
 	$(BIN)/python -m scratchpar.bench ps --json docs/figures/ps_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench async --json docs/figures/async_bench.json --figures docs/figures

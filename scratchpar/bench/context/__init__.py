@@ -1,0 +1,1 @@
+"""The context benchmark: activations and the longest sequence against cp, balance, traffic."""
