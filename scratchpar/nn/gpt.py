@@ -46,17 +46,28 @@ class GPT(Module):
 
 
 class GPTEmbedding(Module):
-    """ids (B, T) → (B, T, C): token plus position embeddings, then dropout."""
+    """ids (B, T) → (B, T, C): token plus position embeddings, then dropout. Under context
+    parallelism (a ``context``, :mod:`scratchpar.parallel.context`) the ids are this rank's
+    T/cp positions of each sequence, which the position table is looked up at."""
 
     def __init__(self, tok: Embedding, pos: Embedding, drop: Dropout):
         self.tok, self.pos, self.drop = tok, pos, drop
+        self.context = None
 
     def forward(self, ids):
-        t, max_len = ids.shape[1], self.pos.weight.shape[0]
-        if t > max_len:
-            raise ValueError(f"sequence of {t} tokens exceeds the model's max_len {max_len}")
-        positions = get_array_module(ids).arange(t)  # (T,)
+        positions = held_positions(ids.shape[1], self.pos.weight.shape[0], self.context,
+                                   get_array_module(ids))  # (T,) or (T/cp,)
         return self.drop(F.gather(self.tok.weight, ids) + F.gather(self.pos.weight, positions))
+
+
+def held_positions(t: int, max_len: int, context, xp):
+    """The positions of a rank's ``t`` tokens of each sequence, on ``xp``'s device: 0…t−1, or
+    under ``context`` (its cp group and layout) those it holds of a sequence of t·cp; refused
+    past ``max_len``."""
+    whole = t * (context.comm.size if context is not None else 1)
+    if whole > max_len:
+        raise ValueError(f"sequence of {whole} tokens exceeds the model's max_len {max_len}")
+    return xp.arange(t) if context is None else xp.asarray(context.mine(whole))
 
 
 class GPTOutput(Module):

@@ -35,11 +35,12 @@ class DataParallelNaive(Strategy):
     """
 
     moments = frozenset({"shard", "gradient", "forward", "moment", "report"})
+    splits_sequences = False  # whether a dp × cp mesh is its own (ZeRO's)
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, grad_clip: float = 0.0,
                  reduce_dtype=None):
         super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
-        comm = whole_model(mesh, type(self).__name__)
+        comm = whole_model(mesh, type(self).__name__, self.splits_sequences)
         self.reduce_dtype = reduce_dtype
         self.xp = module_of(self.params)
         if self.draws_parts:  # each rank draws its own blocks of one model
@@ -62,8 +63,9 @@ class DataParallelNaive(Strategy):
                            arrays=shape.stepped)
 
     def rows(self, batch_size: int) -> tuple[int, int]:
-        """This rank's rows alone: the others' are never drawn here."""
-        return bounds(batch_size, self.comm.size)[self.comm.rank]
+        """This rank's rows alone (its replica's, under cp): the others' are never drawn
+        here."""
+        return bounds(batch_size, self.mesh.dp)[self.mesh.dp_comm.rank]
 
     def step(self, global_batch) -> dict:
         """One synchronous step on ``global_batch``: ``{"loss": global mean loss, …}``."""
@@ -95,7 +97,7 @@ class DataParallelNaive(Strategy):
         if self._pending is None:
             self.optimizer.zero_grad()
         self._handed_part = isinstance(global_batch, Part)
-        batch = shard(global_batch, self.comm.rank, self.comm.size)
+        batch = shard(global_batch, self.mesh.dp_comm.rank, self.mesh.dp)
         loss, units = self.sum_loss(batch)
         self.probes.shard(rows(batch), units)
         return loss, units

@@ -7,18 +7,20 @@ import abc
 from ..backend import get_array_module
 from ..nn.unfilled import fill
 from ..trace.tracer import NULL
+from .context.loss import context_loss
 from .objective import require
 from .pieces import whole_pieces
 from .probe import Probes
 
 
-def whole_model(mesh, name: str):
+def whole_model(mesh, name: str, sequences: bool = False):
     """The communicator of a strategy that gives every rank the whole model (data parallelism
-    and its asynchronous kin): the mesh's world, which must be pure data parallelism."""
-    if mesh.pp != 1 or mesh.tp != 1 or mesh.cp != 1:
+    and its asynchronous kin): the mesh's world, which must be pure data parallelism, or where
+    the strategy splits ``sequences`` too, data × context parallelism."""
+    if mesh.pp != 1 or mesh.tp != 1 or (mesh.cp != 1 and not sequences):
         raise ValueError(f"{name} gives every rank the whole model: its mesh is pure data "
-                         f"parallelism, Mesh(comm); got {mesh!r} (Hybrid splits a model over "
-                         "pp, tp and cp)")
+                         f"parallelism, Mesh(comm){', or dp × cp' if sequences else ''}; got "
+                         f"{mesh!r} (Hybrid splits a model over pp, tp and cp)")
     return mesh.world
 
 
@@ -74,6 +76,7 @@ class Strategy(abc.ABC):
     moments: frozenset = frozenset()  # the probe moments this strategy's step names (probe.py)
     staged = False  # whether the objective must say how to split a batch (a pipeline's)
     draws_parts = False  # whether it draws an unfilled model's blocks itself (else: whole)
+    context = None  # a whole-model strategy's cp group and layout, where it splits sequences
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, grad_clip: float = 0.0):
         require(objective, self.staged)
@@ -96,7 +99,11 @@ class Strategy(abc.ABC):
         return self._optimizer
 
     def sum_loss(self, batch):
-        """This rank's summed loss on ``batch`` (a Tensor) and its units."""
+        """This rank's summed loss on ``batch`` (a Tensor) and its units; under context
+        parallelism (a :attr:`context`), on this rank's positions of it
+        (:func:`~.context.context_loss`)."""
+        if self.context is not None:
+            return context_loss(self.objective, self.model, batch, self.context)
         loss = self.objective.loss(self.model, batch, reduction="sum")
         return loss, self.objective.count(batch)
 

@@ -68,16 +68,24 @@ def test_a_checkpoint_reshards_between_meshes_and_one_device(tmp_path, single):
 
 
 def test_a_cp_run_trains_as_one_device_and_resumes_at_another_cp(tmp_path):
-    """cp = 4 (ring, zig-zag) stops at step 3, tp = 2 × cp = 2 (Ulysses) resumes to step 5,
-    one device ends the run: every step's loss and the final model are one device's."""
+    """cp = 4 (ring, zig-zag) stops at step 2, ZeRO-3 over dp = 2 × cp = 2 resumes to step 4,
+    tp = 2 × cp = 2 (Ulysses) to step 5, one device ends the run: every step's loss and the
+    final model are one device's."""
     long = ["--seq-len", "16"]  # zig-zag over 4 ranks cuts it into 8 chunks
     want, params = one_device(tmp_path, *SPLITTABLE, *long)
     ck = tmp_path / "ck"
-    _, losses = hybrid(4, tmp_path, *long, "--cp", "4", "--stop-after", "3", "--save", str(ck))
-    np.testing.assert_allclose(losses, want[:3], rtol=1e-9)
+    _, losses = hybrid(4, tmp_path, *long, "--cp", "4", "--stop-after", "2", "--save", str(ck))
+    np.testing.assert_allclose(losses, want[:2], rtol=1e-9)
+    metrics = tmp_path / "zero.jsonl"
+    out = run_mpi(4, ["-m", "scratchpar.train", *TINY, *SPLITTABLE, *long, "--strategy", "zero",
+                      "--zero-stage", "3", "--cp", "2", "--resume", str(ck), "--stop-after", "4",
+                      "--save", str(ck), "--metrics", str(metrics)], timeout=120)
+    assert out.returncode == 0, out.stderr
+    np.testing.assert_allclose([r["loss"] for r in records(metrics) if r["event"] == "step"],
+                               want[2:4], rtol=1e-9)
     _, losses = hybrid(4, tmp_path, *long, "--tp", "2", "--cp", "2", "--cp-attention", "ulysses",
                        "--resume", str(ck), "--stop-after", "5", "--save", str(ck), run="cp2")
-    np.testing.assert_allclose(losses, want[3:5], rtol=1e-9)
+    np.testing.assert_allclose(losses, want[4:5], rtol=1e-9)
     metrics = tmp_path / "last.jsonl"
     out = run_mpi(1, ["-m", "scratchpar.train", *TINY, *SPLITTABLE, *long, "--strategy",
                       "single", "--resume", str(ck), "--save", str(ck), "--metrics",

@@ -75,4 +75,4 @@ def test_every_reason_cp_cannot_split_a_sequence_is_listed_at_once():
                            "replicas of the pipeline; launch a multiple of 3 ranks"]
     assert problems([*HYBRID, "--cp", "2", "--model", "lstm"], 2) == [
         "--cp 2 splits a transformer's sequence over ranks; model lstm has none (use --cp 1)"]
-    assert problems(["--cp", "2"], 2) == ["--cp goes with --strategy hybrid, not dp"]
+    assert problems(["--cp", "2"], 2) == ["--cp goes with --strategy hybrid or zero, not dp"]

@@ -92,3 +92,15 @@ def test_the_run_builds_its_stage_which_trains_as_one_device_on_one_rank(tiny_co
     whole = trainer.strategy.state_dict()["model"]  # stage 3's chunks, gathered here alone
     for name, value in params(one_device).items():
         np.testing.assert_allclose(host(whole[name]), value, rtol=1e-9, atol=1e-10)
+
+
+def test_cp_splits_the_world_into_replicas_and_keeps_the_hybrid_s_rules():
+    t = load_config(["--strategy", "zero", "--cp", "2"], world_size=4).train
+    assert t.cp == 2 and (t.cp_attention, t.cp_layout) == ("ring", "zigzag")
+    assert problems(["--strategy", "zero", "--cp", "2", "--seq-len", "6", "--dropout", "0.1"],
+                    world_size=3) == [
+        "--cp 2 does not divide the world of 3 ranks into replicas",
+        "--cp 2 with the zigzag layout cuts each sequence into 4 equal chunks: --seq-len 6 does "
+        "not divide by 4",
+        "--cp 2 runs without dropout (--dropout 0.1): a rank holds 1/cp of a sequence, so it "
+        "cannot draw one device's mask of the whole"]

@@ -5,9 +5,11 @@ Jacobs et al. 2023)."""
 from .allgather import AllGatherAttention
 from .gpt import SCHEMES, context_parallel
 from .layout import Context, ContextError, future, positions
+from .loss import context_loss, context_score
 from .ring import RingAttention
 from .traffic import traffic
 from .ulysses import UlyssesAttention
 
 __all__ = ["SCHEMES", "AllGatherAttention", "Context", "ContextError", "RingAttention",
-           "UlyssesAttention", "context_parallel", "future", "positions", "traffic"]
+           "UlyssesAttention", "context_loss", "context_parallel", "context_score", "future",
+           "positions", "traffic"]

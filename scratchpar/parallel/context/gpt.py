@@ -17,11 +17,11 @@ SCHEMES = {"ring": RingAttention, "allgather": AllGatherAttention, "ulysses": Ul
 
 
 def context_parallel(shard, context: Context, attention: str = "ring"):
-    """``shard`` (a :class:`~scratchpar.parallel.tensor.gpt.TensorParallelGPT`, over any tp
-    group) with ``attention``'s core in every block, over ``context``; returned, changed in
-    place. Refused, alike on every rank, where the schemes cannot be exact: dropout (its masks
-    are drawn over the whole sequence), or Ulysses with a tp rank's heads that cp does not
-    divide."""
+    """``shard`` (an ``nn.GPT``, or a
+    :class:`~scratchpar.parallel.tensor.gpt.TensorParallelGPT` over any tp group) with
+    ``attention``'s core in every block, over ``context``; returned, changed in place. Refused,
+    alike on every rank, where the schemes cannot be exact: dropout (its masks are drawn over
+    the whole sequence), or Ulysses with a tp rank's heads that cp does not divide."""
     if attention not in SCHEMES:
         raise ContextError(f"--cp-attention {attention!r} is not one of {', '.join(SCHEMES)}")
     cp = context.comm.size
@@ -29,12 +29,14 @@ def context_parallel(shard, context: Context, attention: str = "ring"):
         raise ContextError("context parallelism runs without dropout: a rank holds 1/cp of a "
                            "sequence, so it cannot draw one device's mask of the whole; set "
                            "--dropout 0")
+    tp = getattr(shard, "comm", None)  # a tensor-parallel shard's group
+    tp = 1 if tp is None else tp.size
     for block in shard.blocks:
-        heads = counts(block.attn.n_heads, shard.comm.size)
+        heads = counts(block.attn.n_heads, tp)
         if attention == "ulysses" and any(h % cp for h in heads):
             raise ContextError(f"Ulysses gives each of the {cp} cp ranks an equal share of a "
-                               f"tp rank's heads: {block.attn.n_heads} heads over tp = "
-                               f"{shard.comm.size} give {heads}, which do not divide by cp = {cp}")
+                               f"tp rank's heads: {block.attn.n_heads} heads over tp = {tp} "
+                               f"give {heads}, which do not divide by cp = {cp}")
         block.attn.core = SCHEMES[attention](context)
     shard.pipeline_layers()[0].context = context  # the embedding looks up this rank's positions
     return shard

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ...autograd import functional as F
 from ...backend import get_array_module
 from ...comm.chunks import bounds
-from ...nn.gpt import TiedHead
+from ...nn.gpt import TiedHead, held_positions
 from ...nn.loss import PAD
 from ...nn.module import Module, ModuleList, Parameter
 from ...nn.unfilled import part
@@ -101,14 +99,12 @@ class TensorParallelEmbedding(Module):
         self.context = None
 
     def forward(self, ids):
-        t, max_len, xp = ids.shape[1], self.pos.weight.shape[0], get_array_module(ids)
-        whole = t * (self.context.comm.size if self.context else 1)  # the sequence's T
-        if whole > max_len:
-            raise ValueError(f"sequence of {whole} tokens exceeds the model's max_len {max_len}")
-        held = self.context.mine(whole) if self.context else np.arange(t)  # (T,) or (T/cp,)
+        t = ids.shape[1]
+        held = held_positions(t, self.pos.weight.shape[0], self.context,
+                              get_array_module(ids))  # (T,) or (T/cp,)
         start, stop = (bounds(t, self.comm.size)[self.comm.rank] if self.sequence_parallel
                        else (0, t))
-        positions = xp.asarray(held[start:stop])  # this rank's, or its sequence shard's
+        positions = held[start:stop]  # (T,), or this rank's sequence shard's
         return self.drop(self.tok(ids) + F.gather(self.pos.weight, positions))
 
 

@@ -14,7 +14,9 @@ from ...comm.overlap import Overlap
 from ...data.shard import shard
 from ...optim.clip import norm_of
 from ...optim.guard import read_scalars
+from ..context import Context, context_parallel, context_score
 from ..dp import DataParallelNaive
+from ..objective import require
 from .flat import Shard
 from .formula import describe
 from .offload import HostUpdate
@@ -36,6 +38,11 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
     in order): a stage says how it starts bucket k (:meth:`_start_bucket`) and what it does
     with the reduced chunk (:meth:`_finished`).
 
+    On a dp × cp mesh (``Mesh(comm, cp=…)``) a GPT's sequences split over cp too: each rank
+    of a cp group runs the model on its ``layout``'s positions of its replica's rows, attending
+    by ``attention`` (:func:`~scratchpar.parallel.context.context_parallel`). The chunks are
+    the world's (dp × cp ranks), so the reduce-scatter sums the gradient over dp and cp at once.
+
     ``offload``: the update runs on the host (:class:`~.offload.HostUpdate`). A
     :class:`~scratchpar.parallel.ledger.Ledger` attached (:meth:`attach`) samples what the
     stage holds (:meth:`holdings`) at the step's boundaries and after the hooks wrapped in
@@ -43,10 +50,16 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
     """
 
     moments = frozenset({"forward", "moment"})
+    splits_sequences = True
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, bucket_bytes: int = 1 << 20,
-                 grad_clip: float = 0.0, offload: bool = False):
+                 grad_clip: float = 0.0, offload: bool = False, attention: str = "ring",
+                 layout: str = "zigzag"):
         super().__init__(model, None, objective, mesh, grad_clip=grad_clip)  # steps its shards
+        if mesh.cp > 1:  # a GPT's sequences over cp: its cores swapped, its positions cut
+            require(objective, staged=True)
+            self.context = Context(mesh.cp_comm.dup(name="context"), layout)
+            context_parallel(self.model, self.context, attention)
         # a collective's start, where what a stage holds changes
         self._reduce_scatter_start = self.probes.after(collectives.reduce_scatter_start)
         self.index = {id(p): i for i, p in enumerate(self.params)}
@@ -181,13 +194,19 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         self.model.eval()
         try:
             with no_grad():
-                loss, right = task.score(self.model, shard(batch, self.comm.rank,
-                                                           self.comm.size))
+                mine = shard(batch, self.mesh.dp_comm.rank, self.mesh.dp)
+                loss, right = (task.score(self.model, mine) if self.context is None
+                               else context_score(task, self.model, mine, self.context))
         finally:
             self.model.train()
         totals = self.xp.asarray([loss, right], dtype="float64")  # (2,)
         collectives.all_reduce_(self.comm, totals)
         return tuple(float(t) for t in to_host(totals))
+
+    def close(self) -> None:
+        """Collective: free the cp group's communicator this strategy made, where it made one."""
+        if self.context is not None:
+            self.context.comm.free()
 
     def pieces(self) -> tuple[list, dict]:
         """This rank's chunks, as ranges of the one-device arrays (:func:`~.pieces.zero_pieces`)."""

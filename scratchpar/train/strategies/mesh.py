@@ -18,6 +18,7 @@ from .family import Layout, OwnPieces
 from .splits import LAYOUTS, SCHEMES, TENSOR_MODELS, context_problems, tensor_problems
 
 HYBRID, MESH = ("hybrid",), ("pipeline", "hybrid")
+CONTEXT = ("hybrid", "zero")  # the strategies that split a GPT's sequences over cp
 UNLAYERED_MODELS = ("logreg", "factors")  # one lookup and a sum: nothing to split into stages
 
 
@@ -29,14 +30,14 @@ class MeshFlags:
                                          "shards, all-gather and reduce-scatter in place of "
                                          "the all-reduces (Korthikanti et al. 2022)",
                                   owners=HYBRID)
-    cp: int = opt(1, "hybrid, gpt: context-parallel ranks per replica, each holding 1/cp of "
-                     "every sequence's positions", flag="--cp", owners=HYBRID)
-    cp_attention: str = opt("ring", "hybrid, --cp: attention over the sequence's shards: K, V "
-                            "around a ring (Liu et al. 2023), all-gathered (Llama 3), or heads "
-                            "by all-to-all (DeepSpeed-Ulysses)", choices=SCHEMES, owners=HYBRID)
-    cp_layout: str = opt("zigzag", "hybrid, --cp: the positions each cp rank holds: chunks r "
-                         "and 2·cp−1−r (balanced causal work), or one contiguous run",
-                         choices=LAYOUTS, owners=HYBRID)
+    cp: int = opt(1, "hybrid, zero, gpt: context-parallel ranks per replica, each holding "
+                     "1/cp of every sequence's positions", flag="--cp", owners=CONTEXT)
+    cp_attention: str = opt("ring", "--cp: attention over the sequence's shards: K, V around a "
+                            "ring (Liu et al. 2023), all-gathered (Llama 3), or heads by "
+                            "all-to-all (DeepSpeed-Ulysses)", choices=SCHEMES, owners=CONTEXT)
+    cp_layout: str = opt("zigzag", "--cp: the positions each cp rank holds: chunks r and "
+                         "2·cp−1−r (balanced causal work), or one contiguous run",
+                         choices=LAYOUTS, owners=CONTEXT)
     pp: int = opt(1, "pipeline, hybrid: stages", flag="--pp", owners=MESH)
     dp: int | None = opt(None, "pipeline, hybrid: replicas of the pipeline (default: the world "
                                "size over --pp × --cp × --tp)", flag="--dp", kind=int,
