@@ -9,6 +9,7 @@ import numpy as np
 from ..autograd import functional as F
 from .layers import GELU, Dropout, LayerNorm, Linear
 from .module import Module, Sequential
+from .moe import Experts, MixtureOfExperts
 
 
 def attention_weights(q, k, hidden=None):
@@ -64,15 +65,18 @@ class CausalSelfAttention(Module):
 
 
 class Block(Module):
-    """x + attn(LN(x)), then x + MLP(LN(x)): the pre-norm block of GPT-2 (Radford et al. 2019)."""
+    """x + attn(LN(x)), then x + MLP(LN(x)): the pre-norm block of GPT-2 (Radford et al. 2019);
+    with ``experts``, its MLP a mixture of them (:class:`~.moe.MixtureOfExperts`)."""
 
     def __init__(self, d_model: int, n_heads: int, gen: np.random.Generator, dropout: float = 0.0,
-                 dtype=np.float32):
+                 dtype=np.float32, experts: Experts | None = None):
         self.ln1 = LayerNorm(d_model, dtype)
         self.attn = CausalSelfAttention(d_model, n_heads, gen, dropout, dtype)
         self.ln2 = LayerNorm(d_model, dtype)
-        self.mlp = Sequential(Linear(d_model, 4 * d_model, gen, dtype=dtype), GELU(),
-                              Linear(4 * d_model, d_model, gen, dtype=dtype), Dropout(dropout))
+        feed_forward = ([MixtureOfExperts(d_model, experts, gen, dtype)] if experts else
+                        [Linear(d_model, 4 * d_model, gen, dtype=dtype), GELU(),
+                         Linear(4 * d_model, d_model, gen, dtype=dtype)])
+        self.mlp = Sequential(*feed_forward, Dropout(dropout))  # routed experts, or one MLP
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))  # (B, T, C)

@@ -9,6 +9,7 @@ from ..backend import get_array_module
 from .attention import Block
 from .layers import Dropout, Embedding, LayerNorm, Linear
 from .module import Module, ModuleList
+from .moe import Experts, MixtureOfExperts
 
 
 class GPT(Module):
@@ -16,17 +17,20 @@ class GPT(Module):
 
     With ``tie_embeddings`` the head is the token embedding's transpose (Press & Wolf 2017): one
     (V, C) matrix, named ``tok.weight``, that the first and the last pipeline layer both hold.
+    With ``experts``, every ``moe_every``-th block's MLP is a mixture of experts.
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, n_heads: int, n_layers: int,
                  gen: np.random.Generator, dropout: float = 0.0, dtype=np.float32, *,
-                 tie_embeddings: bool = False):
+                 tie_embeddings: bool = False, experts: Experts | None = None,
+                 moe_every: int = 1):
         self.max_len = max_len
         self.tok = Embedding(vocab_size, d_model, gen, dtype)
         self.pos = Embedding(max_len, d_model, gen, dtype)
         self.drop = Dropout(dropout)
-        self.blocks = ModuleList([Block(d_model, n_heads, gen, dropout, dtype)
-                                  for _ in range(n_layers)])
+        self.blocks = ModuleList([Block(d_model, n_heads, gen, dropout, dtype,
+                                        experts if (i + 1) % moe_every == 0 else None)
+                                  for i in range(n_layers)])
         self.ln_f = LayerNorm(d_model, dtype)
         self.head = (TiedHead(self.tok) if tie_embeddings
                      else Linear(d_model, vocab_size, gen, bias=False, dtype=dtype))
@@ -37,6 +41,13 @@ class GPT(Module):
     def pipeline_layers(self) -> list[Module]:
         """[embedding, block 0, …, block L−1, final norm and head]: their composition is forward."""
         return list(self._layers)
+
+    def aux_loss(self):
+        """The auxiliary losses of the last forward's sparse blocks, summed (``None`` for a
+        dense model)."""
+        terms = [m.aux for _, m in self.named_modules()
+                 if isinstance(m, MixtureOfExperts) and m.aux is not None]
+        return sum(terms[1:], terms[0]) if terms else None
 
     def forward(self, ids):
         x = ids  # (B, T)

@@ -67,8 +67,14 @@ class Task:
         return (batch if rows is None else Part(batch, *rows, batch_size)), units
 
     def loss(self, model, batch, reduction: str = "mean"):
+        """``batch``'s loss under ``model``, and a sparse model's auxiliary losses: theirs is
+        a batch's mean, so a sum counts it once per unit (``count``)."""
         if self.unit == "tok":
-            return scaled(nn.lm_loss(model, batch, reduction), self.scaler)
+            loss = nn.lm_loss(model, batch, reduction)
+            aux = model.aux_loss() if hasattr(model, "aux_loss") else None
+            if aux is not None:
+                loss = loss + aux * (self.count(batch) if reduction == "sum" else 1)
+            return scaled(loss, self.scaler)
         *inputs, targets = batch
         return scaled(self.criterion(model(*inputs), targets, reduction=reduction), self.scaler)
 
