@@ -39,12 +39,13 @@ def all_reduce(x, comm) -> Tensor:
     return AllReduce.apply(x, comm=comm)
 
 
-def all_gather(x, comm, axis: int = 0) -> Tensor:
+def all_gather(x, comm, axis: int = 0, rows: list[int] | None = None) -> Tensor:
     """Every rank's ``x`` joined along ``axis`` in rank order; backward reduce-scatters.
 
-    Rank i holds ``chunks.counts(N, p)[i]`` of the N joined rows (any N, equal shares or not).
+    Rank i holds ``chunks.counts(N, p)[i]`` of the N joined rows (any N, equal shares or not):
+    ``rows``, where every rank's caller knows them alike, else exchanged first.
     """
-    return AllGather.apply(x, comm=comm, axis=axis)
+    return AllGather.apply(x, comm=comm, axis=axis, rows=rows)
 
 
 def gather(x, comm, axis: int = -1) -> Tensor:
@@ -145,9 +146,13 @@ class AllGather(Function):
     """y = [x_0; …; x_{p−1}] along ``axis``: ∂L/∂x_i = rows i of Σ_r ∂L_r/∂y, a reduce-scatter."""
 
     @staticmethod
-    def forward(ctx, x, comm, axis):
+    def forward(ctx, x, comm, axis, rows=None):
         ctx.comm, ctx.axis = comm, axis
-        rows = [int(r) for r in comm.allgather_obj(x.shape[axis])]
+        if rows is None:
+            rows = [int(r) for r in comm.allgather_obj(x.shape[axis])]
+        elif rows[comm.rank] != x.shape[axis]:
+            raise CommError(f"all_gather along axis {axis}: this rank holds {x.shape[axis]} "
+                            f"rows, not the {rows[comm.rank]} its caller said")
         if rows != counts(sum(rows), comm.size):
             raise CommError(f"all_gather along axis {axis}: the ranks hold {rows} rows, but its "
                             f"backward (a reduce-scatter) splits {sum(rows)} rows as "

@@ -23,9 +23,10 @@ class AllGatherAttention(AttentionCore):
 
     def forward(self, q, k, v):
         comm = self.context.comm
-        keys = duals.all_gather(k, comm, axis=2)  # (B, H, T, d): every rank's, rank order
-        values = duals.all_gather(v, comm, axis=2)
-        t = keys.shape[2]
+        t = k.shape[2] * comm.size  # every rank holds T/cp positions: nothing to exchange first
+        rows = [len(mine) for mine in self.context.held(t)]
+        keys = duals.all_gather(k, comm, axis=2, rows=rows)  # (B, H, T, d): rank order
+        values = duals.all_gather(v, comm, axis=2, rows=rows)
         if t not in self._masks and self.causal:  # the keys' positions, in gathered order
             held = self.context.held(t)
             self._masks[t] = future(held[comm.rank], np.concatenate(held), q.xp)
