@@ -59,6 +59,16 @@ def test_the_command_prints_the_table_and_the_best_line(capsys):
     assert out.strip().splitlines()[-1].startswith("best: mpirun -n 4 python -m scratchpar.train")
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_describes_the_ranking_and_names_the_two_commands(capsys, flag):
+    with pytest.raises(SystemExit) as done:
+        main([flag])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    for word in ("--world", "--profile", "--explain", "--target", "calibrate", "show"):
+        assert word in out
+
+
 def test_explain_gives_a_row_s_breakdown_and_its_command(capsys):
     assert main(["--world", "4", "--explain", "2", "--", *RUN]) == 0
     out = capsys.readouterr().out
