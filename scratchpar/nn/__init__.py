@@ -8,12 +8,14 @@ from .logistic import SparseLogisticRegression
 from .loss import count_targets, half_squared_error, lm_loss, lm_output_loss, shift
 from .mlp import MLP
 from .module import Module, ModuleList, Parameter, Sequential
+from .moe import Experts, MixtureOfExperts
 from .rnn import LSTMLanguageModel, RNNLanguageModel
 from .towers import Towers
 from .unfilled import deferred
 
 __all__ = ["GELU", "GPT", "MLP", "Block", "CausalSelfAttention", "Dropout", "Embedding",
-           "LSTMLanguageModel", "LayerNorm", "Linear", "MatrixFactorization", "Module",
+           "Experts", "LSTMLanguageModel", "LayerNorm", "Linear", "MatrixFactorization",
+           "MixtureOfExperts", "Module",
            "ModuleList", "Parameter", "ReLU", "RNNLanguageModel", "Sequential",
            "SparseLogisticRegression", "Tanh", "Towers", "count_targets", "deferred",
            "half_squared_error",

@@ -42,6 +42,18 @@ class GPT(Module):
         """[embedding, block 0, …, block L−1, final norm and head]: their composition is forward."""
         return list(self._layers)
 
+    def routing(self) -> dict:
+        """The last forward's routing over its sparse blocks: the assignments dropped, the
+        busiest block's load (its busiest expert's assignments over the mean), and the two
+        auxiliary losses summed; empty for a dense model."""
+        stats = [m.stats for _, m in self.named_modules()
+                 if isinstance(m, MixtureOfExperts) and m.stats]
+        if not stats:
+            return {}
+        return {"dropped": sum(s["dropped"] for s in stats),
+                "load": max(s["load"] for s in stats),
+                **{k: sum(s[k] for s in stats) for k in ("balance_loss", "z_loss")}}
+
     def aux_loss(self):
         """The auxiliary losses of the last forward's sparse blocks, summed (``None`` for a
         dense model)."""

@@ -36,6 +36,17 @@ class ModelConfig:
     dropout: float = opt(0.0, "dropout probability (gpt)")
     tie_embeddings: bool = opt(False, "gpt: the head reuses the token embedding's matrix "
                                       "(Press & Wolf 2017)")
+    experts: int = opt(0, "gpt: experts in each sparse block's MLP, each token routed to "
+                          "--top-k of them (0: dense; Switch Transformer, Fedus et al. 2021)")
+    top_k: int = opt(2, "--experts: the experts each token is routed to")
+    moe_every: int = opt(1, "--experts: every n-th block is sparse")
+    capacity_factor: float = opt(1.0, "--experts: each expert takes ⌈k·T·c/E⌉ assignments of "
+                                      "a batch's T tokens, the rest dropped to the residual "
+                                      "(0: dropless)")
+    balance_loss: float = opt(0.01, "--experts: α of the load-balancing loss α·E·Σ fᵢ·Pᵢ "
+                                    "(Fedus et al. 2021, eq. 4)")
+    z_loss: float = opt(0.001, "--experts: β of the router z-loss β·mean(logsumexp)² "
+                               "(Zoph et al. 2022, eq. 5)")
 
 
 @dataclass(frozen=True)

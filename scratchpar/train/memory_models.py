@@ -11,6 +11,7 @@ from typing import NamedTuple
 from ..comm.chunks import counts
 from ..parallel.description import Shape
 from .memory_context import attention
+from .memory_experts import routed_bytes, sparse
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
@@ -195,11 +196,13 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
     e = value_bytes(cfg, s)
     tied = v * c if m.tie_embeddings else 0
     embedding, block, head = gpt_layers(v, t, c, 1)  # one block for each
-    n = gpt_parameters(v, t, c, layers, m.tie_embeddings)
-    largest = max(v * c, t * c, 4 * c * c)
+    moe = sparse(m)  # a sparse block holds E experts and a router where a dense one holds one
+    n = gpt_parameters(v, t, c, layers, m.tie_embeddings) + moe.blocks * moe.params
+    largest = max(v * c, t * c, 4 * c * c, moe.largest)
+    block += moe.params * (moe.blocks > 0)
     own = sorted([embedding - tied, head - tied, *[block] * min(layers, 3)])
-    shape = Shape(n, s, moments(cfg), largest, 2 + 12 * layers + 2 + (not m.tie_embeddings),
-                  layers + 2, own[-1], sum(own[-3:]), tied, t * c * e)
+    shape = Shape(n, s, moments(cfg), largest, 2 + 12 * layers + 2 + (not m.tie_embeddings)
+                  + moe.blocks * moe.arrays, layers + 2, own[-1], sum(own[-3:]), tied, t * c * e)
     core = attention(t, heads, c, cfg.train.cp, cfg.train.cp_attention)  # this rank's tokens
     masks = (layers + 2) * core.mask  # each block's cached one, and building one
 
@@ -213,7 +216,8 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
         blocks = layers * held
         embedded = drop * nc * (recompute != "full")  # embed's mask; under full, its ids alone
         kept = (blocks + 2 * nc * e + (nt + t * c) * s + embedded  # ln_f; embed's mask
-                + 25 * nt + layers * b * (core.gathered * c * e + core.wide * s))  # cp's
+                + 25 * nt + layers * b * (core.gathered * c * e + core.wide * s)  # cp's
+                + moe.blocks * routed_bytes(moe, nt, c, e, s))  # the experts' k assignments
         # at its widest: forward's end, the logits beside their softmax (which backward makes
         # the logits' gradient and frees); or in backward, the softmax's two (B, H, T, T)
         # gradients, GELU's three (N, 4C), or in forward the attention dropout's draw (its

@@ -132,8 +132,10 @@ class Task:
     def score(self, model, batch) -> tuple:
         """``batch``'s summed loss under ``model`` and how many samples it labels right (0 for
         a task that is not a classification), on the device."""
-        if not self.labels():
-            return self.loss(model, batch, reduction="sum").data, 0
+        if not self.labels():  # a language model's tokens alone, not its routing's aux loss
+            loss = (nn.lm_loss(model, batch, "sum") if self.unit == "tok"
+                    else self.loss(model, batch, reduction="sum"))
+            return loss.data, 0
         *inputs, targets = batch
         out = model(*inputs)  # (b, K) logits, or (b,) for a binary one
         return self.criterion(out, targets, reduction="sum").data, self.right(out, targets)
@@ -222,8 +224,11 @@ def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None,
                                  d.mean_length, seed=seed)
     init = rng(seed, 0)
     if m.kind == "gpt":
+        experts = (nn.Experts(m.experts, m.top_k, m.capacity_factor, m.balance_loss,
+                              m.z_loss) if m.experts else None)
         model = nn.GPT(data.vocab_size, d.seq_len, m.d_model, m.n_heads, m.n_layers, init,
-                       dropout=m.dropout, dtype=dtype, tie_embeddings=m.tie_embeddings)
+                       dropout=m.dropout, dtype=dtype, tie_embeddings=m.tie_embeddings,
+                       experts=experts, moe_every=m.moe_every)
         nn.set_dropout_generator(model, dropout_gen)
     else:
         cls = nn.LSTMLanguageModel if m.kind == "lstm" else nn.RNNLanguageModel

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from ..data.synthetic import MAX_TABLE_ENTRIES, table_fits
+from .experts import expert_problems
 from .option import flag_of
 from .strategies import FAMILIES, REGISTRY
 
@@ -25,8 +26,9 @@ def validate(c, world_size: int = 1) -> list[str]:
     """The list of violations of Config ``c`` run on ``world_size`` ranks (empty when valid):
     each field's own, each section's, then each family of strategies' (its flags misused
     under another strategy, and its rules), and the share of the batch each rank needs."""
-    problems = (_field_problems(c) + _model_problems(c.model) + _data_problems(c.data, c.model)
-                + _optim_problems(c.optim, c.train) + _run_problems(c.train, c.model.kind))
+    problems = (_field_problems(c) + _model_problems(c.model) + expert_problems(c)
+                + _data_problems(c.data, c.model) + _optim_problems(c.optim, c.train)
+                + _run_problems(c.train, c.model.kind))
     for family in FAMILIES:
         problems += _misused(family, c.train)
         if c.train.strategy in family.names:
