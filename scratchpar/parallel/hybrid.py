@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..backend import get_array_module, to_device
+from ..backend import to_device
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
 from ..optim.scaler import scaled
 from .context import Context, ContextError, context_parallel, traffic
+from .context.loss import columns
 from .description import Description, Message
 from .pieces import Block
 from .pipeline.actions import ScheduleError
@@ -86,9 +87,7 @@ class Hybrid(Pipeline):
         micro = super().micro_batches(replica)
         if self.context is None:
             return micro
-        mine = self.context.mine(micro[0][0].shape[1])  # (T/cp,)
-        xp = get_array_module(micro[0][0])
-        return [(x[:, xp.asarray(mine)], y[:, xp.asarray(mine)]) for x, y in micro]
+        return [columns(x, y, self.context) for x, y in micro]
 
     def close(self) -> None:
         """Collective: free the communicators this strategy made (not the mesh's)."""

@@ -8,12 +8,17 @@ from ...backend import get_array_module
 from .layout import Context
 
 
-def cut(objective, batch, context: Context):
-    """(inputs, targets) of ``batch`` (the objective's ``split``), each cut to the columns of
-    this rank's positions: (B, T/cp) each."""
-    x, y = objective.split(batch)
+def columns(x, y, context: Context):
+    """Inputs ``x`` and targets ``y`` (B, T) cut to the columns of this rank's positions:
+    (B, T/cp) each."""
     mine = get_array_module(x).asarray(context.mine(x.shape[1]))  # (T/cp,)
     return x[:, mine], y[:, mine]
+
+
+def cut(objective, batch, context: Context):
+    """(inputs, targets) of ``batch`` (the objective's ``split``), cut to this rank's
+    positions (:func:`columns`)."""
+    return columns(*objective.split(batch), context)
 
 
 def context_loss(objective, model, batch, context: Context):
