@@ -183,6 +183,12 @@ def linear(x, w, b=None) -> Tensor:
     return nn.Linear.apply(x, w, b) if b is not None else nn.Linear.apply(x, w)
 
 
+def carry(x, loss) -> Tensor:
+    """``x`` itself, carrying the scalar ``loss`` into backward with gradient 1: a layer's own
+    term of a summed objective, wherever that objective is computed."""
+    return nn.Carry.apply(x, loss)
+
+
 def layer_norm(x, gamma, beta, eps=1e-5) -> Tensor:
     return nn.LayerNorm.apply(x, gamma, beta, eps=eps)
 

@@ -234,3 +234,20 @@ class BinaryCrossEntropyWithLogits(Function):
         residual = wide(ctx.residual)
         grad = residual * (g * ctx.scale).astype(residual.dtype)  # (N,)
         return narrow(grad, ctx.residual.dtype), None
+
+
+class Carry(Function):
+    """y = x, and a scalar loss ℓ beside it: backward passes ∂L/∂y to x and gives ℓ the
+    gradient 1, as if ℓ were added to the objective. A layer's own loss (a router's auxiliary
+    losses) reaches backward through its output wherever the objective is computed, on another
+    pipeline stage too (Megatron-LM's ``MoEAuxLossAutoScaler`` does the same)."""
+
+    @staticmethod
+    def forward(ctx, x, loss):
+        ctx.loss = (get_array_module(loss), loss.shape, loss.dtype)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        xp, shape, dtype = ctx.loss
+        return g, xp.ones(shape, dtype)

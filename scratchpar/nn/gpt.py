@@ -43,9 +43,10 @@ class GPT(Module):
         return list(self._layers)
 
     def routing(self) -> dict:
-        """The last forward's routing over its sparse blocks: the assignments dropped, the
-        busiest block's load (its busiest expert's assignments over the mean), and the two
-        auxiliary losses summed; empty for a dense model."""
+        """The last forward's routing over its sparse blocks, each block's figures those of
+        its whole micro-batch: the assignments dropped, the busiest block's load (its busiest
+        expert's assignments over the mean), and the two auxiliary losses summed; empty for a
+        dense model or before a forward."""
         stats = [m.stats for _, m in self.named_modules()
                  if isinstance(m, MixtureOfExperts) and m.stats]
         if not stats:
@@ -53,13 +54,6 @@ class GPT(Module):
         return {"dropped": sum(s["dropped"] for s in stats),
                 "load": max(s["load"] for s in stats),
                 **{k: sum(s[k] for s in stats) for k in ("balance_loss", "z_loss")}}
-
-    def aux_loss(self):
-        """The auxiliary losses of the last forward's sparse blocks, summed (``None`` for a
-        dense model)."""
-        terms = [m.aux for _, m in self.named_modules()
-                 if isinstance(m, MixtureOfExperts) and m.aux is not None]
-        return sum(terms[1:], terms[0]) if terms else None
 
     def forward(self, ids):
         x = ids  # (B, T)

@@ -10,9 +10,11 @@ import numpy as np
 
 from ..autograd import Tensor
 from ..autograd import functional as F
+from ..backend import get_array_module
+from ..optim.scaler import scaled
 from .layers import GELU, Linear
 from .module import Module, ModuleList, Sequential
-from .routing import capacity, route
+from .routing import Share, Tally, assign, count, places, tally, top_k
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,16 @@ class MixtureOfExperts(Module):
     over the experts (Fedus et al. 2021, §2.4, "selective precision"). The gates are the k
     chosen probabilities renormalized over them (Mixtral, Jiang et al. 2024, §2.1) where k > 1;
     a single choice keeps its probability (Switch, eq. 2), or the router would learn from the
-    balancing loss alone. After forward :attr:`aux` is the layer's auxiliary loss and
-    :attr:`stats` its routing figures, both of this batch."""
+    balancing loss alone.
+
+    The layer's auxiliary losses are terms of the summed objective, its tokens' share of them,
+    carried into backward by its output (:func:`~scratchpar.autograd.functional.carry`), with
+    fp16's loss scale where it has a ``scaler``: so they train the router under any strategy,
+    whichever stage computes the objective. After forward :attr:`aux` is that term (a value to
+    check against, not to add) and :attr:`stats` the micro-batch's routing figures.
+    ``group`` (``None``: one device) says which ranks hold the micro-batch's other tokens and
+    which the experts (:mod:`scratchpar.parallel.experts`); :attr:`experts` are those this
+    rank holds."""
 
     def __init__(self, d_model: int, spec: Experts, gen: np.random.Generator, dtype=np.float32):
         self.spec = spec
@@ -45,37 +55,56 @@ class MixtureOfExperts(Module):
                                               GELU(), Linear(4 * d_model, d_model, gen,
                                                              dtype=dtype))
                                    for _ in range(spec.count)])
-        self.aux, self.stats = None, {}
+        self.group, self.scaler, self.aux, self.stats = None, None, None, {}
 
     def forward(self, x):
         b, t, c = x.shape
+        spec, xp, group = self.spec, x.xp, self.group or ALONE
         tokens = x.reshape(b * t, c)  # (N, C)
         logits = F.linear(F.wide(tokens), F.wide(self.router.weight))  # (N, E) in fp32
         probs = F.softmax(logits, axis=-1)
-        spec, xp = self.spec, x.xp
-        routes = route(probs.data, spec.top_k, capacity(b * t, spec.top_k, spec.count,
-                                                        spec.capacity_factor), xp)
+        high = logits.max(axis=-1, keepdims=True)
+        lse = F.log(F.exp(logits - high).sum(axis=-1)) + high.reshape(b * t)  # (N,)
+        z = (lse * lse).sum()  # Σ over this rank's tokens
+        choice = top_k(probs.data, spec.top_k, xp)  # (N, k)
+        tally = group.tally(choice, spec, _host(probs.data.sum(axis=0)), float(z.data), (b, t))
+        place = places(choice, spec.count, tally.segments, tally.before, xp)
+        routes = assign(choice, place, tally.slots, spec.count, xp)
         chosen = probs[xp.arange(b * t)[:, None], routes.choice]  # (N, k)
         gates = chosen / chosen.sum(-1, keepdims=True) if spec.top_k > 1 else chosen
-        outs = [expert(tokens[rows]) for expert, rows in zip(self.experts, routes.rows)]
-        zero = Tensor(xp.zeros((1, c), x.dtype))  # what a dropped assignment reads
-        ends = F.concat([*outs, zero], axis=0)  # (kept + 1, C): the experts' rows end to end
+        ends = group.compute(self.experts, tokens, routes)  # (kept + 1, C): a zero row last
         out = sum(F.astype(gates[:, j:j + 1], x.dtype) * ends[routes.slot[:, j]]
                   for j in range(spec.top_k))  # (N, C): dropped slots read the zero row
-        self.aux, self.stats = self._losses(logits, probs, routes)
-        return out.reshape(b, t, c)
+        # Fedus et al. 2021, eq. 4, α·E·Σᵢ fᵢ·Pᵢ times N: fᵢ the micro-batch's fraction of
+        # assignments to expert i (no gradient), Pᵢ·N its probabilities summed over the
+        # micro-batch, of which this rank's tokens give their part
+        fraction = xp.asarray(tally.routed / max(spec.top_k * tally.tokens, 1))  # (E,)
+        balance = (probs.sum(axis=0) * fraction).sum() * (spec.balance * spec.count)
+        aux = balance + z * spec.z_loss  # Zoph et al. 2022, eq. 5, β·mean(lse²) times N
+        self.aux, self.stats = aux, tally.stats
+        return F.carry(out, scaled(aux, self.scaler)).reshape(b, t, c)
 
-    def _losses(self, logits, probs, routes):
-        """The balancing loss α·E·Σᵢ fᵢ·Pᵢ, fᵢ the fraction of assignments routed to expert i
-        and Pᵢ its mean router probability (Fedus et al. 2021, eq. 4), and the router z-loss
-        β·mean(log Σⱼ e^{xⱼ})² (Zoph et al. 2022, ST-MoE, eq. 5); and the figures: assignments
-        dropped, and the load, the busiest expert's assignments over the mean."""
-        spec, n = self.spec, probs.shape[0]
-        fraction = routes.routed / max(spec.top_k * n, 1)  # (E,), no gradient
-        balance = (probs.mean(axis=0) * fraction).sum() * (spec.balance * spec.count)
-        high = logits.max(axis=-1, keepdims=True)
-        lse = F.log(F.exp(logits - high).sum(axis=-1)) + high.reshape(n)  # (N,)
-        z = (lse * lse).mean() * spec.z_loss
-        load = float(routes.routed.max() / max(routes.routed.mean(), 1e-12))
-        return balance + z, {"dropped": routes.dropped, "load": load,
-                             "balance_loss": float(balance.data), "z_loss": float(z.data)}
+
+class Alone:
+    """One device's routing: the micro-batch is this forward's tokens, one segment, and every
+    expert is here."""
+
+    def tally(self, choice, spec, probs, z: float, shape) -> Tally:
+        n = shape[0] * shape[1]
+        segments = np.array([0, n])
+        share = Share(np.zeros(1, np.int64), count(choice, spec.count, segments,
+                                                   get_array_module(choice)), probs, z, n)
+        return tally([share], 0, segments, spec.top_k, spec)
+
+    def compute(self, experts, tokens, routes):
+        """(kept + 1, C): each expert's tokens through it, end to end, and a zero row."""
+        outs = [expert(tokens[rows]) for expert, rows in zip(experts, routes.rows)]
+        zero = Tensor(tokens.xp.zeros((1, tokens.shape[1]), tokens.dtype))
+        return F.concat([*outs, zero], axis=0)
+
+
+ALONE = Alone()
+
+
+def _host(a) -> np.ndarray:
+    return np.asarray(getattr(a, "get", lambda: a)())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..autograd.precision import dtype_of
 from ..backend import xp_default
+from ..nn.moe import MixtureOfExperts
 from ..optim.scaler import LossScaler
 from .stored import Whole
 
@@ -14,11 +15,15 @@ def apply_precision(cfg, task) -> None:
     optimizer steps through fp32 masters (Micikevicius et al. 2018, §3.1;
     :func:`~scratchpar.train.optimizer.optimizer_factory`). fp16 scales the loss (§3.2; its
     scaler is the task's and the optimizer's); bf16, with fp32's exponent range, needs no
-    scale. Under fp32, nothing."""
+    scale. Under fp32, nothing. A sparse model's routers carry the same scale into their
+    auxiliary losses' backward."""
     precision = cfg.train.precision
     if precision != "fp32":
         task.model.to_dtype(dtype_of(precision, xp_default()))
         task.scaler = LossScaler() if precision == "fp16" else None
+        for _, module in task.model.named_modules():
+            if isinstance(module, MixtureOfExperts):
+                module.scaler = task.scaler
 
 
 class AtPrecision(Whole):

@@ -67,14 +67,15 @@ class Task:
         return (batch if rows is None else Part(batch, *rows, batch_size)), units
 
     def loss(self, model, batch, reduction: str = "mean"):
-        """``batch``'s loss under ``model``, and a sparse model's auxiliary losses: theirs is
-        a batch's mean, so a sum counts it once per unit (``count``)."""
+        """``batch``'s loss under ``model``. A sparse model's auxiliary losses are not in the
+        value: its layers carry them into backward as terms of the summed loss
+        (:class:`~scratchpar.nn.moe.MixtureOfExperts`), so its loss is summed."""
         if self.unit == "tok":
-            loss = nn.lm_loss(model, batch, reduction)
-            aux = model.aux_loss() if hasattr(model, "aux_loss") else None
-            if aux is not None:
-                loss = loss + aux * (self.count(batch) if reduction == "sum" else 1)
-            return scaled(loss, self.scaler)
+            if reduction != "sum" and any(isinstance(m, nn.MixtureOfExperts)
+                                          for _, m in model.named_modules()):
+                raise ValueError("a sparse model's auxiliary losses join the summed loss's "
+                                 "backward: ask for reduction='sum' and divide by count()")
+            return scaled(nn.lm_loss(model, batch, reduction), self.scaler)
         *inputs, targets = batch
         return scaled(self.criterion(model(*inputs), targets, reduction=reduction), self.scaler)
 

@@ -7,11 +7,12 @@ import pytest
 from device_helpers import host, on_device
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nn_helpers import check_module, perturb
+from nn_helpers import perturb
 
-from scratchpar.autograd import Tensor, grad_check
+from scratchpar.autograd import Tensor
+from scratchpar.autograd.grad_check import numerical_grad
 from scratchpar.nn.moe import Experts, MixtureOfExperts
-from scratchpar.nn.routing import capacity, route
+from scratchpar.nn.routing import Share, capacity, count, route, segments_of, tally
 
 
 def layer(spec, seed, c=4):
@@ -66,19 +67,67 @@ def test_the_layer_is_its_definition_written_out(experts, data, factor, seed):
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
 
 
-def test_the_aux_losses_are_their_formulas():
+def test_the_aux_losses_are_their_formulas_and_ride_the_output_s_backward():
+    """The figures are Switch's and ST-MoE's formulas; the carried term is N times them, so
+    backward from the output's zero gradient gives the router their gradient times N."""
     spec = Experts(4, 2, 0, balance=0.5, z_loss=0.25)
     moe = layer(spec, 3)
     x = np.random.default_rng(5).standard_normal((2, 5, 4))
-    moe(Tensor(on_device(x)))
+    out = moe(Tensor(on_device(x)))
     logits = x.reshape(10, 4) @ host(moe.router.weight.data)
     probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     routed = np.bincount(np.argsort(-probs, -1, kind="stable")[:, :2].reshape(-1), minlength=4)
     balance = 0.5 * 4 * np.sum(routed / 20 * probs.mean(0))  # Fedus et al. 2021, eq. 4
     z = 0.25 * np.mean(np.log(np.exp(logits).sum(-1)) ** 2)  # Zoph et al. 2022, eq. 5
-    assert float(host(moe.aux.data)) == pytest.approx(balance + z, rel=1e-12)
+    assert moe.stats["balance_loss"] == pytest.approx(balance, rel=1e-12)
+    assert moe.stats["z_loss"] == pytest.approx(z, rel=1e-12)
     assert moe.stats["load"] == pytest.approx(routed.max() / routed.mean())
     assert moe.stats["dropped"] == 0
+    (out * 0).sum().backward()  # the output's gradient 0: the aux terms alone reach the router
+    w = host(moe.router.weight.data)
+
+    def aux(w):  # the carried term: N·(balance + z), f held constant
+        lg = x.reshape(10, 4) @ w
+        p = np.exp(lg) / np.exp(lg).sum(-1, keepdims=True)
+        return 0.5 * 4 * np.sum(routed / 20 * p.sum(0)) + 0.25 * np.sum(
+            np.log(np.exp(lg).sum(-1)) ** 2)
+
+    numeric = np.zeros_like(w)
+    for i in np.ndindex(*w.shape):
+        step = np.zeros_like(w)
+        step[i] = 1e-6
+        numeric[i] = (aux(w + step) - aux(w - step)) / 2e-6
+    np.testing.assert_allclose(host(moe.router.weight.grad), numeric, rtol=1e-6, atol=1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(experts=st.integers(1, 5), data=st.data(), factor=st.sampled_from([0, 0.5, 1.0, 1.5]),
+       seed=st.integers(0, 2**31), cut=st.lists(st.integers(1, 11), max_size=4, unique=True))
+def test_a_tally_of_shares_places_and_drops_as_one_device(experts, data, factor, seed, cut):
+    """Tokens dealt out to ranks as any runs of a micro-batch, each rank routing its own with
+    the tally of every rank's share, keep exactly the assignments one device keeps."""
+    k = data.draw(st.integers(1, experts), label="k")
+    spec = Experts(experts, k, factor)
+    probs = np.random.default_rng(seed).dirichlet(np.ones(experts), 12)  # (12, E)
+    alone = route(probs, k, capacity(12, k, experts, factor))
+    bounds = [0, *sorted(cut), 12]
+    runs = [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    owners = np.random.default_rng(seed + 1).integers(0, 3, len(runs))  # 3 ranks, any runs
+    held = [np.concatenate([r for r, o in zip(runs, owners) if o == rank] or [np.zeros(0, int)])
+            for rank in range(3)]
+    choice = [np.argsort(-probs[h], -1, kind="stable")[:, :k] for h in held]
+    segments = [segments_of(h) if len(h) else np.zeros(1, np.int64) for h in held]
+    shares = [Share(h[s[:-1]], count(c, experts, s), probs[h].sum(0), 0.0, len(h))
+              for h, c, s in zip(held, choice, segments)]
+    from scratchpar.nn.routing import assign, places
+    for rank, h in enumerate(held):
+        t = tally(shares, rank, segments[rank], k, spec)
+        assert t.stats["dropped"] == alone.dropped
+        r = assign(choice[rank], places(choice[rank], experts, segments[rank], t.before),
+                   t.slots, experts)
+        kept_here = r.slot < r.kept  # (T_r, k)
+        kept_alone = alone.slot[h] < alone.kept
+        assert (kept_here == kept_alone).all()
 
 
 @pytest.mark.parametrize("k, factor", [(1, 0), (2, 0), (2, 0.75), (3, 1.0)])
@@ -88,10 +137,25 @@ def test_grad_check_through_router_gates_and_dispatch(k, factor):
                requires_grad=True)
     moe(x)
     assert all(len(rows) for rows in moe_rows(moe, x)), "an expert without tokens checks less"
-    check_module(moe, lambda x: moe(x), [x])
-    router = moe.router.weight  # the aux losses reach the router alone, and the input
-    grad_check(lambda x, w: (moe(x), moe.aux)[1], [x, router])
-    assert router.grad is not None and float(abs(host(router.grad)).sum()) > 0
+    check_carried(lambda: moe(x), [x, *moe.parameters()], [moe])
+
+
+def check_carried(forward, inputs, layers):
+    """Central differences of a fixed random projection of ``forward()``'s output
+    plus the ``layers``' carried aux terms, against backward seeded with 1: a carried term
+    enters backward with gradient 1, whatever the seed."""
+    def objective(*args):
+        out = forward()  # of ``inputs``, changed in place
+        weights = np.random.default_rng(0).standard_normal(out.shape)
+        return (out * Tensor(on_device(weights))).sum() + Tensor(sum(m.aux.data
+                                                                      for m in layers))
+    for x in inputs:
+        x.grad = None
+    objective(*inputs).backward()
+    numeric = numerical_grad(objective, inputs, 1.0)
+    for x, n in zip(inputs, numeric):
+        assert x.grad is not None
+        np.testing.assert_allclose(host(x.grad), host(n), rtol=1e-5, atol=1e-7)
 
 
 def moe_rows(moe, x):
@@ -103,10 +167,10 @@ def moe_rows(moe, x):
 
 
 @pytest.mark.parametrize("every", [1, 2])
-def test_a_sparse_gpt_adds_its_aux_losses_to_its_task_s_loss_once_per_token(every):
+def test_a_sparse_gpt_s_task_loss_is_its_cross_entropy_and_backward_adds_the_aux(every):
     """Every ``moe_every``-th block is sparse; the Task's summed loss is the tokens' summed
-    cross-entropy plus N times the blocks' aux losses, so its mean is CE + aux; and the whole
-    sparse GPT passes the grad check."""
+    cross-entropy alone, its backward that of CE plus N times each block's aux losses (the
+    grad check of the whole sparse GPT), and a mean is refused."""
     from scratchpar.nn import GPT, lm_loss
     from scratchpar.train.task import Task
     spec = Experts(3, 2, 1.0, balance=0.1, z_loss=0.01)
@@ -115,13 +179,14 @@ def test_a_sparse_gpt_adds_its_aux_losses_to_its_task_s_loss_once_per_token(ever
     sparse = [i for i, b in enumerate(model.blocks) if isinstance(b.mlp[0], MixtureOfExperts)]
     assert sparse == [i for i in range(2) if (i + 1) % every == 0]
     task = Task(None, model, "tok")
-    batch = on_device(np.random.default_rng(2).integers(1, 7, (3, 6)))  # no padding: N = 15
+    batch = on_device(np.random.default_rng(2).integers(1, 7, (3, 6)))
     total = task.loss(model, batch, "sum")
-    aux = model.aux_loss()
-    ce = lm_loss(model, batch, "sum")
-    assert float(total.data) == pytest.approx(float(ce.data) + 15 * float(aux.data), rel=1e-12)
+    assert float(total.data) == float(lm_loss(model, batch, "sum").data)
+    assert model.routing()["balance_loss"] > 0
+    with pytest.raises(ValueError, match="reduction='sum'"):
+        task.loss(model, batch)
     ids = on_device(np.random.default_rng(3).integers(1, 7, (2, 5)))
     routed = [p for name, p in model.named_parameters()  # each router, an expert's W₁, LN₂
               if "router" in name or "experts.0.0" in name or "ln2" in name]
-    grad_check(lambda *params: (model(ids), model.aux_loss())[1] + model(ids).sum() * 0.1,
-               routed)
+    layers = [m for _, m in model.named_modules() if isinstance(m, MixtureOfExperts)]
+    check_carried(lambda: model(ids), routed, layers)
