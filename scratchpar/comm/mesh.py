@@ -42,14 +42,23 @@ class Mesh:
     parameters and sum their gradients (Megatron-LM's data-parallel group with context
     parallelism). ``dp`` left out is the ranks the other axes leave: ``Mesh(comm)`` is pure data
     parallelism.
+
+    ``ep`` folds onto the replicas (Megatron-LM's "parallel folding", Liu et al. 2025): a
+    sparse layer's experts are split over ``ep_comm``, ep consecutive ranks of ``replica_comm``
+    (in its dp-then-cp order, so cp neighbours first), which trade tokens; ``edp_comm`` holds the
+    replica ranks with the same experts (DeepSpeed's expert-data-parallel group), which sum the
+    experts' gradients. ep divides dp·cp and adds no rank: at ep = dp·cp every replica rank
+    holds its own experts, and ``edp_comm`` is one rank.
     """
 
-    def __init__(self, comm, dp: int | None = None, pp: int = 1, tp: int = 1, cp: int = 1):
+    def __init__(self, comm, dp: int | None = None, pp: int = 1, tp: int = 1, cp: int = 1,
+                 ep: int = 1):
         if dp is None:
             others = (pp, tp, cp)
             dp = (max(comm.size // int(np.prod(others)), 1)
                   if all(_positive_int(n) for n in others) else 1)
         check(comm.size, dp, pp, tp, cp)  # before any message: every rank raises alike
+        check_experts(dp, cp, ep)
         self.world = comm
         self.shape = Axes(int(pp), int(dp), int(cp), int(tp))
         self.pp, self.dp, self.cp, self.tp = self.shape
@@ -64,6 +73,14 @@ class Mesh:
         if self.cp > 1:
             color, key = color_key(comm.rank, REPLICAS, self.shape)
             self.replica_comm = comm.split(color, key, name=f"{comm.name}/dp×cp")
+        self.ep = int(ep)
+        self.ep_comm = self.edp_comm = None
+        if self.ep > 1:
+            q = self.replica_comm.rank  # d·cp + c
+            self.ep_comm = self.replica_comm.split(q // self.ep, q % self.ep,
+                                                   name=f"{comm.name}/ep")
+            self.edp_comm = self.replica_comm.split(q % self.ep, q // self.ep,
+                                                    name=f"{comm.name}/edp")
 
     def free(self) -> None:
         """Collective: free the axis communicators."""
@@ -71,6 +88,9 @@ class Mesh:
             sub.free()
         if self.replica_comm is not self.dp_comm:
             self.replica_comm.free()
+        if self.ep_comm is not None:
+            self.ep_comm.free()
+            self.edp_comm.free()
 
     def comm(self, axis: str):
         """The sub-communicator along ``axis`` (``"pp"``, ``"dp"``, ``"cp"`` or ``"tp"``)."""
@@ -81,7 +101,8 @@ class Mesh:
         return group(self.world.rank, _axis(axis), self.shape)
 
     def __repr__(self) -> str:
-        return f"Mesh({_sizes(self.shape)}) on {self.world!r}"
+        ep = f", ep={self.ep}" if self.ep > 1 else ""
+        return f"Mesh({_sizes(self.shape)}{ep}) on {self.world!r}"
 
     def __str__(self) -> str:
         return draw(self.shape, self.world.rank)
@@ -108,6 +129,18 @@ def check(size: int, dp, pp, tp, cp=1) -> None:
         asked = ", ".join(f"{k}={v!r}" for k, v in given.items() if k != "cp" or v != 1)
         raise MeshError(f"Mesh({asked}) cannot be laid out on a world of {_ranks(size)}:"
                         f"{bullets}")
+
+
+def check_experts(dp, cp, ep) -> None:
+    """Raise :class:`MeshError` unless ``ep`` (a positive integer) divides dp·cp, the replica
+    ranks it folds onto."""
+    if not _positive_int(ep):
+        raise MeshError(f"ep must be a positive integer, got {ep!r}")
+    if (dp * cp) % ep:
+        fits = [d for d in range(1, dp * cp + 1) if (dp * cp) % d == 0]
+        raise MeshError(f"ep={ep} splits a sparse layer's experts over replica ranks: it must "
+                        f"divide dp·cp = {dp}·{cp} = {dp * cp} (ep that fit: "
+                        f"{', '.join(map(str, fits))})")
 
 
 def factorizations(size: int, axes: int = 3) -> list[tuple[int, ...]]:

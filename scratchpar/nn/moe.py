@@ -4,6 +4,7 @@ of E experts, and the token's output is their outputs weighted by its router pro
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,8 +14,9 @@ from ..autograd import functional as F
 from ..backend import get_array_module
 from ..optim.scaler import scaled
 from .layers import GELU, Linear
-from .module import Module, ModuleList, Sequential
+from .module import Module, ModuleList, Parameter, Sequential
 from .routing import Share, Tally, assign, count, places, tally, top_k
+from .unfilled import part
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,15 @@ class MixtureOfExperts(Module):
                                                              dtype=dtype))
                                    for _ in range(spec.count)])
         self.group, self.scaler, self.aux, self.stats = None, None, None, {}
+
+    def replica(self) -> MixtureOfExperts:
+        """A copy with arrays of its own (:func:`~scratchpar.nn.unfilled.part`: an unfilled
+        one stays unfilled), the same loss scaler, and no group."""
+        memo = {id(p): Parameter(part(p.data)) for p in self.parameters()}
+        memo[id(self.scaler)] = self.scaler
+        out = copy.deepcopy(self, memo)
+        out.group, out.aux, out.stats = None, None, {}
+        return out
 
     def forward(self, x):
         b, t, c = x.shape

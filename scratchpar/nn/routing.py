@@ -81,6 +81,8 @@ def top_k(probs, k: int, xp=np):
 
 def segments_of(positions) -> np.ndarray:
     """(S + 1,) the bounds of the runs of consecutive values of ``positions`` (T,)."""
+    if len(positions) == 0:
+        return np.zeros(1, np.int64)  # no segment
     breaks = np.flatnonzero(np.diff(positions) != 1) + 1
     return np.concatenate([[0], breaks, [len(positions)]]).astype(np.int64)
 
@@ -88,7 +90,8 @@ def segments_of(positions) -> np.ndarray:
 def count(choice, experts: int, segments, xp=np) -> np.ndarray:
     """(S, k, E) on the host: each segment's assignments by rank of choice and expert."""
     hits = choice.T[:, :, None] == xp.arange(experts)  # (k, T, E)
-    total = xp.concatenate([xp.zeros_like(hits[:, :1], dtype=np.int64),
+    k = choice.shape[1]
+    total = xp.concatenate([xp.zeros((k, 1, experts), np.int64),
                             xp.cumsum(hits, axis=1)], axis=1)  # (k, T + 1, E)
     bounds = xp.asarray(segments)
     counts = total[:, bounds[1:]] - total[:, bounds[:-1]]  # (k, S, E)
@@ -144,6 +147,8 @@ def places(choice, experts: int, segments, before, xp=np):
     """(T, k): each assignment's place at its expert in the micro-batch's priority order: the
     assignments ahead of its segment (``before``, (S, k, E)) and those of its segment before
     it."""
+    if choice.shape[0] == 0:
+        return xp.zeros(choice.shape, np.int64)
     hits = choice.T[:, :, None] == xp.arange(experts)  # (k, T, E)
     ahead = xp.cumsum(hits, axis=1) - hits  # (k, T, E) this rank's earlier assignments
     bounds = np.asarray(segments)

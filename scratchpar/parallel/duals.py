@@ -3,6 +3,7 @@
     identity   ↔ all-reduce       Megatron's f and g (Shoeybi et al. 2019, §3, Fig. 3)
     all-gather ↔ reduce-scatter   along any axis (Korthikanti et al. 2022, §4.2: g and ḡ)
     all-to-all ↔ all-to-all       split one axis, join another; backward swaps the two
+    all-to-all-v ↔ all-to-all-v   rows to each rank; backward sends them back (expert dispatch)
     gather     ↔ split            an output gathered for a loss every rank computes alike
     send       ↔ recv             between pipeline stages (Huang et al. 2019, GPipe, §2.2)
 
@@ -65,6 +66,14 @@ def all_to_all(x, comm, split: int, join: int) -> Tensor:
     joined along ``join`` in rank order; backward is the same exchange with the axes swapped
     (DeepSpeed-Ulysses' sequence ↔ head exchange, Jacobs et al. 2023, §3.1)."""
     return AllToAll.apply(x, comm=comm, split=split, join=join)
+
+
+def all_to_all_v(x, comm, sent: list[int], received: list[int]) -> Tensor:
+    """``sent[j]`` rows of ``x`` to rank j, in order, and the ``received[i]`` rows from each
+    rank i joined in rank order; backward sends each row's gradient back where it came from
+    (an expert layer's dispatch and combine, Lepikhin et al. 2020, GShard §2.2). Every rank's
+    caller knows both counts: the dispatch exchanged them first."""
+    return AllToAllV.apply(x, comm=comm, sent=list(sent), received=list(received))
 
 
 def send(x, comm, dest: int, tag: int = 0) -> Tensor:
@@ -205,6 +214,19 @@ class AllToAll(Function):
     @staticmethod
     def backward(ctx, g):
         return _exchanged(ctx.comm, g, ctx.join, ctx.split)
+
+
+class AllToAllV(Function):
+    """y = the rows every rank sent here: ∂L/∂x is ∂L/∂y's rows sent back, counts swapped."""
+
+    @staticmethod
+    def forward(ctx, x, comm, sent, received):
+        ctx.comm, ctx.sent, ctx.received = comm, sent, received
+        return collectives.all_to_all_v(comm, x, sent, received=received)[0]
+
+    @staticmethod
+    def backward(ctx, g):
+        return collectives.all_to_all_v(ctx.comm, g, ctx.received, received=ctx.sent)[0]
 
 
 class Send(Function):

@@ -12,6 +12,7 @@ from ..optim.scaler import scaled
 from .context import Context, ContextError, context_parallel, traffic
 from .context.loss import columns
 from .description import Description, Message
+from .experts import expert_parameters, experts_over
 from .pieces import Block
 from .pipeline.actions import ScheduleError
 from .pipeline.strategy import Pipeline
@@ -51,10 +52,11 @@ class Hybrid(Pipeline):
 
     def __init__(self, model, make_optimizer, objective, mesh, /, *, schedule=None, ranges=None,
                  sequence_parallel: bool = False, attention: str = "ring",
-                 layout: str = "zigzag", grad_clip: float = 0.0, bucket_bytes: int = 1 << 20,
-                 recompute: str = "none"):
+                 layout: str = "zigzag", capacity: str = "global", grad_clip: float = 0.0,
+                 bucket_bytes: int = 1 << 20, recompute: str = "none"):
         self.sequence_parallel = sequence_parallel
         self.attention, self._layout, self.context = attention, layout, None
+        self.capacity, self.experts = capacity, None
         super().__init__(model, make_optimizer, objective, mesh, schedule=schedule,
                          ranges=ranges, grad_clip=grad_clip, bucket_bytes=bucket_bytes,
                          recompute=recompute)
@@ -79,7 +81,31 @@ class Hybrid(Pipeline):
                                    f"GPT, not a {type(model).__name__}")
             self.context = Context(self.mesh.cp_comm.dup(name="context"), self._layout)
             context_parallel(self.shard, self.context, self.attention)
+        self.experts = experts_over(self.shard, self.mesh, self.context, self.capacity)
         return self.shard
+
+    def _sums(self, bucket_bytes: int) -> list:
+        """Under ep > 1 the experts' gradients sum over the ranks holding the same experts
+        (``edp_comm``), the rest over the replicas; else all over the replicas."""
+        if self.mesh.ep == 1:
+            return super()._sums(bucket_bytes)
+        ids = expert_parameters(self.shard)
+        sums = []
+        for comm, wanted in ((self.mesh.replica_comm, False), (self.mesh.edp_comm, True)):
+            indices = [i for i, p in enumerate(self.params) if (id(p) in ids) == wanted]
+            if comm.size > 1 and indices:
+                sums.append((Buckets([self.params[i].data for i in indices], bucket_bytes),
+                             indices, comm))
+        return sums
+
+    def _counted(self) -> list:
+        """Each parameter once in the norm: a dense one by the first replica, an expert's by
+        the first of the ranks holding that expert."""
+        if self.mesh.ep == 1:
+            return super()._counted()
+        ids = expert_parameters(self.shard)
+        first = {True: self.mesh.edp_comm.rank == 0, False: self.mesh.replica_comm.rank == 0}
+        return [p for p in self.owned if first[id(p) in ids]]
 
     def micro_batches(self, replica) -> list:
         """The pipeline's micro-batches, under cp each cut to this rank's positions: the
@@ -94,6 +120,8 @@ class Hybrid(Pipeline):
         super().close()
         if self.context is not None:
             self.context.comm.free()
+        if self.experts is not None:
+            self.experts.free()
 
     @classmethod
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,

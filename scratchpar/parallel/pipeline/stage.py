@@ -20,12 +20,15 @@ class StageModel:
 
     ``params`` are this rank's distinct parameters in the whole model's order, ``index[i]`` the
     place of ``params[i]`` in ``model.parameters()`` (checkpoints and optimizer states are keyed
-    by it), ``names[i]`` its name. ``holders[i]`` lists the ranks holding ``params[i]``: more
-    than one for a parameter that layers on several ranks use (∩θᵢ ≠ ∅), such as a tied embedding
-    whose two ends sit on the first and last stage (tied as in Shoeybi et al. 2019, §3).
+    by it), or in the whole model's names ``order`` where ``model`` holds only part of it (a
+    sparse layer's experts on this rank), ``names[i]`` its name. ``holders[i]`` lists the ranks
+    holding ``params[i]``: more than one for a parameter that layers on several ranks use
+    (∩θᵢ ≠ ∅), such as a tied embedding whose two ends sit on the first and last stage (tied as
+    in Shoeybi et al. 2019, §3).
     """
 
-    def __init__(self, model, ranges: list[range], rank: int, p: int):
+    def __init__(self, model, ranges: list[range], rank: int, p: int,
+                 order: dict[str, int] | None = None):
         layers = model.pipeline_layers()
         self.p, self.v, self.rank = p, len(ranges) // p, rank
         self.chunks = [Sequential(*[layers[i] for i in ranges[c * p + rank]])
@@ -37,10 +40,11 @@ class StageModel:
             for i in span:
                 for param in layers[i].parameters():
                     held_by.setdefault(place[id(param)], set()).add(k % p)
-        self.index = sorted(i for i, ranks in held_by.items() if rank in ranks)
-        self.params = [named[i][1] for i in self.index]
-        self.names = [named[i][0] for i in self.index]
-        self.holders = [sorted(held_by[i]) for i in self.index]
+        places = sorted(i for i, ranks in held_by.items() if rank in ranks)
+        self.params = [named[i][1] for i in places]
+        self.names = [named[i][0] for i in places]
+        self.index = places if order is None else [order[name] for name in self.names]
+        self.holders = [sorted(held_by[i]) for i in places]
         self.groups = sorted({tuple(sorted(r)) for r in held_by.values() if len(r) > 1})
 
     def shared(self, group: tuple[int, ...]) -> list[int]:

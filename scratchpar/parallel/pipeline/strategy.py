@@ -86,7 +86,8 @@ class Pipeline(Strategy):
             ranges = partition(parameter_counts(model.pipeline_layers()),
                                mesh.pp * chunks(schedule))
         held = self._held(model, ranges)
-        self.model = self.stage = StageModel(held, ranges, mesh.pp_comm.rank, mesh.pp)
+        order = {name: i for i, name in enumerate(self.shapes)}  # the whole model's places
+        self.model = self.stage = StageModel(held, ranges, mesh.pp_comm.rank, mesh.pp, order)
         self.params = self.stage.params
         fill(self.params)  # an unfilled model's layers are drawn on the stages that hold them
         mark(self.stage.chunks if recompute == "full" else chosen(held, recompute))
@@ -95,8 +96,7 @@ class Pipeline(Strategy):
         self.runtime = self.runtime_class(self.stage, mesh.pp_comm.dup(name="pipeline"),
                                           self._output_loss(), self.tracer)
         self.actions = schedule[mesh.pp_comm.rank]
-        self.plan = (Buckets([p.data for p in self.params], bucket_bytes)
-                     if mesh.replica_comm.size > 1 else None)
+        self.sums = self._sums(bucket_bytes)  # (buckets, indices into params, communicator)
         self.tied = []  # (indices into params, communicator of the ranks sharing them)
         for group in self.stage.groups:  # every rank splits once per group, in the same order
             comm = mesh.pp_comm.split(int(mesh.pp_comm.rank in group), name=f"shared{group}")
@@ -156,15 +156,28 @@ class Pipeline(Strategy):
         ``split`` of each."""
         return [self.objective.split(shard(replica, i, self.m)) for i in range(self.m)]
 
+    def _sums(self, bucket_bytes: int) -> list:
+        """Which gradients sum over which ranks: every parameter over the ranks holding this
+        stage's parameters (its dp replicas), in DP's buckets; none on one replica."""
+        if self.mesh.replica_comm.size == 1:
+            return []
+        return [(Buckets([p.data for p in self.params], bucket_bytes), range(len(self.params)),
+                 self.mesh.replica_comm)]
+
     def _sum_over_replicas(self) -> None:
         """Every parameter's gradient (zeros where backward did not reach it), contiguous, summed
-        over the ranks holding this stage's parameters (its dp replicas, and under Hybrid their
-        cp ranks) in DP's buckets (Li et al. 2020)."""
+        over the ranks holding it (its dp replicas, and under Hybrid their cp ranks, or the
+        ranks holding the same experts) in DP's buckets (Li et al. 2020)."""
         for p in self.params:
             p.grad = (self.xp.zeros_like(p.data) if p.grad is None
                       else self.xp.ascontiguousarray(p.grad))
-        if self.plan is not None:
-            self._sum_in_buckets(self.plan, range(len(self.params)), self.mesh.replica_comm)
+        for plan, indices, comm in self.sums:
+            self._sum_in_buckets(plan, indices, comm)
+
+    def _counted(self) -> list:
+        """The parameters whose squared gradients this rank adds to the norm: after the sum
+        every replica has them, so the first replica's own."""
+        return self.owned if self.mesh.replica_comm.rank == 0 else []
 
     def _sum_partials(self) -> None:
         """Gradients that are parts of a sum over a tp group: none without one."""
@@ -204,9 +217,8 @@ class Pipeline(Strategy):
             totals = self.xp.zeros(3, "float64")  # [Σ loss, Σ ‖g‖², N] of this rank's part
             for loss in self.runtime.losses.values() if self.mesh.tp_comm.rank == 0 else ():
                 totals[0] += loss.data
-            if self.mesh.replica_comm.rank == 0:  # after the sum, every replica has them
-                for p in self.owned:
-                    totals[1] += (p.grad.astype("float64") ** 2).sum()
+            for p in self._counted():
+                totals[1] += (p.grad.astype("float64") ** 2).sum()
             totals[2] += self.units
             loss_sum, squares, self.n = collectives.all_reduce_(self.mesh.world, totals)
             scale = 1.0 / self.xp.maximum(self.n, 1.0)

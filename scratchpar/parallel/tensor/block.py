@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ...nn.layers import LayerNorm
-from ...nn.module import Module
+from ...nn.module import Module, Sequential
+from ...nn.moe import MixtureOfExperts
 from .attention import ParallelAttention, SequenceParallelAttention
 from .feed_forward import ParallelFeedForward, SequenceParallelFeedForward
 from .layout import PARTIAL
@@ -29,7 +30,10 @@ class ParallelBlock(Module):
     Megatron §3, Fig. 3: the LayerNorms and residuals run alike on every rank (replicated γ, β
     with whole gradients). The attention splits by heads and the MLP by its hidden units. Two
     all-reduces forward (g after the attention's projection and after the MLP's W₂) and two
-    backward (f before QKV and before W₁). Built from ``nn.Block``, whose names it keeps."""
+    backward (f before QKV and before W₁). Built from ``nn.Block``, whose names it keeps. A
+    sparse block's mixture of experts is not split: every rank of the group routes its
+    (replicated) tokens alike, through its own copy (:mod:`scratchpar.parallel.experts` splits
+    the experts over ranks of other replicas instead)."""
 
     norm_class, attn_class, mlp_class = LayerNorm, ParallelAttention, ParallelFeedForward
 
@@ -37,7 +41,9 @@ class ParallelBlock(Module):
         self.ln1 = copy_norm(block.ln1, self.norm_class)
         self.attn = self.attn_class(block.attn, comm)
         self.ln2 = copy_norm(block.ln2, self.norm_class)
-        self.mlp = self.mlp_class(block.mlp, comm)
+        sparse = isinstance(block.mlp[0], MixtureOfExperts)
+        self.mlp = (Sequential(block.mlp[0].replica(), ParallelFeedForward.dropout(
+            block.mlp[-1].p, comm)) if sparse else self.mlp_class(block.mlp, comm))
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))  # (B, T, C), or (B, T/t, C) sequence shards

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...nn import GPT, MLP
 from ...nn.layers import Dropout, set_dropout_generator
+from ...nn.moe import MixtureOfExperts
 from .gpt import TensorParallelGPT
 from .layout import Split
 from .mlp_classifier import TensorParallelMLP
@@ -15,6 +16,10 @@ def tensor_parallel(model, comm, sequence_parallel: bool = False):
     layout (``layout.layouts``), so shards gather back into the model and parity tests start
     from one set of weights. Dropout draws from the model's own stream."""
     if isinstance(model, GPT):
+        if sequence_parallel and any(
+                isinstance(m, MixtureOfExperts) for _, m in model.named_modules()):
+            raise ValueError("sequence parallelism cuts a sparse block's tokens over tp, which "
+                             "its routing does not count yet: run the experts without it")
         shard = TensorParallelGPT(model, comm, sequence_parallel)
     elif isinstance(model, MLP):
         if sequence_parallel:
