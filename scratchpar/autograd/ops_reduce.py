@@ -56,14 +56,14 @@ class Mean(Function):
 
 
 class Max(Function):
-    """Max over axes; tied maxima share the gradient equally (in a 16-bit input's dtype)."""
+    """Max over axes; tied maxima share the gradient equally, in the input's dtype."""
 
     @staticmethod
     def forward(ctx, a, axis=None, keepdims=False):
         axes = reduction(ctx, a, axis)
         out = a.max(axis=axes, keepdims=True)
         mask = a == out
-        ctx.weights = narrow(mask / mask.sum(axis=axes, keepdims=True), a.dtype)
+        ctx.weights = (mask / mask.sum(axis=axes, keepdims=True)).astype(a.dtype)  # in a's dtype
         return out if keepdims else out.reshape([n for i, n in enumerate(a.shape) if i not in axes])
 
     @staticmethod

@@ -9,7 +9,7 @@ from ..backend import get_array_module
 from .attention import Block
 from .layers import Dropout, Embedding, LayerNorm, Linear
 from .module import Module, ModuleList
-from .moe import Experts, MixtureOfExperts
+from .moe import Experts, MixtureOfExperts, figures
 
 
 class GPT(Module):
@@ -47,13 +47,8 @@ class GPT(Module):
         its whole micro-batch: the assignments dropped, the busiest block's load (its busiest
         expert's assignments over the mean), and the two auxiliary losses summed; empty for a
         dense model or before a forward."""
-        stats = [m.stats for _, m in self.named_modules()
-                 if isinstance(m, MixtureOfExperts) and m.stats]
-        if not stats:
-            return {}
-        return {"dropped": sum(s["dropped"] for s in stats),
-                "load": max(s["load"] for s in stats),
-                **{k: sum(s[k] for s in stats) for k in ("balance_loss", "z_loss")}}
+        return figures([m.stats for _, m in self.named_modules()
+                        if isinstance(m, MixtureOfExperts)])
 
     def forward(self, ids):
         x = ids  # (B, T)

@@ -89,11 +89,22 @@ class MixtureOfExperts(Module):
         # Fedus et al. 2021, eq. 4, α·E·Σᵢ fᵢ·Pᵢ times N: fᵢ the micro-batch's fraction of
         # assignments to expert i (no gradient), Pᵢ·N its probabilities summed over the
         # micro-batch, of which this rank's tokens give their part
-        fraction = xp.asarray(tally.routed / max(spec.top_k * tally.tokens, 1))  # (E,)
+        fraction = xp.asarray(tally.routed / max(spec.top_k * tally.tokens, 1),
+                              probs.dtype)  # (E,)
         balance = (probs.sum(axis=0) * fraction).sum() * (spec.balance * spec.count)
         aux = balance + z * spec.z_loss  # Zoph et al. 2022, eq. 5, β·mean(lse²) times N
         self.aux, self.stats = aux, tally.stats
         return F.carry(out, scaled(aux, self.scaler)).reshape(b, t, c)
+
+
+def figures(stats: list[dict]) -> dict:
+    """Sparse layers' routing figures as one: the assignments dropped, the busiest layer's
+    load, and the two auxiliary losses, summed; empty for none."""
+    stats = [s for s in stats if s]
+    if not stats:
+        return {}
+    return {"dropped": sum(s["dropped"] for s in stats), "load": max(s["load"] for s in stats),
+            **{k: sum(s[k] for s in stats) for k in ("balance_loss", "z_loss")}}
 
 
 class Alone:

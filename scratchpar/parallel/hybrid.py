@@ -8,6 +8,7 @@ from dataclasses import replace
 from ..backend import to_device
 from ..comm.buckets import Buckets
 from ..comm.states import gather_states
+from ..nn.moe import MixtureOfExperts, figures
 from ..optim.scaler import scaled
 from .context import Context, ContextError, context_parallel, traffic
 from .context.loss import columns
@@ -89,8 +90,7 @@ class Hybrid(Pipeline):
         (``edp_comm``), the rest over the replicas; else all over the replicas."""
         if self.mesh.ep == 1:
             return super()._sums(bucket_bytes)
-        ids = expert_parameters(self.shard)
-        sums = []
+        ids, sums = self._experts(), []
         for comm, wanted in ((self.mesh.replica_comm, False), (self.mesh.edp_comm, True)):
             indices = [i for i, p in enumerate(self.params) if (id(p) in ids) == wanted]
             if comm.size > 1 and indices:
@@ -98,12 +98,17 @@ class Hybrid(Pipeline):
                              indices, comm))
         return sums
 
+    def _experts(self) -> set[int]:
+        """The ids of this rank's experts' parameters under ep > 1 (none else: at ep = 1 every
+        replica holds every expert)."""
+        return expert_parameters(self.shard) if self.mesh.ep > 1 else set()
+
     def _counted(self) -> list:
         """Each parameter once in the norm: a dense one by the first replica, an expert's by
         the first of the ranks holding that expert."""
         if self.mesh.ep == 1:
             return super()._counted()
-        ids = expert_parameters(self.shard)
+        ids = self._experts()
         first = {True: self.mesh.edp_comm.rank == 0, False: self.mesh.replica_comm.rank == 0}
         return [p for p in self.owned if first[id(p) in ids]]
 
@@ -114,6 +119,15 @@ class Hybrid(Pipeline):
         if self.context is None:
             return micro
         return [columns(x, y, self.context) for x, y in micro]
+
+    def routing(self) -> dict:
+        """Collective over the stages: the last micro-batch's routing figures of every stage's
+        sparse layers, each layer's those of the micro-batch over every replica."""
+        if not any(isinstance(m, MixtureOfExperts) for _, m in self.whole.named_modules()):
+            return {}
+        mine = [m.stats for chunk in self.stage.chunks for _, m in chunk.named_modules()
+                if isinstance(m, MixtureOfExperts)]
+        return figures(sum(self.mesh.pp_comm.allgather_obj(mine, "routing figures"), []))
 
     def close(self) -> None:
         """Collective: free the communicators this strategy made (not the mesh's)."""
@@ -204,13 +218,14 @@ class Hybrid(Pipeline):
 
     def _layout_of(self, flat: dict) -> dict:
         """The layout of each key of a flat state: its parameter's, for the parameter and for
-        optimizer state shaped like it (scalars and counters are replicated)."""
+        optimizer state shaped like it (scalars and counters are replicated, as are the
+        experts that other ranks of an ep group joined in: tp does not split them)."""
         by_name = dict(zip(self.stage.names, self.layouts))
         by_index = dict(zip(self.stage.index, self.layouts))
         out = {}
         for key in flat:
             section, _, rest = key.partition("/")
             name, _, i = rest.rpartition(".")
-            out[key] = (by_name[rest] if section == "model" else
-                        by_index[int(i)] if name and hasattr(flat[key], "shape") else None)
+            out[key] = (by_name.get(rest) if section == "model" else
+                        by_index.get(int(i)) if name and hasattr(flat[key], "shape") else None)
         return out

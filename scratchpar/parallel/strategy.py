@@ -177,5 +177,10 @@ class Strategy(abc.ABC):
     def gather_model(self) -> None:
         """Before the held-out evaluation: ``model`` is whole on rank 0 already."""
 
+    def routing(self) -> dict:
+        """A sparse model's routing figures from its last forward (``nn.GPT.routing``), empty
+        for a dense one; collective where the model is split over ranks."""
+        return getattr(self.model, "routing", dict)()
+
     def close(self) -> None:
         """Free the communicators and windows the strategy made: none."""

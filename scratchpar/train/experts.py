@@ -4,9 +4,9 @@ from __future__ import annotations
 
 
 def expert_problems(c) -> list[str]:
-    """Every reason ``--experts`` and its knobs cannot make this run's model sparse. Until the
-    expert axis exists it trains on one device: a data-parallel rank would route, cap and
-    balance its own rows alone, not the batch's, and so not train one device's model."""
+    """Every reason ``--experts`` and its knobs cannot make this run's model sparse: one
+    device trains it, or the hybrid mesh, whose ranks route over the whole micro-batch (a
+    data-parallel rank alone would route, cap and balance its own rows, not one device's)."""
     m, t = c.model, c.train
     if m.experts == 0:
         return []
@@ -24,8 +24,38 @@ def expert_problems(c) -> list[str]:
     problems += [f"model.{name} must be 0 or more; got {getattr(m, name)}"
                  for name in ("capacity_factor", "balance_loss", "z_loss")
                  if getattr(m, name) < 0]
-    if t.strategy != "single":
-        problems.append(f"--experts trains with --strategy single for now, not {t.strategy}: "
-                        "with no expert axis yet, each rank would route, cap and balance its "
-                        "own rows alone")
+    if t.strategy not in ("single", "hybrid"):
+        problems.append(f"--experts trains with --strategy single or hybrid, not "
+                        f"{t.strategy}: hybrid routes, caps and balances over every rank's "
+                        "tokens of a micro-batch, and splits the experts over --ep")
+    elif t.strategy == "hybrid":
+        problems += _mesh_problems(c)
+    return problems
+
+
+def _mesh_problems(c) -> list[str]:
+    """What ``--ep`` and the other axes ask of a sparse model under ``--strategy hybrid``."""
+    m, t = c.model, c.train
+    problems = []
+    if m.experts % t.ep:
+        problems.append(f"--ep {t.ep} gives each rank an equal share of a sparse layer's "
+                        f"experts: --experts {m.experts} does not divide by {t.ep}")
+    if t.sequence_parallel:
+        problems.append("--sequence-parallel gives each tp rank its own tokens of a sparse "
+                        "block, which the routing's tally does not count: drop it with "
+                        "--experts")
+    return problems
+
+
+def ep_problems(c, replicas: int) -> list[str]:
+    """Why ``--ep`` cannot fold onto the ``replicas`` dp × cp ranks of this run."""
+    t = c.train
+    if t.ep == 1:
+        return []
+    problems = []
+    if c.model.experts == 0:
+        problems.append(f"--ep {t.ep} splits a sparse model's experts: give --experts")
+    if replicas % t.ep:
+        problems.append(f"--ep {t.ep} folds onto the dp × cp ranks, {replicas} here: it must "
+                        "divide them")
     return problems

@@ -137,7 +137,7 @@ class Trainer:
                                        self.strategy.rows(t.batch_size))
         with np.errstate(**self._overflows):
             metrics = self.strategy.step(batch)
-        metrics.update(getattr(self.strategy.model, "routing", dict)())  # a sparse GPT's
+        metrics.update(self.strategy.routing())  # a sparse GPT's
         units = int(metrics.pop("units")) if units is None else units
         self.step += 1
         skip = self.bad.count(self.step, metrics, lr)

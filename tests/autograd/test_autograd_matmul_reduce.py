@@ -132,3 +132,14 @@ def test_matmul_with_an_empty_dimension(sa, sb):
     (a @ b).sum().backward()
     assert a.grad.shape == sa and b.grad.shape == sb
     assert not a.grad.any() and not b.grad.any()
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_a_reduction_s_gradient_keeps_a_float32_input_s_dtype(name):
+    """A float32 reduction's gradient is float32: a wider one would widen every gradient
+    upstream of it (a router's, through its log-sum-exp's max) and the buckets summing them."""
+    from scratchpar.autograd import Tensor
+    x = Tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32),
+               requires_grad=True)
+    getattr(F, name)(x, axis=-1).sum().backward()
+    assert x.grad.dtype == np.float32

@@ -32,9 +32,18 @@ def test_every_reason_the_experts_cannot_run_is_listed_at_once():
         "--moe-every must be from 1 to --n-layers (2), so that a block is sparse; got 3",
         "--capacity-factor must be 0 or more; got -1.0",
         "--z-loss must be 0 or more; got -0.5",
-        "--experts trains with --strategy single for now, not dp: with no expert axis yet, "
-        "each rank would route, cap and balance its own rows alone"]
+        "--experts trains with --strategy single or hybrid, not dp: hybrid routes, caps and "
+        "balances over every rank's tokens of a micro-batch, and splits the experts over --ep"]
     assert problems(["--experts", "-2"]) == ["--experts must be 0 (dense) or more; got -2"]
+    assert problems([*TINY, "--strategy", "hybrid", "--experts", "3", "--ep", "2",
+                     "--sequence-parallel"], 2) == [
+        "--ep 2 gives each rank an equal share of a sparse layer's experts: --experts 3 does "
+        "not divide by 2",
+        "--sequence-parallel gives each tp rank its own tokens of a sparse block, which the "
+        "routing's tally does not count: drop it with --experts"]
+    assert problems([*TINY, "--strategy", "hybrid", "--ep", "4", "--tp", "2"], 4) == [
+        "--ep 4 splits a sparse model's experts: give --experts",
+        "--ep 4 folds onto the dp × cp ranks, 2 here: it must divide them"]
 
 
 def test_a_sparse_run_records_its_routing_and_its_loss_is_its_tokens_alone(tmp_path):

@@ -2,7 +2,7 @@
 optimizer state, under tensor parallelism each rank its shards (a box of the view its split
 names), so no rank gathers the model. A parameter that several stages hold (a tied embedding)
 is written by the lowest, as it counts in the norm once; the replicas over dp (and cp) share
-the writing out."""
+the writing out, and a sparse layer's experts the ranks holding the same ones."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ def stage_pieces(pipe) -> tuple[list[Piece], dict]:
     stage, tp = pipe.stage, pipe.mesh.tp_comm
     writes = [holders[0] == stage.rank and (tp.rank == 0 or pipe.split(i))
               for i, holders in enumerate(stage.holders)]
-    pieces = [Piece("model", name, pipe.box(i), p.data)
-              for i, (name, p) in enumerate(stage.named_parameters()) if writes[i]]
+    experts = pipe._experts()
+    pieces = {False: [], True: []}  # a dense parameter's pieces, an expert's
+    for i, (name, p) in enumerate(stage.named_parameters()):
+        if writes[i]:
+            pieces[id(p) in experts].append(Piece("model", name, pipe.box(i), p.data))
     optim = {}
     for key, value in pipe.optimizer.entries().items():
         name, _, j = key.rpartition(".")
@@ -25,12 +28,15 @@ def stage_pieces(pipe) -> tuple[list[Piece], dict]:
             optim[key] = value
         elif hasattr(value, "shape"):
             if writes[int(j)]:
-                pieces.append(Piece("optim", f"{name}.{stage.index[int(j)]}",
-                                    pipe.box(int(j)), value))
+                pieces[id(stage.params[int(j)]) in experts].append(Piece(
+                    "optim", f"{name}.{stage.index[int(j)]}", pipe.box(int(j)), value))
         else:
             optim[f"{name}.{stage.index[int(j)]}"] = value
-    replicas = pipe.mesh.replica_comm  # the ranks holding the same parameters share it out
-    return shared_out(pieces, replicas.rank, replicas.size), {"model": {}, "optim": optim}
+    mine = []  # the ranks holding the same parameters share them out
+    for comm, expert in ((pipe.mesh.replica_comm, False), (pipe.mesh.edp_comm, True)):
+        if pieces[expert]:
+            mine += shared_out(pieces[expert], comm.rank, comm.size)
+    return mine, {"model": {}, "optim": optim}
 
 
 def load_stage_pieces(pipe, stored) -> None:

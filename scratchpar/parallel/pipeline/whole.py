@@ -9,10 +9,15 @@ from ...comm.states import gather_states
 
 def whole_state(pipe) -> dict | None:
     """Collective over ``pipe``'s replica: the whole model and optimizer state on rank 0, every
-    tensor-parallel shard joined back (keyed as one device keys them); ``None`` elsewhere."""
-    if pipe.mesh.replica_comm.rank != 0:
+    tensor-parallel shard joined back (keyed as one device keys them); ``None`` elsewhere.
+    Under ep > 1 the first replica's ep group joins its experts first."""
+    flat, mesh = flat_state(pipe), pipe.mesh
+    if mesh.ep > 1 and mesh.edp_comm.rank == 0:
+        parts = gather_states(mesh.ep_comm, flat, pipe.xp, "expert states")
+        flat = None if parts is None else {k: v for part in parts for k, v in part.items()}
+    if mesh.replica_comm.rank != 0:
         return None
-    flat = pipe._whole(flat_state(pipe))
+    flat = pipe._whole(flat)
     if flat is None:
         return None
     parts = gather_states(pipe.mesh.pp_comm, flat, pipe.xp, "pipeline stage states")

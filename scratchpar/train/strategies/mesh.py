@@ -13,6 +13,7 @@ from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ...parallel.pipeline.simulator import simulate
 from ...parallel.pipeline.stage import release
+from ..experts import ep_problems
 from ..option import count, opt
 from .family import Layout, OwnPieces
 from .splits import LAYOUTS, SCHEMES, TENSOR_MODELS, context_problems, tensor_problems
@@ -38,6 +39,13 @@ class MeshFlags:
     cp_layout: str = opt("zigzag", "--cp: the positions each cp rank holds: chunks r and "
                          "2·cp−1−r (balanced causal work), or one contiguous run",
                          choices=LAYOUTS, owners=CONTEXT)
+    ep: int = opt(1, "hybrid, --experts: expert-parallel ranks, folded onto the dp × cp "
+                     "ranks, each holding E/ep of every sparse layer's experts", flag="--ep",
+                  owners=HYBRID)
+    capacity_scope: str = opt("global", "--experts: count each expert's capacity over the "
+                              "micro-batch, dropping as one device (global), or over each "
+                              "rank's tokens (rank: Megatron's and DeepSpeed's)",
+                              choices=("global", "rank"), owners=HYBRID)
     pp: int = opt(1, "pipeline, hybrid: stages", flag="--pp", owners=MESH)
     dp: int | None = opt(None, "pipeline, hybrid: replicas of the pipeline (default: the world "
                                "size over --pp × --cp × --tp)", flag="--dp", kind=int,
@@ -97,7 +105,7 @@ class MeshFamily(OwnPieces):
                     f"{m.kind} has none (use single, dp, dp-naive, local-sgd, zero, ps, hogwild "
                     "or easgd)"]
         bad = [f"{flag} must be at least 1; got {value}" for flag, value in
-               (("--pp", t.pp), ("--tp", t.tp), ("--cp", t.cp), ("--dp", t.dp),
+               (("--pp", t.pp), ("--tp", t.tp), ("--cp", t.cp), ("--ep", t.ep), ("--dp", t.dp),
                 ("--microbatches", t.microbatches), ("--virtual", t.virtual))
                if value is not None and value < 1]
         if bad:
@@ -127,7 +135,8 @@ class MeshFamily(OwnPieces):
                             "be updated at different times and drift apart; untie them or use a "
                             "flushing schedule")
         if t.strategy == "hybrid":
-            problems += tensor_problems(c) + context_problems(c)
+            problems += (tensor_problems(c) + context_problems(c)
+                         + ep_problems(c, max(dp, 1) * t.cp))
         return problems
 
     def workers(self, c, world_size: int) -> int | None:
@@ -191,7 +200,7 @@ class MeshFamily(OwnPieces):
     def mesh(self, cfg, comm):
         """``--dp`` replicas of ``--pp`` stages of ``--cp`` × ``--tp`` ranks each."""
         t = cfg.train
-        return Mesh(comm, dp=t.replicas(comm.size), pp=t.pp, tp=t.tp, cp=t.cp)
+        return Mesh(comm, dp=t.replicas(comm.size), pp=t.pp, tp=t.tp, cp=t.cp, ep=t.ep)
 
     def build(self, cfg, task, make_optimizer, mesh):
         """Each stage the layers that ``--balance`` gives it (rank 0 says which), split over
@@ -217,7 +226,7 @@ class MeshFamily(OwnPieces):
         if t.strategy == "hybrid" and cfg.model.kind in TENSOR_MODELS:
             strategy = Hybrid(task.model, make_optimizer, task, mesh,
                               sequence_parallel=t.sequence_parallel, attention=t.cp_attention,
-                              layout=t.cp_layout, **knobs)
+                              layout=t.cp_layout, capacity=t.capacity_scope, **knobs)
         else:
             cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
             strategy = cls(task.model, make_optimizer, task, mesh, **knobs)
@@ -247,6 +256,11 @@ def _layout(cfg, mesh, ranges, names, weights, unit) -> str:
         lines.append(f"each sequence's {cfg.data.seq_len} positions split over its {t.cp} cp "
                      f"ranks, {cfg.data.seq_len // t.cp} each ({t.cp_layout}), attending by "
                      f"{t.cp_attention}")
+    if t.strategy == "hybrid" and cfg.model.experts:
+        lines.append(f"each sparse block's {cfg.model.experts} experts split over {t.ep} ep "
+                     f"rank{'s' if t.ep > 1 else ''} of the {mesh.dp * mesh.cp} dp × cp ranks, "
+                     f"{cfg.model.experts // t.ep} each, capacity counted over "
+                     + ("the micro-batch" if t.capacity_scope == "global" else "each rank"))
     if t.pp == 1 and mesh.tp == mesh.cp == 1:
         lines.append(f"--pp 1: one stage, so each of the {mesh.dp} replica"
                      f"{'s' if mesh.dp > 1 else ''} holds the whole model: data parallelism "
