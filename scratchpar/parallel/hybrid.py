@@ -14,6 +14,7 @@ from .context import Context, ContextError, context_parallel, traffic
 from .context.loss import columns
 from .description import Description, Message
 from .experts import expert_parameters, experts_over
+from .experts.traffic import traffic as expert_traffic
 from .pieces import Block
 from .pipeline.actions import ScheduleError
 from .pipeline.strategy import Pipeline
@@ -141,7 +142,7 @@ class Hybrid(Pipeline):
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
                  rows: int = 0, bucket_bytes: int = 1 << 20,
                  tp: int = 1, sequence_parallel: bool = False, cp: int = 1,
-                 attention: str = "ring"):
+                 attention: str = "ring", ep: int = 1, sparse: tuple[int, int, int] = (0, 0, 1)):
         """The pipeline's figures with each stage's model states split t ways (Megatron splits
         every matrix; the LayerNorms and the row-parallel biases, replicated, are a few C per
         layer and left out). Per layer of the stage and micro-batch, tp adds Megatron's two
@@ -150,9 +151,15 @@ class Hybrid(Pipeline):
         (Korthikanti et al. 2022, §4.2), and the pipeline messages carry 1/t of the sequence.
         The replicas all-reduce each rank's shard of its stage's gradient, 1/t of it. Under cp
         each rank holds 1/cp of every sequence, and its attention moves its heads' keys and
-        values (:func:`~scratchpar.parallel.context.traffic`)."""
+        values (:func:`~scratchpar.parallel.context.traffic`). ``sparse`` = (sparse layers, their
+        experts' parameters, k) of a sparse model: tp does not split the experts, ep does, and
+        each sparse layer trades its tokens over ep (:func:`~.experts.traffic.traffic`); the
+        experts' gradients are counted in the replicas' all-reduce, an upper bound."""
         base = Pipeline.describe(shape, world, pp, m, v, rows, bucket_bytes, tp, cp)
-        holds = {part: -(-size // tp) for part, size in base.holds.items()}
+        layers_sparse, expert_params, k = sparse
+        share = expert_params / max(shape.psi, 1)  # the experts' part of every state
+        holds = {part: -(-int(size * (1 - share)) // tp) + -(-int(size * share) // ep)
+                 for part, size in base.holds.items()}
         dp = max(world // (pp * tp * cp), 1)
         micro = -(-rows // (dp * m)) * shape.boundary // cp  # this rank's positions
         layers = -(-shape.depth // pp) * m
@@ -164,7 +171,9 @@ class Hybrid(Pipeline):
                       else msg for msg in base.sends)  # the replicas reduce a shard of the stage
         context = (traffic(attention, cp, -(-micro // tp), layers, shape.itemsize)
                    if cp > 1 else ())
-        return Description(holds, piped + tensor + context, chunk=base.chunk,
+        experts = (expert_traffic(k, micro, -(-layers_sparse // pp) * m)
+                   if ep > 1 and layers_sparse else ())
+        return Description(holds, piped + tensor + context + experts, chunk=base.chunk,
                            arrays=base.arrays)
 
     def _output_loss(self):

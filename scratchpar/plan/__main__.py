@@ -93,7 +93,8 @@ def rank_layouts(argv: list[str]) -> int:
         if "--strategy" in run:
             raise ValueError("the training flags name the model, the data and the batch; "
                              "the planner weighs every --strategy itself")
-        base = load_config(run, world_size=1)  # the run's own flags, checked before any layout
+        base = load_config([*run, "--strategy", "single"], world_size=1)  # the run's own flags,
+        # checked before any layout, on the one strategy every model trains under
         if args.target is not None:
             return reach_target(args, run, profile, budget, base.train.batch_size)
         rows = ranked(run, args.world, profile, budget)

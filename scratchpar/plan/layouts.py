@@ -14,6 +14,8 @@ strategy and its knobs. Candidates are drawn from every family:
 - for a GPT, the mesh with its sequences over cp as well (every factorization with cp > 1,
   ring and Ulysses attention, sequence parallelism where tp > 1), as Llama 3 trained its long
   contexts (Dubey et al. 2024, §3.3.2);
+- for a sparse GPT, each hybrid mesh with its experts over every ep dividing its dp × cp
+  ranks (Liu et al. 2025's parallel folding);
 - parameter servers: each mode, 1 to ⌊world/2⌋ servers;
 - Hogwild and EASGD's three modes.
 
@@ -49,9 +51,21 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def candidates(world: int, rows: int = 0) -> Iterator[tuple[str, ...]]:
+def candidates(world: int, rows: int = 0, sparse: bool = False) -> Iterator[tuple[str, ...]]:
     """Every layout's flags for ``world`` ranks and a global batch of ``rows``, whether or
-    not the run accepts them."""
+    not the run accepts them; for a ``sparse`` model, each hybrid mesh with its experts over
+    every ep that folds onto its dp × cp ranks too."""
+    for flags in _candidates(world, rows):
+        yield flags
+        if sparse and flags[1] == "hybrid":
+            replicas = int(flags[flags.index("--dp") + 1]) * (
+                int(flags[flags.index("--cp") + 1]) if "--cp" in flags else 1)
+            for ep in divisors(replicas)[1:]:
+                yield (*flags, "--ep", str(ep))
+
+
+def _candidates(world: int, rows: int) -> Iterator[tuple[str, ...]]:
+    """Every layout's flags but the expert axis's."""
     yield ("--strategy", "dp")
     yield ("--strategy", "dp-naive")
     yield ("--strategy", "local-sgd")
@@ -95,8 +109,9 @@ def candidates(world: int, rows: int = 0) -> Iterator[tuple[str, ...]]:
 def layouts(run: list[str], world: int) -> list[Layout]:
     """Every layout of the run ``run`` (its flags: model, data, batch) that the training
     command accepts on ``world`` ranks."""
-    found, rows = [], load_config(run).train.batch_size  # the run alone, on one rank
-    for flags in candidates(world, rows):
+    cfg = load_config([*run, "--strategy", "single"])  # the run alone, on one device
+    found, rows = [], cfg.train.batch_size
+    for flags in candidates(world, rows, sparse=cfg.model.experts > 0):
         try:
             found.append(Layout(flags, load_config([*run, *flags], world_size=world)))
         except ConfigError:

@@ -56,14 +56,15 @@ def predict(cfg, world: int, profile, compute: Compute, tensor: Compute | None =
 
 def axes(cfg, world: int) -> dict[str, int]:
     """The ranks of each axis a layout's messages travel: the mesh's dp × pp × cp × tp, the
-    ranks holding one stage (dp × cp), the whole world, and a parameter server's workers and
-    servers."""
+    ranks holding one stage (dp × cp), the ep ranks folded onto them, the whole world, and a
+    parameter server's workers and servers."""
     t = cfg.train
     tp, cp = (t.tp, t.cp) if t.strategy == "hybrid" else (1, 1)
     pp = t.pp if t.strategy in ("pipeline", "hybrid") else 1
     servers = t.servers if t.strategy == "ps" else 0
     dp = world // (pp * cp * tp)
-    return {"dp": dp, "pp": pp, "cp": cp, "tp": tp, "dp×cp": dp * cp, "world": world,
+    ep = t.ep if t.strategy == "hybrid" else 1
+    return {"dp": dp, "pp": pp, "cp": cp, "tp": tp, "dp×cp": dp * cp, "ep": ep, "world": world,
             "workers": world - servers, "servers": servers}
 
 
@@ -92,7 +93,8 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
           described, ranks) -> step.Prediction:
     """A pipeline of ``pp`` stages, each ``tp`` shards wide, ``dp`` replicas of it: virtual
     stage k's shard computes its share of a shard's compute (1/t of the model's)."""
-    t, (pp, cp, tp, world) = cfg.train, (ranks[a] for a in ("pp", "cp", "tp", "world"))
+    t, (pp, cp, tp, ep, world) = cfg.train, (ranks[a] for a in ("pp", "cp", "tp", "ep",
+                                                                  "world"))
     rows, virtual = micro_rows(cfg, world), pp * t.virtual
     if tensor is not None and tp > 1:
         forward, backward = (x / cp for x in tensor(rows))
@@ -100,7 +102,8 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
         forward, backward = (x / (tp * cp) for x in compute(rows))
     split = shares(rows, virtual) if shares is not None else [(1 / virtual,) * 2] * virtual
     node, inner = profile.ranks_per_node, world // pp  # the mesh's order: tp, cp, dp, then pp
-    across = frozenset(axis for axis, span in (("tp", tp), ("cp", cp * tp), ("dp", inner),
+    across = frozenset(axis for axis, span in (("tp", tp), ("cp", cp * tp), ("ep", ep * tp),
+                                               ("dp", inner),
                                                ("dp×cp", inner), ("pp", world),
                                                ("world", world)) if span > node)
     boundary = [m for m in described.sends if m.axis == "pp" and m.count]

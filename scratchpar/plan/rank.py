@@ -72,7 +72,7 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
 SHORT = {"--pp-schedule": "", "--ps-mode": "", "--easgd-mode": "", "--microbatches": "m=",
          "--virtual": "v=", "--zero-stage": "stage ", "--offload": "offload=",
          "--servers": "servers=", "--dp": "dp=", "--pp": "pp=", "--tp": "tp=",
-         "--cp": "cp=", "--cp-attention": "", "--recompute": "recompute "}
+         "--cp": "cp=", "--cp-attention": "", "--recompute": "recompute ", "--ep": "ep="}
 
 
 def name(layout: Layout) -> str:

@@ -91,9 +91,10 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
     all-reduces wait for the matmul before them and the next one waits for them (Shoeybi et
     al. 2019, §3), so they lengthen the slot's compute rather than hide behind it. So do its
     context-parallel ones (``cp``): the ring's could hide behind the block in hand (Liu et al.
-    2023, §3), which this prices as exposed, an upper bound."""
+    2023, §3), which this prices as exposed, an upper bound. So do a sparse layer's
+    all-to-alls (``ep``): the experts wait for their tokens, and the next block for theirs."""
     m, p, v = micro_batches(schedule), len(schedule), chunks(schedule)
-    inline = communication(_only(description, "tp", "cp"), ranks, profile, across_nodes)
+    inline = communication(_only(description, "tp", "cp", "ep"), ranks, profile, across_nodes)
     beside = {"F": inline.get("forward", 0.0) / (m * v) + message_s,
               "B": inline.get("backward", 0.0) / (m * v) + message_s}
 
@@ -117,7 +118,7 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
                            across_nodes)
     update = update_s(description, profile)
     tensor = sum(inline.values())  # exposed inside the slots
-    inside = "tp+cp" if any(s.axis == "cp" for s in description.sends) else "tp"
+    inside = "+".join(["tp", *sorted({s.axis for s in description.sends} & {"cp", "ep"})])
     return Prediction(forward, backward, update, {**phases, **{
         f"{inside} {phase}": t for phase, t in inline.items()}}, sum(phases.values()) + tensor,
         idle_s=max(makespan - forward - backward - tensor, 0.0))  # rounding kept above 0

@@ -59,3 +59,12 @@ def ep_problems(c, replicas: int) -> list[str]:
         problems.append(f"--ep {t.ep} folds onto the dp × cp ranks, {replicas} here: it must "
                         "divide them")
     return problems
+
+
+def experts_shape(m) -> tuple[int, int, int]:
+    """(sparse blocks, their experts' parameters, k) of ``cfg.model``: every ``moe_every``-th
+    block holds E experts of C → 4C → C with biases, 8C² + 5C parameters each."""
+    if m.experts == 0:
+        return 0, 0, 1
+    blocks = m.n_layers // m.moe_every
+    return blocks, blocks * m.experts * (8 * m.d_model ** 2 + 5 * m.d_model), m.top_k

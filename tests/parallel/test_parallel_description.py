@@ -135,6 +135,28 @@ def test_a_hybrid_s_replicas_reduce_each_rank_s_shard_of_its_stage(sp):
     assert mesh.holds["gradients"] == -(-piped.holds["gradients"] // 2)
 
 
+@pytest.mark.parametrize("tp", [1, 2])
+@pytest.mark.parametrize("ep", [2, 4])
+def test_an_ep_rank_holds_its_experts_and_trades_its_tokens_twice_each_way(ep, tp):
+    """With half the parameters in experts, ep divides that half of every state (tp the
+    other); per sparse layer and micro-batch a rank's k·a bytes go out twice forward and
+    twice backward, (ep − 1)/ep of them on the wire (the issue's 2·(ep − 1)/ep·k·tokens·h·β)."""
+    shape = Shape(PSI, 4, 2, PSI // 16, 32, depth=8, layer=PSI // 8, boundary=64 * 16 * 4)
+    dense = Hybrid.describe(shape, 8 * tp, pp=2, m=4, rows=32, tp=tp)
+    sparse = Hybrid.describe(shape, 8 * tp, pp=2, m=4, rows=32, tp=tp, ep=ep,
+                             sparse=(6, PSI // 2, 2))
+    for part in ("parameters", "gradients", "optimizer"):
+        whole = dense.holds[part] * tp  # the stage's, unsplit
+        assert sparse.holds[part] == pytest.approx(whole / 2 / tp + whole / 2 / ep, abs=2)
+    (act,) = [m for m in sparse.sends if m.axis == "pp" and m.behind == "forward"]
+    passes = 3 * 4  # the stage's 3 of the 6 sparse layers, 4 micro-batches
+    for phase in ("forward", "backward"):
+        sent = sum(m.wire(ep) * m.count for m in sparse.sends
+                   if m.axis == "ep" and m.behind == phase)
+        assert sent == pytest.approx(2 * (ep - 1) / ep * 2 * act.nbytes * passes)
+    assert not [m for m in dense.sends if m.axis == "ep"]
+
+
 @pytest.mark.parametrize("attention", ["ring", "allgather", "ulysses"])
 @pytest.mark.parametrize("cp", [2, 4])
 def test_a_cp_rank_holds_its_positions_and_sends_its_scheme_s_bytes(attention, cp):

@@ -13,7 +13,7 @@ from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ...parallel.pipeline.simulator import simulate
 from ...parallel.pipeline.stage import release
-from ..experts import ep_problems
+from ..experts import ep_problems, experts_shape
 from ..option import count, opt
 from .family import Layout, OwnPieces
 from .splits import LAYOUTS, SCHEMES, TENSOR_MODELS, context_problems, tensor_problems
@@ -162,7 +162,8 @@ class MeshFamily(OwnPieces):
         if t.strategy == "hybrid":
             return Hybrid.describe(shape, world_size, **knobs, cp=t.cp,
                                    sequence_parallel=t.sequence_parallel,
-                                   attention=t.cp_attention)
+                                   attention=t.cp_attention, ep=t.ep,
+                                   sparse=experts_shape(cfg.model))
         cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
         return cls.describe(shape, world_size, **knobs)
 
