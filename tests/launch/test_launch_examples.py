@@ -168,6 +168,15 @@ EXPECTED = {  # lines (or parts of lines) each example must print
         "equals one device's attention on every rank: max |error|",
         "equals scratchpar's RingAttention: yes",
     ],
+    "20_expert_parallel.py": [  # fixed routes and counts; the |Δ| printed beside them may vary
+        "8 experts over 4 ranks (2 each), top 2; 2 rows of 3 tokens a rank, width 4",
+        "→ experts [5, 7], gates [0.61 0.39]",  # rank 0's token 0
+        "capacity ⌈k·N·c/E⌉ = ⌈2·24·1.0/8⌉ = 6 assignments an expert; one device drops 7",
+        "  rank 2       2                   0   1   5   4    11 rows for experts 4–5",
+        "every rank's combined rows equal one device's layer: max |error|",
+        "dropped 0 (one device 0): matches one device",  # dropless
+        "dropped 7 (one device 7): matches one device",  # c = 1.0, global capacity
+    ],
 }
 
 
