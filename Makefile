@@ -23,7 +23,7 @@ export MKL_NUM_THREADS = 1
 # what Open MPI's launcher needs here (root, more ranks than cores); the others ignore it
 include scratchpar/comm/launcher.env
 
-.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-context bench-branches bench-ps bench-async bench-zero bench-memory bench-plan batch-throughput batch-fits batch-steps batch-scaling docs clean
+.PHONY: install train test test-device test-% fuzz lint bench bench-collectives bench-dp bench-pipeline bench-tensor bench-context bench-experts bench-branches bench-ps bench-async bench-zero bench-memory bench-plan batch-throughput batch-fits batch-steps batch-scaling docs clean
 
 install: $(VENV)/.installed
 
@@ -63,6 +63,7 @@ bench: $(VENV)/.bench  ## every benchmark: the step, the collectives, data and p
 	$(BIN)/python -m scratchpar.bench pipeline $(ARGS)
 	$(BIN)/python -m scratchpar.bench tensor $(ARGS)
 	$(BIN)/python -m scratchpar.bench context $(ARGS)
+	$(BIN)/python -m scratchpar.bench experts $(ARGS)
 	$(BIN)/python -m scratchpar.bench branches $(ARGS)
 	$(BIN)/python -m scratchpar.bench ps $(ARGS)
 	$(BIN)/python -m scratchpar.bench async $(ARGS)
@@ -84,6 +85,9 @@ bench-tensor: install  ## tensor parallelism: collectives per layer from the tra
 
 bench-context: install  ## context parallelism: activations, longest sequence, causal balance, bytes per layer, step time
 	$(BIN)/python -m scratchpar.bench context $(ARGS)
+
+bench-experts: install  ## experts: drops against capacity, load, all-to-all bytes, quality per FLOP, a step at ep 2, memory per ep
+	$(BIN)/python -m scratchpar.bench experts $(ARGS)
 
 bench-branches: install  ## parallel branches (towers on different ranks) against one device
 	$(BIN)/python -m scratchpar.bench branches $(ARGS)
@@ -126,6 +130,7 @@ docs: $(VENV)/.bench  ## redraw the figures in docs/ and rerun the outputs READM
 	$(BIN)/python -m scratchpar.bench pipeline --json docs/figures/pipeline_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench tensor --json docs/figures/tensor_bench.json
 	$(BIN)/python -m scratchpar.bench context --json docs/figures/context_bench.json --figures docs/figures
+	$(BIN)/python -m scratchpar.bench experts --json docs/figures/experts_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench branches --json docs/figures/branches_bench.json
 	$(BIN)/python -m scratchpar.bench ps --json docs/figures/ps_bench.json --figures docs/figures
 	$(BIN)/python -m scratchpar.bench async --json docs/figures/async_bench.json --figures docs/figures

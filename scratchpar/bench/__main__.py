@@ -15,7 +15,7 @@ from ..jobs import harness  # noqa: E402
 PACKAGES = {"step": "step", "collectives": "collectives", "dp": "dp", "pipeline": "pipeline",
             "branches": "branches", "tensor": "tensor", "ps": "ps", "async": "asynchronous",
             "zero": "zero", "memory": "memory", "plan": "plan",
-            "context": "context"}  # the CLI's name → the subpackage
+            "context": "context", "experts": "experts"}  # the CLI's name → the subpackage
 BENCHMARKS = {name: importlib.import_module(f"scratchpar.bench.{package}.driver").BENCHMARK
               for name, package in PACKAGES.items()}
 

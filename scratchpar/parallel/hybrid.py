@@ -158,7 +158,8 @@ class Hybrid(Pipeline):
         base = Pipeline.describe(shape, world, pp, m, v, rows, bucket_bytes, tp, cp)
         layers_sparse, expert_params, k = sparse
         share = expert_params / max(shape.psi, 1)  # the experts' part of every state
-        holds = {part: -(-int(size * (1 - share)) // tp) + -(-int(size * share) // ep)
+        held = {part: round(size * share) for part, size in base.holds.items()}  # experts'
+        holds = {part: -(-(size - held[part]) // tp) + -(-held[part] // ep)
                  for part, size in base.holds.items()}
         dp = max(world // (pp * tp * cp), 1)
         micro = -(-rows // (dp * m)) * shape.boundary // cp  # this rank's positions

@@ -68,3 +68,12 @@ def experts_shape(m) -> tuple[int, int, int]:
         return 0, 0, 1
     blocks = m.n_layers // m.moe_every
     return blocks, blocks * m.experts * (8 * m.d_model ** 2 + 5 * m.d_model), m.top_k
+
+
+def expert_layout(cfg, replicas: int) -> str:
+    """What rank 0 says of a sparse model's experts over ``replicas`` dp × cp ranks."""
+    t, e = cfg.train, cfg.model.experts
+    return (f"each sparse block's {e} experts split over {t.ep} ep rank"
+            f"{'s' if t.ep > 1 else ''} of the {replicas} dp × cp ranks, {e // t.ep} each, "
+            "capacity counted over "
+            + ("the micro-batch" if t.capacity_scope == "global" else "each rank"))

@@ -13,7 +13,7 @@ from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ...parallel.pipeline.simulator import simulate
 from ...parallel.pipeline.stage import release
-from ..experts import ep_problems, experts_shape
+from ..experts import ep_problems, expert_layout, experts_shape
 from ..option import count, opt
 from .family import Layout, OwnPieces
 from .splits import LAYOUTS, SCHEMES, TENSOR_MODELS, context_problems, tensor_problems
@@ -258,11 +258,8 @@ def _layout(cfg, mesh, ranges, names, weights, unit) -> str:
                      f"ranks, {cfg.data.seq_len // t.cp} each ({t.cp_layout}), attending by "
                      f"{t.cp_attention}")
     if t.strategy == "hybrid" and cfg.model.experts:
-        lines.append(f"each sparse block's {cfg.model.experts} experts split over {t.ep} ep "
-                     f"rank{'s' if t.ep > 1 else ''} of the {mesh.dp * mesh.cp} dp × cp ranks, "
-                     f"{cfg.model.experts // t.ep} each, capacity counted over "
-                     + ("the micro-batch" if t.capacity_scope == "global" else "each rank"))
-    if t.pp == 1 and mesh.tp == mesh.cp == 1:
+        lines.append(expert_layout(cfg, mesh.dp * mesh.cp))
+    if t.pp == 1 and mesh.tp == mesh.cp == mesh.ep == 1:
         lines.append(f"--pp 1: one stage, so each of the {mesh.dp} replica"
                      f"{'s' if mesh.dp > 1 else ''} holds the whole model: data parallelism "
                      "(give --pp N to split the layers)")
