@@ -24,10 +24,10 @@ def expert_problems(c) -> list[str]:
     problems += [f"model.{name} must be 0 or more; got {getattr(m, name)}"
                  for name in ("capacity_factor", "balance_loss", "z_loss")
                  if getattr(m, name) < 0]
-    if t.strategy not in ("single", "hybrid"):
-        problems.append(f"--experts trains with --strategy single or hybrid, not "
-                        f"{t.strategy}: hybrid routes, caps and balances over every rank's "
-                        "tokens of a micro-batch, and splits the experts over --ep")
+    if t.strategy not in ("single", "hybrid", "zero"):
+        problems.append(f"--experts trains with --strategy single, hybrid or zero, not "
+                        f"{t.strategy}: those route, cap and balance over every rank's tokens "
+                        "of a micro-batch, and hybrid splits the experts over --ep")
     elif t.strategy == "hybrid":
         problems += _mesh_problems(c)
     return problems

@@ -32,8 +32,9 @@ def test_every_reason_the_experts_cannot_run_is_listed_at_once():
         "--moe-every must be from 1 to --n-layers (2), so that a block is sparse; got 3",
         "--capacity-factor must be 0 or more; got -1.0",
         "--z-loss must be 0 or more; got -0.5",
-        "--experts trains with --strategy single or hybrid, not dp: hybrid routes, caps and "
-        "balances over every rank's tokens of a micro-batch, and splits the experts over --ep"]
+        "--experts trains with --strategy single, hybrid or zero, not dp: those route, cap and "
+        "balance over every rank's tokens of a micro-batch, and hybrid splits the experts over "
+        "--ep"]
     assert problems(["--experts", "-2"]) == ["--experts must be 0 (dense) or more; got -2"]
     assert problems([*TINY, "--strategy", "hybrid", "--experts", "3", "--ep", "2",
                      "--sequence-parallel"], 2) == [

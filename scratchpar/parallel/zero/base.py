@@ -16,6 +16,7 @@ from ...optim.clip import norm_of
 from ...optim.guard import read_scalars
 from ..context import Context, context_parallel, context_score
 from ..dp import DataParallelNaive
+from ..experts import experts_over
 from ..objective import require
 from .flat import Shard
 from .formula import describe
@@ -42,6 +43,8 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
     of a cp group runs the model on its ``layout``'s positions of its replica's rows, attending
     by ``attention`` (:func:`~scratchpar.parallel.context.context_parallel`). The chunks are
     the world's (dp × cp ranks), so the reduce-scatter sums the gradient over dp and cp at once.
+    A sparse model routes over the dp × cp ranks (:func:`~scratchpar.parallel.experts.
+    experts_over`), its drops and balancing loss the batch's, every rank holding every expert.
 
     ``offload``: the update runs on the host (:class:`~.offload.HostUpdate`). A
     :class:`~scratchpar.parallel.ledger.Ledger` attached (:meth:`attach`) samples what the
@@ -60,6 +63,7 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
             require(objective, staged=True)
             self.context = Context(mesh.cp_comm.dup(name="context"), layout)
             context_parallel(self.model, self.context, attention)
+        self.experts = experts_over(self.model, mesh, self.context)  # a sparse model's routing
         # a collective's start, where what a stage holds changes
         self._reduce_scatter_start = self.probes.after(collectives.reduce_scatter_start)
         self.index = {id(p): i for i, p in enumerate(self.params)}
@@ -204,9 +208,12 @@ class ZeRO(DataParallelNaive, metaclass=abc.ABCMeta):
         return tuple(float(t) for t in to_host(totals))
 
     def close(self) -> None:
-        """Collective: free the cp group's communicator this strategy made, where it made one."""
+        """Collective: free the communicators this strategy made (a cp group's, a sparse
+        model's routing group's), where it made them."""
         if self.context is not None:
             self.context.comm.free()
+        if self.experts is not None:
+            self.experts.free()
 
     def pieces(self) -> tuple[list, dict]:
         """This rank's chunks, as ranges of the one-device arrays (:func:`~.pieces.zero_pieces`)."""
