@@ -11,7 +11,7 @@ import pytest
 from launch_helpers import ROOT, run_mpi
 
 PAGES = ["data_parallel", "pipeline", "tensor_parallel", "parameter_server", "hogwild", "easgd",
-         "zero", "precision"]
+         "zero", "precision", "experts"]
 HEADING = "\n## Use it from Python\n"
 LAUNCH = re.compile(r"# mpiexec -n (\d+) python (\w+\.py)\n")
 PRELUDE = ("import runpy, sys; from mpi4py import MPI; "
