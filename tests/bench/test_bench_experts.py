@@ -18,9 +18,10 @@ def test_the_json_holds_every_table_and_the_figure(quick):
     assert result["config"] == driver.QUICK and result["ranks"] == [2, 4]
     for heading in ("1. assignments dropped", "the load (busiest", "2. bytes a rank posts",
                     "all-to-all-v, pairwise", "3. quality per FLOP", "4. a sparse GPT's step",
-                    "5. what rank 0 holds"):
+                    "stand-ins sleeping", "5. what rank 0 holds"):
         assert heading in out
     assert (folder / "experts.png").stat().st_size > 0
+    assert [r["ranks"] for r in result["sleeping"]] == [2, 4]
 
 
 def test_the_traced_bytes_are_each_rank_s_routes_exactly(quick):

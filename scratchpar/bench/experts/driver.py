@@ -79,6 +79,18 @@ def step_rows(steps: dict) -> list[dict]:
              "waiting on all-to-all, of the step": max(waits)}]
 
 
+def sleeping_rows(sleeps: dict) -> list[dict]:
+    """Per world size n: one layer at dp (every rank every expert) against ep = n."""
+    rows = []
+    for n, found in sorted(sleeps.items()):
+        dp, ep = (found["timed"][k]["median_s"] for k in ("dp", f"ep {n}"))
+        (f0, f1), (b0, b1) = found["fits"]
+        rows.append({"ranks": n, "dp ms": 1e3 * dp, "ep = ranks ms": 1e3 * ep, "ep/dp": ep / dp,
+                     "expert fwd µs": f"{1e6 * f0:.0f} + {1e6 * f1:.2f}/row",
+                     "expert bwd µs": f"{1e6 * b0:.0f} + {1e6 * b1:.2f}/row"})
+    return rows
+
+
 def draw(directory: str, record: dict) -> list[str]:
     """One PNG: dropped fraction against the capacity factor, and the load over training with
     and without the balancing loss."""
@@ -103,11 +115,13 @@ def measure(args) -> dict:
     world = max(eps)
     held = job(world, f"{WORKER}:held", cfg, args.device)
     steps = job(TIMED, f"{WORKER}:steps", cfg, args.device)
+    sleeps = {ep: job(ep, f"{WORKER}:sleeping", cfg, args.device) for ep in eps}
     q, s, g = cfg["quality"], cfg["layer"], cfg["gpt"]
     record = {"config": cfg, "ranks": eps, "drops": quality.drops(q),
               "imbalance": quality.imbalance(q), "per_flop": quality.per_flop(q),
               "traffic": traffic_rows(layers, s), "mpi": mpi_rows(layers),
-              "steps": step_rows(steps), "memory": memory_rows(held, cfg, world)}
+              "steps": step_rows(steps), "sleeping": sleeping_rows(sleeps),
+              "memory": memory_rows(held, cfg, world)}
     print(f"{headline('experts benchmark', args)}; float32")
     print(table("1. assignments dropped against the capacity factor c, on a trained sparse "
                 "GPT's held-out tokens: measured, and from the loads routedᵢ with ⌈k·T·c/E⌉ "
@@ -131,6 +145,10 @@ def measure(args) -> dict:
                 f"{g['experts']}, k {g['k']}) at dp 2 against dp 2 × ep 2, median of "
                 f"{cfg['repeats']} after {cfg['warmup']}; waiting: the ep ranks' time blocked "
                 "on the all-to-alls' messages", record["steps"]))
+    print(table("   one sparse layer (as 2.) forward and backward at dp against ep = the ranks, "
+                "its experts stand-ins sleeping a real expert's calibrated time for their rows "
+                f"(a sleeping rank holds no core), slowest rank's median of {cfg['repeats']}",
+                record["sleeping"]))
     print(table(f"5. what rank 0 holds after a step at each ep on {world} ranks (Adam, float32) "
                 "against Hybrid.describe: the experts' share of each state over ep",
                 record["memory"]))

@@ -1,6 +1,7 @@
 """The experts benchmark's MPI jobs: one sparse layer whose experts are split over the job's
 ranks (every byte its two all-to-alls send, and the all-to-all-v by hand against MPI's own),
-what a rank holds of a sparse GPT at each ep, and a step at ep = 2 against dp."""
+what a rank holds of a sparse GPT at each ep, a step at ep = 2 against dp, and one layer at
+ep = the world against dp with stand-in experts that sleep a real one's time."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ...autograd import Tensor
 from ...comm import collectives
 from ...comm.mesh import Mesh
 from ...nn import GPT, Experts, MixtureOfExperts
+from ...nn.module import Module, ModuleList, Parameter
 from ...nn.routing import top_k
 from ...optim import Adam
 from ...parallel import Hybrid
@@ -22,7 +24,8 @@ from ...timing import clocked, medians
 from ...trace.tracer import Tracer
 from ...train.task import Task
 from ..context.worker import sent, watched
-from ..timing import stepping, turns
+from ..standin import Sleep
+from ..timing import fresh, stepping, turns
 
 VOCAB = 64
 
@@ -119,3 +122,67 @@ def steps(comm, cfg: dict) -> dict:
         mesh.free()
     return {"timed": timed, "exchange": comm.allgather_obj(
         {"step_s": total / cfg["repeats"], "waited_s": waited / cfg["repeats"]}, "ep")}
+
+
+class SleepingExpert(Module):
+    """(rows, C) → (rows, C): one scalar weight, and a real expert's calibrated time for its
+    rows each way, a fixed part and a part per row (:class:`~..standin.Sleep`)."""
+
+    def __init__(self, forward: tuple[float, float], backward: tuple[float, float]):
+        self.weight = Parameter(np.ones(1, np.float32))
+        self.forward_s, self.backward_s = forward, backward
+
+    def forward(self, x):
+        n = x.shape[0]
+        return Sleep.apply(x, self.weight, forward_s=self.forward_s[0] + self.forward_s[1] * n,
+                           backward_s=self.backward_s[0] + self.backward_s[1] * n)
+
+
+def calibrate(s: dict, repeats: int) -> tuple[tuple, tuple]:
+    """A real expert's (C → 4C → C) forward and backward seconds as a + b·rows, fitted on the
+    rows one rank's tokens and twice them route to it when balanced (k·T/E·(1, 2))."""
+    expert = MixtureOfExperts(s["d_model"], Experts(s["experts"], s["k"]),
+                              np.random.default_rng(0)).experts[0]
+    sizes = [s["k"] * s["batch"] * s["seq"] // s["experts"] * m for m in (1, 2)]
+    times = []
+    for rows in sizes:
+        x = Tensor(backend.to_device(np.ones((rows, s["d_model"]), np.float32)),
+                   requires_grad=True)
+        forward = medians(clocked(lambda x=x: expert(x)), repeats)[0]
+        y = expert(x)
+        backward = medians(clocked(lambda y=y: y.backward(y.xp.ones_like(y.data))), repeats)[0]
+        times.append((forward, backward))
+    fits = []
+    for phase in range(2):
+        slope = (times[1][phase] - times[0][phase]) / (sizes[1] - sizes[0])
+        fits.append((max(times[0][phase] - slope * sizes[0], 0.0), max(slope, 0.0)))
+    return tuple(fits[0]), tuple(fits[1])
+
+
+def sleeping(comm, cfg: dict) -> dict:
+    """One sparse layer on every rank's tokens, its experts stand-ins sleeping a real expert's
+    calibrated time (rank 0 measures it): at dp (every rank every expert, its own tokens) and
+    at ep = the world (E/ep experts each, every rank's tokens for them), in turns; beyond the
+    machine's cores a sleeping rank holds none, so the ranks' experts run as if each had one."""
+    s = cfg["layer"]
+    fits = comm.allgather_obj(calibrate(s, cfg["repeats"]) if comm.rank == 0 else None,
+                              "expert time")[0]
+    mesh = Mesh(comm, ep=comm.size)
+    x = Tensor(backend.to_device(np.random.default_rng([1, comm.rank]).standard_normal(
+        (s["batch"], s["seq"], s["d_model"])).astype(np.float32)), requires_grad=True)
+    groups, contenders = [], {}
+    for name, ep in (("dp", None), (f"ep {comm.size}", mesh.ep_comm)):
+        moe = MixtureOfExperts(s["d_model"], Experts(s["experts"], s["k"], 0.0),
+                               np.random.default_rng(0))
+        moe.experts = ModuleList([SleepingExpert(*fits) for _ in range(s["experts"])])
+        group = ExpertGroup(mesh.replica_comm.dup(name="tally"),
+                            None if ep is None else ep.dup(name="ep"))
+        expert_parallel(moe, group)
+        groups.append(group)
+        contenders[name] = fresh(moe, x, lambda moe=moe: moe(x).backward(
+            x.xp.ones_like(x.data)))
+    timed = turns(comm, contenders, cfg)
+    for group in groups:
+        group.free()
+    mesh.free()
+    return {"timed": timed, "fits": fits}
