@@ -11,7 +11,7 @@ import numpy as np
 
 from ..autograd import Tensor
 from ..autograd import functional as F
-from ..backend import get_array_module
+from ..backend import get_array_module, to_host
 from ..optim.scaler import scaled
 from .layers import GELU, Linear
 from .module import Module, ModuleList, Parameter, Sequential
@@ -78,7 +78,7 @@ class MixtureOfExperts(Module):
         lse = F.log(F.exp(logits - high).sum(axis=-1)) + high.reshape(b * t)  # (N,)
         z = (lse * lse).sum()  # Σ over this rank's tokens
         choice = top_k(probs.data, spec.top_k, xp)  # (N, k)
-        tally = group.tally(choice, spec, _host(probs.data.sum(axis=0)), float(z.data), (b, t))
+        tally = group.tally(choice, spec, to_host(probs.data.sum(axis=0)), float(z.data), (b, t))
         place = places(choice, spec.count, tally.segments, tally.before, xp)
         routes = assign(choice, place, tally.slots, spec.count, xp)
         chosen = probs[xp.arange(b * t)[:, None], routes.choice]  # (N, k)
@@ -127,6 +127,3 @@ class Alone:
 
 ALONE = Alone()
 
-
-def _host(a) -> np.ndarray:
-    return np.asarray(getattr(a, "get", lambda: a)())

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..backend import to_host
+
 
 class Routes(NamedTuple):
     """``choice`` (T, k): each token's experts, best first. ``slot`` (T, k): where its output
@@ -95,7 +97,7 @@ def count(choice, experts: int, segments, xp=np) -> np.ndarray:
                             xp.cumsum(hits, axis=1)], axis=1)  # (k, T + 1, E)
     bounds = xp.asarray(segments)
     counts = total[:, bounds[1:]] - total[:, bounds[:-1]]  # (k, S, E)
-    return np.asarray(getattr(counts, "get", lambda: counts)()).transpose(1, 0, 2)
+    return to_host(counts).transpose(1, 0, 2)
 
 
 def tally(shares: list[Share], mine: int, segments, k: int, spec, per_rank: bool = False

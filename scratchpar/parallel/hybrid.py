@@ -3,6 +3,7 @@ group, and whose sequences are split over a context-parallel one."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from ..backend import to_device
@@ -91,7 +92,7 @@ class Hybrid(Pipeline):
         (``edp_comm``), the rest over the replicas; else all over the replicas."""
         if self.mesh.ep == 1:
             return super()._sums(bucket_bytes)
-        ids, sums = self._experts(), []
+        ids, sums = self.expert_ids, []
         for comm, wanted in ((self.mesh.replica_comm, False), (self.mesh.edp_comm, True)):
             indices = [i for i, p in enumerate(self.params) if (id(p) in ids) == wanted]
             if comm.size > 1 and indices:
@@ -99,17 +100,23 @@ class Hybrid(Pipeline):
                              indices, comm))
         return sums
 
-    def _experts(self) -> set[int]:
+    @functools.cached_property
+    def expert_ids(self) -> frozenset[int]:
         """The ids of this rank's experts' parameters under ep > 1 (none else: at ep = 1 every
-        replica holds every expert)."""
-        return expert_parameters(self.shard) if self.mesh.ep > 1 else set()
+        replica holds every expert); the shard's experts are cut once, as it is built."""
+        return frozenset(expert_parameters(self.shard) if self.mesh.ep > 1 else ())
+
+    @functools.cached_property
+    def sparse(self) -> bool:
+        """Whether the whole model has a sparse layer (on any stage)."""
+        return any(isinstance(m, MixtureOfExperts) for _, m in self.whole.named_modules())
 
     def _counted(self) -> list:
         """Each parameter once in the norm: a dense one by the first replica, an expert's by
         the first of the ranks holding that expert."""
         if self.mesh.ep == 1:
             return super()._counted()
-        ids = self._experts()
+        ids = self.expert_ids
         first = {True: self.mesh.edp_comm.rank == 0, False: self.mesh.replica_comm.rank == 0}
         return [p for p in self.owned if first[id(p) in ids]]
 
@@ -124,7 +131,7 @@ class Hybrid(Pipeline):
     def routing(self) -> dict:
         """Collective over the stages: the last micro-batch's routing figures of every stage's
         sparse layers, each layer's those of the micro-batch over every replica."""
-        if not any(isinstance(m, MixtureOfExperts) for _, m in self.whole.named_modules()):
+        if not self.sparse:
             return {}
         mine = [m.stats for chunk in self.stage.chunks for _, m in chunk.named_modules()
                 if isinstance(m, MixtureOfExperts)]

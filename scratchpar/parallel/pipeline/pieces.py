@@ -16,7 +16,7 @@ def stage_pieces(pipe) -> tuple[list[Piece], dict]:
     stage, tp = pipe.stage, pipe.mesh.tp_comm
     writes = [holders[0] == stage.rank and (tp.rank == 0 or pipe.split(i))
               for i, holders in enumerate(stage.holders)]
-    experts = pipe._experts()
+    experts = pipe.expert_ids
     pieces = {False: [], True: []}  # a dense parameter's pieces, an expert's
     for i, (name, p) in enumerate(stage.named_parameters()):
         if writes[i]:

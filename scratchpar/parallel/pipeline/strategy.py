@@ -174,9 +174,7 @@ class Pipeline(Strategy):
         for plan, indices, comm in self.sums:
             self._sum_in_buckets(plan, indices, comm)
 
-    def _experts(self) -> set[int]:
-        """The ids of the parameters that ranks of other replicas hold instead: none here."""
-        return set()
+    expert_ids: frozenset[int] = frozenset()  # parameters other replicas hold instead: none
 
     def _counted(self) -> list:
         """The parameters whose squared gradients this rank adds to the norm: after the sum
