@@ -1,8 +1,8 @@
 """Models deep enough to split, batches, and a pipeline over a dp × pp mesh of the world, shared
-by the pipeline tests on real ranks."""
+by the pipeline tests on real ranks; and the steps and state of a strategy against one device."""
 
 import numpy as np
-from device_helpers import on_device
+from device_helpers import host, on_device
 
 from scratchpar import nn
 from scratchpar.comm.mesh import Mesh
@@ -39,6 +39,26 @@ def make_optimizer(adam: bool):
     def build(params):
         return Adam(params, lr=0.01) if adam else SGD(params, lr=0.1, momentum=0.9)
     return build
+
+
+def same_steps(strategy, single, rows: int, width: int, vocab: int, seed: int, steps: int = 3):
+    """``steps`` steps of ``strategy`` and of ``single`` on the same batches of token ids (step
+    s: ``rows`` + s rows of ``width`` + 1): their losses and gradient norms agree to 1e-10."""
+    for step in range(steps):
+        batch = on_device(np.random.default_rng([seed, step]).integers(1, vocab,
+                                                                        (rows + step, width + 1)))
+        got, want = strategy.step(batch), single.step(batch)
+        np.testing.assert_allclose([got["loss"], got["grad_norm"]],
+                                   [want["loss"], want["grad_norm"]], rtol=1e-10)
+
+
+def same_state(comm, strategy, model, atol: float) -> None:
+    """``strategy``'s whole state, gathered on rank 0, holds ``model``'s weights (rtol 1e-9)."""
+    state = strategy.state_dict()
+    if comm.rank == 0:
+        for name, w in model.named_parameters():
+            np.testing.assert_allclose(host(state["model"][name]), host(w.data), rtol=1e-9,
+                                       atol=atol, err_msg=name)
 
 
 LIVE: list = []  # how to free the last pipeline and mesh: MPI has a few thousand communicators

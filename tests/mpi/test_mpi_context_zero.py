@@ -3,11 +3,10 @@
 parameters (each rank's chunks reduced over dp and cp at once), and the whole state."""
 
 import numpy as np
-from device_helpers import host, on_device
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
-from pipeline_helpers import LIVE, make_optimizer
+from pipeline_helpers import LIVE, make_optimizer, same_state, same_steps
 
 from scratchpar import nn
 from scratchpar.comm.mesh import Mesh
@@ -44,14 +43,5 @@ def test_three_steps_of_zero_on_a_dp_cp_mesh_equal_one_device(comm, data, stage,
                          attention=scheme)
     LIVE.extend([mesh.free, zero.close])
     single = SingleDevice(one.model, make_optimizer(adam), one, grad_clip=clip)
-    for step in range(3):
-        batch = on_device(np.random.default_rng([seed, step]).integers(1, VOCAB,
-                                                                        (mesh.dp + step, t + 1)))
-        got, want = zero.step(batch), single.step(batch)
-        np.testing.assert_allclose([got["loss"], got["grad_norm"]],
-                                   [want["loss"], want["grad_norm"]], rtol=1e-10)
-    state = zero.state_dict()
-    if comm.rank == 0:
-        for name, w in one.model.named_parameters():
-            np.testing.assert_allclose(host(state["model"][name]), host(w.data), rtol=1e-9,
-                                       atol=1e-10 if adam else 1e-13, err_msg=name)
+    same_steps(zero, single, mesh.dp, t, VOCAB, seed)
+    same_state(comm, zero, one.model, 1e-10 if adam else 1e-13)

@@ -3,11 +3,10 @@ with the routing's drops and balancing loss taken over the whole batch, three st
 device's losses, gradient norms and whole state, dropless and with capacity."""
 
 import numpy as np
-from device_helpers import host, on_device
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
-from pipeline_helpers import LIVE, make_optimizer
+from pipeline_helpers import LIVE, make_optimizer, same_state, same_steps
 
 from scratchpar import nn
 from scratchpar.comm.mesh import Mesh
@@ -41,16 +40,7 @@ def test_three_steps_of_zero_on_a_sparse_gpt_equal_one_device(comm, data, stage,
     zero = STAGES[stage](task.model, make_optimizer(adam), task, mesh)
     LIVE.extend([mesh.free, zero.close])
     single = SingleDevice(one.model, make_optimizer(adam), one)
-    for step in range(3):
-        batch = on_device(np.random.default_rng([seed, step]).integers(1, VOCAB,
-                                                                        (mesh.dp + step, t + 1)))
-        got, want = zero.step(batch), single.step(batch)
-        np.testing.assert_allclose([got["loss"], got["grad_norm"]],
-                                   [want["loss"], want["grad_norm"]], rtol=1e-10)
-    state = zero.state_dict()
-    if comm.rank == 0:
-        for name, w in one.model.named_parameters():
-            # atol 1e-9 under Adam: a key bias's gradient is 0 but for rounding, which Adam's
-            # m/√v turns into steps of 1e-11, different in each summation order (qkv.bias[C:2C])
-            np.testing.assert_allclose(host(state["model"][name]), host(w.data), rtol=1e-9,
-                                       atol=1e-9 if adam else 1e-13, err_msg=name)
+    same_steps(zero, single, mesh.dp, t, VOCAB, seed)
+    # atol 1e-9 under Adam: a key bias's gradient is 0 but for rounding, which Adam's m/√v
+    # turns into steps of 1e-11, different in each summation order (qkv.bias[C:2C])
+    same_state(comm, zero, one.model, 1e-9 if adam else 1e-13)
