@@ -21,7 +21,7 @@ def problems(argv, world_size):
 def test_dp_defaults_to_the_world_over_pp_times_tp(world, flags, dp):
     t = load_config([*HYBRID, *flags], world_size=world).train
     assert t.replicas(world) * t.pp * t.tp == world and t.replicas(world) == dp
-    assert t.m == 2 * t.pp  # micro-batches default for any P
+    assert t.m == (1 if t.pp == 1 else 2 * t.pp)  # one stage runs its batch whole
 
 
 def test_every_reason_a_split_cannot_work_is_listed_at_once():

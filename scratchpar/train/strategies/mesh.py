@@ -57,8 +57,8 @@ class MeshFlags:
                            choices=("naive", "gpipe", "1f1b", "interleaved", "bprio", "zb-h1",
                                     "pipedream"), owners=MESH)
     microbatches: int | None = opt(None, "pipeline: micro-batches per replica's batch "
-                                         "(default: 1 for naive, else twice --pp)", kind=int,
-                                   owners=MESH)
+                                         "(default: 1 for naive or one stage, else twice "
+                                         "--pp)", kind=int, owners=MESH)
     virtual: int = opt(1, "pipeline, interleaved: model chunks per rank", owners=MESH)
     balance: str = opt("params", "pipeline: balance the stages by parameter count or by "
                                  "measured time", choices=("params", "time"), owners=MESH)
@@ -68,7 +68,7 @@ class MeshFlags:
         """Micro-batches per replica's batch (``--microbatches`` or its default)."""
         if self.microbatches is not None:
             return self.microbatches
-        return 1 if self.pp_schedule == "naive" else 2 * self.pp
+        return 1 if self.pp_schedule == "naive" or self.pp == 1 else 2 * self.pp
 
     def replicas(self, world_size: int) -> int:
         """Pipeline replicas on ``world_size`` ranks: ``--dp``, or the world over ``--pp``
