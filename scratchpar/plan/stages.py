@@ -9,6 +9,8 @@ is set by the others, not by 1/P of the work.
 
 from __future__ import annotations
 
+import functools
+
 from ..parallel.pipeline.partition import partition
 from ..train.memory_models import gpt_layers
 from . import flops
@@ -40,9 +42,16 @@ def flop_shares(cfg, vocab: int):
     def shares(rows: int, stages: int) -> list[tuple[float, float]]:
         return [(sum(work[i].forward for i in cut) / whole.forward,
                  sum(work[i].backward for i in cut) / whole.backward)
-                for cut in partition(weights, stages)]
+                for cut in cuts(tuple(weights), stages)]
 
     return shares
+
+
+@functools.lru_cache(maxsize=256)
+def cuts(weights: tuple[int, ...], stages: int) -> list:
+    """``partition``'s cut, kept: every layout of a plan with the same model and stages asks
+    for the same one, and the linear partition costs O(P·n²)."""
+    return partition(list(weights), stages)
 
 
 def weight_share(cfg, vocab: int) -> float:

@@ -80,6 +80,12 @@ def chunks(schedule: Schedule) -> int:
     return 1 + max((a.chunk for acts in schedule.values() for a in acts), default=0)
 
 
+def micro_batches(schedule: Schedule) -> int:
+    """``m``: one more than the largest micro-batch any compute names."""
+    return 1 + max((a.mb for acts in schedule.values() for a in acts if a.is_compute),
+                   default=-1)
+
+
 def splits_backward(schedule: Schedule) -> bool:
     """Whether ``schedule`` runs the weights' gradients apart, as W (a zero-bubble one)."""
     return any(a.kind == "W" for acts in schedule.values() for a in acts)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import heapq
+from collections import deque
 from collections.abc import Callable
+from fractions import Fraction
 from typing import NamedTuple
 
 from .actions import Action, Schedule, ScheduleError
@@ -106,25 +110,32 @@ def interleaved(p: int, m: int, v: int, forward: float = 1.0, backward: float = 
 
 def list_schedule(p: int, cost: dict[str, float], pick) -> dict[int, list[Action]]:
     """Compute orders by list scheduling in time, messages free: whenever rank s is idle at
-    time t it starts ``pick(s, order, finished)``, given its order so far and
-    ``finished(kind, mb, rank)``, whether that compute has ended by t. None leaves it idle."""
+    time t it starts ``pick(s, finished)``, given ``finished(kind, mb, rank)``, whether that
+    compute has ended by t. None leaves it idle; what it picks starts, so ``pick`` may keep
+    count. Time goes from one compute's end to the next. Give exact costs (Fractions): two
+    sums of the same costs in another order are then equal and tie, where floats' rounding
+    would break the tie either way, and the order would change with the costs' scale."""
     end: dict[tuple[str, int, int], float] = {}  # (kind, micro-batch, rank) → finish time
     orders: dict[int, list[Action]] = {s: [] for s in range(p)}
     free, t = [0] * p, 0
+    later: list[float] = []  # a heap of the finish times after t
 
     def finished(kind: str, i: int, rank: int) -> bool:
-        return end.get((kind, i, rank), t + 1) <= t
+        ended = end.get((kind, i, rank))
+        return ended is not None and ended <= t
 
     while True:
         for s in range(p):
-            a = pick(s, orders[s], finished) if free[s] <= t else None
+            a = pick(s, finished) if free[s] <= t else None
             if a:
                 orders[s].append(a)
                 free[s] = end[a.kind, a.mb, s] = t + cost[a.kind]
-        later = [x for x in end.values() if x > t]
+                heapq.heappush(later, free[s])
+        while later and later[0] <= t:
+            heapq.heappop(later)
         if not later:
             return orders
-        t = min(later)
+        t = later[0]
 
 
 def has_input(s: int, p: int, a: Action, finished) -> bool:
@@ -143,13 +154,21 @@ def bprio(p: int, m: int, forward: float = 1.0, backward: float = 2.0) -> Schedu
     if not (forward > 0 and backward > 0):
         raise ScheduleError(f"bprio needs positive costs, got forward={forward}, "
                             f"backward={backward}")
+    forward, backward = Fraction(forward), Fraction(backward)  # exact, as list_schedule says
 
-    def pick(s: int, order: list[Action], finished) -> Action | None:
-        ready = [B(i) for i in range(m) if B(i) not in order and has_input(s, p, B(i), finished)]
-        forwards = sum(a.kind == "F" for a in order)  # forwards go in micro-batch order
-        if not ready and forwards < m and has_input(s, p, F(forwards), finished):
-            ready = [F(forwards)]
-        return ready[0] if ready else None
+    forwarded = [0] * p  # per rank: forwards started, in micro-batch order
+    held: list[list[int]] = [[] for _ in range(p)]  # per rank: forwarded, no B yet; ascending
+
+    def pick(s: int, finished) -> Action | None:
+        i = next((i for i in held[s] if has_input(s, p, B(i), finished)), None)
+        if i is not None:
+            held[s].remove(i)
+            return B(i)
+        if forwarded[s] < m and has_input(s, p, F(forwarded[s]), finished):
+            held[s].append(forwarded[s])
+            forwarded[s] += 1
+            return F(forwarded[s] - 1)
+        return None
 
     orders = list_schedule(p, {"F": forward, "B": backward}, pick)
     return lower({s: orders[s] + [STEP] for s in range(p)}, p, forward, backward)
@@ -165,16 +184,25 @@ def zb_h1(p: int, m: int, forward: float = 1.0, backward: float = 2.0,
     if not (forward > 0 and 0 < weight < backward):
         raise ScheduleError(f"zb_h1 needs forward > 0 and 0 < weight < backward, got forward="
                             f"{forward}, backward={backward}, weight={weight}")
+    forward, backward, weight = map(Fraction, (forward, backward, weight))  # exact, as above
 
-    def pick(s: int, order: list[Action], finished) -> Action | None:
-        computed = [a for a in order if a.kind != "W"]
-        plan = one_f_one_b_order(p, m, s)
-        nxt = plan[len(computed)] if len(computed) < len(plan) else None
-        held = sum(a.kind == "F" for a in order) - sum(a.kind == "W" for a in order)
-        if nxt and has_input(s, p, nxt, finished) and (nxt.kind == "B" or held < p):
+    plans = [one_f_one_b_order(p, m, s) for s in range(p)]  # the F and B of each rank
+    done = [0] * p  # per rank: how far along its plan
+    held = [0] * p  # per rank: forwards whose W has not run
+    unweighed: list[deque[int]] = [deque() for _ in range(p)]  # B run, W not, oldest first
+
+    def pick(s: int, finished) -> Action | None:
+        nxt = plans[s][done[s]] if done[s] < len(plans[s]) else None
+        if nxt and has_input(s, p, nxt, finished) and (nxt.kind == "B" or held[s] < p):
+            done[s] += 1
+            held[s] += nxt.kind == "F"
+            if nxt.kind == "B":
+                unweighed[s].append(nxt.mb)
             return nxt
-        weighed = {a.mb for a in order if a.kind == "W"}
-        return next((W(a.mb) for a in computed if a.kind == "B" and a.mb not in weighed), None)
+        if not unweighed[s]:
+            return None
+        held[s] -= 1
+        return W(unweighed[s].popleft())
 
     cost = {"F": forward, "B": backward - weight, "W": weight}
     orders = list_schedule(p, cost, pick)
@@ -233,7 +261,14 @@ def ensure(name: str, p: int, m: int, v: int) -> None:
 
 
 def build(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """The schedule ``name`` for p ranks, m micro-batches and v chunks per rank."""
+    """The schedule ``name`` for p ranks, m micro-batches and v chunks per rank (bprio and
+    zb-h1 timed at 1 : 2 : 1). The lists are the caller's own to edit."""
     ensure(name, p, m, v)
-    return SCHEDULES[name](p, m, v) if name == "interleaved" else SCHEDULES[name](p, m)
+    return {r: list(acts) for r, acts in _built(name, p, m, v).items()}
 
+
+@functools.lru_cache(maxsize=128)
+def _built(name: str, p: int, m: int, v: int) -> Schedule:
+    """:func:`build`'s schedule, kept: a pure function of its arguments, which a planner asks
+    for again for each layout with the same pipeline. Never handed out, only copies of it."""
+    return interleaved(p, m, v) if name == "interleaved" else SCHEDULES[name](p, m)

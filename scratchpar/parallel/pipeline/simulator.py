@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -13,10 +12,12 @@ from .actions import (
     ScheduleError,
     chunks,
     matching,
+    micro_batches,
     splits_backward,
     virtual_stage,
 )
-from .lower import local_need, producer, receive_for, send_for
+from .checks import counts, malformed, messages, order
+from .kept import by_contents
 
 
 class Span(NamedTuple):
@@ -41,12 +42,6 @@ class Timeline:
     p: int
     m: int
     v: int
-
-
-def micro_batches(schedule: Schedule) -> int:
-    """``m``: one more than the largest micro-batch any compute names."""
-    return 1 + max((a.mb for acts in schedule.values() for a in acts if a.is_compute),
-                   default=-1)
 
 
 def replay(schedule: Schedule, step) -> dict[int, int]:
@@ -105,37 +100,73 @@ def execute_eager(schedule: Schedule, cost) -> dict[int, list[Span]]:
     posted where the list has it. The compute that needs the message waits for it. So messages
     take no time at their place in the list, and only computes wait (``cost(rank, action)``
     seconds each). Never slower than :func:`execute`'s rendezvous, and deadlock-free if that
-    is."""
-    p, v = len(schedule), chunks(schedule)
-    clock = dict.fromkeys(schedule, 0)
-    sent: dict[tuple[int, Action], float] = {}  # (receiving rank, its receive) → send time
-    spans: dict[int, list[Span]] = {r: [] for r in schedule}
-
-    def step(r: int, a: Action, pos: dict[int, int]) -> tuple[int, ...]:
-        start = clock[r]
-        if not a.is_comm:
-            needed = receive_for(r, a, p, v) if a.kind in ("F", "B") else None
-            if needed is not None and (r, needed) not in sent:
-                return ()
-            if needed is not None:
-                start = max(start, sent.pop((r, needed)))
-            clock[r] = start + cost(r, a)
-            out = send_for(r, a, p, v)
-            if out is not None:
-                q, recv = matching(r, out, p)
-                sent[q, recv] = clock[r]
-        spans[r].append(Span(a, start, clock[r]))
-        return (r,)
-
-    replay(schedule, step)
+    is. Each rank goes on, in rounds as in :func:`replay`, until it waits for a message."""
+    rows, outputs = inputs(schedule)
+    ended: list[float | None] = [None] * outputs  # when each F or B ended
+    clock, pos = dict.fromkeys(rows, 0), dict.fromkeys(rows, 0)
+    spans: dict[int, list[Span]] = {r: [] for r in rows}
+    progress = True
+    while progress:
+        progress = False
+        for r, row in rows.items():
+            i, t, out = pos[r], clock[r], spans[r]
+            while i < len(row):
+                a, needs, own, timed = row[i]
+                start = t
+                if needs >= 0:
+                    if ended[needs] is None:
+                        break
+                    start = max(t, ended[needs])
+                if timed:
+                    t = start + cost(r, a)
+                if own >= 0:
+                    ended[own] = t
+                out.append(Span(a, start, t))
+                i += 1
+            progress = progress or i > pos[r]
+            pos[r], clock[r] = i, t
     return spans
+
+
+@by_contents
+def inputs(schedule: Schedule) -> tuple[dict[int, list[tuple]], int]:
+    """Each rank's actions, each as (action, the output it waits for, its own output, whether
+    it takes time), outputs numbered from 0 (−1: none), and how many outputs there are. An F
+    or a B of virtual stage k outputs (kind, micro-batch, k); it takes the output of the
+    stage above (F: k − 1) or below (B: k + 1) where there is one, as ``lower.receive_for``
+    has it. Kept by the schedule's contents: a planner times one schedule for many layouts."""
+    p = len(schedule)
+    last = p * chunks(schedule) - 1
+    number: dict[tuple[str, int, int], int] = {}
+    rows = {}
+    for r, acts in schedule.items():
+        rows[r] = []
+        for a in acts:
+            needs = own = -1
+            if a.kind in ("F", "B"):
+                k = virtual_stage(r, a.chunk, p)
+                source = k - 1 if a.kind == "F" else k + 1
+                if 0 <= source <= last:
+                    needs = number.setdefault((a.kind, a.mb, source), len(number))
+                own = number.setdefault((a.kind, a.mb, k), len(number))
+            rows[r].append((a, needs, own, not a.is_comm))
+    return rows, len(number)
 
 
 def check(schedule: Schedule) -> None:
     """Raise ScheduleError listing every fault of ``schedule``, or return None."""
-    problems = malformed(schedule)
+    problems = faults(schedule)
     if problems:
         raise ScheduleError("invalid schedule:\n  - " + "\n  - ".join(problems))
+
+
+@by_contents
+def faults(schedule: Schedule) -> tuple[str, ...]:
+    """Every fault of ``schedule`` (``checks.py``), kept by its contents: a planner checks
+    one schedule for each layout that runs it."""
+    problems = malformed(schedule)
+    if problems:
+        return tuple(problems)
     p, v = len(schedule), chunks(schedule)
     problems += messages(schedule, p, v) + counts(schedule, p, v)
     for r, acts in schedule.items():
@@ -144,100 +175,7 @@ def check(schedule: Schedule) -> None:
     if blocked:
         problems.append("deadlock with rendezvous sends: " + ", ".join(
             f"rank {r} blocks at {schedule[r][i]} (action {i})" for r, i in blocked.items()))
-    if problems:
-        raise ScheduleError("invalid schedule:\n  - " + "\n  - ".join(problems))
-
-
-def malformed(schedule: Schedule) -> list[str]:
-    """Ranks 0..p−1, each with a list of Actions whose fields make sense."""
-    if not isinstance(schedule, dict) or set(schedule) != set(range(len(schedule))):
-        return [f"a schedule maps ranks 0..p−1 to lists of actions, got {schedule!r:.200}"]
-    problems = []
-    for r, acts in schedule.items():
-        if not isinstance(acts, list):
-            problems.append(f"rank {r}: {acts!r:.80} is not a list of actions")
-            continue
-        for i, a in enumerate(acts):
-            if not isinstance(a, Action):
-                problems.append(f"rank {r}: action {i} is {a!r:.80}, not an Action")
-            elif not (isinstance(a.mb, int) and a.mb >= 0 or a.mb is None and a.kind == "STEP"):
-                problems.append(f"rank {r}: {a!r} needs a micro-batch ≥ 0")
-            elif not (isinstance(a.chunk, int) and a.chunk >= 0):
-                problems.append(f"rank {r}: {a!r} needs a chunk ≥ 0")
-            elif a.is_comm != isinstance(a.peer, int):
-                problems.append(f"rank {r}: {a!r}: " + ("a message names its peer rank" if
-                                a.is_comm else "only a message names a peer"))
-    return problems
-
-
-def messages(schedule: Schedule, p: int, v: int) -> list[str]:
-    """Each message must go between neighbouring virtual stages, to the rank that holds the
-    neighbour, and each send must meet exactly one receive."""
-    problems, seen = [], Counter()
-    for r, acts in schedule.items():
-        for i, a in enumerate(acts):
-            if not a.is_comm:
-                continue
-            k = virtual_stage(r, a.chunk, p)
-            step = 1 if a.kind in ("SEND_ACT", "RECV_GRAD") else -1
-            if not 0 <= k + step < p * v:
-                problems.append(f"rank {r}: {a} (action {i}) has no virtual stage {k + step} "
-                                f"to talk to (there are {p * v})")
-            elif a.peer != matching(r, a, p)[0]:
-                problems.append(f"rank {r}: {a} (action {i}) names rank {a.peer}, but virtual "
-                                f"stage {k + step} is on rank {matching(r, a, p)[0]}")
-            else:
-                seen[r, a] += 1
-    for (r, a), n in seen.items():
-        q, other = matching(r, a, p)
-        if seen[q, other] == 0:
-            problems.append(f"rank {r}: {a} has no matching {other} on rank {q}")
-        elif n > 1:
-            problems.append(f"rank {r}: {a} appears {n} times")
-    return problems
-
-
-def counts(schedule: Schedule, p: int, v: int) -> list[str]:
-    """Every (micro-batch, virtual stage) is forwarded and backwarded exactly once, and weight-
-    gradiented once if the schedule splits W off."""
-    seen = Counter((a.kind, a.mb, virtual_stage(r, a.chunk, p))
-                   for r, acts in schedule.items() for a in acts if a.is_compute)
-    kinds = ("F", "B", "W") if any(kind == "W" for kind, _, _ in seen) else ("F", "B")
-    m, problems = micro_batches(schedule), []
-    for kind in kinds:
-        for mb in range(m):
-            for k in range(p * v):
-                n = seen[kind, mb, k]
-                if n != 1:
-                    problems.append(f"{kind}{mb} at virtual stage {k} (rank {k % p}, chunk "
-                                    f"{k // p}) " + (f"runs {n} times" if n else "never runs"))
-    return problems
-
-
-def order(r: int, acts: list[Action], p: int, v: int) -> list[str]:
-    """On rank ``r``: a compute after its own earlier compute (B after F, W after B) and after
-    its input's receive; a send after the compute it carries; every output sent; STEP i after
-    B i."""
-    problems, seen = [], set()
-    for i, a in enumerate(acts):
-        need = local_need(a) if a.is_compute else None
-        recv = receive_for(r, a, p, v) if a.is_compute else None
-        if need and need not in seen:
-            problems.append(f"rank {r}: {a} (action {i}) comes before its {need}")
-        if recv and recv not in seen:
-            problems.append(f"rank {r}: {a} (action {i}) runs on an input never received: "
-                            f"no {recv} before it")
-        if a.kind in SENDS and producer(a) not in seen:
-            problems.append(f"rank {r}: {a} (action {i}) comes before {producer(a)}, "
-                            f"which computes what it sends")
-        if a.kind == "STEP" and a.mb is not None and Action("B", a.mb) not in seen:
-            problems.append(f"rank {r}: {a} (action {i}) comes before B{a.mb}")
-        seen.add(a)
-    for a in acts:
-        send = send_for(r, a, p, v) if a.is_compute else None
-        if send and send not in seen:
-            problems.append(f"rank {r}: the output of {a} is never sent (no {send})")
-    return problems
+    return tuple(problems)
 
 
 def simulate(schedule: Schedule, forward: float = 1.0, backward: float = 2.0,
@@ -260,13 +198,13 @@ def simulate(schedule: Schedule, forward: float = 1.0, backward: float = 2.0,
     busy = {r: sum(s.end - s.start for s in row if not s.action.is_comm)
             for r, row in spans.items()}
     bubble = 1 - sum(busy.values()) / (p * makespan) if makespan else 0
-    return Timeline(spans, makespan, busy, bubble, peak_stash(schedule, "W" if split else "B"),
-                    p, m, v)
+    return Timeline(spans, makespan, busy, bubble, peak_stash(schedule), p, m, v)
 
 
-def peak_stash(schedule: Schedule, release: str) -> dict[int, int]:
-    """Per rank, the most (micro-batch, chunk) activations held at once: from F until the
-    ``release`` action (B, or W when the weight gradient is split off, since W reads them)."""
+def peak_stash(schedule: Schedule) -> dict[int, int]:
+    """Per rank, the most (micro-batch, chunk) activations held at once: from F until B, or
+    until W where the weight gradient is split off, since W reads them."""
+    release = "W" if splits_backward(schedule) else "B"
     peaks = {}
     for r, acts in schedule.items():
         held = peak = 0

@@ -9,9 +9,8 @@ from fractions import Fraction
 from ...comm.mesh import Mesh, draw
 from ...nn.unfilled import fill
 from ...parallel import Hybrid, PipeDream, Pipeline
-from ...parallel.pipeline import partition, schedules
+from ...parallel.pipeline import partition, schedules, simulator
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
-from ...parallel.pipeline.simulator import simulate
 from ...parallel.pipeline.stage import release
 from ..experts import ep_problems, expert_layout, experts_shape
 from ..option import count, opt
@@ -270,7 +269,7 @@ def _layout(cfg, mesh, ranges, names, weights, unit) -> str:
 def peak_stash(name: str, p: int, m: int, v: int) -> int:
     """The most (micro-batch, chunk) pairs a stage of the schedule holds at once (kept: a
     planner asks it of one schedule for many layouts)."""
-    return max(simulate(schedules.build(name, p, m, v)).peak_stash.values())
+    return max(simulator.peak_stash(schedules.build(name, p, m, v)).values())
 
 
 def _example(task, t, dp: int):
