@@ -143,11 +143,21 @@ def replicated(shape: Shape, parameters: int = 0, buffers: int = 0) -> dict[str,
 
 def bucketed(shape: Shape, bucket_bytes: int, op: str, axis: str, behind: str = "",
              every: float = 1.0) -> Message:
-    """The gradient (or the model) reduced in buckets of ``bucket_bytes`` (Li et al. 2020,
-    PyTorch DDP §3.2), every ``every`` steps. Packing the arrays in order opens a bucket only
-    when the next array would overflow the open one, so no two neighbours hold a bucket's
-    worth together: at most 2⌈sΨ/b⌉ buckets, and never more than the arrays."""
-    count = max(1, min(shape.count, 2 * -(-shape.bytes // max(bucket_bytes, 1))))
+    """The gradient (or the model) reduced in buckets of b = ``bucket_bytes`` (Li et al. 2020,
+    PyTorch DDP §3.2), every ``every`` steps: at least as many as the engine's packing makes
+    (``comm/buckets.py``). It takes the arrays in order and opens a bucket only when the next
+    one would overflow the open one, so every bucket but the last holds more than b less that
+    array (sL at most, L the largest): ⌈sΨ/(b − sL)⌉ buckets at most, near the ⌈sΨ/b⌉ expected
+    where the arrays are small beside b. Two neighbours together always hold more than b: at
+    most 2⌈sΨ/b⌉. And at most one bucket an array, the count where arrays outgrow b. The
+    shape gives no size but the largest's, hence the least of these bounds, not the count
+    itself: a GPT's matrices over b take a bucket each and the vectors between them share
+    one, about half its arrays, but the shape cannot tell them apart."""
+    b, largest = max(bucket_bytes, 1), shape.itemsize * shape.largest
+    bounds = [shape.count, 2 * -(-shape.bytes // b)]
+    if largest < b:
+        bounds.append(-(-shape.bytes // (b - largest)))
+    count = max(1, min(bounds))
     return Message(op, axis, -(-shape.bytes // count), count / every, behind)
 
 
