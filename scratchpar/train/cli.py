@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import textwrap
 import tomllib
 from pathlib import Path
@@ -80,6 +81,13 @@ def build_parser(shown: str = "all") -> argparse.ArgumentParser:
     return parser
 
 
+@functools.cache
+def _every_flag() -> argparse.ArgumentParser:
+    """The parser of every flag, built once: it holds no run's values, and a planner parses a
+    run for each of hundreds of layouts (``plan/layouts.py``)."""
+    return build_parser()
+
+
 EVERY_RUN, ANY = ("every run",), ()  # the owners of a section's group, and of a family's
 #                                      flags that tune any strategy
 
@@ -129,7 +137,7 @@ def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
     """Parse flags (and the TOML file they name) into a Config validated for ``world_size``
     ranks, or raise ConfigError. With ``--resume``, the checkpoint's run fills what neither
     names (``resume.py``). With ``--print-config``, print the config as TOML and exit."""
-    args = vars(build_parser().parse_args(argv))
+    args = vars(_every_flag().parse_args(argv))
     print_config = args.pop("print_config", False)
     given: dict[str, dict] = {s: {} for s in SECTIONS}  # section → name → (value, where)
     problems: list[str] = []
