@@ -93,7 +93,7 @@ def rank_layouts(argv: list[str]) -> int:
         if "--strategy" in run:
             raise ValueError("the training flags name the model, the data and the batch; "
                              "the planner weighs every --strategy itself")
-        base = load_config([*run, "--strategy", "single"], world_size=1)  # the run's own flags,
+        base = load_config([*run, "--strategy", "single"], planning=True)  # the run's flags,
         # checked before any layout, on the one strategy every model trains under
         if args.target is not None:
             return reach_target(args, run, profile, budget, base.train.batch_size)

@@ -109,11 +109,11 @@ def _candidates(world: int, rows: int) -> Iterator[tuple[str, ...]]:
 def layouts(run: list[str], world: int) -> list[Layout]:
     """Every layout of the run ``run`` (its flags: model, data, batch) that the training
     command accepts on ``world`` ranks."""
-    cfg = load_config([*run, "--strategy", "single"])  # the run alone, on one device
+    cfg = load_config([*run, "--strategy", "single"], planning=True)  # the run, one device
     found, rows = [], cfg.train.batch_size
     for flags in candidates(world, rows, sparse=cfg.model.experts > 0):
         try:
-            found.append(Layout(flags, load_config([*run, *flags], world_size=world)))
+            found.append(Layout(flags, load_config([*run, *flags], world, planning=True)))
         except ConfigError:
             continue
     return found

@@ -40,5 +40,6 @@ def per_rank(cfg, world: int, profile, budget: int | None = None) -> Fit:
     """The peak a rank of ``cfg`` on ``world`` ranks needs, against the profile's device (or
     ``budget`` bytes) less what a process maps before its arrays."""
     have = profile.device.memory_bytes if budget is None else budget
-    return Fit(estimate(cfg, world, bound=False), sum(estimate(cfg, world).values()),
+    return Fit(estimate(cfg, world, bound=False, planning=True),
+               sum(estimate(cfg, world, planning=True).values()),
                have - profile.engine.process_bytes)

@@ -133,10 +133,13 @@ def _int_tuple(text: str) -> tuple:
             from None
 
 
-def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
+def load_config(argv: list[str] | None = None, world_size: int = 1,
+                planning: bool = False) -> Config:
     """Parse flags (and the TOML file they name) into a Config validated for ``world_size``
     ranks, or raise ConfigError. With ``--resume``, the checkpoint's run fills what neither
-    names (``resume.py``). With ``--print-config``, print the config as TOML and exit."""
+    names (``resume.py``). With ``--print-config``, print the config as TOML and exit.
+    ``planning``: a run the planner prices and does not start, whose data is not built (no
+    rule about building it applies, ``validate.py``)."""
     args = vars(_every_flag().parse_args(argv))
     print_config = args.pop("print_config", False)
     given: dict[str, dict] = {s: {} for s in SECTIONS}  # section → name → (value, where)
@@ -157,7 +160,7 @@ def load_config(argv: list[str] | None = None, world_size: int = 1) -> Config:
         values["data"]["source"] = "text"
     if problems:
         raise ConfigError(problems)
-    config = make_config(values, world_size, check=not print_config)
+    config = make_config(values, world_size, check=not print_config, planning=planning)
     if print_config:  # as --help does: print, and end the run here (for any world size)
         print(to_toml(config), end="")
         raise SystemExit(0)
@@ -196,16 +199,17 @@ def _read_toml(path: Path, problems: list[str]) -> dict[str, dict]:
     return values
 
 
-def make_config(values: dict[str, dict], world_size: int = 1, check: bool = True) -> Config:
+def make_config(values: dict[str, dict], world_size: int = 1, check: bool = True,
+                planning: bool = False) -> Config:
     """Build a Config from per-section overrides and, with ``check``, validate it for
-    ``world_size`` ranks (raises ConfigError)."""
+    ``world_size`` ranks (raises ConfigError); ``planning``, as :func:`load_config`'s."""
     values = {s: dict(values.get(s, {})) for s in SECTIONS}
     problems = _type_problems(values)
     if problems:
         raise ConfigError(problems)
     fill_defaults(values, TrainConfig.steps)
     config = Config(**{s: cls(**values[s]) for s, cls in SECTIONS.items()})
-    problems = validate(config, world_size) if check else []
+    problems = validate(config, world_size, planning) if check else []
     if problems:
         raise ConfigError(problems)
     return config

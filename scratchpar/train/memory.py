@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from .defaults import OWN_MODEL, SPARSE
 from .memory_models import GiB, MiB, Model, gpt, mlp, recurrent
-from .memory_sources import dense_source, file_size
+from .memory_sources import dense_source, file_size, planned
 from .memory_sparse import sparse_model, sparse_source
 from .strategies import REGISTRY
 from .strategies.family import Layout
@@ -33,12 +33,14 @@ PROCESS_BYTES = 512 * MiB
 HOST_PARTS = ("data", "checkpoint", "runtime")
 
 
-def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
+def estimate(cfg, world_size: int, bound: bool = True,
+             planning: bool = False) -> dict[str, int]:
     """Peak bytes one rank (rank 0, which also evaluates) needs to train Config ``cfg`` among
     ``world_size`` ranks, by part, at the larger of the run's two peaks: setting up (weights,
     data source) or training. Python ints throughout: absurd sizes give huge figures, fast.
     ``bound``: with an op's temporaries allowed for (MARGIN), an upper bound, by which the
     training command refuses a run; without, the expected peak, which the planner predicts.
+    ``planning``: its data as a plan prices it (``memory_sources.planned``).
 
     parameters   the weights (a rank's share, where it draws only its own); the float64 draw
                  that initializes one; local SGD's averaging buffers
@@ -69,7 +71,7 @@ def estimate(cfg, world_size: int, bound: bool = True) -> dict[str, int]:
     o, t = cfg.optim, cfg.train
     s = 8 if t.dtype == "float64" else 4
     margin = MARGIN if bound else None
-    source = source_of(cfg)
+    source = planned(cfg, source_of(cfg)) if planning else source_of(cfg)
     family = REGISTRY[t.strategy]
     layout = family.activations(cfg, world_size)  # how the strategy holds a step's activations
     # the model's own figures, on the layout's rows; rank 0 scores a held-out batch this many

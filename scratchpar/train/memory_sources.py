@@ -3,9 +3,11 @@ keeps, and draws (the classifier's teacher, a synthetic language's table, a text
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import NamedTuple
 
+from ..data.synthetic import table_fits
 from .memory_models import F64, I64, GiB, MiB
 
 CODE_POINTS = 0x110000  # distinct characters a text can hold at most
@@ -53,6 +55,16 @@ def dense_source(cfg) -> Source:
     return Source(v, 6 * table + 4 * F64 * contexts, 2 * table, batches + b * (F64 + 1) * v)
 
 
+def planned(cfg, source: Source) -> Source:
+    """``source`` as a plan prices it: a synthetic language too large to tabulate, which only
+    a plan accepts (a real vocabulary, ``validate.py``), as a tokenized corpus read as it is
+    drawn, its batches alone."""
+    d = cfg.data
+    if d.source == "synthetic" and not table_fits(d.vocab_size, d.order):
+        return Source(source.vocab, 0, 0, source.batches)
+    return source
+
+
 def _power(base: int, exponent: int) -> int:
     """``base ** exponent``, or HUGE where that would be too large to compute."""
     if exponent * max(base, 1).bit_length() > HUGE.bit_length():
@@ -69,11 +81,17 @@ def file_size(path) -> int:
 
 def _text_vocab(path, size: int) -> int:
     """PAD plus the distinct characters of a UTF-8 file, read 1 MiB at a time (up to
-    SCAN_LIMIT bytes; a larger file may hold any character)."""
+    SCAN_LIMIT bytes; a larger file may hold any character); counted once per file version,
+    however many layouts a plan weighs."""
     if path is None or not os.path.isfile(path):  # another check reports it
         return 1
     if size > SCAN_LIMIT:
         return CODE_POINTS + 1
+    return _scanned(os.path.realpath(path), size, os.stat(path).st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _scanned(path: str, size: int, modified: int) -> int:
     seen: set[str] = set()
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
