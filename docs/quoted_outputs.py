@@ -54,7 +54,8 @@ class Quote:
 
 EDIT_STREAM = ("python -c \"import json; p = 'ck/meta.json'; m = json.load(open(p)); "
                "m['dropout_rng'][1] = 'x'; json.dump(m, open(p, 'w'))\"")
-GPT = "--model gpt --d-model 2048 --n-layers 20 --n-heads 16 --seq-len 1024 --batch-size 128 --precision bf16"
+GPT = ("--model gpt --d-model 2048 --n-layers 20 --n-heads 16 --seq-len 1024 --vocab-size 51200 "
+       "--batch-size 128 --precision bf16")
 QUOTES = [
     Quote("README.md", "four-ranks", ["mpiexec -n 4 python -m scratchpar.train"]),
     Quote("README.md", "shakespeare",

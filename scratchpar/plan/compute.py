@@ -13,16 +13,37 @@ or measured on this one, for the model at hand.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..parallel.tensor import tensor_parallel
 from ..timing import clock, medians
 from ..trace.tracer import Tracer
+from . import flops
 from .flops import Work
+from .kernels import gpt_seconds
+
+Compute = Callable[[int], tuple[float, float]]
 
 
 def roofline(work: Work, rows: int, profile, precision: str = "fp32") -> tuple[float, float]:
-    """(forward, backward) seconds of ``rows`` rows at the profile's FLOP/s in ``precision``."""
-    rate = profile.device.rate(precision)
+    """(forward, backward) seconds of ``rows`` rows at the profile's FLOP/s in ``precision``,
+    times its kernels' share of it where it declares one."""
+    rate = profile.device.rate(precision) * (profile.kernels.efficiency if profile.kernels
+                                             else 1.0)
     return rows * work.forward / rate, rows * work.backward / rate
+
+
+def priced(cfg, vocab: int, profile) -> tuple[Compute, Compute | None]:
+    """``compute(rows)`` of the whole model and ``tensor(rows)`` of a hybrid's tp shard,
+    on a machine that is not here: a GPT on a profile with [kernels] by its kernels
+    (``kernels.py``), else by its FLOP (the roofline; a shard 1/tp of it)."""
+    work = flops.of(cfg, vocab)
+    if profile.kernels is None or cfg.model.kind != "gpt":
+        return (lambda rows: roofline(work, rows, profile, cfg.train.precision)), None
+    t = cfg.train
+    tp, sp = (t.tp, t.sequence_parallel) if t.strategy == "hybrid" else (1, False)
+    return ((lambda rows: gpt_seconds(cfg, vocab, rows, profile)),
+            lambda rows: gpt_seconds(cfg, vocab, rows, profile, tp, sp))
 
 
 def measured(task, rows: int, repeats: int = 5, warmup: int = 1) -> tuple[float, float]:

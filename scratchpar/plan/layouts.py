@@ -7,7 +7,8 @@ strategy and its knobs. Candidates are drawn from every family:
 - data parallelism: bucketed, naive, local SGD; ZeRO stages 1–3, with and without offload;
 - pipelines: each schedule, with p stages over the world's divisors, m = p, 2p and 4p
   micro-batches, and v = 2 model chunks for the interleaved schedule;
-- the hybrid dp × pp × tp mesh over every factorization of the world: m = 2p micro-batches,
+- the hybrid dp × pp × tp mesh over every factorization of the world: m = 2p micro-batches
+  (one at p = 1),
   with and without sequence parallelism; and micro-batches of one row, with selective
   recomputation and sequence parallelism or with full recomputation, as the largest
   published runs train (Narayanan et al. 2021, §5.1; Korthikanti et al. 2022, §6);
@@ -51,6 +52,12 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def m_of(pp: int) -> int:
+    """A mesh's micro-batches, as the training command's default: one at one stage, else
+    2·pp."""
+    return 1 if pp == 1 else 2 * pp
+
+
 def candidates(world: int, rows: int = 0, sparse: bool = False) -> Iterator[tuple[str, ...]]:
     """Every layout's flags for ``world`` ranks and a global batch of ``rows``, whether or
     not the run accepts them; for a ``sparse`` model, each hybrid mesh with its experts over
@@ -81,11 +88,11 @@ def _candidates(world: int, rows: int) -> Iterator[tuple[str, ...]]:
     for tp in divisors(world)[1:]:
         for pp in divisors(world // tp):
             mesh = ("--strategy", "hybrid", "--dp", str(world // (tp * pp)), "--pp", str(pp),
-                    "--tp", str(tp), "--pp-schedule", "1f1b", "--microbatches", str(2 * pp))
+                    "--tp", str(tp), "--pp-schedule", "1f1b", "--microbatches", str(m_of(pp)))
             yield mesh
             yield (*mesh, "--sequence-parallel")
             single = -(-rows // (world // (tp * pp)))  # a replica's rows, one a micro-batch
-            if single > 2 * pp:
+            if single > m_of(pp):
                 mesh = (*mesh[:-1], str(single))
                 yield (*mesh, "--recompute", "selective", "--sequence-parallel")
                 yield (*mesh, "--recompute", "full")
@@ -97,7 +104,7 @@ def _candidates(world: int, rows: int) -> Iterator[tuple[str, ...]]:
                     yield ("--strategy", "hybrid", "--dp", str(world // (cp * tp * pp)),
                            "--pp", str(pp), "--cp", str(cp), "--tp", str(tp),
                            "--cp-attention", attention, "--pp-schedule", "1f1b",
-                           "--microbatches", str(2 * pp), *sp)
+                           "--microbatches", str(m_of(pp)), *sp)
     for servers in range(1, world // 2 + 1):
         for mode in ("sync", "ssp", "async"):
             yield ("--strategy", "ps", "--servers", str(servers), "--ps-mode", mode)

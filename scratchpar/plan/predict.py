@@ -108,8 +108,11 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
                                                ("world", world)) if span > node)
     boundary = [m for m in described.sends if m.axis == "pp" and m.count]
     link = profile.link(same_node="pp" not in across)
-    message = link.seconds(boundary[0].nbytes) if boundary else 0.0
-    schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual)
+    # Megatron-LM's scatter/gather: each tp rank sends 1/t of the boundary, which the next
+    # stage all-gathers over its node (Narayanan et al. 2021, §4.1); the engine sends it whole
+    scattered = tp if profile.kernels is not None else 1
+    message = link.seconds(boundary[0].nbytes / scattered) if boundary else 0.0
+    schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual)  # as the command builds it
     return step.pipeline(described, schedule, [(forward * f, backward * b) for f, b in split],
                          message, ranks, profile, across,
                          stages.weight_share(cfg, source_of(cfg).vocab))

@@ -21,6 +21,11 @@ one for a machine that is not here)::
     beta_s_per_byte = …
     [reduce]
     gamma_s_per_byte = …             adding n bytes into a buffer costs n·gamma_s_per_byte
+    [kernels]                        the kernel model (kernels.py; left out: the roofline)
+    kind = "fused"                   the kernels its constants describe: fused or flash
+    efficiency = 0.6                 η: a large product's share of the peak
+    half_size = 64                   n½: the smallest size at which a product runs at η/2
+    launch_s = 5e-6                  a kernel's fixed seconds
     [engine]
     process_bytes = 536870912        what a rank maps before its arrays
     call_s = 1.5e-5                  a collective call's own seconds beyond its messages
@@ -36,6 +41,8 @@ import math
 import tomllib
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
+
+from .kernels import KINDS, Kernels
 
 
 class ProfileError(ValueError):
@@ -100,14 +107,16 @@ class Profile:
     reduce: Reduce
     engine: Engine
     network: Link | None = None  # None: one node
+    kernels: Kernels | None = None  # None: a product at the peak, nothing else (the roofline)
 
     def link(self, same_node: bool) -> Link:
         """The link a message between two ranks crosses."""
         return self.node if same_node or self.network is None else self.network
 
 
-TABLES = {"device": Device, "node": Link, "network": Link, "reduce": Reduce, "engine": Engine}
-OPTIONAL = {"network"}
+TABLES = {"device": Device, "node": Link, "network": Link, "reduce": Reduce, "engine": Engine,
+          "kernels": Kernels}
+OPTIONAL = {"network", "kernels"}
 
 
 def load(path: str | Path) -> Profile:
@@ -146,6 +155,12 @@ def loads(text: str, where: str | Path = "<profile>") -> Profile:
                                              f.default)
                               for f in fields(cls) if f.name in entries
                               or f.default is MISSING})
+    kernels = values.get("kernels")
+    if kernels is not None and kernels.kind not in KINDS:
+        problems.append(f"kernels.kind must be one of {', '.join(KINDS)}, not {kernels.kind!r}")
+    if kernels is not None and not 0 < kernels.efficiency <= 1:
+        problems.append(f"kernels.efficiency is a share of the peak, in (0, 1], not "
+                        f"{kernels.efficiency!r}")
     if problems:
         raise ProfileError(where, sorted(problems))
     return Profile(**values)

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from ..table import table
 from ..train.memory import source_of
-from . import flops
-from .compute import roofline
+from .compute import priced
 from .layouts import Layout, layouts
 from .memory import Fit, per_rank
 from .predict import predict
@@ -59,10 +58,8 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
     for layout in layouts(run, world):
         cfg = layout.cfg
         vocab = source_of(cfg).vocab
-        work = flops.of(cfg, vocab)
-        step = predict(cfg, world, profile,
-                       lambda rows, w=work, p=cfg.train.precision: roofline(w, rows, profile, p),
-                       shares=flop_shares(cfg, vocab))
+        compute, tensor = priced(cfg, vocab, profile)
+        step = predict(cfg, world, profile, compute, tensor, shares=flop_shares(cfg, vocab))
         fit = per_rank(cfg, world, profile, budget)
         found.append(Ranked(layout, step, fit))
     return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s,

@@ -8,6 +8,7 @@ import statistics
 from ...jobs.harness import Benchmark, Ranks, draw_figures, headline, judge
 from ...jobs.mpijob import job
 from ...table import table
+from . import published
 from .plot import draw
 
 WORKER = "scratchpar.bench.plan.worker"
@@ -121,6 +122,8 @@ def world(n: int, run: list[str], profile: str, timing: dict, device: str,
 
 
 def measure(args) -> dict:
+    if args.published:
+        return published.measure(args)
     run, timing = (QUICK_RUN, QUICK_TIMING) if args.quick else (RUN, TIMING)
     if args.rounds is not None:
         if args.rounds < 1:
@@ -151,6 +154,8 @@ def measure(args) -> dict:
 def arguments(parser) -> None:
     parser.add_argument("--rounds", type=int, help="timing rounds per layout, each a job "
                         f"(default {TIMING['rounds']}; fewer on a device lent by the minute)")
+    parser.add_argument("--published", action="store_true", help="instead, predict published "
+                        "runs on thousands of GPUs and set them beside their papers' steps")
 
 
 BENCHMARK = Benchmark("the planner against real runs: every layout runnable here, its step "

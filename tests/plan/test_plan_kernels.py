@@ -1,0 +1,87 @@
+"""The kernel model: at full efficiency, no n½, no launch cost and an endless bandwidth it is
+the roofline of plan/flops.py; n½ halves a product's rate at its size; a tp shard does 1/t of
+the products; FlashAttention's memory-bound bytes grow with the tokens, materialized scores
+with their square; a profile's [kernels] table is read and checked."""
+
+import dataclasses
+
+import pytest
+
+from scratchpar.plan import flops
+from scratchpar.plan.kernels import Kernels, gpt_seconds, product_s
+from scratchpar.plan.profile import Device, Engine, Link, Profile, ProfileError, Reduce, dump, loads
+from scratchpar.train import load_config
+
+RUN = ["--model", "gpt", "--d-model", "64", "--n-layers", "3", "--n-heads", "4",
+       "--seq-len", "32", "--vocab-size", "96", "--batch-size", "8", "--precision", "bf16"]
+RATE = 1e12
+
+
+def profile(kind="fused", efficiency=1.0, half=0.0, launch=0.0, bandwidth=float("inf")):
+    return Profile("by hand", "test", 8, Device("d", 2**34, RATE, bandwidth), Link(1e-6, 1e-11),
+                   Reduce(1e-12), Engine(2**29), kernels=Kernels(kind, efficiency, half, launch))
+
+
+def test_a_product_runs_at_half_the_rate_at_its_half_size():
+    kernels = Kernels("fused", 0.5, half_size=64)
+    assert product_s(64, 1024, 4096, RATE, kernels) == pytest.approx(
+        2 * 64 * 1024 * 4096 / (RATE * 0.25))
+    assert product_s(1e9, 1e9, 1e9, RATE, kernels) == pytest.approx(2e27 / (RATE * 0.5),
+                                                                      rel=1e-6)
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_at_the_limit_the_kernels_are_the_roofline(recompute):
+    cfg = load_config([*RUN, "--recompute", recompute])
+    work = flops.of(cfg, 96)
+    forward, backward = gpt_seconds(cfg, 96, 8, profile())
+    assert forward == pytest.approx(8 * work.forward / RATE)
+    assert backward == pytest.approx(8 * work.backward / RATE)
+
+
+def test_a_tensor_parallel_shard_does_a_tp_th_of_the_products():
+    cfg = load_config(RUN)
+    whole = gpt_seconds(cfg, 96, 8, profile())
+    shard = gpt_seconds(cfg, 96, 8, profile(), tp=4)
+    assert shard == pytest.approx(tuple(x / 4 for x in whole))
+
+
+def memory_s(kind: str, seq: int, sp: bool = False, tp: int = 1) -> float:
+    cfg = load_config([*RUN, "--seq-len", str(seq)])
+    return sum(gpt_seconds(cfg, 96, 8, profile(kind, bandwidth=1e9), tp, sp)) - sum(
+        gpt_seconds(cfg, 96, 8, profile(kind), tp, sp))
+
+
+def test_flash_moves_bytes_by_the_tokens_and_materialized_scores_by_their_square():
+    assert memory_s("flash", 64) == pytest.approx(2 * memory_s("flash", 32))
+    assert memory_s("fused", 64) > 2 * memory_s("fused", 32) > 0
+
+
+def test_sequence_parallelism_moves_less_on_each_tp_rank():
+    assert memory_s("flash", 32, sp=True, tp=4) < memory_s("flash", 32, tp=4)
+
+
+def test_flash_skips_the_masked_half_of_the_attention_products():
+    cfg = load_config(RUN)
+    core = 4 * 32 * 32 * 64 * 3 * 8  # QKᵀ and AV over 3 layers, 8 sequences (flops.py)
+    fused, flash = (gpt_seconds(cfg, 96, 8, profile(kind))[0] for kind in ("fused", "flash"))
+    assert fused - flash == pytest.approx(core / 2 / RATE)
+
+
+def test_a_launch_costs_its_seconds_per_kernel():
+    cfg = load_config(RUN)
+    base, launched = (sum(gpt_seconds(cfg, 96, 8, profile(launch=s))) for s in (0.0, 1e-3))
+    assert launched - base == pytest.approx(3 * (17 + 34) * 1e-3)
+
+
+def test_a_profile_reads_its_kernels_back_and_refuses_a_bad_kind():
+    shipped = profile(efficiency=0.8, half=300.0, launch=5e-6)
+    shipped = dataclasses.replace(shipped, device=dataclasses.replace(shipped.device,
+                                                                      bytes_per_s=2e12))
+    assert loads(dump(shipped)) == shipped
+    bad = dump(shipped).replace('kind = "fused"', 'kind = "magic"').replace(
+        "efficiency = 0.8", "efficiency = 1.5")
+    with pytest.raises(ProfileError) as err:
+        loads(bad)
+    assert "kernels.kind must be one of fused, flash" in str(err.value)
+    assert "kernels.efficiency is a share of the peak" in str(err.value)
