@@ -22,6 +22,7 @@ def test_the_json_holds_every_table_and_the_figure(quick):
         assert heading in out
     assert (folder / "experts.png").stat().st_size > 0
     assert [r["ranks"] for r in result["sleeping"]] == [2, 4]
+    assert all(0 < r["waiting on all-to-all, of ep"] < 1 for r in result["sleeping"])
 
 
 def test_the_traced_bytes_are_each_rank_s_routes_exactly(quick):

@@ -86,6 +86,7 @@ def sleeping_rows(sleeps: dict) -> list[dict]:
         dp, ep = (found["timed"][k]["median_s"] for k in ("dp", f"ep {n}"))
         (f0, f1), (b0, b1) = found["fits"]
         rows.append({"ranks": n, "dp ms": 1e3 * dp, "ep = ranks ms": 1e3 * ep, "ep/dp": ep / dp,
+                     "waiting on all-to-all, of ep": found["waited"],
                      "expert fwd µs": f"{1e6 * f0:.0f} + {1e6 * f1:.2f}/row",
                      "expert bwd µs": f"{1e6 * b0:.0f} + {1e6 * b1:.2f}/row"})
     return rows
@@ -147,7 +148,8 @@ def measure(args) -> dict:
                 "on the all-to-alls' messages", record["steps"]))
     print(table("   one sparse layer (as 2.) forward and backward at dp against ep = the ranks, "
                 "its experts stand-ins sleeping a real expert's calibrated time for their rows "
-                f"(a sleeping rank holds no core), slowest rank's median of {cfg['repeats']}",
+                f"(a sleeping rank holds no core), slowest rank's median of {cfg['repeats']}; "
+                "waiting: as above, the rank that waited most",
                 record["sleeping"]))
     print(table(f"5. what rank 0 holds after a step at each ep on {world} ranks (Adam, float32) "
                 "against Hybrid.describe: the experts' share of each state over ep",

@@ -163,7 +163,8 @@ def sleeping(comm, cfg: dict) -> dict:
     """One sparse layer on every rank's tokens, its experts stand-ins sleeping a real expert's
     calibrated time (rank 0 measures it): at dp (every rank every expert, its own tokens) and
     at ep = the world (E/ep experts each, every rank's tokens for them), in turns; beyond the
-    machine's cores a sleeping rank holds none, so the ranks' experts run as if each had one."""
+    machine's cores a sleeping rank holds none, so the ranks' experts run as if each had one.
+    Then the ep layer traced: the largest share of a rank's time blocked on the all-to-alls."""
     s = cfg["layer"]
     fits = comm.allgather_obj(calibrate(s, cfg["repeats"]) if comm.rank == 0 else None,
                               "expert time")[0]
@@ -182,7 +183,14 @@ def sleeping(comm, cfg: dict) -> dict:
         contenders[name] = fresh(moe, x, lambda moe=moe: moe(x).backward(
             x.xp.ones_like(x.data)))
     timed = turns(comm, contenders, cfg)
+    with watched(groups[1].ep, Tracer(comm.rank)) as trace:
+        start = trace.now()
+        for _ in range(cfg["repeats"]):
+            contenders[f"ep {comm.size}"]()
+        total = trace.now() - start
+    waited = sum(e.end - e.start for e in trace.events if e.name == "wait")
     for group in groups:
         group.free()
     mesh.free()
-    return {"timed": timed, "fits": fits}
+    return {"timed": timed, "fits": fits,
+            "waited": max(comm.allgather_obj(waited / total, "ep waits"))}
