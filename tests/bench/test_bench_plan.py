@@ -95,10 +95,13 @@ def test_the_summary_and_its_verdicts_are_the_rows(quick):
 
 
 def test_each_target_is_judged_in_its_direction_bound_included():
-    found = {"step median": 0.1, "step worst": 0.26, "memory median": 0.05, "tau": 0.8}
+    found = {"step median": 0.1, "step worst": 0.26, "memory median": 0.05, "tau": 0.8,
+             "profile alone median": 0.4, "profile alone worst": 0.25}
     judged = {v["target"]: v["verdict"] for v in verdicts(found, "cpu")}
     assert judged == {"step median ≤ 0.1": "PASS", "step worst ≤ 0.25": "MISS",
-                      "memory median ≤ 0.05": "PASS", "tau ≥ 0.8": "PASS"}
+                      "memory median ≤ 0.05": "PASS", "tau ≥ 0.8": "PASS",
+                      "profile alone median ≤ 0.1": "MISS",
+                      "profile alone worst ≤ 0.25": "PASS"}
     judged = {v["target"]: v["verdict"] for v in verdicts({**found, "step median": 0.11,
                                                            "tau": 0.79}, "cpu")}
     assert judged["step median ≤ 0.1"] == "MISS" and judged["tau ≥ 0.8"] == "MISS"
@@ -108,24 +111,28 @@ def test_each_target_is_judged_in_its_direction_bound_included():
 def test_the_summary_takes_medians_and_the_worst_of_the_absolute_errors():
     rows = with_errors([
         {"ranks": 1, "predicted_s": 1.1, "measured_s": 1.0, "predicted_bytes": 90,
-         "measured_bytes": 100},
+         "measured_bytes": 100, "profile_s": 0.5},
         {"ranks": 1, "predicted_s": 1.5, "measured_s": 2.0, "predicted_bytes": 100,
-         "measured_bytes": 100},
+         "measured_bytes": 100, "profile_s": 1.0},
         {"ranks": 2, "predicted_s": 3.0, "measured_s": 2.0, "predicted_bytes": 104,
-         "measured_bytes": 100},
-        {"ranks": 3, "predicted_s": 1.0, "measured_s": 1.0, "predicted_bytes": 100},
+         "measured_bytes": 100, "profile_s": 2.2},
+        {"ranks": 3, "predicted_s": 1.0, "measured_s": 1.0, "predicted_bytes": 100,
+         "profile_s": 0.9},
         {"ranks": 2, "not_run": "too big"}])
     found = summary(rows)
     assert found["layouts"] == 4 and rows[3]["memory_error"] is None
     assert found["step median"] == pytest.approx((0.1 + 0.25) / 2)
     assert found["step worst"] == pytest.approx(0.5)
     assert found["memory median"] == pytest.approx(0.04)
+    assert found["profile alone median"] == pytest.approx((0.1 + 0.5) / 2)
+    assert found["profile alone worst"] == pytest.approx(0.5)
 
 
 def test_stand_ins_alone_leave_memory_unjudged_and_still_draw(tmp_path):
     pytest.importorskip("matplotlib")
     rows = with_errors([{"ranks": n, "strategy": "dp", "predicted_s": p, "measured_s": 1.0,
-                         "predicted_bytes": 100} for n, p in ((4, 0.8), (8, 0.7), (8, 0.9))])
+                         "predicted_bytes": 100, "profile_s": p}
+                        for n, p in ((4, 0.8), (8, 0.7), (8, 0.9))])
     found = summary(rows)
     assert math.isnan(found["memory median"])
     judged = {v["target"]: v["verdict"] for v in verdicts(found, "cuda")}

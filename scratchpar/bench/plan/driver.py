@@ -18,6 +18,7 @@ QUICK_RUN = "--model gpt --d-model 16 --n-layers 2 --n-heads 2 --seq-len 16 --ba
 TIMING = {"warmup": 6, "repeats": 10, "rounds": 3}
 QUICK_TIMING = {"warmup": 1, "repeats": 3, "rounds": 1}
 TARGETS = {"step median": 0.10, "step worst": 0.25, "memory median": 0.05,  # relative errors
+           "profile alone median": 0.10, "profile alone worst": 0.25,  # compute by the profile
            "tau": 0.8}  # Kendall's, predicted against measured order; docs/plan.md, Validation
 MIB = 2**-20  # MiB a byte
 
@@ -47,11 +48,12 @@ def kendall_tau(xs: list[float], ys: list[float]) -> float:
 def with_errors(rows: list[dict]) -> list[dict]:
     """Each row with its relative errors, predicted / measured − 1, of the step and of memory:
     None where not measured (a stand-in allocates no activations: not traced)."""
-    def error(row: dict, unit: str) -> float | None:
+    def error(row: dict, unit: str, predicted: str = "predicted") -> float | None:
         measured = row.get(f"measured_{unit}")
-        return None if measured is None else row[f"predicted_{unit}"] / measured - 1
+        return None if measured is None else row[f"{predicted}_{unit}"] / measured - 1
 
     return [{**row, "not_run": row.get("not_run"), "step_error": error(row, "s"),
+             "profile_error": error(row, "s", "profile"),
              "memory_error": error(row, "bytes")} for row in rows]
 
 
@@ -63,6 +65,8 @@ def scaled(key: str, scale: float, spec: str):
 COLUMNS = {"N": "ranks", "layout": "layout", "stand-in": "standin",
            "predicted ms": scaled("predicted_s", 1e3, ".2f"),
            "measured ms": scaled("measured_s", 1e3, ".2f"), "step error": "{step_error:+.0%}",
+           "profile alone ms": scaled("profile_s", 1e3, ".2f"),
+           "its error": "{profile_error:+.0%}",
            "predicted MiB": scaled("predicted_bytes", MIB, ".1f"),
            "measured MiB": scaled("measured_bytes", MIB, ".1f"),
            "memory error": "{memory_error:+.0%}", "not run": "not_run"}
@@ -78,8 +82,10 @@ def summary(rows: list[dict]) -> dict:
     world size and pooled."""
     ran = [r for r in rows if r["step_error"] is not None]
     step = sorted(abs(r["step_error"]) for r in ran)
+    alone = sorted(abs(r["profile_error"]) for r in ran)
     memory = sorted(abs(r["memory_error"]) for r in ran if r["memory_error"] is not None)
     return {"layouts": len(ran), "step median": statistics.median(step), "step worst": step[-1],
+            "profile alone median": statistics.median(alone), "profile alone worst": alone[-1],
             "memory median": statistics.median(memory) if memory else float("nan"),
             "tau_by_ranks": {n: tau([r for r in ran if r["ranks"] == n])
                              for n in sorted({r["ranks"] for r in ran})}, "tau": tau(ran)}
