@@ -27,6 +27,7 @@ from ..train.memory import network, source_of
 from ..train.strategies import REGISTRY
 from ..train.strategies.family import Layout
 from . import served, stages, step
+from .compute import priced
 
 Compute = Callable[[int], tuple[float, float]]
 Shares = Callable[[int, int], list[tuple[float, float]]]  # (rows, P) → each stage's share
@@ -52,6 +53,14 @@ def predict(cfg, world: int, profile, compute: Compute, tensor: Compute | None =
     else:
         found = _step(cfg, world, profile, compute, described)
     return dataclasses.replace(found, sent_bytes=sent)
+
+
+def from_profile(cfg, world: int, profile) -> step.Prediction:
+    """The step of ``cfg`` on a machine that is not here: its compute from the profile alone
+    (``compute.priced``: its kernels, or its FLOP/s), a pipeline's stages by their FLOP."""
+    vocab = source_of(cfg).vocab
+    return predict(cfg, world, profile, *priced(cfg, vocab, profile),
+                   shares=stages.flop_shares(cfg, vocab))
 
 
 def axes(cfg, world: int) -> dict[str, int]:

@@ -22,10 +22,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..train.cli import load_config
-from ..train.memory import source_of
-from .compute import priced
-from .predict import predict
-from .stages import flop_shares
+from .predict import from_profile
 
 KORTHIKANTI = "Korthikanti et al. 2022, Tables 3 and 5"
 MT_NLG = "Smith et al. 2022 (MT-NLG), §2.4"
@@ -117,11 +114,7 @@ def runs() -> list[Published]:
 
 def predicted(run: Published, profile) -> float:
     """The planner's step of ``run`` on ``profile`` (its kernels where it declares them)."""
-    cfg = run.config()
-    vocab = source_of(cfg).vocab
-    compute, tensor = priced(cfg, vocab, profile)
-    return predict(cfg, run.gpus, profile, compute, tensor,
-                   shares=flop_shares(cfg, vocab)).step_s
+    return from_profile(run.config(), run.gpus, profile).step_s
 
 
 def errors(rows: list[dict], fitted: str) -> dict:

@@ -7,12 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..table import table
-from ..train.memory import source_of
-from .compute import priced
 from .layouts import Layout, layouts
 from .memory import Fit, per_rank
-from .predict import predict
-from .stages import flop_shares
+from .predict import from_profile
 from .step import Prediction
 
 LANGUAGE_MODELS = ("gpt", "lstm", "rnn")
@@ -57,9 +54,7 @@ def ranked(run: list[str], world: int, profile, budget: int | None = None) -> li
     found = []
     for layout in layouts(run, world):
         cfg = layout.cfg
-        vocab = source_of(cfg).vocab
-        compute, tensor = priced(cfg, vocab, profile)
-        step = predict(cfg, world, profile, compute, tensor, shares=flop_shares(cfg, vocab))
+        step = from_profile(cfg, world, profile)
         fit = per_rank(cfg, world, profile, budget)
         found.append(Ranked(layout, step, fit))
     return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s,

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...plan.compute import priced as modelled
 from ...plan.layouts import layouts
 from ...plan.measured import model_compute, shard_compute, stage_shares
-from ...plan.predict import predict
+from ...plan.predict import from_profile, predict
 from ...plan.profile import loads
 from ...plan.rank import name
-from ...plan.stages import flop_shares
 from ...plan.traced import refusal, traced
 from ...timing import slowest, steps, sync
 from ...train.build import build_trainer
 from ...train.cli import load_config
-from ...train.memory import estimate, measurable, source_of
+from ...train.memory import estimate, measurable
 from ..standin import build_sleeping, stands_in
 
 
@@ -39,17 +37,9 @@ def predicted(comm, cfg: dict) -> list[dict]:
             parts = estimate(layout.cfg, comm.size, bound=False)
             row.update(predicted_s=step.step_s, predicted_bytes=measurable(layout.cfg, parts),
                        seconds=[[n, *pair] for n, pair in seconds.items()],
-                       profile_s=alone(layout.cfg, comm.size, cluster))
+                       profile_s=from_profile(layout.cfg, comm.size, cluster).step_s)
     comm.barrier()
     return rows
-
-
-def alone(cfg, world: int, cluster) -> float:
-    """The step a user's cluster gets: its compute from the profile alone (its FLOP/s, or its
-    kernels), as ``python -m scratchpar.plan`` prices a machine that is not here."""
-    vocab = source_of(cfg).vocab
-    return predict(cfg, world, cluster, *modelled(cfg, vocab, cluster),
-                   shares=flop_shares(cfg, vocab)).step_s
 
 
 def priced(layout, world: int, cluster, compute, shards: dict, shares=None) -> tuple:
