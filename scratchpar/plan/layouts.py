@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..parallel.pipeline.schedules import default_m
 from ..train.cli import load_config
 from ..train.option import ConfigError
 
@@ -50,12 +51,6 @@ class Layout:
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def m_of(pp: int) -> int:
-    """A mesh's micro-batches, as the training command's default: one at one stage, else
-    2·pp."""
-    return 1 if pp == 1 else 2 * pp
 
 
 def candidates(world: int, rows: int = 0, sparse: bool = False) -> Iterator[tuple[str, ...]]:
@@ -88,11 +83,11 @@ def _candidates(world: int, rows: int) -> Iterator[tuple[str, ...]]:
     for tp in divisors(world)[1:]:
         for pp in divisors(world // tp):
             mesh = ("--strategy", "hybrid", "--dp", str(world // (tp * pp)), "--pp", str(pp),
-                    "--tp", str(tp), "--pp-schedule", "1f1b", "--microbatches", str(m_of(pp)))
+                    "--tp", str(tp), "--pp-schedule", "1f1b", "--microbatches", str(default_m(pp)))
             yield mesh
             yield (*mesh, "--sequence-parallel")
             single = -(-rows // (world // (tp * pp)))  # a replica's rows, one a micro-batch
-            if single > m_of(pp):
+            if single > default_m(pp):
                 mesh = (*mesh[:-1], str(single))
                 yield (*mesh, "--recompute", "selective", "--sequence-parallel")
                 yield (*mesh, "--recompute", "full")
@@ -104,7 +99,7 @@ def _candidates(world: int, rows: int) -> Iterator[tuple[str, ...]]:
                     yield ("--strategy", "hybrid", "--dp", str(world // (cp * tp * pp)),
                            "--pp", str(pp), "--cp", str(cp), "--tp", str(tp),
                            "--cp-attention", attention, "--pp-schedule", "1f1b",
-                           "--microbatches", str(m_of(pp)), *sp)
+                           "--microbatches", str(default_m(pp)), *sp)
     for servers in range(1, world // 2 + 1):
         for mode in ("sync", "ssp", "async"):
             yield ("--strategy", "ps", "--servers", str(servers), "--ps-mode", mode)

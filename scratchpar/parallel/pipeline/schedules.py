@@ -260,6 +260,13 @@ def ensure(name: str, p: int, m: int, v: int) -> None:
         raise ScheduleError(f"{name}: " + "; ".join(map(str, why)))
 
 
+def default_m(p: int) -> int:
+    """The micro-batches a pipeline of p stages runs unless told: 2p, enough for 1F1B's
+    bubble to shrink (Narayanan et al. 2021, §2.2), and one at one stage, where more would
+    only split the batch."""
+    return 1 if p == 1 else 2 * p
+
+
 def build(name: str, p: int, m: int, v: int = 1) -> Schedule:
     """The schedule ``name`` for p ranks, m micro-batches and v chunks per rank (bprio and
     zb-h1 timed at 1 : 2 : 1). The lists are the caller's own to edit."""

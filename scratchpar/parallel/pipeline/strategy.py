@@ -75,7 +75,7 @@ class Pipeline(Strategy):
                  grad_clip: float = 0.0, bucket_bytes: int = 1 << 20, recompute: str = "none"):
         if schedule is None:
             schedule = schedules.build(self.default_schedule, mesh.pp,
-                                       1 if mesh.pp == 1 else 2 * mesh.pp)
+                                       schedules.default_m(mesh.pp))
         check(schedule)  # every rank alike, before any message: a bad schedule never hangs
         if len(schedule) != mesh.pp:
             raise ScheduleError(f"the schedule has {len(schedule)} ranks, the mesh pp={mesh.pp}")

@@ -67,7 +67,7 @@ class MeshFlags:
         """Micro-batches per replica's batch (``--microbatches`` or its default)."""
         if self.microbatches is not None:
             return self.microbatches
-        return 1 if self.pp_schedule == "naive" or self.pp == 1 else 2 * self.pp
+        return 1 if self.pp_schedule == "naive" else schedules.default_m(self.pp)
 
     def replicas(self, world_size: int) -> int:
         """Pipeline replicas on ``world_size`` ranks: ``--dp``, or the world over ``--pp``
