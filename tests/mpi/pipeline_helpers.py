@@ -3,6 +3,7 @@ by the pipeline tests on real ranks; and the steps and state of a strategy again
 
 import numpy as np
 from device_helpers import host, on_device
+from hypothesis import strategies as st
 
 from scratchpar import nn
 from scratchpar.comm.mesh import Mesh
@@ -64,12 +65,24 @@ def same_state(comm, strategy, model, atol: float) -> None:
 LIVE: list = []  # how to free the last pipeline and mesh: MPI has a few thousand communicators
 
 
+def free_last() -> None:
+    """Free the last strategy and mesh built: every rank builds them in the same order, so
+    frees them alike."""
+    while LIVE:
+        LIVE.pop()()
+
+
+def draw_cp(data, size: int, least: int = 1) -> int:
+    """A cp of at least ``least`` that divides ``size`` ranks, drawn by hypothesis."""
+    return data.draw(st.sampled_from([c for c in range(least, size + 1) if size % c == 0]),
+                     label="cp")
+
+
 def make_pipeline(comm, task, schedule: str, pp: int, m: int, v: int = 1, adam=False,
                   clip=0.0, bucket_bytes=1 << 20, optimizer=None):
     """The pipeline strategy of ``schedule`` on a (world/pp) × pp mesh; ``optimizer(params)``
     builds the stage's optimizer (default: Adam or SGD with momentum)."""
-    while LIVE:  # every rank builds its pipelines in the same order, so frees them alike
-        LIVE.pop()()
+    free_last()
     mesh = Mesh(comm, dp=comm.size // pp, pp=pp)
     cls = PipeDream if schedule == "pipedream" else Pipeline
     pipe = cls(task.model, optimizer or make_optimizer(adam), task, mesh,
@@ -83,8 +96,7 @@ def make_hybrid(comm, task, schedule: str, dp: int, pp: int, tp: int, m: int, ad
                 clip=0.0, sequence_parallel: bool = False):
     """The synchronous pipeline of ``schedule`` on a dp × pp × tp mesh, each stage this rank's
     tensor-parallel shard of ``task.model`` (which is left as it was)."""
-    while LIVE:
-        LIVE.pop()()
+    free_last()
     mesh = Mesh(comm, dp=dp, pp=pp, tp=tp)
     ranges = partition(parameter_counts(task.model.pipeline_layers()), pp)  # alike on every rank
     pipe = Hybrid(task.model, make_optimizer(adam), task, mesh,

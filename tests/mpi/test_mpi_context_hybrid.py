@@ -8,7 +8,7 @@ from device_helpers import host, on_device
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
-from pipeline_helpers import LIVE, make_optimizer
+from pipeline_helpers import LIVE, free_last, make_optimizer
 
 from scratchpar import nn
 from scratchpar.comm.mesh import Mesh, factorizations
@@ -35,8 +35,7 @@ def gpt(t, heads, seed, tied):
 
 
 def make(comm, task, shape, scheme, layout, sp, m, adam, clip):
-    while LIVE:  # every rank builds its pipelines in the same order, so frees them alike
-        LIVE.pop()()
+    free_last()
     dp, pp, cp, tp = shape
     mesh = Mesh(comm, dp=dp, pp=pp, tp=tp, cp=cp)
     ranges = partition(parameter_counts(task.model.pipeline_layers()), pp)

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
-from pipeline_helpers import LIVE, make_optimizer, same_state, same_steps
+from pipeline_helpers import LIVE, draw_cp, free_last, make_optimizer, same_state, same_steps
 
 from scratchpar import nn
 from scratchpar.comm.mesh import Mesh
@@ -32,10 +32,8 @@ def test_three_steps_of_zero_on_a_dp_cp_mesh_equal_one_device(comm, data, stage,
                                                               adam, clip, seed):
     if comm.size == 1:
         return
-    cp = data.draw(st.sampled_from([c for c in range(2, comm.size + 1) if comm.size % c == 0]),
-                   label="cp")
-    while LIVE:  # every rank builds its strategies in the same order, so frees them alike
-        LIVE.pop()()
+    cp = draw_cp(data, comm.size, 2)
+    free_last()
     t, heads = 2 * cp * chunk, cp  # a zig-zag cut; Ulysses' heads over cp
     task, one = gpt(t, heads, seed), gpt(t, heads, seed)
     mesh = Mesh(comm, cp=cp)

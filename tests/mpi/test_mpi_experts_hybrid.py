@@ -9,7 +9,7 @@ from device_helpers import host, on_device
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
-from pipeline_helpers import LIVE, make_optimizer
+from pipeline_helpers import LIVE, free_last, make_optimizer
 
 from scratchpar import nn
 from scratchpar.comm.chunks import bounds
@@ -40,8 +40,7 @@ def sparse_gpt(t, spec, every, seed):
 
 
 def make(comm, task, shape, m, adam, capacity="global"):
-    while LIVE:  # every rank builds its pipelines in the same order, so frees them alike
-        LIVE.pop()()
+    free_last()
     dp, pp, cp, tp, ep = shape
     mesh = Mesh(comm, dp=dp, pp=pp, tp=tp, cp=cp, ep=ep)
     ranges = partition(parameter_counts(task.model.pipeline_layers()), pp)

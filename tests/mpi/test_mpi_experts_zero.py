@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mpi_helpers import shared_verdict
-from pipeline_helpers import LIVE, make_optimizer, same_state, same_steps
+from pipeline_helpers import LIVE, draw_cp, free_last, make_optimizer, same_state, same_steps
 
 from scratchpar import nn
 from scratchpar.comm.mesh import Mesh
@@ -30,10 +30,8 @@ def test_three_steps_of_zero_on_a_sparse_gpt_equal_one_device(comm, data, stage,
                                                               adam, seed):
     if comm.size == 1:
         return
-    cp = data.draw(st.sampled_from([c for c in range(1, comm.size + 1) if comm.size % c == 0]),
-                   label="cp")
-    while LIVE:  # every rank builds its strategies in the same order, so frees them alike
-        LIVE.pop()()
+    cp = draw_cp(data, comm.size)
+    free_last()
     spec, t = nn.Experts(4, k, factor, balance=0.1, z_loss=0.01), 4 * cp
     task, one = sparse_gpt(t, spec, seed), sparse_gpt(t, spec, seed)
     mesh = Mesh(comm, cp=cp)
