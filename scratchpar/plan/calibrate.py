@@ -6,6 +6,9 @@
 - a reduction: ``a += b`` over n bytes, the local work of every reduce step, as γ per byte;
 - compute: FLOP/s of a square matrix product and bytes/s of an elementwise op on the device,
   in the dtype asked;
+- the engine's kernels (``kernels.py``, ``engine``): square products from 16 up, fitted to
+  η·R·n/(n + n½) for η and n½; and an op's own seconds, forward and backward, from a chain of
+  ops on one element each through the autograd graph;
 - memory: what a rank may hold (``train/memory.py``), and what a process maps before its
   arrays;
 - the engine's own cost per collective call: an all-reduce of 8 bytes among every rank,
@@ -26,13 +29,15 @@ from datetime import date
 import numpy as np
 
 from .. import backend
+from ..autograd import Tensor
 from ..comm import collectives
 from ..nn.module import Parameter
 from ..optim import AdamW, guarded_step
 from ..parallel.description import Message
 from ..timing import clocked, medians, slowest, sync
 from ..train.memory import PROCESS_BYTES, available
-from .fit import alpha_beta, per_unit
+from .fit import alpha_beta, least_squares, per_unit
+from .kernels import Kernels
 from .messages import seconds
 from .profile import Device, Engine, Link, Profile, Reduce, dump
 
@@ -41,6 +46,8 @@ QUICK_SIZES = SIZES[::2][:5]  # 8 B … 512 KiB, ×16 apart: large enough for β
 ARRAYS = 64  # small parameters the update's cost per array is timed over
 MATMUL = 1024  # n of the n×n product timed for FLOP/s (quick: a quarter)
 ELEMENTS = 1 << 24  # of each array of the elementwise op timed for bytes/s (quick: 1/16)
+PRODUCTS = [16 << k for k in range(6)]  # n of the n×n products the engine's η and n½ fit on
+CHAIN = 64  # ops of the chain an op's own seconds are timed over
 
 
 def timed(run, repeats: int, start=lambda: None) -> float:
@@ -142,6 +149,33 @@ def compute(dtype, n: int, elements: int, repeats: int) -> dict:
             "bytes_per_s": 3 * x.nbytes / add}
 
 
+def kernels(dtype, rate: float, repeats: int, quick: bool) -> dict:
+    """The engine's η and n½, fitted on n×n products as t = t₀ + 2n³/(ηR) + 2n²·n½/(ηR)
+    (a call's own t₀, then ``kernels.product_s`` at s = n), with R the large product's FLOP/s
+    (:func:`compute`); and an op's own seconds, forward and backward, from a ``CHAIN`` of
+    additions on one element through the autograd graph, per op and pass."""
+    xp, gen = backend.xp_default(), np.random.default_rng(0)
+    sizes, seconds = PRODUCTS[:4] if quick else PRODUCTS, []
+    for n in sizes:
+        a, b = (backend.to_device(gen.standard_normal((n, n)).astype(dtype)) for _ in range(2))
+        c = xp.empty_like(a)
+        seconds.append(timed(lambda a=a, b=b, c=c: xp.matmul(a, b, out=c), repeats))
+    (_, inverse, half), rms = least_squares([(1.0, 2 * n ** 3, 2 * n ** 2) for n in sizes],
+                                            seconds)
+    efficiency = min(1.0, 1 / float(inverse * rate)) if inverse > 0 else 1.0
+    x = Tensor(xp.ones(1, dtype), requires_grad=True)
+
+    def chain():
+        y = x
+        for _ in range(CHAIN):
+            y = y + x
+        y.sum().backward()
+
+    return {"sizes": sizes, "seconds": seconds, "efficiency": efficiency,
+            "half_size": max(0.0, float(half / inverse)) if inverse > 0 else 0.0,
+            "launch_s": timed(chain, repeats) / (2 * CHAIN), "rms_rel_residual": rms}
+
+
 def device_memory(device: str, ranks_on_node: int) -> tuple[str, int]:
     """The device's name and the bytes a rank may hold on it."""
     if device == "cuda":
@@ -171,6 +205,7 @@ def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) ->
              "update": update,
              "compute": compute(np.dtype(dtype), MATMUL // 4 if quick else MATMUL,
                                 ELEMENTS // 16 if quick else ELEMENTS, repeats)}
+    found["kernels"] = kernels(np.dtype(dtype), found["compute"]["flops"], repeats, quick)
     name, memory = device_memory(device, comm.local_size)
     profile = Profile(
         name=f"{comm.size} ranks, {comm.local_size} per node, {name}",
@@ -183,7 +218,9 @@ def calibrate(comm, device: str, dtype: str = "float32", quick: bool = False) ->
         network=None if network is None else Link(network["alpha_s"],
                                                   network["beta_s_per_byte"]),
         reduce=Reduce(found["reduce"]["per_unit_s"]),
-        engine=Engine(PROCESS_BYTES, call["call_s"], update["array_s"]))
+        engine=Engine(PROCESS_BYTES, call["call_s"], update["array_s"]),
+        kernels=Kernels("engine", *(found["kernels"][k] for k in ("efficiency", "half_size",
+                                                                   "launch_s"))))
     return profile, found
 
 

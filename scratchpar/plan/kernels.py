@@ -10,6 +10,10 @@ reaches, s the product's smallest dimension and n½ the size at which it runs at
 (Hockney's half-performance length, Hockney & Jesshope 1981, §1.3.3). A profile's
 [kernels] table gives η, n½ and the launch cost, and names the kernels they describe:
 
+- ``engine``: this engine's, as ``python -m scratchpar.plan calibrate`` measures them: the
+  (B, H, T, T) scores materialized and passed through scale, mask, softmax (and dropout) one
+  op each, an op per node of the graph; ``census.py`` counts the ops and the passes from the
+  engine's own graph;
 - ``fused``: Megatron-LM's (Narayanan et al. 2021, §4.2; Korthikanti et al. 2022): layer norm,
   bias-GELU, bias-dropout-add and scale-mask-softmax each one kernel, one read and one write;
   the attention's (B, H, T, T) scores written once, the softmax's output read by AV;
@@ -25,7 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-KINDS = ("fused", "flash")
+from .census import census
+
+KINDS = ("engine", "fused", "flash")
 BACKWARD_BYTES = 1.5  # a pass backward moves 3 tensors for forward's 2
 LAUNCHES = {"fused": (17, 34), "flash": (10, 22)}  # kernels of a block: forward, backward
 
@@ -66,7 +72,8 @@ def gpt_seconds(cfg, vocab: int, rows: int, profile, tp: int = 1,
     rate, b = device.rate(cfg.train.precision), 2 if cfg.train.precision != "fp32" else (
         8 if cfg.train.dtype == "float64" else 4)
     c, heads, n = m.d_model, m.n_heads // tp, rows * t
-    flash, dropout = kernels.kind == "flash", m.dropout > 0
+    flash, engine, dropout = kernels.kind == "flash", kernels.kind == "engine", m.dropout > 0
+    passes, ending = census(dropout) if engine else (None, None)
     stream = n * c / (tp if sequence_parallel else 1)  # the residual stream this rank holds
     scores = rows * heads * t * t
 
@@ -76,7 +83,9 @@ def gpt_seconds(cfg, vocab: int, rows: int, profile, tp: int = 1,
         d = c // m.n_heads
         tally.products_s += times * causal * (product_s(t, d, t, rate, kernels, rows * heads)
                                               + product_s(t, t, d, rate, kernels, rows * heads))
-        if not flash:
+        if engine:
+            tally.bytes += times * 2 * b * passes.units["scores"] * scores
+        elif not flash:
             tally.bytes += times * (2 * scores * b + dropout * (2 * scores * b + scores))
 
     def block() -> Tally:
@@ -84,15 +93,20 @@ def gpt_seconds(cfg, vocab: int, rows: int, profile, tp: int = 1,
         for k, out in ((c, 3 * c // tp), (c // tp, c), (c, 4 * c // tp), (4 * c // tp, c)):
             tally.products_s += product_s(n, k, out, rate, kernels)
         core(tally)
-        tally.bytes += (2 * 2 * stream * b  # two layer norms
-                        + 2 * (3 * stream * b + dropout * stream)  # two bias-dropout-adds
-                        + 2 * 4 * n * c // tp * b)  # bias-GELU
+        if engine:
+            tally.bytes += 2 * b * (passes.units["stream"] * stream
+                                    + passes.units["split"] * n * c / tp)
+        else:
+            tally.bytes += (2 * 2 * stream * b  # two layer norms
+                            + 2 * (3 * stream * b + dropout * stream)  # two bias-dropout-adds
+                            + 2 * 4 * n * c // tp * b)  # bias-GELU
         return tally
 
     one = block()
     head = product_s(n, c, vocab // tp, rate, kernels)
     logits = n * vocab // tp * (4 + b)  # the fp32 cross-entropy reads the logits, writes
-    ends = 2 * 2 * stream * b + 2 * n * c * b  # final norm; embedding gather and add
+    ends = 2 * b * ending.units["stream"] * stream if engine else (
+        2 * 2 * stream * b + 2 * n * c * b)  # final norm; embedding gather and add
     forward = m.n_layers * (one.products_s + _moved(one.bytes, device)) + head + _moved(
         logits + ends, device)
     backward = 2 * (m.n_layers * one.products_s + head) + BACKWARD_BYTES * (
@@ -103,7 +117,9 @@ def gpt_seconds(cfg, vocab: int, rows: int, profile, tp: int = 1,
         again = Tally()
         core(again, m.n_layers)
         backward += again.products_s + _moved(again.bytes, device)
-    ahead, back = (m.n_layers * k * kernels.launch_s for k in LAUNCHES[kernels.kind])
+    counts = ((m.n_layers * passes.nodes + ending.nodes,) * 2 if engine
+              else (m.n_layers * k for k in LAUNCHES[kernels.kind]))
+    ahead, back = (k * kernels.launch_s for k in counts)
     return forward + ahead, backward + back + (cfg.train.recompute == "full") * ahead
 
 

@@ -119,7 +119,8 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
     link = profile.link(same_node="pp" not in across)
     # Megatron-LM's scatter/gather: each tp rank sends 1/t of the boundary, which the next
     # stage all-gathers over its node (Narayanan et al. 2021, §4.1); the engine sends it whole
-    scattered = tp if profile.kernels is not None else 1
+    megatron = profile.kernels is not None and profile.kernels.kind != "engine"
+    scattered = tp if megatron else 1
     message = link.seconds(boundary[0].nbytes / scattered) if boundary else 0.0
     schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual)  # as the command builds it
     return step.pipeline(described, schedule, [(forward * f, backward * b) for f, b in split],

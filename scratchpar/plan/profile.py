@@ -22,7 +22,7 @@ one for a machine that is not here)::
     [reduce]
     gamma_s_per_byte = …             adding n bytes into a buffer costs n·gamma_s_per_byte
     [kernels]                        the kernel model (kernels.py; left out: the roofline)
-    kind = "fused"                   the kernels its constants describe: fused or flash
+    kind = "fused"                   the kernels it describes: engine, fused or flash
     efficiency = 0.6                 η: a large product's share of the peak
     half_size = 64                   n½: the smallest size at which a product runs at η/2
     launch_s = 5e-6                  a kernel's fixed seconds

@@ -20,8 +20,12 @@ def test_two_ranks_calibrate_this_machine_into_a_profile(tmp_path):
     assert 1e-7 < profile.node.alpha_s < 1e-3 and 1e-12 < profile.node.beta_s_per_byte < 1e-8
     assert profile.device.flops > 1e8 and profile.device.memory_bytes > 2**28
     assert 1e-8 < profile.engine.array_s < 1e-3  # AdamW's Python ops on one small array
+    kernels = profile.kernels  # this engine's, fitted on a sweep of products
+    assert kernels.kind == "engine" and 0 < kernels.efficiency <= 1 and kernels.half_size >= 0
+    assert 1e-8 < kernels.launch_s < 1e-3  # an autograd op's Python, each way
     for line in ("node     rank 0 ↔ rank 1: α", "network  not measured", "reduce   a += b: γ",
-                 "compute  256×256 matrix product", "AdamW's step over 192 small arrays",
+                 "compute  256×256 matrix product",
+                 "kernels  engine: η", "AdamW's step over 192 small arrays",
                  f"written: {out}"):
         assert line in done.stdout, done.stdout
     assert done.stdout.count("written:") == 1  # rank 0 alone reports

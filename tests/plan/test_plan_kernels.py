@@ -1,13 +1,15 @@
 """The kernel model: at full efficiency, no n½, no launch cost and an endless bandwidth it is
 the roofline of plan/flops.py; n½ halves a product's rate at its size; a tp shard does 1/t of
 the products; FlashAttention's memory-bound bytes grow with the tokens, materialized scores
-with their square; a profile's [kernels] table is read and checked."""
+with their square; this engine's kernels are counted from its own graph; a profile's [kernels]
+table is read and checked."""
 
 import dataclasses
 
 import pytest
 
 from scratchpar.plan import flops
+from scratchpar.plan.census import census, counted
 from scratchpar.plan.kernels import Kernels, gpt_seconds, product_s
 from scratchpar.plan.profile import Device, Engine, Link, Profile, ProfileError, Reduce, dump, loads
 from scratchpar.train import load_config
@@ -30,11 +32,12 @@ def test_a_product_runs_at_half_the_rate_at_its_half_size():
                                                                       rel=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["fused", "engine"])
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
-def test_at_the_limit_the_kernels_are_the_roofline(recompute):
+def test_at_the_limit_the_kernels_are_the_roofline(recompute, kind):
     cfg = load_config([*RUN, "--recompute", recompute])
     work = flops.of(cfg, 96)
-    forward, backward = gpt_seconds(cfg, 96, 8, profile())
+    forward, backward = gpt_seconds(cfg, 96, 8, profile(kind))
     assert forward == pytest.approx(8 * work.forward / RATE)
     assert backward == pytest.approx(8 * work.backward / RATE)
 
@@ -83,5 +86,30 @@ def test_a_profile_reads_its_kernels_back_and_refuses_a_bad_kind():
         "efficiency = 0.8", "efficiency = 1.5")
     with pytest.raises(ProfileError) as err:
         loads(bad)
-    assert "kernels.kind must be one of fused, flash" in str(err.value)
+    assert "kernels.kind must be one of engine, fused, flash" in str(err.value)
     assert "kernels.efficiency is a share of the peak" in str(err.value)
+
+
+@pytest.mark.parametrize("dropout", [False, True])
+def test_the_census_of_three_blocks_is_the_ends_and_three_blocks(dropout):
+    block, ends = census(dropout)
+    three = counted(3, dropout)
+    assert three.nodes == ends.nodes + 3 * block.nodes
+    assert three.units == pytest.approx({k: ends.units[k] + 3 * v for k, v in block.units.items()})
+    assert block.units["scores"] >= 3  # scale, mask and softmax each pass over the scores
+
+
+def test_the_engine_launches_an_op_per_node_each_way():
+    cfg = load_config(RUN)
+    block, ends = census(False)
+    base, launched = (sum(gpt_seconds(cfg, 96, 8, profile("engine", launch=s)))
+                      for s in (0.0, 1e-3))
+    assert launched - base == pytest.approx(2 * (3 * block.nodes + ends.nodes) * 1e-3)
+
+
+def test_the_engine_moves_its_materialized_scores_once_per_pass_and_more_with_dropout():
+    cfg = load_config(RUN)
+    assert memory_s("engine", 64) > 2 * memory_s("engine", 32) > 0
+    dropped = load_config([*RUN, "--dropout", "0.1"])
+    slow = profile("engine", bandwidth=1e9)
+    assert sum(gpt_seconds(dropped, 96, 8, slow)) > sum(gpt_seconds(cfg, 96, 8, slow))

@@ -1,0 +1,90 @@
+"""The ops a GPT's step runs in this engine, counted from its own graph (DESIGN.md, "the
+planner's kernel model"): the ``engine`` kernels of ``kernels.py``.
+
+A tiny GPT of the same build (dropout or not) runs a forward and a backward through a
+:class:`~scratchpar.autograd.tensor.Hooks` that sees every node of the graph once. Each node
+is one op forward and one backward, whatever the sizes; the tiny model's sizes are distinct
+(T 8, C 12, H 3, d 4, V 5), so each node's output shape tells which activation it is:
+
+- the (B, H, T, T) attention scores, which this engine materializes;
+- a tp rank's share: an output with a heads axis, or 3C or 4C wide (split by tp);
+- the residual stream (B, T, C), which tp does not split.
+
+A block's count is the two-block model's less the one-block model's; the ends (embedding,
+final norm, head, loss) are the rest. Views (reshape, permute, an index) move no bytes, and a
+product's reads and writes are in its own time (``kernels.product_s``); every other op is a
+memory-bound pass that reads its input and writes its output, forward. The loss reads the
+logits, which ``kernels.py`` prices for every kind alike.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..autograd.tensor import Hooks
+from ..device_rng import DeviceRandom
+from ..nn import GPT, set_dropout_generator
+from ..nn.loss import lm_loss
+
+T, C, H, V, ROWS = 8, 12, 3, 5, 2  # the tiny GPT's sizes, each distinct
+UNMOVED = {"Reshape", "Permute", "GetItem", "MatMul", "Linear"}  # views, and the products
+WHAT = ("scores", "split", "stream")
+
+
+@dataclass
+class Passes:
+    """Ops and the memory-bound passes' outputs, each in units of its activation: scores of
+    (B, H, T, T), split and stream of (B·T, C)."""
+
+    nodes: int = 0
+    units: dict = field(default_factory=lambda: dict.fromkeys(WHAT, 0.0))
+
+    def __sub__(self, other: Passes) -> Passes:
+        return Passes(self.nodes - other.nodes,
+                      {k: self.units[k] - other.units[k] for k in WHAT})
+
+
+class Counting(Hooks):
+    """A backward that tallies each node it passes through into :class:`Passes`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes = Passes()
+
+    def propagate(self, node, g) -> tuple:
+        self.passes.nodes += 1
+        if node.fn.__name__ not in UNMOVED:
+            what, unit = kind_of(np.shape(g))
+            self.passes.units[what] += np.size(g) / unit
+        return super().propagate(node, g)
+
+
+def kind_of(shape: tuple) -> tuple[str, int]:
+    """Which activation an output of ``shape`` is, and the elements of one unit of it."""
+    n = ROWS * T
+    if shape[-2:] == (T, T):
+        return "scores", n * H * T
+    if (len(shape) >= 4 and H in shape) or (shape and shape[-1] in (3 * C, 4 * C)):
+        return "split", n * C
+    return "stream", n * C
+
+
+def counted(layers: int, dropout: bool) -> Passes:
+    """The passes of one forward and backward of the tiny GPT with ``layers`` blocks."""
+    model = GPT(V, T, C, H, layers, np.random.default_rng(0), dropout=0.1 if dropout else 0.0)
+    set_dropout_generator(model, DeviceRandom(0, 1, 0))
+    batch = np.random.default_rng(1).integers(1, V, (ROWS, T + 1))  # (B, T + 1) ids
+    hooks = Counting()
+    lm_loss(model, batch, reduction="sum").backward(hooks=hooks)
+    return hooks.passes
+
+
+@functools.cache
+def census(dropout: bool) -> tuple[Passes, Passes]:
+    """(a block's passes, the ends') of this engine's GPT, with dropout or without."""
+    one, two = counted(1, dropout), counted(2, dropout)
+    block = two - one
+    return block, one - block
