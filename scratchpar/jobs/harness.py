@@ -88,8 +88,7 @@ def main(benchmarks: dict[str, Benchmark], argv=None, prog: str = "python -m scr
     bench = benchmarks[args.name]
     if bench.ranks:
         args.ranks = bench.ranks.chosen(args.ranks, args.quick)
-    if not getattr(args, "default_malloc", False):  # what the driver times in-process too
-        keep_freed_memory()
+    keep_freed_memory()  # what the driver times in-process too
     try:
         record = bench.measure(args)
     except JobFailed as failure:

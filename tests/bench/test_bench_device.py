@@ -96,19 +96,14 @@ def test_ddp_takes_nccl_only_when_every_rank_has_a_gpu_of_its_own(monkeypatch, l
     assert dp_worker.ddp_backend("double", comm) == "gloo"  # PyTorch runs on the CPU there
 
 
-@pytest.mark.parametrize("argv, kept", [([], True), (["--default-malloc"], False)])
-def test_every_benchmark_times_under_the_training_commands_allocator(monkeypatch, argv, kept):
+def test_every_benchmark_times_under_the_training_commands_allocator(monkeypatch):
     """A driver that times engine code in its own process (the pipeline's calibration) keeps
-    freed memory as the training command does, unless a benchmark asks for glibc's defaults."""
+    freed memory as the training command does."""
     calls = []
     monkeypatch.setattr(harness, "keep_freed_memory", lambda: calls.append(1))
-
-    def add(parser):
-        parser.add_argument("--default-malloc", action="store_true")
-
-    bench = harness.Benchmark("s", "q", lambda args: {}, add)
-    assert harness.main({"b": bench}, ["b", *argv]) == 0
-    assert calls == ([1] if kept else [])
+    bench = harness.Benchmark("s", "q", lambda args: {})
+    assert harness.main({"b": bench}, ["b"]) == 0
+    assert calls == [1]
 
 
 def test_the_harness_adds_ranks_sorted_checked_and_defaulted_by_mode(capsys):

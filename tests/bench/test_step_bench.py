@@ -52,7 +52,7 @@ def test_step_without_torch_keeps_scratchpar_and_the_floor(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch now fails
     monkeypatch.delitem(sys.modules, "scratchpar.bench.twins", raising=False)
     monkeypatch.delattr(scratchpar.bench, "twins", raising=False)
-    assert main(["step", "--quick", "--default-malloc"]) == 0
+    assert main(["step", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "torch missing" in out and "before timing: OK" in out
     assert rows_of(out) == {("mlp", "scratchpar"), ("mlp", "floor"), ("gpt", "scratchpar")}

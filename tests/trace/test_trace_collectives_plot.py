@@ -5,8 +5,8 @@ import struct
 
 import pytest
 
+from scratchpar.bench.collectives.driver import human
 from scratchpar.bench.collectives.plot import read_bench
-from scratchpar.bench.collectives.report import human
 from scratchpar.trace.__main__ import main
 
 SIZES = [4096, 65536, 1048576]

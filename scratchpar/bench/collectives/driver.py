@@ -1,4 +1,5 @@
-"""The collectives benchmark: two MPI jobs per world size, then the tables."""
+"""The collectives benchmark: two MPI jobs per world size, then what they conclude: bus
+bandwidths, the α-β fits, the crossover and the targets."""
 
 from __future__ import annotations
 
@@ -8,20 +9,26 @@ import numpy as np
 
 from ...jobs.harness import Benchmark, Ranks, describe, judge, machine, staging
 from ...jobs.mpijob import job
+from ...parallel.description import Message
+from ...plan.fit import alpha_beta
 from ...table import table
 from ...timing import clocked, medians
 from ..timing import on_host
-from .report import MPI_OWN, algbw, busbw, crossovers, fits, human, targets
 
 KIB, MIB = 1024, 1024 * 1024
 HAND_WRITTEN = ["ring", "recursive_doubling", "rabenseifner", "tree", "auto"]
+MPI_OWN = ["mpi", "mpi-ring"]  # MPICH's default, and its ring from a job of its own
 MPICH_RING = {"MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": "ring"}  # the environment of "mpi-ring"
 TIMING = {"repeats": 15, "block_s": 0.01, "trips": 2000}  # trips: round trips per message block
 QUICK = {"repeats": 2, "block_s": 0.001, "trips": 50, "sizes": [4 * KIB, 64 * KIB, MIB]}
 SIZES = [4 * KIB * 4**k for k in range(8)]  # 4 KiB … 64 MiB
 MEMCPY_BYTES = 64 * MIB
+RATIO_TARGETS = [  # docs/collectives.md: (contender, limit on time / MPI's default, sizes)
+    ("ring", 0.9, lambda size: size >= MIB, ">= 1 MiB"),
+    ("auto", 1.3, lambda size: size <= 64 * KIB, "<= 64 KiB"),
+]
+BUSBW_OF_MEMCPY = 0.5
 MESSAGE_TARGETS = {8: 1.3, 4 * KIB: 1.2}  # one way through the Communicator ÷ MPI's own
-PER_WORLD_SIZE = ("raw", "pingpong", "copies", "messages")  # what the JSON keeps of each job
 
 
 def byte_size(text: str) -> int:
@@ -33,16 +40,38 @@ def byte_size(text: str) -> int:
     return nbytes
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--sizes", type=lambda s: sorted({byte_size(b) for b in s.split(",")}),
-                        help="comma-separated buffer sizes, e.g. 4K,1M,64M (default 4K, 16K, "
-                             "… ×4 up to 64M)")
+def human(nbytes: int | None) -> str:
+    """4096 → '4 KiB', 67108864 → '64 MiB'; None → '-'."""
+    if nbytes is None:
+        return "-"
+    for unit, scale in (("MiB", MIB), ("KiB", KIB)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def busbw(nbytes: float, seconds: float, p: int) -> float:
+    """Bus bandwidth in bytes/s: N/t · 2(p−1)/p, what each link carries in an optimal all-reduce
+    (NCCL's convention, nccl-tests doc/PERFORMANCE.md), comparable across world sizes."""
+    return ring_terms(nbytes, p)[1] / seconds
+
+
+def ring_terms(nbytes: float, p: int) -> tuple[float, float]:
+    """(messages, bytes) of a ring all-reduce: t = 2(p−1)·α + 2(p−1)/p·N·β
+    (Patarasuk & Yuan 2009, reduce-scatter then all-gather)."""
+    return 2 * (p - 1), Message("all-reduce", "world", nbytes, 1).wire(p)
+
+
+def doubling_terms(nbytes: float, p: int) -> tuple[float, float]:
+    """(messages, bytes) of recursive doubling: t = ⌈log₂p⌉(α + N·β) for p a power of two; other
+    p add a fold and an unfold of the whole buffer (Thakur, Rabenseifner & Gropp 2005, §4.1)."""
+    steps = (p.bit_length() - 1) + (0 if p & (p - 1) == 0 else 2)
+    return steps, steps * nbytes
 
 
 def measure_world(n: int, cfg: dict, device: str) -> dict:
-    """The worker's result at world size ``n`` (its "raw" timings, "pingpong", "messages",
-    "copies" on a device, "cuda_aware"), with MPICH's ring from a job of its own as "mpi-ring"
-    and "times": {contender: {bytes: median seconds}}."""
+    """The worker's result at world size ``n``, with MPICH's ring from a job of its own as
+    "mpi-ring", and "times": {contender: {bytes: median seconds}}."""
     worker = "scratchpar.bench.collectives.worker:measure_ranks"
     res = job(n, worker, {**cfg, "contenders": HAND_WRITTEN + ["mpi"], "pingpong": True}, device)
     ring = job(n, worker, {**cfg, "contenders": ["mpi"], "pingpong": False}, device, MPICH_RING)
@@ -79,49 +108,86 @@ def ceiling_rows(results: dict, memcpy_s: float) -> list[dict]:
             for what, nbytes, t in rows]
 
 
+def fits(results: dict, sizes: list[int]) -> list[dict]:
+    """α and β of the ring's and recursive doubling's cost models, per world size; none from one
+    size, which cannot tell the two apart."""
+    models = [("ring", ring_terms), ("recursive_doubling", doubling_terms)]
+    return [{"n": n, "model": name, **alpha_beta([terms(size, n) for size in sizes],
+                                                 [res["times"][name][size] for size in sizes])}
+            for n, res in results.items() for name, terms in models if len(sizes) > 1]
+
+
+def crossovers(results: dict, sizes: list[int]) -> list[dict]:
+    """Per world size: the largest size where recursive doubling beats the ring, and the sizes
+    where one of MPI's own all-reduces beats every hand-written one ("never": none)."""
+    rows = []
+    for n, res in results.items():
+        t = res["times"]
+        wins = [s for s in sizes if t["recursive_doubling"][s] < t["ring"][s]]
+        mpi = [s for s in sizes if min(t[m][s] for m in MPI_OWN)
+               < min(t[h][s] for h in t if h not in MPI_OWN)]
+        rows.append({"n": n, "recursive doubling beats ring up to":
+                     human(max(wins)) if wins else "never",
+                     "MPI's own fastest at": ", ".join(map(human, mpi)) or "never"})
+    return rows
+
+
+def targets(results: dict, sizes: list[int], memcpy_bytes_per_s: float, device: str) -> list[dict]:
+    """Per world size: the worst time / MPI's default over the sizes each ratio target covers,
+    and the ring's bus bandwidth at the largest size over memcpy's; each with its verdict."""
+    missing = "n/a (double)" if device == "double" else "n/a (no size in range)"
+    rows = []
+    for n, res in results.items():
+        t, largest = res["times"], sizes[-1]
+        for name, limit, covers, where in RATIO_TARGETS:
+            ratios = {s: t[name][s] / t["mpi"][s] for s in sizes if covers(s)}
+            worst = max(ratios, key=ratios.get, default=None)  # None: no size in range
+            rows.append({"target": f"n={n}: {name} <= {limit:.2f}x MPI default at {where}",
+                         "measured": ratios.get(worst), "at": human(worst), "verdict": judge(
+                             device, ratios.get(worst), at_most=limit, missing=missing)})
+        share = busbw(largest, t["ring"][largest], n) / memcpy_bytes_per_s
+        rows.append({"target": f"n={n}: ring bus bw >= {BUSBW_OF_MEMCPY:.2f}x memcpy bw",
+                     "measured": share, "at": human(largest),
+                     "verdict": judge(device, share, at_least=BUSBW_OF_MEMCPY)})
+    return rows
+
+
 def measure(args) -> dict:
-    ranks = args.ranks
+    ranks, timing = args.ranks, QUICK if args.quick else TIMING
     sizes = args.sizes or (QUICK["sizes"] if args.quick else SIZES)
-    timing = QUICK if args.quick else TIMING
-    repeats, block_s = timing["repeats"], timing["block_s"]
-    print(f"collectives benchmark on {describe(args.device)}: float32 sum all-reduce, world sizes "
-          f"{ranks}, sizes {human(sizes[0])} … {human(sizes[-1])}")
-    print(f"median of {repeats} timed blocks per contender, taken in turns; each block starts at a "
-          f"barrier and repeats the call to last ≥ {1e3 * block_s:g} ms"
-          + ("" if args.device == "cpu" else ", then waits for the device")
-          + "; time = slowest rank")
+    print(f"collectives benchmark on {describe(args.device)}: float32 sum all-reduce, median of "
+          f"{timing['repeats']} blocks of ≥ {1e3 * timing['block_s']:g} ms per contender, in turns"
+          + ("" if args.device == "cpu" else ", then waits for the device"))
     src = np.ones(MEMCPY_BYTES // 4, dtype=np.float32)  # (N/4,)
     dst = np.zeros_like(src)
-    memcpy_s = medians(clocked(lambda: np.copyto(dst, src), on_host), repeats)[0]
+    memcpy_s = medians(clocked(lambda: np.copyto(dst, src), on_host), timing["repeats"])[0]
     results = {n: measure_world(n, {**timing, "sizes": sizes}, args.device) for n in ranks}
     cuda_aware = results[ranks[0]]["cuda_aware"]
     print(f"buffers: {staging(args.device, cuda_aware)}\n{machine(args)}")
     rows = [{"n": n, "size": human(size), "algorithm": name, "us": 1e6 * t,
-             "algbw_gbs": algbw(size, t) / 1e9, "busbw_gbs": busbw(size, t, n) / 1e9,
-             "x_mpi": t / res["times"]["mpi"][size]}
+             "busbw_gbs": busbw(size, t, n) / 1e9, "x_mpi": t / res["times"]["mpi"][size]}
             for n, res in results.items() for size in sizes
-            for name in HAND_WRITTEN + list(MPI_OWN) for t in [res["times"][name][size]]]
-    messages, fitted, cross = (message_rows(results, args.device), fits(results, sizes),
-                               crossovers(results, sizes))
-    verdicts = targets(results, sizes, MEMCPY_BYTES / memcpy_s, args.device)
-    print(table("all-reduce per size (docs/collectives.md, Algorithm bandwidth and bus "
-                "bandwidth)", rows, {"n": "n", "size": "size", "algorithm": "algorithm",
-                                     "µs": "us", "algbw GB/s": "algbw_gbs",
-                                     "busbw GB/s": "busbw_gbs", "x mpi": "x_mpi"}))
+            for name in HAND_WRITTEN + MPI_OWN for t in [res["times"][name][size]]]
+    print(table("all-reduce per size (docs/collectives.md, Measured)", rows, {
+        "n": "n", "size": "size", "algorithm": "algorithm", "µs": "us",
+        "busbw GB/s": "busbw_gbs", "x mpi": "x_mpi"}))
+    messages = message_rows(results, args.device)
     print(table(f"one message one way, ranks 0 and 1: the Communicator's send and recv against "
-                f"MPI's own (median of {repeats} blocks of {timing['trips']} round trips)",
-                messages))
+                f"MPI's own (blocks of {timing['trips']} round trips)", messages))
     print(table("ceilings", ceiling_rows(results, memcpy_s)))
-    print(table("α-β fit (docs/collectives.md, The cost model; β includes the reductions)",
-                fitted, {"n": "n", "model": "model", "α µs": lambda f: 1e6 * f["alpha_s"],
-                         "1/β GB/s": lambda f: 1e-9 / f["beta_s_per_byte"],
-                         "rms rel residual": "rms_rel_residual"}) if fitted else
-          "α-β fit: none, one message size cannot separate α from β (--sizes takes several)\n")
+    fitted = fits(results, sizes)
+    print(table("α-β fit (β includes the reductions)", fitted, {
+        "n": "n", "model": "model", "α µs": lambda f: 1e6 * f["alpha_s"],
+        "1/β GB/s": lambda f: 1e-9 / f["beta_s_per_byte"], "rms rel residual": "rms_rel_residual"})
+          if fitted else "\nα-β fit: none, one message size cannot separate α from β")
+    cross = crossovers(results, sizes)
     print(table('crossover for algorithm="auto"', cross))
+    verdicts = targets(results, sizes, MEMCPY_BYTES / memcpy_s, args.device)
     print(table("targets (docs/collectives.md, Measured)", verdicts))
-    return {"cuda_aware": cuda_aware, "world_sizes": ranks, "sizes": sizes, "repeats": repeats,
-            "block_seconds": block_s, "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
-            "per_world_size": {str(n): {k: res[k] for k in PER_WORLD_SIZE}
+    return {"cuda_aware": cuda_aware, "world_sizes": ranks, "sizes": sizes,
+            "memcpy": {"bytes": MEMCPY_BYTES, "seconds": memcpy_s},
+            "per_world_size": {str(n): {k: res[k] for k in ("raw", "pingpong", "copies",
+                                                          "messages")}
                                for n, res in results.items()},
             "messages": messages, "table": rows, "fits": fitted, "crossovers": cross,
             "targets": verdicts}
@@ -129,4 +195,7 @@ def measure(args) -> dict:
 
 BENCHMARK = Benchmark("the hand-written all-reduces (ring, recursive doubling, tree, auto) "
                       "against MPI's own", "sizes 4 KiB, 64 KiB, 1 MiB, 2 repeats", measure,
-                      add_arguments, ranks=Ranks((2, 4), (2,), least=2))
+                      lambda parser: parser.add_argument(
+                          "--sizes", type=lambda s: sorted({byte_size(b) for b in s.split(",")}),
+                          help="comma-separated buffer sizes, e.g. 4K,1M,64M (default 4K, 16K, "
+                               "… ×4 up to 64M)"), ranks=Ranks((2, 4), (2,), least=2))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ...jobs.harness import finish
 from ...trace.figure import pyplot
-from .report import BUSBW_OF_MEMCPY, human
+from .driver import BUSBW_OF_MEMCPY, human
 
 MPI_DEFAULT = "MPI_Allreduce (MPICH default)"
 LINES = {  # algorithm in the benchmark's table → legend label, matplotlib style

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 import numpy as np
 
 from ... import backend
 from ...comm.collectives import all_reduce_
+from ...plan.calibrate import one_way
 from ...timing import clocked, medians, slowest, sync
 from ..timing import Timed, interleaved, turns
-from .report import human
 
 MESSAGE_BYTES = (8, 4096)  # a message's fixed cost: 8 B, and 4 KiB
 
@@ -50,9 +49,9 @@ def time_size(comm, names: list[str], nbytes: int, repeats: int, block_s: float)
             for name, t in per_block.items()}
 
 
-def one_way(comm, nbytes: int, ways: dict, repeats: int, trips: int) -> dict:
-    """Rank 0's median one-way seconds of an ``nbytes`` message to rank 1 and back by each of
-    ``ways``, a (send, recv) pair, in turns of ``trips`` round trips while the others wait."""
+def messages(comm, nbytes: int, repeats: int, trips: int) -> dict:
+    """Rank 0's median one-way seconds of an ``nbytes`` message to rank 1 and back through the
+    Communicator and through MPI's own calls, in turns of ``trips`` round trips."""
     buf = backend.xp_default().zeros(nbytes, dtype=np.uint8)
 
     def block(send, recv):
@@ -64,6 +63,7 @@ def one_way(comm, nbytes: int, ways: dict, repeats: int, trips: int) -> dict:
                 recv(buf, 0)
                 send(buf, 0)
 
+    ways = {"scratchpar": (comm.send, comm.recv), "mpi": (comm.mpi_send, comm.mpi_recv)}
     samples = interleaved({name: Timed(lambda pair=pair: block(*pair))
                            for name, pair in ways.items()}, repeats, 1, start=lambda: sync(comm))
     return {name: float(np.median(s)) / (2 * trips) for name, s in samples.items()}
@@ -89,22 +89,17 @@ def copies(nbytes: int, repeats: int) -> dict:
 
 def measure_ranks(comm, cfg: dict) -> dict:
     """Every contender at every size of ``cfg`` ("raw": {contender: {bytes: timings}}); with
-    ``"pingpong"``, the ceilings ({bytes: one way through the Communicator, a round trip at a
-    time}, the copies on a device) and the messages (in blocks, both ways) too."""
-    sizes, names, repeats = cfg["sizes"], cfg["contenders"], cfg["repeats"]
-    result = {"cuda_aware": comm.cuda_aware, "raw": {}, "pingpong": None, "copies": None}
+    ``"pingpong"``, the ceilings (one way through the Communicator at the smallest and the
+    largest size, a round trip at a time; the copies on a device) and the messages too."""
+    sizes, repeats = cfg["sizes"], cfg["repeats"]
+    result = {"cuda_aware": comm.cuda_aware, "raw": {}, "copies": None}
     for nbytes in sizes:
-        if comm.rank == 0:
-            print(f"  n={comm.size}, {human(nbytes)}: {', '.join(names)}", file=sys.stderr,
-                  flush=True)
-        for name, timings in time_size(comm, names, nbytes, repeats, cfg["block_s"]).items():
+        for name, timings in time_size(comm, cfg["contenders"], nbytes, repeats,
+                                       cfg["block_s"]).items():
             result["raw"].setdefault(name, {})[str(nbytes)] = timings
     if cfg["pingpong"]:
-        ours = {"scratchpar": (comm.send, comm.recv)}
-        result["pingpong"] = {str(n): one_way(comm, n, ours, repeats, 1)["scratchpar"]
-                              for n in (sizes[0], sizes[-1])}  # the smallest, the largest
-        both = {**ours, "mpi": (comm.mpi_send, comm.mpi_recv)}
-        result["messages"] = {str(n): one_way(comm, n, both, repeats, cfg["trips"])
+        result["pingpong"] = {str(n): one_way(comm, 1, n, repeats) for n in (sizes[0], sizes[-1])}
+        result["messages"] = {str(n): messages(comm, n, repeats, cfg["trips"])
                               for n in MESSAGE_BYTES}
         if backend.device() != "cpu" and comm.rank == 0:
             result["copies"] = copies(sizes[-1], repeats)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import statistics
 import tempfile
-from itertools import groupby
 
 from ...jobs import mpijob
 from ...jobs.harness import Benchmark, Ranks, describe, judge, machine, staging
@@ -21,7 +19,6 @@ QUICK_CONFIGS = {"compute": {"sizes": [32, 64, 64, 10], "per_rank": [4, 8], "tar
                  "deep": {"sizes": [8] * 6 + [4], "per_rank": [2]}}
 TIMING, QUICK_TIMING = {"repeats": 20, "warmup": 3}, {"repeats": 3, "warmup": 1}
 JOB_ENV = {"GLOO_SOCKET_IFNAME": "lo"}  # gloo's connections between ranks stay on loopback
-COMM_CONFIGS = ("wide", "deep")
 TARGET_RANKS = 2
 EFFICIENCY_TARGET, RATIO_TARGET, DDP_TARGET = 0.90, 0.75, 1.8  # docs/data_parallel.md
 BASELINE = {"bucketed": "alone", "naive": "alone", "compute-only": "alone",
@@ -29,13 +26,8 @@ BASELINE = {"bucketed": "alone", "naive": "alone", "compute-only": "alone",
 CONTENDERS = ("alone", "bucketed", "naive", "compute-only", "torch-alone", "torch-ddp")
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="run the world sizes this many times in turn, pooling the samples "
-                             "(load that comes and goes then weighs on every world size)")
-
-
 def torch_available() -> bool:
+    """Whether PyTorch is installed: DDP runs beside scratchpar's DP only then."""
     return importlib.util.find_spec("torch") is not None
 
 
@@ -44,10 +36,10 @@ def pool(rounds: list[dict]) -> dict:
     median taken over all of them; the loss check is the first round's."""
     merged = rounds[0]
     for n, result in merged.items():
-        for job_name, timed in result["configs"].items():
+        for job, timed in result["configs"].items():
             for name, times in timed["contenders"].items():
-                samples = [s for r in rounds for s in r[n]["configs"][job_name]["contenders"]
-                           [name]["samples_s"]]
+                samples = [s for r in rounds
+                           for s in r[n]["configs"][job]["contenders"][name]["samples_s"]]
                 times.update(samples_s=samples, median_s=float(statistics.median(samples)))
     return merged
 
@@ -60,9 +52,7 @@ def jobs(configs: dict) -> dict[str, tuple[str, int]]:
 
 def focus(configs: dict) -> list[str]:
     """The jobs the ratio, exposure and DDP tables show: the compute target and the comm MLPs."""
-    target = configs["compute"]["target"]
-    return [job for job, (name, b) in jobs(configs).items()
-            if name in COMM_CONFIGS or (name == "compute" and b == target)]
+    return [f"compute@{configs['compute']['target']}", "wide", "deep"]
 
 
 def exposed_fraction(step_s: float, compute_s: float) -> float:
@@ -93,9 +83,8 @@ def throughput_rows(results: dict, named_jobs: dict) -> list[dict]:
 
 
 def focus_rows(results: dict, configs: dict) -> tuple[list[dict], list[dict]]:
-    """Per focus job and world size: naive, bucketed and compute-only ms per step and each DP's
-    exposed fraction; and, where DDP ran, both throughputs and the first steps' largest loss
-    difference."""
+    """Per focus job and world size: naive's and bucketed's ms per step, and their exposed
+    fractions; and, where DDP ran, both throughputs and the first steps' largest loss gap."""
     steps, ddp = [], []
     for job in focus(configs):
         b = jobs(configs)[job][1]
@@ -103,7 +92,7 @@ def focus_rows(results: dict, configs: dict) -> tuple[list[dict], list[dict]]:
             naive, bucketed, compute = (1e3 * median(results, n, job, c)
                                         for c in ("naive", "bucketed", "compute-only"))
             steps.append({"MLP": job, "n": n, "naive ms": naive, "bucketed ms": bucketed,
-                          "bucketed/naive": bucketed / naive, "compute-only ms": compute,
+                          "bucketed/naive": bucketed / naive,
                           "exposed naive": exposed_fraction(naive, compute),
                           "exposed bucketed": exposed_fraction(bucketed, compute)})
             check = results[n]["configs"][job]["loss_check"]
@@ -119,10 +108,9 @@ def focus_rows(results: dict, configs: dict) -> tuple[list[dict], list[dict]]:
 def targets(results: dict, configs: dict, steps: list[dict], ddp: list[dict],
             device: str) -> list[dict]:
     """The three targets at ``TARGET_RANKS`` ranks: one row per MLP they apply to."""
-    at, target = TARGET_RANKS, f"compute@{configs['compute']['target']}"
+    at, target = TARGET_RANKS, focus(configs)[0]
     ratio = {r["MLP"]: r["bucketed/naive"] for r in steps if r["n"] == at}
     speedup = {r["MLP"]: r["scratchpar/ddp"] for r in ddp if r["n"] == at}
-    torch = "n/a" if ddp else "n/a (torch missing)"
 
     def row(what: str, measured, missing: str = "n/a", **goal) -> dict:
         return {"target": what, "measured": measured, "n": at,
@@ -132,34 +120,20 @@ def targets(results: dict, configs: dict, steps: list[dict], ddp: list[dict],
     return ([row(f"scaling efficiency, bucketed, {target} ≥ {EFFICIENCY_TARGET}", eff,
                  at_least=EFFICIENCY_TARGET)]
             + [row(f"bucketed / naive step time, {job} ≤ {RATIO_TARGET}", ratio.get(job),
-                   at_most=RATIO_TARGET) for job in COMM_CONFIGS]
+                   at_most=RATIO_TARGET) for job in ("wide", "deep")]
             + [row(f"scratchpar / torch DDP throughput, {job} ≥ {DDP_TARGET}", speedup.get(job),
-                   torch, at_least=DDP_TARGET) for job in focus(configs)])
-
-
-def layers(sizes: list[int]) -> str:
-    """784-1024-10, or 64×33-10 for a run of equal widths."""
-    runs = [list(run) for _, run in groupby(sizes)]
-    return "-".join(f"{run[0]}×{len(run)}" if len(run) >= 3 else "-".join(map(str, run))
-                    for run in runs)
+                   "n/a" if ddp else "n/a (torch missing)", at_least=DDP_TARGET)
+               for job in focus(configs)])
 
 
 def measure(args) -> dict:
     configs, timing = (QUICK_CONFIGS, QUICK_TIMING) if args.quick else (CONFIGS, TIMING)
-    rounds = 1 if args.quick else args.rounds
-    ranks = args.ranks
+    rounds, ddp = 1 if args.quick else args.rounds, torch_available()
     if rounds < 1:
         raise SystemExit(f"--rounds must be positive, got {rounds}")
-    ddp = torch_available()
-    print(f"dp benchmark on {describe(args.device)}: float32, cross-entropy, SGD; "
-          + "; ".join(f"{name}: MLP {layers(c['sizes'])}, "
-                      f"{'/'.join(map(str, c['per_rank']))} samples per rank"
-                      for name, c in configs.items())
-          + f"; world sizes {ranks}; weak scaling: the global batch is ranks × per-rank batch")
-    print(f"median of {rounds} × {timing['repeats']} steps per contender after "
-          f"{timing['warmup']} warm-up steps, taken in turns; each step starts at a barrier"
-          + ("" if args.device == "cpu" else " and ends with a wait for the device")
-          + "; time = slowest rank" + ("" if ddp else "; torch missing: no DDP"))
+    print(f"dp benchmark on {describe(args.device)}: float32 MLPs, SGD, weak scaling at world "
+          f"sizes {args.ranks}; median of {rounds} × {timing['repeats']} steps per contender, "
+          "in turns; time = slowest rank" + ("" if ddp else "; torch missing: no DDP"))
     with tempfile.TemporaryDirectory(prefix="scratchpar-ddp-") as rendezvous:
         def world(n: int, r: int) -> dict:
             specs = {name: {"sizes": configs[config]["sizes"], "batch": n * b}
@@ -168,28 +142,27 @@ def measure(args) -> dict:
                 "configs": specs, **timing,
                 "ddp_file": f"{rendezvous}/n{n}-round{r}" if ddp else None}, args.device, JOB_ENV)
 
-        results = pool([{n: world(n, r) for n in ranks} for r in range(rounds)])
-    first = results[ranks[0]]
-    print(f"buffers: {staging(args.device, first['cuda_aware'])}")
-    print(f"{first['malloc']} (all contenders); {machine(args)}"
-          + ("" if max(results) <= (os.cpu_count() or 1) else
-             f"; n={max(results)} is oversubscribed, two ranks share a core"))
+        results = pool([{n: world(n, r) for n in args.ranks} for r in range(rounds)])
+    print(f"buffers: {staging(args.device, results[args.ranks[0]]['cuda_aware'])}\n"
+          f"{machine(args)}")
     print(table("throughput, compute MLP, weak scaling: efficiency t₁/t_n (docs/data_parallel.md, "
                 "Measured)", throughput_rows(results, jobs(configs))))
     steps, ddp = focus_rows(results, configs)
     print(table("bucketed against naive, and the exposed communication = (DP step − compute-only "
                 "step) / DP step", steps))
     if ddp:
-        backends = ", ".join(f"{results[n]['ddp_backend']} at N={n}" for n in ranks)
+        backends = ", ".join(f"{results[n]['ddp_backend']} at N={n}" for n in results)
         print(table(f"scratchpar (bucketed) against torch DDP ({backends}), the first steps' "
                     "losses checked first", ddp))
     verdicts = targets(results, configs, steps, ddp, args.device)
     print(table("targets (docs/data_parallel.md, Measured)", verdicts))
-    return {"configs": configs, "jobs": jobs(configs), "ranks": ranks, "rounds": rounds, **timing,
+    return {"configs": configs, "jobs": jobs(configs), "rounds": rounds, **timing,
             "per_world_size": {str(n): r for n, r in results.items()}, "targets": verdicts}
 
 
-BENCHMARK = Benchmark("data parallelism: scaling against one rank, bucketed against naive, "
-                      "exposed communication, torch DDP", "tiny MLPs, 3 repeats", measure,
-                      add_arguments, ranks=Ranks((2, 4), (2,), more="each job also times one "
-                                                 "device, rank 0 alone"))
+BENCHMARK = Benchmark(
+    "data parallelism: scaling against one rank, bucketed against naive, exposed communication, "
+    "torch DDP", "tiny MLPs, 3 repeats", measure, lambda parser: parser.add_argument(
+        "--rounds", type=int, default=2, help="run the world sizes this many times in turn, "
+        "pooling the samples (load that comes and goes then weighs on every world size)"),
+    ranks=Ranks((2, 4), (2,), more="each job also times one device, rank 0 alone"))

@@ -29,10 +29,9 @@ def read_scaling(path: str | Path) -> tuple[dict, list[int], list[int]]:
         raise ValueError(f"{path} is not a dp benchmark JSON ({type(e).__name__}: {e})") from e
     if not rows:
         raise ValueError(f"{path} has no world size or no compute MLP sweep")
-    curves = {}
-    for r in (r for r in rows if r["contender"] in LINES):
-        for n in results:
-            curves.setdefault((n, r["contender"]), {})[r["per-rank batch"]] = r[f"efficiency n={n}"]
+    curves = {(n, c): {r["per-rank batch"]: r[f"efficiency n={n}"] for r in rows
+                       if r["contender"] == c} for n in results for c in LINES}
+    curves = {key: curve for key, curve in curves.items() if curve}  # torch's where it ran
     return curves, sorted(results), bench["configs"]["compute"]["sizes"]
 
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import functools
-import sys
 
 import numpy as np
 
 from ... import backend, nn, optim
-from ...allocator import keep_freed_memory
 from ...comm.mesh import Mesh
 from ...data.shard import shard
 from ...parallel import DataParallel, DataParallelNaive
@@ -22,10 +20,8 @@ sgd = functools.partial(optim.SGD, lr=LR)  # every contender's optimizer: plain 
 
 
 def ddp_backend(device: str, comm) -> str:
-    """NCCL where every rank of the node has a GPU of its own; gloo on the CPU, and on CUDA
-    tensors where ranks share a GPU: NCCL (≥ 2.5) refuses two ranks on one GPU ("Duplicate GPU
-    detected", ncclInvalidUsage), while gloo all-reduces CUDA tensors through host memory, the
-    path scratchpar stages through when MPI is not CUDA-aware."""
+    """NCCL where every rank of the node has a GPU of its own, else gloo: NCCL (≥ 2.5) refuses two
+    ranks on one GPU ("Duplicate GPU detected"), gloo all-reduces CUDA tensors through the host."""
     if device != "cuda":
         return "gloo"
     import torch
@@ -34,10 +30,8 @@ def ddp_backend(device: str, comm) -> str:
 
 
 def torch_step(model, sizes: list[int], host, comm, device: str, ddp_file: str | None = None):
-    """A PyTorch SGD step, returning its local loss, of the twin of the MLP ``model`` on this
-    rank's shard of the host batch, on this rank's GPU with cuda (the one CuPy uses), else on
-    the CPU; with ``ddp_file``, wrapped in torch DDP (file rendezvous, :func:`ddp_backend`).
-    The shards must be equal, so that DDP's mean of rank means is the global mean."""
+    """A PyTorch SGD step returning its local loss, of ``model``'s twin on this rank's (equal)
+    shard, on its GPU with cuda; with ``ddp_file``, in torch DDP (:func:`ddp_backend`)."""
     import torch
 
     from .. import twins
@@ -83,10 +77,8 @@ def check_losses(dp, ddp, batch, comm) -> list[dict]:
 
 
 def bench_config(comm, spec: dict, cfg: dict, device: str) -> dict:
-    """Every contender on one MLP and global batch, from the same weights: scratchpar's DP
-    bucketed and naive, the compute-only step (this rank's shard, no messages), one device
-    alone (rank 0 while the others sleep), and with ``"ddp_file"`` torch DDP and torch on one
-    device."""
+    """Every contender on one MLP and global batch, from the same weights: DP bucketed and naive,
+    compute-only (no messages), one device alone; with ``"ddp_file"``, torch DDP and alone."""
     gen = np.random.default_rng(0)
     model = nn.MLP(spec["sizes"], gen, dtype=np.float32)  # on the device serve() set
     x = gen.standard_normal((spec["batch"], spec["sizes"][0])).astype(np.float32)  # (B, D)
@@ -114,13 +106,9 @@ def bench_config(comm, spec: dict, cfg: dict, device: str) -> dict:
 
 
 def measure_ranks(comm, cfg: dict) -> dict:
+    """Every MLP of ``cfg`` timed on this world (rank 0's result), and the DDP backend."""
     device = backend.device()
-    result = {"malloc": keep_freed_memory(), "cuda_aware": comm.cuda_aware,  # serve() set it
-              "ddp_backend": ddp_backend(device, comm) if cfg["ddp_file"] else None,
-              "configs": {}}
-    for name, spec in cfg["configs"].items():
-        if comm.rank == 0:
-            print(f"  n={comm.size}, {name}: MLP {spec['sizes']}, batch {spec['batch']}",
-                  file=sys.stderr, flush=True)
-        result["configs"][name] = bench_config(comm, spec, cfg, device)
-    return result
+    return {"cuda_aware": comm.cuda_aware,  # serve() selected this rank's device
+            "ddp_backend": ddp_backend(device, comm) if cfg["ddp_file"] else None,
+            "configs": {name: bench_config(comm, spec, cfg, device)
+                        for name, spec in cfg["configs"].items()}}

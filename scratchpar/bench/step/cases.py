@@ -42,25 +42,23 @@ class HandMLP:
     SGD in place, on copies of each layer's W (D_in, D_out) and b (D_out,)."""
 
     def __init__(self, weights: list, biases: list, lr: float):
-        self.weights = [w.copy() for w in weights]
-        self.biases = [b.copy() for b in biases]
-        self.lr = lr
-        self.grads: list = []
+        self.params = [t.copy() for wb in zip(weights, biases) for t in wb]  # W₀, b₀, W₁, …
+        self.lr, self.grads = lr, []
 
     def forward_backward(self, x, y):
-        """Mean softmax cross-entropy as a 0-d array of ``xp`` (no host read); leaves
-        [gW₀, gb₀, gW₁, …] in ``self.grads``."""
-        xp = get_array_module(x)
+        """Mean softmax cross-entropy as a 0-d array (no host read); leaves [gW₀, gb₀, gW₁, …]
+        in ``self.grads``."""
+        xp, weights, biases = get_array_module(x), self.params[::2], self.params[1::2]
         n = x.shape[0]
         rows = xp.arange(n)
         acts = [x]  # the input of each layer; ReLU outputs double as their own masks
-        for w, b in zip(self.weights[:-1], self.biases[:-1]):
+        for w, b in zip(weights[:-1], biases[:-1]):
             h = acts[-1] @ w  # (B, D_out)
             h += b
             h *= h > 0  # ReLU in place
             acts.append(h)
-        z = acts[-1] @ self.weights[-1]  # (B, C) logits
-        z += self.biases[-1]
+        z = acts[-1] @ weights[-1]  # (B, C) logits
+        z += biases[-1]
         z -= z.max(axis=1, keepdims=True)  # shift for stability
         picked = z[rows, y]  # (B,)
         xp.exp(z, out=z)
@@ -70,10 +68,10 @@ class HandMLP:
         z[rows, y] -= 1
         z *= 1.0 / n  # g = (softmax − onehot) / B: the fused softmax-xent gradient
         grads, g = [], z
-        for i in reversed(range(len(self.weights))):
+        for i in reversed(range(len(weights))):
             grads += [g.sum(axis=0), acts[i].T @ g]  # gb, gW
             if i > 0:
-                g = g @ self.weights[i].T  # (B, D_in)
+                g = g @ weights[i].T  # (B, D_in)
                 g *= acts[i] > 0  # through the ReLU
         self.grads = grads[::-1]
         return loss
@@ -81,7 +79,7 @@ class HandMLP:
     def step(self, x, y) -> None:
         """One training step: forward, backward and θ ← θ − lr·g in place (no host read)."""
         self.forward_backward(x, y)
-        for p, g in zip([t for wb in zip(self.weights, self.biases) for t in wb], self.grads):
+        for p, g in zip(self.params, self.grads):
             g *= self.lr  # the gradient is dropped after the step: scale it in place
             p -= g
 
@@ -152,8 +150,7 @@ def mlp_case(device: str, seed: int = 0) -> Case:
     names = [name for name, _ in model.named_parameters()]
     floor = Contender("floor", Timed(lambda: hand.step(dx, dy)), lambda: (
         float(hand.forward_backward(dx, dy)), dict(zip(names, map(to_host, hand.grads)))))
-    return Case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}, float32, "
-                       f"cross-entropy, inline SGD lr {LR}",
+    return Case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}",
                 [ours(model, lambda: F.cross_entropy(model(tx), dy)), floor,
                  *pytorch(model, device, lambda twins: twins.TorchMLP(MLP_SIZES),
                           lambda twins, net, tx, ty: twins.F.cross_entropy(net(tx), ty), (x, y))])
@@ -163,12 +160,10 @@ def gpt_case(device: str, seed: int = 0) -> Case:
     """A tiny GPT on random token ids (id 0 is padding): scratchpar and PyTorch."""
     gen = np.random.default_rng(seed)
     model = nn.GPT(**GPT_CONFIG, gen=gen, dropout=0.0, dtype=np.float32)
-    c = GPT_CONFIG
-    batch = gen.integers(0, c["vocab_size"], (GPT_BATCH, c["max_len"] + 1))  # (B, T+1)
-    on_device = to_device(batch)
-    return Case("gpt", f"GPT vocab {c['vocab_size']}, seq {c['max_len']}, d_model "
-                       f"{c['d_model']}, {c['n_heads']} heads, {c['n_layers']} layers, batch "
-                       f"{GPT_BATCH}, float32, inline SGD lr {LR}",
+    batch = gen.integers(0, GPT_CONFIG["vocab_size"], (GPT_BATCH, GPT_CONFIG["max_len"] + 1))
+    on_device = to_device(batch)  # (B, T+1)
+    described = ", ".join(f"{key} {value}" for key, value in GPT_CONFIG.items())
+    return Case("gpt", f"GPT {described}, batch {GPT_BATCH}",
                 [ours(model, lambda: nn.lm_loss(model, on_device)),
-                 *pytorch(model, device, lambda twins: twins.TorchGPT(**c),
+                 *pytorch(model, device, lambda twins: twins.TorchGPT(**GPT_CONFIG),
                           lambda twins, net, tb: twins.lm_loss(net, tb), (batch,))])

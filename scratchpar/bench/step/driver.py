@@ -1,20 +1,22 @@
-"""The step benchmark: equivalence first, then the steps, then the autograd's cost per op."""
+"""The step benchmark: equivalence first, then the steps, the autograd's cost per op, the LSTM's
+step against its length and the training command's step's memory."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ... import backend
-from ...allocator import keep_freed_memory
+from ... import backend, nn
 from ...autograd import Tensor
 from ...autograd import functional as F
 from ...comm.mpi import Communicator
 from ...jobs.harness import Benchmark, describe, judge
+from ...plan.traced import traced
 from ...table import table
+from ...train import load_config
+from ...train.memory import estimate, measurable
+from ...train.memory_models import MiB
 from ..timing import Timed, interleaved, on_host
-from .cases import Case, gpt_case, mlp_case, torch_twins
-from .held import held
-from .lengths import BATCH, FLAT, HIDDEN, per_token
+from .cases import Case, gpt_case, mlp_case, ours, torch_twins
 
 LOSS_RTOL, GRAD_RTOL = 1e-4, 1e-3
 TARGETS = {"cpu": [("mlp", "pytorch", 0.85), ("mlp", "floor", 1.10), ("gpt", "pytorch", 1.20)],
@@ -29,6 +31,9 @@ OPS = {  # op → (the autograd op on Tensors a, b; bare NumPy's forward and bac
     "sum": (lambda a, b: F.sum(a), lambda a, b, g: (a.sum(), np.broadcast_to(g, a.shape))),
     "reshape": (lambda a, b: F.reshape(a, -1), lambda a, b, g: (a.reshape(-1), g.reshape(a.shape))),
 }
+LSTM_BATCH, LSTM_EMBED, LSTM_HIDDEN, LSTM_VOCAB = 32, 64, 128, 64
+FLAT = 1.2  # the target: the LSTM's per-token cost at the longest length ≤ this × the shortest's
+RUNS = {"gpt": [], "gpt, dropout 0.1": ["--dropout", "0.1"], "lstm": ["--model", "lstm"]}
 
 
 class NotEquivalent(AssertionError):
@@ -93,31 +98,50 @@ def overhead_rows(calls: int, repeats: int) -> list[dict]:
     return rows
 
 
-def versions(twins, device: str) -> str:
-    """The libraries timed, and where PyTorch runs."""
-    text = f"numpy {np.__version__}"
-    text += f", cupy {backend.xp_default().__version__}" if device == "cuda" else ""
-    if twins is None:
-        return text + ", torch missing: PyTorch rows and targets skipped"
-    where, threads = twins.device_for(device).type, twins.torch.get_num_threads()
-    return text + f", torch {twins.torch.__version__} on {where} ({threads} CPU thread(s))"
+def per_token(lengths: list[int], repeats: int, warmup: int) -> list[dict]:
+    """Per length T: the median SGD step's ms of the LSTM language model on a batch of T tokens
+    a row, and its µs per token (B·T), the lengths timed in turns."""
+    steps = {}
+    for n in lengths:
+        gen = np.random.default_rng(0)
+        model = nn.LSTMLanguageModel(LSTM_VOCAB, LSTM_EMBED, LSTM_HIDDEN, gen)
+        batch = backend.to_device(gen.integers(1, LSTM_VOCAB, (LSTM_BATCH, n + 1)))  # (B, T+1)
+        steps[n] = ours(model, lambda model=model, batch=batch: nn.lm_loss(model, batch)).step
+    ms = median_ms(steps, repeats, warmup)
+    return [{"length": n, "ms": ms[n], "us_per_token": 1e3 * ms[n] / (LSTM_BATCH * n)}
+            for n in lengths]
+
+
+def held(device: str, quick: bool) -> list[dict]:
+    """Per default model of the training command, its own two steps on one rank: the peak of
+    their arrays measured (``scratchpar.peak``) and expected (``train/memory.py``), in MiB. The
+    graph keeps what backward reads (``autograd.tensor.Context``): here it shows."""
+    rows, comm = [], Communicator(name="step")
+    for name, more in RUNS.items():
+        flags = [*more, *(["--batch-size", "4", "--seq-len", "16"] if quick else []),
+                 "--device", device]
+        cfg = load_config([*flags, "--steps", "2", "--warmup", "0"], world_size=1)
+        expected, peak = measurable(cfg, estimate(cfg, 1, bound=False)), traced(comm, flags)
+        rows.append({"model": name, "flags": " ".join(more) or "defaults",
+                     "measured_mib": peak / MiB, "expected_mib": expected / MiB,
+                     "error": expected / peak - 1})
+    return rows
 
 
 def measure(args) -> dict:
     repeats, warmup = (3, 1) if args.quick else (50, 5)
     backend.set_device(args.device)
-    libraries = versions(torch_twins(), args.device)
-    malloc = "malloc: glibc defaults" if args.default_malloc else keep_freed_memory()
-    print(f"step benchmark on {describe(args.device)}\n{libraries}\n{malloc} (all contenders)")
-    print(f"median of {repeats} steps per contender, taken in turns after {warmup} warm-up steps"
-          + ("" if args.device == "cpu" else ", each ending with a wait for its device"))
+    twins = torch_twins()
+    print(f"step benchmark on {describe(args.device)}: median of {repeats} steps per contender "
+          f"in turns after {warmup} warm-up steps"
+          + ("" if args.device == "cpu" else ", each ending with a wait for its device")
+          + ("; torch missing: PyTorch rows and targets skipped" if twins is None else
+             f"; torch {twins.torch.__version__} on {twins.device_for(args.device).type}"))
     cases = [mlp_case(args.device), gpt_case(args.device)]
-    print("\n".join(f"  {case.name}: {case.description}" for case in cases))
+    print("\n".join(f"  {case.name}: {case.description}, float32, SGD" for case in cases))
     equivalence = [row for case in cases for row in compare(case)]
     print(table("equivalence: one forward+backward from identical weights, before timing: OK",
-                equivalence, {"case": "case", "contender": "contender", "loss": "{loss:.6f}",
-                              "loss rel err": "{loss_rel_err:.1e}",
-                              "worst grad rel err": "{grad_rel_err:.1e} ({worst_grad})"}))
+                equivalence, formats={"loss": ".6f", "loss_rel_err": ".1e", "grad_rel_err": ".1e"}))
     timings = {case.name: median_ms({c.name: c.step for c in case.contenders}, repeats, warmup)
                for case in cases}  # each step ends with its wait
     steps = [{"case": case, "contender": name, "ms/step": t,
@@ -132,24 +156,17 @@ def measure(args) -> dict:
     lengths = per_token([8, 16] if args.quick else [32, 64, 128, 256, 512],
                         3 if args.quick else 10, 1 if args.quick else 2)
     flat = lengths[-1]["us_per_token"] / lengths[0]["us_per_token"]  # 1: linear in T
-    print(table(f"LSTM language model, batch {BATCH}, hidden {HIDDEN}: a step against the "
-                f"sequence length; per token, T = {lengths[-1]['length']} is {flat:.2f}x "
+    print(table(f"LSTM language model, batch {LSTM_BATCH}, hidden {LSTM_HIDDEN}: a step against "
+                f"the sequence length; per token, T = {lengths[-1]['length']} is {flat:.2f}x "
                 f"T = {lengths[0]['length']} (target <= {FLAT}: "
-                f"{judge(args.device, flat, at_most=FLAT)})", lengths,
-                {"T": "length", "ms/step": "{ms:.1f}", "µs/token": "{us_per_token:.1f}"}))
-    memory = held(Communicator(name="step"), args.device, args.quick)
+                f"{judge(args.device, flat, at_most=FLAT)})", lengths))
+    memory = held(args.device, args.quick)
     print(table("the training command's step on one rank: its peak, measured, beside the "
-                "memory estimate's (train/memory.py)", memory,
-                {"model": "model", "flags": "flags", "measured MiB": "{measured_mib:.2f}",
-                 "expected MiB": "{expected_mib:.2f}", "error": "{error:+.1%}"}))
-    return {"repeats": repeats, "warmup": warmup, "versions": libraries, "malloc": malloc,
-            "cases": {c.name: c.description for c in cases}, "equivalence": equivalence,
-            "steps": steps, "targets": targets, "overhead_us": overhead, "lengths": lengths,
-            "lengths_flatness": flat, "memory": memory}
+                "memory estimate's (train/memory.py)", memory, formats={"error": "+.1%"}))
+    return {"equivalence": equivalence, "steps": steps, "targets": targets,
+            "overhead_us": overhead, "lengths": lengths, "lengths_flatness": flat,
+            "memory": memory}
 
 
 BENCHMARK = Benchmark("one training step against PyTorch eager and a NumPy floor, from the "
-                      "same weights after an equivalence check", "a few repeats only", measure,
-                      lambda parser: parser.add_argument(
-                          "--default-malloc", action="store_true",
-                          help="leave glibc's heap trimming as it is (scratchpar/allocator.py)"))
+                      "same weights after an equivalence check", "a few repeats only", measure)
