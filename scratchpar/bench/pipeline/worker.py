@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import statistics
 
 import numpy as np
 
@@ -14,8 +15,9 @@ from ...comm.mesh import Mesh
 from ...data.shard import shard
 from ...nn.module import Sequential
 from ...parallel import DataParallel, PipeDream, Pipeline, SingleDevice
-from ...parallel.pipeline import partition, schedules
+from ...parallel.pipeline import partition, schedules, simulate
 from ...parallel.pipeline.partition import parameter_counts
+from ...parallel.pipeline.simulator import bubble_formula
 from ...parallel.pipeline.stage import release
 from ...timing import clock, medians, sync
 from ...trace.chrome import write_chrome
@@ -24,9 +26,8 @@ from ...train.task import Task
 from ..standin import WIDTH, SleepModel, summed
 from ..timing import accumulated, alone, stepping, turns
 
-LR = 1e-3
 COMPUTE = re.compile(r"[FBW]\d+(?:\.\d+)?$")  # the runtime's compute regions: F3, B3, W3, F3.1
-sgd = functools.partial(optim.SGD, lr=LR)  # every contender's optimizer: plain SGD
+sgd = functools.partial(optim.SGD, lr=1e-3)  # every contender's optimizer: plain SGD
 
 
 def schedule_for(name: str, p: int, m: int, v: int, forward: float, backward: float,
@@ -36,6 +37,11 @@ def schedule_for(name: str, p: int, m: int, v: int, forward: float, backward: fl
               "bprio": lambda: schedules.bprio(p, m, forward, backward),
               "zb-h1": lambda: schedules.zb_h1(p, m, forward, backward, weight)}
     return placed.get(name, lambda: schedules.build(name, p, m, v))()
+
+
+def trace_name(schedule: str, p: int, m: int, v: int) -> str:
+    """The file name of a run's Chrome trace; its timeline's is the same, ``.png``."""
+    return f"pipeline_{schedule}" + (f"_v{v}" if v > 1 else "") + f"_p{p}_m{m}.trace.json"
 
 
 def gpt_task(cfg: dict) -> Task:
@@ -61,36 +67,30 @@ def calibrate(cfg: dict, p: int = 2, repeats: int = 9) -> dict:
     rows = cfg["batch"] // cfg["m"]
     inputs, targets = task.split(gpt_batch(cfg, rows))
 
-    def run() -> list[float]:  # [F₀, B₀, W₀, F₁, B₁, W₁, …]
+    def run() -> tuple[float, ...]:  # (F₀ … F_p−1, B₀ … B_p−1, W₀ … W_p−1)
         task.model.zero_grad()
-        xs, outs, seconds, h = [], [], [0.0] * 3 * p, inputs
+        xs, outs, f, b, w = [inputs], [], [0.0] * p, [0.0] * p, [0.0] * p
         for k, stage in enumerate(stages):
-            x = h if k == 0 else Tensor(h, requires_grad=True)
             start = clock()
-            out = stage(x)
-            if k == p - 1:
-                out = task.output_loss(out, targets, "sum")
-            seconds[3 * k] = clock() - start
-            xs.append(x)
-            outs.append(out)
-            h = out.data
+            out = stage(xs[k])
+            outs.append(task.output_loss(out, targets, "sum") if k == p - 1 else out)
+            f[k] = clock() - start
+            xs.append(Tensor(out.data, requires_grad=True))
         for k in reversed(range(p)):  # B, then W: the weights' gradients apart
-            start = clock()
-            weights = Weights(stages[k].parameters())
+            weights, start = Weights(stages[k].parameters()), clock()
             outs[k].backward(None if k == p - 1 else xs[k + 1].grad, hooks=weights)
-            seconds[3 * k + 1] = clock() - start
-            start = clock()
+            middle = clock()
             weights.run()
-            seconds[3 * k + 2] = clock() - start
-        return seconds
+            end = clock()
+            b[k], w[k] = end - start, end - middle
+        return (*f, *b, *w)
 
     times = medians(run, repeats)
-    forward, inputs_b, weight = times[0::3], times[1::3], times[2::3]
-    backward = [b + w for b, w in zip(inputs_b, weight)]
-    return {"stages": [{"layers": [r.start, r.stop], "forward_s": f, "backward_s": b,
-                        "weight_s": w} for r, f, b, w in zip(ranges, forward, backward, weight)],
-            "forward_s": sum(forward) / p, "backward_s": sum(backward) / p,
-            "weight_s": sum(weight) / p, "rows": rows}
+    f, b, w = (times[i * p:(i + 1) * p] for i in range(3))
+    return {"stages": [{"layers": [r.start, r.stop], "forward_s": x, "backward_s": y,
+                        "weight_s": z} for r, x, y, z in zip(ranges, f, b, w)],
+            "forward_s": sum(f) / p, "backward_s": sum(b) / p, "weight_s": sum(w) / p,
+            "rows": rows}
 
 
 def summary(events) -> tuple[float, float, float]:
@@ -109,51 +109,58 @@ def bubble(summaries: list[tuple[float, float, float]]) -> tuple[float, float]:
     return 1 - sum(b for _, _, b in summaries) / (len(summaries) * window), window
 
 
-def sleep_run(comm, spec: dict, run: dict) -> dict | None:
-    """``spec``'s steps of schedule ``run`` on p·v sleeping layers, one per virtual stage, each
-    a v-th of a stage's time (polled where each rank has a core). Rank 0 returns the per-step
-    bubbles and every rank's peaks, and with ``trace`` writes the last step's Chrome trace."""
-    p, m, v = comm.size, run["m"], run["v"]
+def sleep_runs(comm, spec: dict) -> list:
+    """``spec``'s steps of each schedule of ``spec["runs"]`` on p·v sleeping layers, one per
+    virtual stage, each a v-th of a stage's time (polled where each rank has a core). Rank 0
+    returns per run its median bubble and idle seconds per rank over the steps, every rank's
+    peaks, and the simulator's (ideal) bubble, stash and idle ms per micro-batch beyond it; with
+    ``trace``, it writes the last step's Chrome trace."""
+    p, found = comm.size, []
     f, b, w = (spec[k] for k in ("forward_s", "backward_s", "weight_s"))
-    apart = w if run["schedule"] == "zb-h1" else 0.0  # B and W apart
     spin = comm.local_size <= len(os.sched_getaffinity(0))  # a core each: compute, not sleep
-    model = SleepModel(p * v, f / v, b / v, apart / v, spin)
-    comm.tracer = tracer = Tracer(comm.rank)  # before the mesh: its splits and dups share it
-    mesh = Mesh(comm, dp=1, pp=p)
-    cls = PipeDream if run["schedule"] == "pipedream" else Pipeline
-    task = Task(None, model, "sample", criterion=summed)
-    pipe = cls(model, sgd, task, mesh, schedule=schedule_for(run["schedule"], p, m, v, f, b, w),
-               ranges=[range(k, k + 1) for k in range(p * v)])
-    gen = np.random.default_rng(0)  # a stand-in classification batch: x (rows, WIDTH), y (rows,)
-    batch = gen.standard_normal((spec["rows"] * m, WIDTH)), gen.integers(0, WIDTH, spec["rows"] * m)
-    steps = []  # each step's events
-    for _ in range(spec["warmup"] + spec["steps"]):
-        tracer.align(lambda: sync(comm))  # each step's zero at a barrier on every rank
-        mark = len(tracer.events)
-        pipe.step(batch)
-        steps.append(tracer.events[mark:])
-    mine = {"summaries": [summary(s) for s in steps[spec["warmup"]:]],
-            "peak": pipe.runtime.peak, "peak_bytes": pipe.runtime.peak_bytes,
-            "trace": {**tracer.export(), "events": [e._asdict() for e in steps[-1]]}
-            if run["trace"] else None}
-    ranks = comm.allgather_obj(mine, "pipeline bench results")
-    pipe.close()
-    mesh.free()
-    comm.tracer = None
-    if comm.rank:
-        return None
-    name = run["schedule"] + (f"_v{v}" if v > 1 else "") + f"_p{p}_m{m}"
-    per_step = [bubble(list(s)) for s in zip(*(r["summaries"] for r in ranks))]
-    return {**run, "p": p, "held": "polled" if spin else "slept",
-            "bubbles": [x for x, _ in per_step], "windows_s": [span for _, span in per_step],
-            "peak": [r["peak"] for r in ranks], "peak_bytes": [r["peak_bytes"] for r in ranks],
-            "trace": write_chrome(os.path.join(spec["traces"], f"pipeline_{name}.trace.json"),
-                                  [r["trace"] for r in ranks]) if run["trace"] else None}
-
-
-def sleep_runs(comm, cfg: dict) -> list:
-    """Every run of ``cfg["runs"]`` on the sleep stages."""
-    return [sleep_run(comm, cfg, run) for run in cfg["runs"]]
+    for run in spec["runs"]:
+        m, v = run["m"], run["v"]
+        apart = w if run["schedule"] == "zb-h1" else 0.0  # B and W apart
+        model = SleepModel(p * v, f / v, b / v, apart / v, spin)
+        comm.tracer = tracer = Tracer(comm.rank)  # before the mesh: its splits and dups share it
+        mesh = Mesh(comm, dp=1, pp=p)
+        cls = PipeDream if run["schedule"] == "pipedream" else Pipeline
+        schedule = schedule_for(run["schedule"], p, m, v, f, b, w)
+        pipe = cls(model, sgd, Task(None, model, "sample", criterion=summed), mesh,
+                   schedule=schedule, ranges=[range(k, k + 1) for k in range(p * v)])
+        gen = np.random.default_rng(0)  # a stand-in classification batch: x (rows, WIDTH), y
+        rows = spec["rows"] * m
+        batch = gen.standard_normal((rows, WIDTH)), gen.integers(0, WIDTH, rows)
+        steps = []  # each step's events
+        for _ in range(spec["warmup"] + spec["steps"]):
+            tracer.align(lambda: sync(comm))  # each step's zero at a barrier on every rank
+            mark = len(tracer.events)
+            pipe.step(batch)
+            steps.append(tracer.events[mark:])
+        mine = {"summaries": [summary(s) for s in steps[spec["warmup"]:]],
+                "peak": pipe.runtime.peak, "peak_bytes": pipe.runtime.peak_bytes,
+                "trace": {**tracer.export(), "events": [e._asdict() for e in steps[-1]]}
+                if run["trace"] else None}
+        ranks = comm.allgather_obj(mine, "pipeline bench results")
+        pipe.close()
+        mesh.free()
+        comm.tracer = None
+        if comm.rank:
+            continue
+        if run["trace"]:
+            write_chrome(os.path.join(spec["traces"], trace_name(run["schedule"], p, m, v)),
+                         [r["trace"] for r in ranks])
+        per_step = [bubble(list(s)) for s in zip(*(r["summaries"] for r in ranks))]
+        idle = statistics.median(x * span for x, span in per_step)
+        ideal = simulate(schedule, f, b, w)  # GPipe's, 1F1B's, interleaved's: bubble_formula
+        found.append({**run, "p": p, "bubble": statistics.median(x for x, _ in per_step),
+                      "idle_s": idle, "simulated": ideal.bubble,
+                      "formula": bubble_formula(p, m, v),
+                      "simulated_peak": [ideal.peak_stash[s] for s in range(p)],
+                      "extra_ms": 1e3 * (idle - ideal.bubble * ideal.makespan) / m,
+                      "peak": [r["peak"] for r in ranks],
+                      "peak_bytes": [r["peak_bytes"] for r in ranks]})
+    return found if comm.rank == 0 else None
 
 
 def real_runs(comm, cfg: dict) -> dict[str, object]:

@@ -52,10 +52,8 @@ def priced(layout, world: int, cluster, compute, shards: dict, shares=None) -> t
         asked[rows] = compute(rows)
         return asked[rows]
 
-    def shard(rows: int) -> tuple[float, float]:
-        return shards[(t.tp, t.sequence_parallel, rows)]
-
-    return predict(layout.cfg, world, cluster, recorded, shard, shares), asked
+    return predict(layout.cfg, world, cluster, recorded,
+                   lambda rows: shards[(t.tp, t.sequence_parallel, rows)], shares), asked
 
 
 def runs(comm, cfg: dict) -> list[dict]:
