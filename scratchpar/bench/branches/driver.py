@@ -31,9 +31,8 @@ def holdings(model, x, y) -> dict:
 
 
 def measure_ranks(comm, cfg: dict) -> dict:
-    """One rank of the job: the single-device model alone on rank 0 and ``ParallelBranches``
-    over every rank (the same float32 Towers, seed 0), forward and backward in turns on the
-    same batch; then what each holds."""
+    """One rank of the job: the float32 Towers (seed 0) alone on rank 0 and as
+    ``ParallelBranches`` over every rank, stepped in turns on one batch; then their holdings."""
     gen = np.random.default_rng(1)
     x = gen.standard_normal((cfg["batch"], cfg["features"])).astype(np.float32)  # (B, F)
     y = backend.to_device(gen.integers(0, cfg["classes"], cfg["batch"]))  # (B,)
@@ -61,27 +60,24 @@ def measure(args) -> dict:
     results = {n: job(n, "scratchpar.bench.branches.driver:measure_ranks", cfg, args.device)
                for n in args.ranks}
     one = results[args.ranks[0]]["one_device"]
-    timing = [{"ranks": n, "towers_per_rank": "/".join(map(str, counts(k, n))),
-               **speedup(r["timed"], "branches"), "ideal": k / max(counts(k, n))}
-              for n, r in results.items()]  # ideal: if the head cost nothing
-    memory = [{"ranks": n, "rank": rank, "towers": mine["towers"],
-               "param_bytes": mine["param_bytes"],
-               "param_formula": param_formula(cfg, mine["towers"]),
-               "param_share": mine["param_bytes"] / one["param_bytes"],
-               "activation_bytes": mine["activation_bytes"],
-               "activation_share": mine["activation_bytes"] / one["activation_bytes"],
-               "loss_diff": f"{abs(mine['loss'] - one['loss']):.1e}"}
-              for n, r in results.items() for rank, mine in enumerate(r["per_rank"])]
-    widths = "→".join(map(str, [cfg["features"], *cfg["sizes"]]))
     print(f"{headline('branches benchmark', args)}: Towers ({k} towers "
-          f"{widths}, joined {k * cfg['sizes'][-1]} → head {cfg['classes']}), batch "
-          f"{cfg['batch']}, float32; forward + backward, median of {cfg['repeats']} after "
-          f"{cfg['warmup']} warm-up")
-    tables = printed({
-        "timing": ("step time against one device (docs/tensor_parallel.md, Measurements)", timing),
+          f"{'→'.join(map(str, [cfg['features'], *cfg['sizes']]))}, head {cfg['classes']}), "
+          f"batch {cfg['batch']}, float32; forward + backward, median of {cfg['repeats']}")
+    return {"config": cfg, "ranks": args.ranks, "one_device": one, **printed({
+        "timing": ("step time against one device", [  # ideal: if the head cost nothing
+            {"ranks": n, "towers_per_rank": "/".join(map(str, counts(k, n))),
+             **speedup(r["timed"], "branches"), "ideal": k / max(counts(k, n))}
+            for n, r in results.items()]),
         "memory": (f"held per rank, against one device ({one['param_bytes']} parameter B, "
-                   f"{one['activation_bytes']} activation B)", memory)})
-    return {"config": cfg, "ranks": args.ranks, **tables, "one_device": one,
+                   f"{one['activation_bytes']} activation B)", [
+            {"ranks": n, "rank": rank, "towers": mine["towers"],
+             "param_bytes": mine["param_bytes"],
+             "param_formula": param_formula(cfg, mine["towers"]),
+             "param_share": mine["param_bytes"] / one["param_bytes"],
+             "activation_bytes": mine["activation_bytes"],
+             "activation_share": mine["activation_bytes"] / one["activation_bytes"],
+             "loss_diff": f"{abs(mine['loss'] - one['loss']):.1e}"}
+            for n, r in results.items() for rank, mine in enumerate(r["per_rank"])])}),
             "timed": {n: r["timed"] for n, r in results.items()}}
 
 

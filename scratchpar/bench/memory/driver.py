@@ -1,5 +1,4 @@
-"""The memory benchmark: one MPI job per part (model states, a layer, a pipeline stage, a step),
-then the tables."""
+"""The memory benchmark: mixed precision and recomputation per rank, beside their formulas."""
 
 from __future__ import annotations
 
@@ -33,12 +32,10 @@ WORKER = "scratchpar.bench.memory.worker"
 
 def engine(seq: int, batch: int, d_model: int, heads: int, t: int, itemsize: int,
            recompute: str, sequence_parallel: bool) -> float:
-    """:func:`korthikanti`'s layer as this engine's graph keeps it (``memory_models.gpt_layer``:
-    fp32 rstd, dropout on), with the causal mask (``causal_mask``, s² bools) where the attention
-    core is kept."""
+    """:func:`korthikanti`'s layer as this engine's graph keeps it (``memory_models.gpt_layer``),
+    with the causal mask (``causal_mask``, s² bools) where the attention core is kept."""
     sizes = Sizes.even(batch, seq, d_model, heads, t, sequence_parallel)
-    mask = causal_mask(seq) * (recompute == "none")
-    return gpt_layer(sizes, itemsize, 4, True, recompute) + mask
+    return gpt_layer(sizes, itemsize, 4, True, recompute) + causal_mask(seq) * (recompute == "none")
 
 
 def state_rows(results: dict) -> list[dict]:
@@ -56,9 +53,8 @@ def state_rows(results: dict) -> list[dict]:
 
 
 def layer_rows(results: dict, cfg: dict) -> list[dict]:
-    """Per layer size, t, layer and precision, the busiest rank's KiB under each
-    recomputation beside Korthikanti et al.'s (:func:`korthikanti`), and their ratio to this
-    engine's count of the same arrays (:func:`engine`)."""
+    """Per layer size, t, layer and precision, the busiest rank's KiB under each recomputation
+    beside Korthikanti et al.'s (K.), and over this engine's count of the same arrays."""
     rows = []
     for i, size in enumerate(cfg["layers"]):
         s, b, h, a = size["seq"], size["batch"], size["d_model"], size["heads"]
@@ -78,14 +74,10 @@ def layer_rows(results: dict, cfg: dict) -> list[dict]:
 
 
 def stash_rows(result: dict, cfg: dict) -> list[dict]:
-    """Per stage and recomputation, the KiB a GPipe stage keeps per micro-batch in flight
-    (the slope of its step's peak in m) beside Korthikanti et al.'s count for its blocks: each
-    block's activations (this engine's arrays, :func:`engine`), or under full recomputation
-    its boundary input alone (GPipe's re-materialization, Huang et al. 2019, §2.1); and the
-    boundary activations the runtime held, per micro-batch."""
+    """Per stage and recomputation, the slope in m of a GPipe stage's peak (KiB per micro-batch)
+    beside its blocks' :func:`engine`, or its input alone under full (Huang et al. 2019, §2.1)."""
     size, (lo, hi) = cfg["stash"]["size"], cfg["stash"]["micro"]
-    shape = (size["seq"], cfg["stash"]["rows"], size["d_model"], size["heads"], 1,
-             PRECISIONS["fp32"])
+    shape = (size["seq"], cfg["stash"]["rows"], size["d_model"], size["heads"], 1, 4)  # fp32
     rows = []
     for stage, mine in enumerate(result["ranks"]):
         for mode in MODES:
@@ -119,33 +111,28 @@ def measure(args) -> dict:
     formats = list(PRECISIONS) if args.device == "cpu" else ["fp32", "fp16"]  # CuPy: no bf16
     cfg = {**(QUICK if args.quick else CONFIG), "precisions": formats,  # a step's cases below
            "cases": [("fp32", m) for m in MODES] + [(p, "none") for p in formats[1:]]}
-    ranks = args.ranks
-    models = {p: {**cfg["states"], "precision": p} for p in ("fp32", "fp16")}
-    states = {n: job(n, "scratchpar.bench.zero.worker:memory",
-                     {"models": models, "contenders": STRATEGIES}, args.device)
-              for n in ranks if n > 1}
+    ranks, st, sz = args.ranks, cfg["states"], cfg["stash"]["size"]
+    models = {p: {**st, "precision": p} for p in ("fp32", "fp16")}
+    held = {n: job(n, "scratchpar.bench.zero.worker:memory",
+                   {"models": models, "contenders": STRATEGIES}, args.device)
+            for n in ranks if n > 1}
     layers = {t: job(t, f"{WORKER}:activations", cfg, args.device) for t in ranks}
     stash = job(2, f"{WORKER}:stash", cfg, args.device) if 2 in ranks else None
     steps = job(1, f"{WORKER}:steps", cfg, args.device)
-    st, sz, (lo, hi) = cfg["states"], cfg["stash"]["size"], cfg["stash"]["micro"]
-    tables = {  # the JSON's key: (the printed title, the rows)
-        "states": (f"model states per rank (rank 0, MiB), the ledger's peaks beside ZeRO's "
-                   f"formula (GPT C {st['d_model']}, {st['layers']} layers, AdamW; mixed: 16-bit "
-                   "weights and gradients, fp32 masters and moments)", state_rows(states)),
-        "layers": (f"one transformer layer's activations per rank (KiB, the busiest rank), the "
-                   f"graph's bytes beside Korthikanti et al. 2022's (K.) and over this engine's "
-                   f"count of the same arrays (dropout {DROPOUT}; bf16's as fp16's)",
-                   layer_rows(layers, cfg)),
-        "stash": (f"a GPipe stage's bytes per micro-batch in flight (KiB; 2 stages, GPT C "
-                  f"{sz['d_model']}, T {sz['seq']}, {sz['layers']} blocks, "
-                  f"{cfg['stash']['rows']} rows a micro-batch, dropout {DROPOUT}, fp32): the "
-                  f"slope of the step's peak from m = {lo} to {hi}, beside its blocks' "
-                  "activations, or the boundary input alone under full",
-                  stash_rows(stash, cfg) if stash else []),
-        "steps": (f"a step of one device's GPT (dropout {DROPOUT}), median of {cfg['repeats']} "
-                  "in turns, and its peak (MiB)", step_rows(steps, cfg))}
     print(headline("memory benchmark", args))
-    return {"config": cfg, "ranks": ranks, **printed(tables)}
+    return {"config": cfg, "ranks": ranks, **printed({  # the JSON's key: (title, rows)
+        "states": (f"model states per rank (rank 0, MiB) beside ZeRO's formula (GPT C "
+                   f"{st['d_model']}, {st['layers']} layers, AdamW; mixed: fp32 masters)",
+                   state_rows(held)),
+        "layers": (f"one layer's activations per rank (KiB, the busiest rank) beside Korthikanti "
+                   f"et al. 2022's (K.) and this engine's count (dropout {DROPOUT})",
+                   layer_rows(layers, cfg)),
+        "stash": (f"a GPipe stage's KiB per micro-batch in flight (2 stages, GPT C "
+                  f"{sz['d_model']}, T {sz['seq']}, {sz['layers']} blocks, fp32): the slope of "
+                  f"its peak over m = {'..'.join(map(str, cfg['stash']['micro']))}",
+                  stash_rows(stash, cfg) if stash else []),
+        "steps": (f"one device's GPT step (dropout {DROPOUT}), median of {cfg['repeats']} in "
+                  "turns, and its peak (MiB)", step_rows(steps, cfg))})}
 
 
 BENCHMARK = Benchmark("mixed precision and recomputation: model states, a layer's "

@@ -1,6 +1,5 @@
-"""One rank of the memory benchmark: a transformer layer's activations by precision and
-recomputation, a GPipe stage's per micro-batch, and a step's time and peak (the model states
-are the ZeRO benchmark's memory part, in each precision)."""
+"""One rank of the memory benchmark: a layer's activations, a GPipe stage's per micro-batch,
+a step's time and peak (the model states are the ZeRO benchmark's memory part)."""
 
 from __future__ import annotations
 
@@ -14,25 +13,21 @@ from ...comm.mesh import Mesh
 from ...device_rng import DeviceRandom
 from ...nn.recompute import chosen, recompute
 from ...optim import AdamW
-from ...optim.mixed import MixedPrecision
 from ...optim.scaler import LossScaler
-from ...parallel import SingleDevice
 from ...parallel.pipeline import Pipeline, schedules
 from ...parallel.pipeline.stage import release
 from ...peak import peak_bytes
 from ...train.defaults import ADAM_LR
 from ..tensor.driver import LAYERS, block_input
-from ..timing import Timed, interleaved
-from ..zero.worker import gpt, language
+from ..timing import interleaved, stepping
+from ..zero.worker import build, gpt, language
 
 MODES = ("none", "selective", "full")
 
 
 def layer_bytes(size: dict, comm, layer: str, precision: str, mode: str) -> int:
-    """Bytes this rank's graph of one transformer layer keeps for backward: ``nn.Block``, or
-    its tensor- or sequence-parallel shard, in ``precision``, with dropout, recomputing
-    ``mode``. Not its output, the next layer's input; nor its input, which in a stack of
-    layers is the last one's output, unless the layer keeps it itself (``full``)."""
+    """Bytes this rank's graph of one layer (``nn.Block`` or a shard of it) keeps for backward
+    with dropout, recomputing ``mode``: not its output, nor its input unless it keeps it."""
     dtype = dtype_of(precision, backend.xp_default())
     block = nn.Block(size["d_model"], size["heads"], np.random.default_rng(0),
                      dropout=size["dropout"]).to_dtype(dtype)
@@ -46,8 +41,8 @@ def layer_bytes(size: dict, comm, layer: str, precision: str, mode: str) -> int:
 
 
 def activations(comm, cfg: dict) -> dict:
-    """Every rank's bytes of one layer at each size, precision and recomputation: one
-    device's block in a world of one, else the tensor- and sequence-parallel shards."""
+    """Every rank's :func:`layer_bytes` at each size, precision and recomputation: ``nn.Block``
+    in a world of one, else its tensor- and sequence-parallel shards."""
     layers = ("block",) if comm.size == 1 else tuple(LAYERS)
     mine = {f"{i} {layer} {precision} {mode}": layer_bytes(size, comm, layer, precision, mode)
             for i, size in enumerate(cfg["layers"]) for layer in layers
@@ -56,21 +51,17 @@ def activations(comm, cfg: dict) -> dict:
 
 
 def stash(comm, cfg: dict) -> dict:
-    """Per recomputation and micro-batch count m, this rank's peak over a GPipe step (one
-    stage a rank; the second step, after the first allocated what steps keep) and the bytes of
-    the boundary activations the runtime held at once. GPipe runs every forward before any
-    backward, so what a stage keeps per micro-batch is the slope of the peak in m."""
+    """Per recomputation and micro-batch count m, this rank's peak over its GPipe stage's second
+    step, the boundary bytes the runtime held at once, and the stage's blocks."""
     size, rows, out = cfg["stash"]["size"], cfg["stash"]["rows"], {}
     for mode in MODES:
         for m in cfg["stash"]["micro"]:
             task, batches = language({**size, "batch": rows * m, "steps": 2})
-            model = gpt(size)
-            nn.set_dropout_generator(model, DeviceRandom(0, comm.rank))
-            mesh = Mesh(comm, pp=comm.size)
+            model, mesh = gpt(size), Mesh(comm, pp=comm.size)
             pipe = Pipeline(model, lambda params: AdamW(params, ADAM_LR), task, mesh,
                             schedule=schedules.build("gpipe", comm.size, m, 1), recompute=mode)
             release(model, pipe.params)  # a rank keeps its stage's weights, as in a run
-            pipe.step(batches[0])
+            pipe.step(batches[0])  # allocates what steps keep
             with peak_bytes() as seen:
                 pipe.step(batches[1])
             out[f"{mode} {m}"] = {"peak": seen.bytes, "boundary": pipe.runtime.peak_bytes,
@@ -82,30 +73,17 @@ def stash(comm, cfg: dict) -> dict:
     return {"ranks": comm.allgather_obj(out, "stash bytes")}
 
 
-def stepping(size: dict, precision: str, mode: str) -> Timed:
-    """One device's step on one batch of a fresh GPT of ``size`` (AdamW, dropout,
-    ``precision`` with fp32 masters, recomputing ``mode``)."""
-    task, (batch,) = language({**size, "steps": 1})
-    model = gpt(size, precision)
-    nn.set_dropout_generator(model, DeviceRandom(0, 0))
-    if precision == "fp16":
-        task.scaler = LossScaler(scale=2.0**8)
-    recompute(chosen(model, mode))
-
-    def make_optimizer(params):
-        adam = AdamW(params, ADAM_LR)
-        return adam if precision == "fp32" else MixedPrecision(adam, task.scaler)
-
-    strategy = SingleDevice(model, make_optimizer, task)
-    return Timed(lambda: strategy.step(batch))
-
-
 def steps(comm, cfg: dict) -> dict:
-    """Per size, each (precision, recomputation) of ``cfg["cases"]`` stepped in turns: the
-    median seconds, and the peak bytes of one step after the timed ones."""
+    """Per size, one device's step in each (precision, recomputation) of ``cfg["cases"]`` in
+    turns: the median seconds, and the peak bytes of one step more."""
     out = {}
     for i, size in enumerate(cfg["steps"]):
-        runs = {f"{p} {m}": stepping(size, p, m) for p, m in cfg["cases"]}
+        runs = {}
+        for precision, mode in cfg["cases"]:
+            task, (batch,) = language({**size, "steps": 1})
+            task.scaler = LossScaler(scale=2.0**8) if precision == "fp16" else None
+            spec = {**size, "precision": precision, "recompute": mode}
+            runs[f"{precision} {mode}"] = stepping(build("single", spec, task), batch)
         samples = interleaved(runs, cfg["repeats"], cfg["warmup"])
         for name, run in runs.items():
             with peak_bytes() as seen:

@@ -17,10 +17,10 @@ from ...parallel import Hybrid
 from ...parallel.description import Shape
 from ...parallel.tensor import ParallelFeedForward
 from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
-from ...table import table
+from ...table import printed
 from ...trace.tracer import Tracer
 from ...train.memory_context import causal_mask
-from ...train.memory_models import Sizes, gpt_block, gpt_layer, korthikanti
+from ...train.memory_models import Sizes, gpt_block, gpt_layer
 from ..timing import against_one_device, speedup
 
 CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},
@@ -72,11 +72,11 @@ def block_input(cfg: dict, comm, layer: str) -> Tensor:
 
 def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
     """This rank's shard of ``block`` through one forward and one backward: each pass's
-    collectives (:func:`traced`), and the bytes this rank holds."""
+    collectives (:func:`traced`), and the bytes this rank holds (the graph's with its input)."""
     model, x = LAYERS[layer](block, comm), block_input(cfg, comm, layer)
     params = model.parameters()
     out, forward = traced(comm, lambda: model(x))  # (B, T, C) or (B, T_r, C)
-    held = graph_bytes(out, params)  # the input x included, parameters not
+    held = graph_bytes(out, params)
     _, backward = traced(comm, lambda: out.backward(out.xp.ones_like(out.data)))
     return {"collectives": {"forward": forward, "backward": backward},
             "param_bytes": int(sum(p.data.nbytes for p in params)),
@@ -85,15 +85,13 @@ def one_layer(block: Block, comm, cfg: dict, layer: str) -> dict:
 
 
 def measure_ranks(comm, cfg: dict) -> dict:
-    """The t ranks are one tp group. A ParallelBlock and a SequenceParallelBlock (float32,
-    dropout 0) cut from one ``nn.Block``: each one's collectives and holdings; with ``"time"``,
-    the transformer MLP alone (rank 0, the others asleep) and as ParallelFeedForward, in turns,
-    and how far the split's output is from one device's."""
+    """One tp group: :func:`one_layer` of each shard of one ``nn.Block`` (float32, dropout 0);
+    with ``"time"``, the MLP alone on rank 0 against ParallelFeedForward, and their outputs."""
     b = cfg["block"]
     block = Block(b["d_model"], b["heads"], np.random.default_rng(0), dropout=0.0)
-    x = block_input(b, comm, "tensor")
     one = {"param_bytes": int(sum(p.data.nbytes for p in block.parameters())),
-           "activation_bytes": graph_bytes(block(x), block.parameters())}
+           "activation_bytes": graph_bytes(block(block_input(b, comm, "tensor")),
+                                           block.parameters())}
     mine = {layer: one_layer(block, comm, b, layer) for layer in LAYERS}
     result = {"one_device": one, "per_rank": comm.allgather_obj(mine, "tensor holdings")}
     if cfg["time"]:
@@ -109,10 +107,8 @@ def measure_ranks(comm, cfg: dict) -> dict:
 
 
 def expected(cfg: dict, t: int, layer: str) -> dict[tuple[str, str], tuple[int, int]]:
-    """(pass, op) → (count, bytes the tracer records for each: the collective's input, rank 0's
-    sequence chunk for an all-gather) of one block on a tp group of t, from the description
-    (Megatron's f and g, Shoeybi et al. 2019, §3; with sequence parallelism Korthikanti et al.
-    2022's g and ḡ each way, §4.2.2)."""
+    """(pass, op) → (count, bytes of each: rank 0's shard for an all-gather) of one block on t
+    ranks, from ``Hybrid.describe`` (Shoeybi et al. 2019, §3; Korthikanti et al. 2022, §4.2.2)."""
     block = Block(cfg["d_model"], cfg["heads"], np.random.default_rng(0))
     shape = Shape.of(block, FLOAT32, 0, boundary=FLOAT32 * cfg["seq"] * cfg["d_model"])
     sends = Hybrid.describe(shape, t, tp=t, rows=cfg["batch"],
@@ -145,66 +141,47 @@ def collective_rows(results: dict, cfg: dict) -> list[dict]:
 
 
 def param_formula(cfg: dict, t: int, r: int) -> int:
-    """Bytes of rank r's shard of one block (``memory_models.gpt_block`` of its
-    ``Sizes.rank``), 4 · (6h + (12h² + 7h)/t) when t divides evenly. Gradients hold the same
-    bytes (a PARTIAL gradient is whole-shaped)."""
+    """Bytes of rank r's shard of one block (``memory_models.gpt_block``), 4 · (6h + (12h² +
+    7h)/t) when t divides evenly; its gradients' too (a PARTIAL gradient is whole-shaped)."""
     sizes = Sizes.rank(cfg["batch"], cfg["seq"], cfg["d_model"], cfg["heads"], t, r)
     return FLOAT32 * gpt_block(sizes.c, sizes.q, sizes.hidden)
 
 
 def activation_formula(cfg: dict, t: int, r: int, layer: str) -> int:
-    """Bytes the forward's graph keeps on rank r (``held.graph_bytes``): one block as
-    ``memory_models.gpt_layer`` counts it in float32 without dropout, beside the block's input
-    and output (its sequence shards with SP), which a graph of one block holds too, and the
-    causal mask (s² bool bytes). At even splits, with s = T, b = B, h = C, a = heads:
-    4 · (sbh · (6 + 16/t) + as²b/t + 2sb) + s² without sequence parallelism,
-    4 · (sbh · (2 + 4/t + 16/t) + as²b/t + 2sb/t) + s² with it."""
+    """Bytes the forward's graph keeps on rank r: ``memory_models.gpt_layer`` in float32
+    without dropout, the block's input and output (shards with SP) and the causal mask."""
     sizes = Sizes.rank(cfg["batch"], cfg["seq"], cfg["d_model"], cfg["heads"], t, r,
                        layer == "sequence")
     ends = FLOAT32 * 2 * sizes.shard * sizes.c  # the block's input and output
     return gpt_layer(sizes, FLOAT32, FLOAT32, False, "none") + ends + causal_mask(cfg["seq"])
 
 
-def memory_rows(results: dict, cfg: dict) -> list[dict]:
-    """Per t, layer and rank: what the rank holds beside each formula, and Korthikanti et al.'s
-    count of the same layer in 16 bits."""
-    return [{"t": t, "layer": layer, "rank": r, "param_bytes": held["param_bytes"],
-             "param_formula": param_formula(cfg, t, r), "grad_bytes": held["grad_bytes"],
-             "activation_bytes": held["activation_bytes"],
-             "activation_formula": activation_formula(cfg, t, r, layer),
-             "vs_block": held["activation_bytes"] / res["one_device"]["activation_bytes"],
-             "korthikanti_16bit": round(korthikanti(
-                 cfg["seq"], cfg["batch"], cfg["d_model"], cfg["heads"], t, 2, "none",
-                 layer == "sequence"))}
-            for t, res in results.items() for layer in LAYERS
-            for r, held in enumerate(mine[layer] for mine in res["per_rank"])]
-
-
 def measure(args) -> dict:
-    cfg = QUICK if args.quick else CONFIG
-    ranks = args.ranks
+    cfg, ranks = QUICK if args.quick else CONFIG, args.ranks
     results = {t: job(t, "scratchpar.bench.tensor.driver:measure_ranks",
                       {**cfg, "time": t == TIMED_T}, args.device) for t in ranks}
-    b, m = cfg["block"], cfg["mlp"]
+    b, m, one = cfg["block"], cfg["mlp"], results[ranks[0]]["one_device"]
     mlps = {t: res["mlp"] for t, res in results.items() if "mlp" in res}
-    timing = [{"t": t, **(row := speedup(mlp["timed"], "tensor")),
-               "efficiency": row["speedup"] / t, "megatron": MEGATRON_T2,
-               "max_abs_diff": f"{mlp['max_abs_diff']:.1e}"} for t, mlp in mlps.items()]
-    collectives, memory = collective_rows(results, b), memory_rows(results, b)
-    one = results[ranks[0]]["one_device"]
-    print(f"{headline('tensor benchmark', args)}; block: B {b['batch']}, "
-          f"T {b['seq']}, C {b['d_model']}, {b['heads']} heads, float32, dropout 0")
-    print(table("collectives per transformer layer, counted from the trace beside the "
-                "description (docs/tensor_parallel.md, Measurements)", collectives))
-    print(table(f"speed-up of the transformer MLP X[{m['tokens']},{m['d_model']}] → "
-                f"{4 * m['d_model']} → {m['d_model']} against one device, median of "
-                f"{cfg['repeats']} after {cfg['warmup']} warm-up", timing)
-          if timing else f"\nspeed-up: not timed (the MLP is timed in the job of t = {TIMED_T})")
-    print(table(f"held per rank, one block, against the formulas; nn.Block holds "
-                f"{one['param_bytes']} parameter B, {one['activation_bytes']} activation B",
-                memory))
-    return {"config": cfg, "ranks": ranks, "collectives": collectives, "timing": timing,
-            "memory": memory, "one_device": one,
+    print(f"{headline('tensor benchmark', args)}; block: B {b['batch']}, T {b['seq']}, "
+          f"C {b['d_model']}, {b['heads']} heads, float32, dropout 0")
+    return {"config": cfg, "ranks": ranks, "one_device": one, **printed({
+        "collectives": ("collectives per transformer layer, counted from the trace beside the "
+                        "description", collective_rows(results, b)),
+        "timing": (f"speed-up of the transformer MLP X[{m['tokens']},{m['d_model']}] → "
+                   f"{4 * m['d_model']} → {m['d_model']} against one device, median of "
+                   f"{cfg['repeats']} (timed at t = {TIMED_T} only)",
+                   [{"t": t, **(row := speedup(mlp["timed"], "tensor")),
+                     "efficiency": row["speedup"] / t, "megatron": MEGATRON_T2,
+                     "max_abs_diff": f"{mlp['max_abs_diff']:.1e}"} for t, mlp in mlps.items()]),
+        "memory": (f"held per rank, one block, against the formulas; nn.Block holds "
+                   f"{one['param_bytes']} parameter B, {one['activation_bytes']} activation B",
+                   [{"t": t, "layer": layer, "rank": r, "param_bytes": held["param_bytes"],
+                     "param_formula": param_formula(b, t, r), "grad_bytes": held["grad_bytes"],
+                     "activation_bytes": held["activation_bytes"],
+                     "activation_formula": activation_formula(b, t, r, layer),
+                     "vs_block": held["activation_bytes"] / one["activation_bytes"]}
+                    for t, res in results.items() for layer in LAYERS
+                    for r, held in enumerate(mine[layer] for mine in res["per_rank"])])}),
             "timed": {t: mlp["timed"] for t, mlp in mlps.items()}}
 
 
