@@ -10,7 +10,7 @@ import pytest
 from bench_helpers import run_quick, table_rows
 
 from scratchpar.bench.asynchronous import driver as async_report
-from scratchpar.bench.asynchronous.driver import MLP, SIZES, processes
+from scratchpar.bench.asynchronous.driver import MLP, SIZES
 from scratchpar.bench.standin import calibration_line
 
 PROBLEMS = ["sparse-logreg", "matrix-factorization", "dense-mlp"]
@@ -36,19 +36,17 @@ def test_every_contender_makes_the_same_updates(quick):
     assert [(r[0], " ".join(r[1:3])) for r in printed] == [(p, c) for p in PROBLEMS
                                                            for c in CONTENDERS]
     for row in result["hogwild"]:
-        assert row["updates"] == cfg["updates"]
-        assert row["samples/s"] == pytest.approx(row["updates/s"] * cfg["batch"])
-        assert row["updates/s"] > 0 and math.isfinite(row["final held-out"])
+        assert math.isfinite(row["final held-out"])
     for problem in PROBLEMS:
         rows = {r["contender"]: r for r in result["hogwild"] if r["problem"] == problem}
         runs = result["results"]["hogwild"][problem]["runs"]  # the same round's runs, paired
         for key, row in rows.items():  # each speed-up: the median of its rounds' paired ratios
             mine = median_round(runs[key])
+            assert mine["updates"] == cfg["updates"]
             assert row["run s"] == mine["seconds"]
             assert row["final held-out"] == mine["curve"][-1][2]
             assert row["P"] == len(mine["per_rank_s"]) == int(key.split("×")[-1] if "×" in key
                                                                else 1)
-            assert row["updates/s"] == pytest.approx(cfg["updates"] / mine["seconds"])
             for column, base in (("× 1 proc", "hogwild ×1"), ("× serial loop", "serial SGD")):
                 assert row[column] == pytest.approx(statistics.median(
                     a["seconds"] / b["seconds"] for a, b in zip(runs[base], runs[key])))
@@ -156,10 +154,9 @@ def test_easgd_and_downpour_exchange_every_tau_steps(quick):
         tau = row["τ"]
         assert row["EASGD exchanges"] == workers * math.ceil(steps / tau)  # at t mod τ = 0
         assert row["Downpour pushes"] == workers * steps // tau  # after steps τ, 2τ, …
-        # the finals and their ratio from the master's held-out curves
+        # the finals from the master's held-out curves
         easgd, downpour = (runs[f"{m} {tau}"]["curve"][-1][2] for m in ("EASGD", "Downpour"))
         assert row["EASGD final"] == easgd and row["Downpour final"] == downpour
-        assert row["Downpour / EASGD"] == pytest.approx(downpour / easgd)
     for run in runs.values():
         assert run["curve"][0][1] == 0 and run["curve"][-1][1] == steps
 
@@ -192,15 +189,3 @@ def test_figures_are_written(quick):
         ["async_hogwild_speedup.png", "async_hogwild_loss.png", "async_easgd_tau.png",
          "async_round_robin_busy.png"])
     assert all((figures / os.path.basename(f)).stat().st_size > 0 for f in result["figures"])
-
-
-def test_process_counts_double_up_to_the_ranks():
-    assert processes(2) == [1, 2]
-    assert processes(6) == [1, 2, 4, 6]
-    assert processes(8) == [1, 2, 4, 8]
-
-
-def test_the_first_copy_at_or_below_the_target_is_taken():
-    curve = [[0.0, 0, 1.0], [0.5, 10, 0.6], [1.0, 20, 0.4], [1.5, 30, 0.3]]
-    assert async_report.reached(curve, 0.4) == 1.0
-    assert async_report.reached(curve, 0.1) is None

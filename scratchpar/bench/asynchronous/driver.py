@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 import statistics
 
-from ...jobs.harness import Benchmark, draw_figures, headline, verdict
+from ...jobs.harness import Benchmark, Ranks, draw_figures, headline, verdict
 from ...jobs.mpijob import job
 from ...table import table
 from ..standin import calibrated, calibration_line
 from . import plot
-from .problems import SPARSE
+from .hogwild import SPARSE
 
 MLP = {"n_features": 32, "hidden": [64], "n_classes": 10}
 SIZES = [MLP["n_features"], *MLP["hidden"], MLP["n_classes"]]  # the MLP's layer widths
@@ -28,8 +28,7 @@ CONFIGS = {
 FEWER = {"snapshots": 4, "eval_rows": 128, "eval_batches": 1}  # fewer copies, judged on less
 QUICK = {"hogwild": {"updates": 200, "rounds": 1, **FEWER},  # what --quick changes
          "tau": {"steps": 16, "taus": [1, 4], **FEWER}, "round_robin": {"steps": 12}}
-PARTS = {"hogwild": "hogwild:hogwild_part", "tau": "easgd:tau_part",
-         "round_robin": "easgd:round_robin_part"}  # the functions of the jobs
+PARTS = ("hogwild", "easgd", "easgd")  # the module of each part's job
 LEVEL = 0.9  # the target loss: this share of the way from the initial to serial SGD's final
 TARGET = 1.8  # docs/hogwild.md: Hogwild ×2 over ×1 on a sparse problem
 
@@ -40,72 +39,62 @@ def typical(runs: dict) -> dict:
             for name, rounds in runs.items()}
 
 
-def reached(curve: list, level: float) -> float | None:
-    """Seconds at the first snapshot at or below ``level``, or None."""
-    return next((s for s, _, loss in curve if loss <= level), None)
-
-
 def paired(base: list[dict], runs: list[dict]) -> float:
     """The median over rounds of the base's run's seconds over the contender's in that round."""
     return statistics.median(a["seconds"] / b["seconds"] for a, b in zip(base, runs))
 
 
-def hogwild_rows(results: dict, medians: dict, batch: int) -> list[dict]:
-    """Per problem and contender, its median round (``medians``): throughput, speed-ups over
-    Hogwild ×1 and the serial loop (paired by round), final loss and the seconds to the target
-    loss, LEVEL of the way from the initial loss to serial SGD's final."""
+def hogwild_rows(results: dict, medians: dict) -> list[dict]:
+    """Per problem and contender, its median round (``medians``) and the speed-ups over Hogwild
+    ×1 and the serial loop, paired by round; the seconds to the target loss, LEVEL of the way
+    from the initial loss to serial SGD's final (None: never)."""
     rows = []
     for problem, r in results.items():
-        serial = medians[problem]["serial SGD"]["curve"]
-        level = serial[0][2] - LEVEL * (serial[0][2] - serial[-1][2])
+        serial = [loss for _, _, loss in medians[problem]["serial SGD"]["curve"]]
+        level = serial[0] - LEVEL * (serial[0] - serial[-1])
         for name, run in medians[problem].items():
             seconds = [x["seconds"] for x in r["runs"][name]]
             rows.append({
                 "problem": problem, "contender": name, "P": len(run["per_rank_s"]),
-                "updates": run["updates"], "run s": run["seconds"],
-                "spread": f"{min(seconds):.2f}–{max(seconds):.2f}",
+                "run s": run["seconds"], "spread": f"{min(seconds):.2f}–{max(seconds):.2f}",
                 "ranks s": " ".join(f"{s:.2f}" for s in run["per_rank_s"]),
-                "updates/s": run["updates"] / run["seconds"],
-                "samples/s": run["updates"] * batch / run["seconds"],
                 "× 1 proc": paired(r["runs"]["hogwild ×1"], r["runs"][name]),
                 "× serial loop": paired(r["runs"]["serial SGD"], r["runs"][name]),
                 "final held-out": run["curve"][-1][2], "target": level,
-                "s to target": reached(run["curve"], level)})
+                "s to target": next((s for s, _, loss in run["curve"] if loss <= level), None)})
     return rows
 
 
 def judged(rows: list[dict]) -> dict:
     """Whether Hogwild ×2 reached TARGET× Hogwild ×1 on a sparse problem; the plain loop beside."""
-    two = {r["problem"]: r for r in rows
-           if r["contender"] == "hogwild ×2" and r["problem"] in SPARSE}
-    speedups = {problem: r["× 1 proc"] for problem, r in two.items()}
+    two = [r for r in rows if r["contender"] == "hogwild ×2" and r["problem"] in SPARSE]
+    speedups = {r["problem"]: r["× 1 proc"] for r in two}
     return {"target": TARGET, "speedups": speedups,
-            "over_loop": {problem: r["× serial loop"] for problem, r in two.items()},
+            "over_loop": {r["problem"]: r["× serial loop"] for r in two},
             "met": any(s >= TARGET for s in speedups.values())}
 
 
 def collision_rows(results: dict) -> list[dict]:
-    """Per problem and process count, over the workers: writes, the share colliding,
-    coordinates per write and the share of them in colliding rows, overall and per parameter."""
+    """Per problem and P, over the workers: writes, the share colliding, coordinates per write
+    and the share of them in colliding rows, overall and per parameter."""
     rows = []
     for problem, r in results.items():
         for p, ranks in r["collisions"].items():
             writes = sum(x["writes"] for x in ranks)
             per = {name: [sum(x["parameters"][name][k] for x in ranks)
                           for k in ("colliding", "coordinates")] for name in ranks[0]["parameters"]}
-            coordinates = sum(t[1] for t in per.values())
+            colliding, coordinates = map(sum, zip(*per.values()))
+            shares = " ".join(f"{name} {c / k:.3f}" for name, (c, k) in per.items())
             rows.append({"problem": problem, "P": int(p), "writes": writes,
                          "colliding writes": sum(x["colliding"] for x in ranks) / writes,
                          "coordinates/write": coordinates / writes,
-                         "colliding coordinates": sum(t[0] for t in per.values()) / coordinates,
-                         "per parameter": " ".join(f"{n} {t[0] / t[1]:.3f}"
-                                                   for n, t in per.items())})
+                         "colliding coordinates": colliding / coordinates, "per parameter": shares})
     return rows
 
 
 def tau_rows(runs: dict, taus: list[int]) -> list[dict]:
-    """Per τ, for EASGD and Downpour: the master's final and peak held-out loss, whether it
-    stayed finite and never above the start, the exchanges served; Downpour's final over EASGD's."""
+    """Per τ, for EASGD and Downpour: the master's final and peak held-out loss, whether it stayed
+    finite and never above the start, and the exchanges it served."""
     rows = []
     for tau in taus:
         row = {"τ": tau}
@@ -116,7 +105,7 @@ def tau_rows(runs: dict, taus: list[int]) -> list[dict]:
             row.update({f"{method} final": losses[-1], f"{method} peak": peak,
                         f"{method} stable": math.isfinite(peak) and peak <= losses[0],
                         f"{method} {served}": run["exchanges"]})
-        rows.append({**row, "Downpour / EASGD": row["Downpour final"] / row["EASGD final"]})
+        rows.append(row)
     return rows
 
 
@@ -133,39 +122,42 @@ def round_robin_rows(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def processes(ranks: int) -> list[int]:
-    """Hogwild's process counts: 1, 2, 4 … up to ``ranks``, and ``ranks`` itself."""
-    counts = [2**k for k in range(ranks.bit_length())]
-    return counts + ([ranks] if counts[-1] != ranks else [])
-
-
-def configs(quick: bool, ranks: int) -> tuple[dict, dict]:
+def configs(quick: bool, ranks: list[int]) -> tuple[dict, dict]:
     """Each job's config (contenders named, the stand-in calibrated) and the calibration."""
-    counts = processes(ranks)
     cfgs = {part: {**c, **(QUICK[part] if quick else {})} for part, c in CONFIGS.items()}
-    cfgs["hogwild"].update(collisions=counts[1:], contenders=[
+    cfgs["hogwild"].update(collisions=ranks, contenders=[
         {"name": "serial SGD", "processes": 1, "mode": "serial"},
         *({"name": f"{mode} ×{p}", "processes": p, "mode": mode}
-          for mode, ps in (("hogwild", counts), ("locked", counts[1:])) for p in ps)])
-    cfgs["round_robin"], calib = calibrated(cfgs["round_robin"], SIZES,
-                                            cfgs["round_robin"]["batch"])
-    cfgs["round_robin"]["runs"] = [(g, compute) for g in range(1, max(3, ranks - 1) + 1)
-                                   for compute in ("real", "stand-in")
-                                   if compute == "stand-in" or g + 1 <= ranks]
-    return cfgs, calib
+          for mode, ps in (("hogwild", [1, *ranks]), ("locked", ranks)) for p in ps)])
+    rr, calib = calibrated(cfgs["round_robin"], SIZES, cfgs["round_robin"]["batch"])
+    rr["runs"] = [(g, compute) for g in range(1, max(3, ranks[-1] - 1) + 1)
+                  for compute in ("real", "stand-in") if compute == "stand-in" or g < ranks[-1]]
+    return {**cfgs, "round_robin": rr}, calib
 
 
-def print_tables(rows: dict, cfgs: dict, parts: dict, device: str) -> None:
-    """Every part's tables (docs/hogwild.md and docs/easgd.md, Measurements)."""
+def measure(args) -> dict:
+    cfgs, calib = configs(args.quick, args.ranks)
+    sizes = {"hogwild": args.ranks[-1], "tau": 1 + cfgs["tau"]["workers"],
+             "round_robin": 1 + max(g for g, _ in cfgs["round_robin"]["runs"])}
+    parts = {part: job(n, f"scratchpar.bench.asynchronous.{module}:{part}_part", cfgs[part],
+                       args.device) for (part, n), module in zip(sizes.items(), PARTS)}
+    medians = {problem: typical(r["runs"]) for problem, r in parts["hogwild"].items()}
+    hogwild = hogwild_rows(parts["hogwild"], medians)
+    rows = {"hogwild": hogwild, "verdict": judged(hogwild),
+            "collisions": collision_rows(parts["hogwild"]),
+            "tau": tau_rows(parts["tau"]["runs"], cfgs["tau"]["taus"]),
+            "round_robin": round_robin_rows(parts["round_robin"])}
+    print(headline("asynchronous benchmark", args))
+    print(calibration_line("round-robin", calib))
     cfg, v = cfgs["hogwild"], rows["verdict"]
     rates = ", ".join(f"{p} η = {c['lr']}" for p, c in cfg["problems"].items())
     print(table(f"1. Hogwild against serial SGD: {cfg['updates']} updates of b = {cfg['batch']}, "
-                f"{rates}; each contender's median round of {cfg['rounds']}", rows["hogwild"],
+                f"{rates}; each contender's median round of {cfg['rounds']}", hogwild,
                 formats={"final held-out": ".4f", "target": ".4f"}))
     speedups, loop = (", ".join(f"{p} {s:.2f}×" for p, s in v[k].items())
                       for k in ("speedups", "over_loop"))
     print(f"\ntarget (docs/hogwild.md): Hogwild ×2 ≥ {TARGET}× Hogwild ×1 (serial SGD) on a "
-          f"sparse problem: {verdict(device, v['met'])} ({speedups}; over the plain serial "
+          f"sparse problem: {verdict(args.device, v['met'])} ({speedups}; over the plain serial "
           f"loop {loop})")
     print(table("2. colliding writes of lock-free Hogwild (instrumented, untimed)",
                 rows["collisions"], formats=dict.fromkeys(["colliding writes",
@@ -182,25 +174,6 @@ def print_tables(rows: dict, cfgs: dict, parts: dict, device: str) -> None:
     cfg = cfgs["round_robin"]
     print(table(f"4. round-robin EASGD's master as the workers G grow: {cfg['steps']} steps of "
                 f"b = {cfg['batch']}; shares of its wall time", rows["round_robin"]))
-
-
-def measure(args) -> dict:
-    if args.ranks < 2:
-        raise SystemExit(f"async: --ranks must be ≥ 2, got {args.ranks}")
-    cfgs, calib = configs(args.quick, args.ranks)
-    sizes = {"hogwild": args.ranks, "tau": 1 + cfgs["tau"]["workers"],
-             "round_robin": 1 + max(g for g, _ in cfgs["round_robin"]["runs"])}
-    parts = {part: job(n, f"scratchpar.bench.asynchronous.{PARTS[part]}", cfgs[part],
-                       args.device) for part, n in sizes.items()}
-    medians = {problem: typical(r["runs"]) for problem, r in parts["hogwild"].items()}
-    hogwild = hogwild_rows(parts["hogwild"], medians, cfgs["hogwild"]["batch"])
-    rows = {"hogwild": hogwild, "verdict": judged(hogwild),
-            "collisions": collision_rows(parts["hogwild"]),
-            "tau": tau_rows(parts["tau"]["runs"], cfgs["tau"]["taus"]),
-            "round_robin": round_robin_rows(parts["round_robin"])}
-    print(headline("asynchronous benchmark", args))
-    print(calibration_line("round-robin", calib))
-    print_tables(rows, cfgs, parts, args.device)
     figures = draw_figures(args.figures, plot.draw, parts, rows, medians)
     return {"ranks": args.ranks, "config": cfgs, "calibration": calib, **rows, "results": parts,
             "figures": figures}
@@ -208,9 +181,8 @@ def measure(args) -> dict:
 
 BENCHMARK = Benchmark("the asynchronous strategies: Hogwild's speed-up and colliding writes, "
                       "EASGD against Downpour as τ grows, the round-robin master",
-                      "a few steps of each", measure, lambda parser: parser.add_argument(
-                          "--ranks", type=int, default=2, help="the most processes computing "
-                          "at once (default 2): Hogwild at 1, 2, 4 … N, round-robin EASGD with "
-                          "real compute up to N ranks (4–8 on a bigger machine)"), indent=None,
+                      "a few steps of each", measure, indent=None,
                       figures="async_hogwild_speedup.png, async_hogwild_loss.png, "
-                              "async_easgd_tau.png and async_round_robin_busy.png")
+                              "async_easgd_tau.png and async_round_robin_busy.png",
+                      ranks=Ranks((2,), least=2, what="process counts P of Hogwild beside P = 1",
+                                  more="round-robin EASGD's real compute up to the most ranks"))

@@ -1,16 +1,69 @@
-"""The asynchronous benchmark's Hogwild part: contenders in turns, then collisions counted."""
+"""The asynchronous benchmark's problems, runs copied as they go, and its Hogwild part."""
 
 from __future__ import annotations
+
+import time
+from dataclasses import fields
 
 import numpy as np
 
 from ... import optim
-from ...backend import to_device
+from ...backend import to_device, to_host
+from ...comm.flat import Layout
 from ...comm.mesh import Mesh
 from ...comm.window import SharedArray
+from ...device_rng import DeviceRandom
 from ...parallel import SingleDevice
 from ...parallel.hogwild import Hogwild, LockedHogwild
-from .problems import curve, flat, snapshot_run, task
+from ...train.config import Config, DataConfig, ModelConfig
+from ...train.task import Task, build_task
+
+SPARSE = ("sparse-logreg", "matrix-factorization")  # a step touches a few rows of θ
+DATA = {f.name for f in fields(DataConfig)}
+
+
+def task(name: str, cfg: dict) -> Task:
+    """Problem ``name``'s data and fresh float32 model (seed 0) sized by ``cfg``, as the training
+    command builds them; dense-mlp is its classification source and MLP."""
+    data = DataConfig(source="classification" if name == "dense-mlp" else name,
+                      **{k: v for k, v in cfg.items() if k in DATA})
+    model = ModelConfig(hidden_sizes=tuple(cfg.get("hidden", ())))
+    return build_task(Config(model, data), DeviceRandom(0, 1, 0))
+
+
+def flat(arrays) -> np.ndarray:
+    """``arrays`` end to end as one host vector (K,), as Hogwild's window lays θ out."""
+    return np.concatenate([to_host(a).reshape(-1) for a in arrays])
+
+
+def snapshot_run(comm, strategy, batches: list, snapshots: int, read) -> dict | None:
+    """``strategy``'s steps on ``batches`` from a barrier, then its shutdown; rank 0's copies of θ
+    (``read()``, racing any writers) from start to end, the report and each rank's seconds."""
+    every = max(1, len(batches) // snapshots)
+    comm.barrier()
+    start = time.perf_counter()
+    copies = [(0.0, 0, read())] if comm.rank == 0 else []
+    for k, batch in enumerate(batches):
+        strategy.step(batch)
+        if comm.rank == 0 and (k + 1) % every == 0:
+            copies.append((time.perf_counter() - start, k + 1, read()))
+    per_rank = comm.allgather_obj(time.perf_counter() - start, "a run's seconds")
+    report = strategy.shutdown()
+    copies += [(max(per_rank), len(batches), read())] if comm.rank == 0 else []
+    strategy.close()
+    return None if comm.rank else {"seconds": max(per_rank), "per_rank_s": per_rank,
+                                   "steps": len(batches), "report": report, "snapshots": copies}
+
+
+def curve(t: Task, run: dict, cfg: dict, per_step: int = 1) -> dict:
+    """``run`` with its copies of θ replaced by [seconds, updates, held-out loss] (``t``'s model
+    loaded with each, on ``cfg``'s held-out batches), ``per_step`` updates a step."""
+    params = t.model.parameters()
+    layout, points = Layout([p.shape for p in params]), []
+    for seconds, k, theta in run.pop("snapshots"):
+        layout.unpack(to_device(theta), [p.data for p in params])
+        points.append([seconds, k * per_step, t.evaluate(cfg["eval_batches"], cfg["eval_rows"])])
+    return {**run, "curve": points, "updates": run["steps"] * per_step}
 
 
 class CountingHogwild(Hogwild):
@@ -74,14 +127,11 @@ MODES = {"hogwild": Hogwild, "locked": LockedHogwild, "counting": CountingHogwil
 
 
 def run(mesh, t, lr: float, mode: str, pool: tuple, cfg: dict) -> dict | None:
-    """Serial SGD (``SingleDevice``: update u a dense step on samples [u·b, (u+1)·b)) or the
-    Hogwild of ``mode`` on every rank of ``mesh``, each worker on its rows of the same global
-    batches: step k's at P processes is samples [k·P·b, (k+1)·P·b), so worker r's rows are
-    update kP + r's. Rank 0's run with its copies of θ (Hogwild's window, racing the writers).
-    Hogwild writes γ = η·n_w/N and a worker's share n_w/N of the global batch is 1/P: the
-    serial run's step γ = ``lr`` is η = lr·P; plain SGD, since Hogwild's write is its step."""
+    """Rank 0's :func:`snapshot_run` of serial SGD or the Hogwild of ``mode`` on ``mesh``'s P
+    ranks: step k is updates kP … kP + P − 1 of ``pool``, worker r's update kP + r."""
     p, width = mesh.world.size, mesh.world.size * cfg["batch"]
-    args = (t.model, lambda params: optim.SGD(params, lr * p), t)  # plain SGD at η = lr·P
+    # Hogwild writes γ = η·n_w/N = η/P: the serial rate γ = lr is plain SGD at η = lr·P
+    args = (t.model, lambda params: optim.SGD(params, lr * p), t)
     strategy = SingleDevice(*args) if mode == "serial" else MODES[mode](*args, mesh)
 
     def read():
@@ -94,10 +144,8 @@ def run(mesh, t, lr: float, mode: str, pool: tuple, cfg: dict) -> dict | None:
 
 
 def hogwild_part(comm, cfg: dict) -> dict:
-    """Each problem's contenders (``cfg["contenders"]``: name, processes, mode serial | hogwild |
-    locked) in ``rounds`` turns, in reverse order every other round, on the first P ranks (the
-    others nap at a barrier); rank 0 evaluates each run's copies. Then the collision counts
-    of lock-free Hogwild at each P ≥ 2 (untimed)."""
+    """Per problem, each contender's ``rounds`` runs (reverse order every other round) on the
+    first P ranks, evaluated by rank 0; then the collisions at each P ≥ 2, untimed."""
     sizes = sorted({c["processes"] for c in cfg["contenders"]} | set(cfg["collisions"]))
     meshes = {p: Mesh(comm.split(0 if comm.rank < p else 1, name=f"first {p} ranks"))
               for p in sizes}  # a worker on the whole θ each

@@ -14,6 +14,8 @@ CURVES = (("hogwild", "× 1 proc", "Hogwild", {"marker": "o"}),
           ("locked", "× 1 proc", "locked", {"marker": "x", "ls": "", "ms": 9, "mew": 2}))
 BARS = {"colliding writes": "writes with a colliding row",
         "colliding coordinates": "coordinates in colliding rows"}
+SHARES = {"pack": "pack (busy)", "update": "eq. 4 update (busy)", "wait": "wait for the worker",
+          "other": "other"}  # the round-robin master's wall time
 
 
 def draw(directory: str, parts: dict, rows: dict, medians: dict) -> list[str]:
@@ -27,10 +29,8 @@ def draw(directory: str, parts: dict, rows: dict, medians: dict) -> list[str]:
 
 
 def speedup(rows: dict, out: Path) -> str:
-    """Left: updates per second over Hogwild's at 1 process (serial SGD) against processes, per
-    problem (Hogwild as lines, over the plain serial loop faint, the locked variant as
-    crosses), the ideal P dashed and the target dotted. Right: the share of colliding writes
-    and of colliding coordinates per problem and P. The PNG's path."""
+    """The PNG's path. Left: the speed-ups over Hogwild ×1 (serial SGD) against P per problem,
+    the ideal P dashed, the target dotted. Right: the shares of colliding writes per problem."""
     hogwild, collisions, target = rows["hogwild"], rows["collisions"], rows["verdict"]["target"]
     fig, (left, right) = pyplot().subplots(1, 2, figsize=(12, 4.5))
     for i, problem in enumerate(dict.fromkeys(r["problem"] for r in hogwild)):
@@ -59,8 +59,8 @@ def speedup(rows: dict, out: Path) -> str:
 
 
 def hogwild_loss(rows: list[dict], medians: dict, part: dict, out: Path) -> str:
-    """The PNG's path: one panel per problem, held-out loss of θ against wall-clock seconds per
-    contender's median run, the problem's floor dashed and the target loss dotted."""
+    """The PNG's path: per problem, held-out loss against seconds of each contender's median
+    run, the problem's floor dashed and the target loss dotted."""
     levels = {r["problem"]: r["target"] for r in rows}
     fig, axes = pyplot().subplots(1, len(medians), figsize=(5 * len(medians), 4), squeeze=False)
     for ax, (problem, runs) in zip(axes[0], medians.items()):
@@ -80,18 +80,17 @@ def hogwild_loss(rows: list[dict], medians: dict, part: dict, out: Path) -> str:
 
 
 def easgd_tau(part: dict, taus: list[int], out: Path) -> str:
-    """One panel per τ: held-out loss of the master's parameters against steps, EASGD and
-    Downpour (log scale: Downpour's blow-ups are orders of magnitude). The PNG's path."""
-    runs, floor = part["runs"], part["floor"]
+    """The PNG's path: per τ, held-out loss of the master's parameters against steps, EASGD and
+    Downpour (log scale: Downpour's blow-ups are orders of magnitude)."""
     fig, axes = pyplot().subplots(1, len(taus), figsize=(3.6 * len(taus) + 1, 3.8), sharey=True,
                                   squeeze=False)
     for ax, tau in zip(axes[0], taus):
         for i, method in enumerate(("EASGD", "Downpour")):
             points = [(k, loss if math.isfinite(loss) else math.nan)
-                      for _, k, loss in runs[f"{method} {tau}"]["curve"]]
+                      for _, k, loss in part["runs"][f"{method} {tau}"]["curve"]]
             ax.plot(*zip(*points), "o-", color=f"C{i}", ms=3, label=method)
-        if floor > 0:
-            ax.axhline(floor, color="k", ls="--", lw=1, label=f"floor {floor:.3f}")
+        if part["floor"] > 0:
+            ax.axhline(part["floor"], color="k", ls="--", lw=1, label=f"floor {part['floor']:.3f}")
         ax.set(yscale="log", title=f"τ = {tau}", xlabel="steps per worker")
     axes[0, 0].set_ylabel("held-out loss (master's parameters)")
     axes[0, 0].legend(frameon=False, fontsize=8)
@@ -101,20 +100,18 @@ def easgd_tau(part: dict, taus: list[int], out: Path) -> str:
 
 
 def round_robin(rows: list[dict], out: Path) -> str:
-    """Left: the master's wall time per run as stacked shares (pack, update, wait, other).
-    Right: steps per second against the workers G, real compute and stand-in. The PNG's path."""
+    """The PNG's path. Left: the master's wall time per run as stacked shares. Right: steps per
+    second against the workers G, real compute and stand-in."""
     fig, (left, right) = pyplot().subplots(1, 2, figsize=(12, 4.2))
     stacked(left, [f"G = {r['G']}\n{r['compute']}" for r in rows],
-            [(name, f"C{i}", [max(r[key], 0.0) for r in rows]) for i, (key, name) in enumerate(
-                (("pack", "pack (busy)"), ("update", "eq. 4 update (busy)"),
-                 ("wait", "wait for the worker"), ("other", "other")))], 0.6)
+            [(label, f"C{i}", [max(r[key], 0.0) for r in rows])
+             for i, (key, label) in enumerate(SHARES.items())], 0.6)
     left.set(ylim=(0, 1), ylabel="share of the master's wall time",
              title="round-robin EASGD: where the master's time goes")
     for i, compute in enumerate(("real", "stand-in")):
         points = sorted((r["G"], r["steps/s"]) for r in rows if r["compute"] == compute)
-        if points:
-            right.plot(*zip(*points), "o-" if compute == "stand-in" else "s", ms=8,
-                       color=f"C{i}", label=f"{compute} compute")
+        right.plot(*zip(*points), "o-" if compute == "stand-in" else "s", ms=8, color=f"C{i}",
+                   label=f"{compute} compute")
     right.set(xlabel="workers G", xticks=sorted({r["G"] for r in rows}), ylim=(0, None),
               ylabel="steps per second", title="throughput: one worker computes at a time")
     return finish(fig, out, (left, right), axis="y")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from ...jobs.harness import Benchmark, draw_figures, headline, ints
+from ...jobs.harness import Benchmark, Ranks, draw_figures, headline
 from ...jobs.mpijob import job
 from ...parallel import SyncParameterServer
 from ...parallel.description import Message, Shape
@@ -53,47 +53,43 @@ def protocol_bytes(k: int, itemsize: int, servers: int, workers: int, steps: int
 
 
 def bottleneck_rows(results: dict, steps: int) -> tuple[list[dict], list[dict]]:
-    """Per job and server count: the busiest server's bytes beside the protocol's, and one
-    rank's in the ring all-reduce of the same K gradients beside twice its wire bytes (sent,
-    then received). Per job and contender: its step time, and × dp, DataParallel's over it
-    (the family's server at τ = 0 ran back to back: a step is its share of the run)."""
+    """Per job and S: the busiest server's bytes beside the protocol's, and one ring rank's
+    beside twice its wire bytes. Per job and contender: steps per second and × dp, DP's step
+    time over its own (the server at τ = 0 ran back to back: a step is its share of the run)."""
     moved, speed = [], []
     for n, r in results.items():
-        k, itemsize = r["parameters"], r["itemsize"]
-        ring = max(x["sent"] + x["received"] for x in r["ring"])
+        k, ring = r["parameters"], max(x["sent"] + x["received"] for x in r["ring"])
         for s, family in r["family"].items():
             s, report = int(s), family["report"]
-            formula = protocol_bytes(k, itemsize, s, n - s, steps)
+            formula = protocol_bytes(k, r["itemsize"], s, n - s, steps)
             i = max(range(s), key=report["bytes"].__getitem__)  # the busiest server
             server = report["bytes"][i]
             moved.append({"ranks": n, "S": s, "W": n - s, "K": k, "server B": server,
                           "protocol B": formula[i], "server MB/step": server / steps / 1e6,
                           "ring B/step": ring, "2·2(P−1)/P·K·b": round(2 * Message(
-                              "all-reduce", "dp", k * itemsize, 1).wire(n)),
+                              "all-reduce", "dp", k * r["itemsize"], 1).wire(n)),
                           "ring MB/step": ring / 1e6, "server/ring": server / steps / ring,
                           "busy": max(report["busy"])})
         times = {name: t["median_s"] for name, t in r["timed"].items()}
         times.update({f"ssp τ=0 S={s}": f["seconds"] / steps for s, f in r["family"].items()})
-        speed += [{"ranks": n, "contender": name, "ms/step": 1e3 * t, "steps/s": 1 / t,
-                   "× dp": times["dp"] / t} for name, t in times.items()]
+        speed += [{"ranks": n, "contender": name, "steps/s": 1 / t, "× dp": times["dp"] / t}
+                  for name, t in times.items()]
     return moved, speed
 
 
 def summary(ranks: list[dict]) -> dict:
-    """A run's columns: its updates (the synchronous spec's: one a step), and its pushes' mean and
-    largest staleness and histogram {staleness: pushes}, from server 0's report (None without
-    one); the slowed worker's steps per second and the other workers' mean, each from the
-    aligned start to its last step."""
+    """A run's updates, its pushes' mean and largest staleness and histogram from server 0's
+    report (none without one), and the slowed and the other workers' steps per second."""
     report = ranks[0]["report"] or {"version": len(ranks[0]["ends_s"]), "staleness_histogram": {}}
     hist = {int(s): n for s, n in report["staleness_histogram"].items()}
-    rates = {True: [], False: []}
+    rates = {True: [], False: []}  # from the aligned start to each worker's last step
     for r in ranks:
         if r["worker"] is not None:
             rates[r["slowed"]].append(len(r["ends_s"]) / r["ends_s"][-1])
     mean = sum(s * n for s, n in hist.items()) / sum(hist.values()) if hist else None
-    return {"updates": report["version"], "stale mean": mean,
-            "stale max": max(hist, default=None), "histogram": hist or None,
-            "slowed steps/s": rates[True][0], "others steps/s": statistics.mean(rates[False])}
+    return {"updates": report["version"], "stale mean": mean, "stale max": max(hist, default=None),
+            "histogram": hist or None, "slowed steps/s": rates[True][0],
+            "others steps/s": statistics.mean(rates[False])}
 
 
 def staleness_row(ranks: list[dict]) -> dict:
@@ -108,7 +104,7 @@ def staleness_row(ranks: list[dict]) -> dict:
 
 def loss_curves(run: dict, steps: int) -> tuple[list, list]:
     """Server 0's (seconds from the aligned start, loss): the held-out loss at each evaluation,
-    and the training loss of each clock over every worker's units."""
+    and the training loss of each clock."""
     server = run["ranks"][0]
     return ([(server["ends_s"][k] if k < steps else server["done_s"], loss)
              for k, loss in run["evals"]],
@@ -122,8 +118,8 @@ def run_seconds(run: dict) -> float:
 
 
 def loss_row(run: dict, held_out: list, levels: list[float]) -> dict:
-    """A run's :func:`summary` with, after its updates, its seconds, final held-out loss and
-    seconds to each of ``levels`` on its ``held_out`` curve (None: never)."""
+    """A run's updates, seconds, final held-out loss and seconds to each of ``levels`` (None:
+    never), then the rest of its :func:`summary`."""
     columns = summary(run["ranks"])
     return {"updates": columns.pop("updates"), "run s": run_seconds(run),
             "final held-out": held_out[-1][1],
@@ -132,9 +128,6 @@ def loss_row(run: dict, held_out: list, levels: list[float]) -> dict:
 
 
 def measure(args) -> dict:
-    workers = args.workers or ([2, 3] if args.quick else [1, 2, 3])
-    if min(workers) < 1:
-        raise SystemExit(f"ps: every worker count must be ≥ 1, got {workers}")
     cfgs = {part: {**c, **(QUICK[part] if args.quick else {})} for part, c in CONFIGS.items()}
     calib = {}
     for part in ("bottleneck", "staleness"):
@@ -142,12 +135,13 @@ def measure(args) -> dict:
                                              cfgs[part]["calibrate_rows"])
     bcfg, scfg, lcfg = cfgs["bottleneck"], cfgs["staleness"], cfgs["loss"]
     scfg["traces"] = args.figures
-    most = max(workers) + 1  # part 1 per worker count: S = 2 beside S = 1 at the most ranks
-    parts = {"bottleneck": {w + 1: job(w + 1, f"{WORKER}:bottleneck", {
-        **bcfg, "server_counts": [1, 2] if w + 1 == most >= 3 else [1]}, args.device,
-        timeout=300) for w in workers},
-             **{name: job(cfgs[name]["servers"] + cfgs[name]["workers"], f"{WORKER}:{name}",
-                          cfgs[name], args.device, timeout=300) for name in ("staleness", "loss")}}
+    most = max(args.ranks)  # part 1 per world size: S = 2 beside S = 1 at the most ranks
+    parts = {"bottleneck": {n: job(n, f"{WORKER}:bottleneck", {
+        **bcfg, "server_counts": [1, 2] if n == most >= 3 else [1]}, args.device, timeout=300)
+        for n in args.ranks}}
+    for name in ("staleness", "loss"):
+        parts[name] = job(cfgs[name]["servers"] + cfgs[name]["workers"], f"{WORKER}:{name}",
+                          cfgs[name], args.device, timeout=300)
     runs = {key: min(rounds, key=run_seconds)  # the shortest: the least disturbed by other load
             for key, rounds in parts["loss"]["runs"].items()}
     curves = {key: loss_curves(run, lcfg["steps"]) for key, run in runs.items()}
@@ -155,7 +149,7 @@ def measure(args) -> dict:
     best = min(held_out[-1][1] for held_out, _ in curves.values())
     levels = [initial - q * (initial - best) for q in LEVELS]  # of the best final drop
     moved, speed = bottleneck_rows(parts["bottleneck"], bcfg["steps"])
-    buckets = ", ".join(sorted({r["dp_all_reduce"]["name"] for r in parts["bottleneck"].values()}))
+    buckets = ", ".join(sorted({r["dp_all_reduce"] for r in parts["bottleneck"].values()}))
     ranks = parts["staleness"]["runs"]
     rows = {"bytes": moved, "speed": speed, "dp_all_reduce": buckets,
             "staleness": {c["name"]: {"contender": c["label"], **staleness_row(ranks[c["name"]])}
@@ -178,15 +172,14 @@ def measure(args) -> dict:
                 f"contender's shorter of {lcfg['rounds']} runs", list(rows["loss"].values())))
     figures = draw_figures(args.figures, draw, rows, curves, floor, levels, cfgs,
                            without="; traces only")
-    return {"workers": workers, "config": cfgs, "calibration": calib, "levels": levels,
+    return {"ranks": args.ranks, "config": cfgs, "calibration": calib, "levels": levels,
             "initial": initial, "floor": floor, **rows, "results": parts, "figures": figures}
 
 
 BENCHMARK = Benchmark("parameter servers: the server's bytes against the ring, staleness per "
                       "τ, loss against wall-clock", "tiny models, a few steps", measure,
-                      lambda parser: parser.add_argument(
-                          "--workers", type=ints, help="comma-separated worker counts W of part "
-                          "1, one job of W + 1 ranks each (default 1,2,3; --quick: 2,3)"),
+                      ranks=Ranks((2, 3, 4), (3, 4), least=2, what="world sizes of part 1",
+                                  more="one job each, 1 server and the rest workers"),
                       figures="ps_bottleneck.png, ps_staleness.png, ps_loss_time.png and "
                               "ps_timeline_{sync,ssp1,async}.png, from the Chrome traces "
                               "written beside them", indent=None)

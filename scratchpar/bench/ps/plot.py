@@ -65,10 +65,11 @@ def plot_staleness(rows: dict, contenders: list[dict], out_path: str) -> str:
     dashed where there is one."""
     fig, axes = pyplot().subplots(1, len(rows), figsize=(2.6 * len(rows) + 1, 3.4), sharey=True,
                                   squeeze=False)
-    top = max(s for r in rows.values() for s in r["histogram"]) + 1
+    top = max(int(s) for r in rows.values() for s in r["histogram"]) + 1  # JSON: str keys
     for ax, c in zip(axes[0], contenders):
         r = rows[c["name"]]
-        ax.bar(list(r["histogram"]), list(r["histogram"].values()), color="C0", width=0.8)
+        ax.bar(list(map(int, r["histogram"])), list(r["histogram"].values()), color="C0",
+               width=0.8)
         if "staleness" in c:
             ax.axvline(c["staleness"] + 0.5, color="C3", ls="--", lw=1)
         ax.set_title(f"{r['contender']}\nmean {r['stale mean']:.2f}, max {r['stale max']}",

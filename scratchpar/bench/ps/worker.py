@@ -1,5 +1,5 @@
-"""One rank of the parameter-server benchmark: a server from its spec, runs with one worker
-slowed, and the bottleneck, staleness and loss-time parts."""
+"""One rank of the parameter-server benchmark: runs with one worker slowed, and the
+bottleneck, staleness and loss-time parts."""
 
 from __future__ import annotations
 
@@ -21,58 +21,47 @@ from ..standin import pause, sleeping_mlp
 from ..timing import stepping, turns
 
 SLOWED = 0  # the worker index slowed 2×: the first worker, rank S
-KEPT = ("loss", "wait_s")  # of the step metrics: the training curve, the waits for the pull
 MODES = {"sync": (parallel.SyncParameterServer, None),
          "ssp": (parallel.SSPParameterServer, "staleness"),
          "async": (parallel.AsyncParameterServer, None),
          "warmup": (parallel.SyncThenAsync, "warmup")}  # a spec's mode: its class and knob
 
 
-def build(spec: dict, model, objective, mesh):
-    """The parameter server ``spec`` names: ``{"mode": "sync" | "ssp" | "async" | "warmup",
-    "servers": S, "lr", "optimizer": "sgd" | "adam"}``, with ``"staleness"`` τ (ssp) or
-    ``"warmup"`` steps (warmup); workers push and pull every step."""
+def build(spec: dict, mesh, task=None):
+    """The parameter server ``spec`` names (mode, S = ``servers``, ``lr``, SGD or ``"adam"``, its
+    mode's knob τ or warm-up steps) training ``task``, by default a stand-in of the part's MLP."""
     cls, knob = MODES[spec["mode"]]
+    task = task or sleeping_mlp(spec)
     opt = optim.Adam if spec.get("optimizer") == "adam" else optim.SGD
-    return cls(model, lambda params: opt(params, spec["lr"]), objective, mesh,
+    return cls(task.model, lambda params: opt(params, spec["lr"]), task, mesh,
                servers=spec["servers"], **({knob: spec[knob]} if knob else {}))
 
 
-def on_stand_in(spec: dict, mesh):
-    """The parameter server ``spec`` (:func:`build`) on a fresh stand-in of its part's MLP, its
-    loss sleeping the calibrated time the part's config puts in ``spec``."""
-    task = sleeping_mlp(spec)
-    return build(spec, task.model, task, mesh)
-
-
-def free_run(comm, make, batches: list, slowed_s: float = 0.0, on_servers=None,
+def free_run(comm, make, batches: list, slowed_s: float = 0.0, after=lambda k, strategy: None,
              trace: bool = False) -> list[dict] | None:
-    """A step of the strategy ``make()`` on each of ``batches`` on every rank, back to back
-    from a barrier (the consistency rule alone paces the ranks), then its shutdown; the slowed
-    worker sleeps ``slowed_s`` after each step (traced as "slowed"), every server runs
-    ``on_servers(k, strategy)`` after step k (k = len(batches): after the shutdown). Rank 0
-    returns every rank's record: its role, each step's end (s), its ``KEPT`` metrics, server
-    0's report and, with ``trace``, its regions."""
+    """``make()``'s steps on ``batches`` back to back from a barrier, then its shutdown, the
+    slowed worker sleeping ``slowed_s`` after each (traced as "slowed"), every rank running
+    ``after(k, strategy)`` after step k (k = len(batches): after the shutdown). Rank 0 returns
+    every rank's record: role, each step's end (s), losses, waits for the pull, server 0's
+    report and, with ``trace``, its regions."""
     comm.tracer = tracer = Tracer(comm.rank)  # before the strategy: its dup shares the tracer
     strategy = make()
     worker = comm.rank - strategy.servers
     slowed = worker == SLOWED and slowed_s > 0
-    serving = on_servers if on_servers and strategy.is_server else (lambda k, strategy: None)
     tracer.align(lambda: sync(comm))
-    ends, metrics = [], {}
+    ends, metrics = [], {"loss": [], "wait_s": []}
     for k, batch in enumerate(batches):
         step = strategy.step(batch)
-        for key in KEPT:
-            if key in step:
-                metrics.setdefault(key, []).append(round(step[key], 6))
+        for key in metrics.keys() & step.keys():
+            metrics[key].append(round(step[key], 6))
         if slowed:
             with tracer.region("slowed", "compute"):
                 pause(slowed_s)
         ends.append(round(tracer.now() * 1e-9, 6))
-        serving(k, strategy)
+        after(k, strategy)
     report = None if isinstance(strategy, parallel.SyncParameterServer) else strategy.shutdown()
     done = tracer.now() * 1e-9
-    serving(len(batches), strategy)
+    after(len(batches), strategy)
     mine = {"rank": comm.rank, "worker": worker if worker >= 0 else None, "slowed": slowed,
             "ends_s": ends, "done_s": done, "metrics": metrics, "report": report}
     if trace:
@@ -101,56 +90,49 @@ class Counting(Communicator):
 
 def bottleneck(comm, cfg: dict) -> dict:
     """Median seconds per step of the synchronous server at each S of ``server_counts`` and of
-    DataParallel (one bucket of all K gradients) in turns on the same stand-in model and global
-    batch; the family's server at τ = 0 back to back (its report: bytes, busy); and this
-    world's bytes per rank of a hand-written ring all-reduce of K elements, counted message by
-    message."""
+    DataParallel (one bucket) in turns on the same stand-in and batch; the SSP server at τ = 0
+    back to back (its report: bytes, busy); each rank's bytes in a ring all-reduce of K."""
     batch = (backend.to_device(np.arange(cfg["batch"])),)  # (B,) row ids, a sample each
-    mesh = Mesh(comm)
-    live = {f"sync S={s}": on_stand_in({**cfg, "mode": "sync", "servers": s}, mesh)
+    mesh, task = Mesh(comm), sleeping_mlp(cfg)
+    live = {f"sync S={s}": build({**cfg, "mode": "sync", "servers": s}, mesh)
             for s in cfg["server_counts"]}
     comm.tracer = tracer = Tracer(comm.rank)  # DataParallel's collectives name their algorithm
-    task = sleeping_mlp(cfg)
     params = task.model.parameters()
-    k, nbytes = sum(p.size for p in params), sum(p.data.nbytes for p in params)
     live["dp"] = parallel.DataParallel(task.model, lambda params: optim.SGD(params, cfg["lr"]),
-                                       task, mesh, bucket_bytes=nbytes)
+                                       task, mesh, bucket_bytes=sum(p.data.nbytes for p in params))
     timed = turns(comm, {name: stepping(s, batch) for name, s in live.items()}, cfg)
     comm.tracer = None
-    largest = max((e for e in tracer.events if e.name.startswith("all_reduce")),
-                  key=lambda e: e.bytes)
     for strategy in live.values():
         strategy.close()
     family = {}
     for s in cfg["server_counts"]:
-        ranks = free_run(comm, partial(on_stand_in, {**cfg, "mode": "ssp", "staleness": 0,
-                                                     "servers": s}, mesh), [batch] * cfg["steps"])
+        spec = {**cfg, "mode": "ssp", "staleness": 0, "servers": s}
+        ranks = free_run(comm, partial(build, spec, mesh), [batch] * cfg["steps"])
         if ranks is not None:
             family[s] = {"report": ranks[0]["report"],
                          "seconds": max(r["ends_s"][-1] for r in ranks)}
     mesh.free()
-    counting = Counting()
+    k, counting = sum(p.size for p in params), Counting()
     all_reduce_(counting, backend.xp_default().zeros(k, np.float32), algorithm="ring")  # (K,)
-    ring = comm.allgather_obj({"sent": counting.sent, "received": counting.received},
-                              "ring bytes")
+    ring = comm.allgather_obj({"sent": counting.sent, "received": counting.received}, "ring")
     counting.free()
+    largest = max((e for e in tracer.events if e.name.startswith("all_reduce")),
+                  key=lambda e: e.bytes)
     return {"parameters": k, "itemsize": params[0].data.dtype.itemsize, "timed": timed,
-            "dp_all_reduce": {"name": largest.name, "bytes": largest.bytes},
-            "family": family, "ring": ring}
+            "dp_all_reduce": largest.name, "family": family, "ring": ring}
 
 
 def staleness(comm, cfg: dict) -> dict:
-    """Each contender's steps back to back, the first worker sleeping its own compute time
-    again after each step. Where ``traces`` names a folder, the runs of ``timelines`` are
-    traced and their first ``timeline_steps`` steps (to the end of the slowed worker's) written
-    there as Chrome traces."""
+    """Each contender's steps back to back, the first worker sleeping its own compute time again
+    after each; with a ``traces`` folder, the runs of ``timelines`` written there as Chrome
+    traces of their first ``timeline_steps`` steps (to the end of the slowed worker's)."""
     batch = (backend.to_device(np.arange(cfg["batch"])),)  # (B,) row ids, a sample each
     slowed_s = len(shard(np.arange(cfg["batch"]), SLOWED, cfg["workers"])) * cfg["per_row_s"]
     runs, mesh = {}, Mesh(comm)
     for spec in cfg["contenders"]:
         name = cfg["timelines"].get(spec["name"]) if cfg["traces"] else None
-        ranks = free_run(comm, partial(on_stand_in, {**cfg, **spec}, mesh),
-                         [batch] * cfg["steps"], slowed_s, trace=name is not None)
+        ranks = free_run(comm, partial(build, {**cfg, **spec}, mesh), [batch] * cfg["steps"],
+                         slowed_s, trace=name is not None)
         if ranks is not None and name is not None:
             cut = next(r for r in ranks if r["slowed"])["ends_s"][cfg["timeline_steps"] - 1] * 1e9
             write_chrome(f"{cfg['traces']}/ps_timeline_{name}.trace.json",
@@ -162,44 +144,40 @@ def staleness(comm, cfg: dict) -> dict:
 
 
 def loss(comm, cfg: dict) -> dict:
-    """Each contender trains a fresh GPT (seed 0) on the same batches at the same rate, the
-    first worker slowed 2× (it sleeps its own forward and backward time again); every
-    ``eval_every`` steps and after the shutdown, server 0 takes the servers' parameters and
-    evaluates the held-out loss. The contenders run ``rounds`` times, in reverse order every
-    other round (a burst of load then hits each alike)."""
+    """Each contender trains a fresh GPT (seed 0) on the same batches, the first worker slowed 2×
+    (it sleeps its own forward and backward again), ``rounds`` times in reverse order every
+    other round; server 0 evaluates the servers' parameters every ``eval_every`` steps and last."""
     data = SyntheticLanguage(cfg["vocab"], cfg["order"], cfg["seq"], seed=0)
-    task = Task(data, None, "tok")
 
     def gpt():
-        return nn.GPT(cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["heads"], cfg["layers"],
-                      np.random.default_rng(0), dtype=np.float32)
+        return Task(data, nn.GPT(cfg["vocab"], cfg["seq"], cfg["d_model"], cfg["heads"],
+                                 cfg["layers"], np.random.default_rng(0), dtype=np.float32), "tok")
 
-    def held_out(model, n_batches: int) -> float:
-        return Task(data, model, "tok").evaluate(n_batches, cfg["eval_rows"])
-
+    task = gpt()
     batches = [task.batch(k, cfg["batch"])[0] for k in range(cfg["steps"])]
     slowed_s = 0.0
     if comm.rank - cfg["servers"] == SLOWED:  # its forward and backward, the others waiting
-        model, mine = gpt(), shard(batches[0], SLOWED, cfg["workers"])
-        slowed_s = medians(clocked(lambda: task.loss(model, mine).backward()), 5,
-                           start=model.zero_grad)[0]
+        mine = shard(batches[0], SLOWED, cfg["workers"])
+        slowed_s = medians(clocked(lambda: task.loss(task.model, mine).backward()), 5,
+                           start=task.model.zero_grad)[0]
     slowed_s = float(slowest(comm, [slowed_s])[0])
-    runs, order = {spec["name"]: [] for spec in cfg["contenders"]}, cfg["contenders"]
-    mesh = Mesh(comm)
+    order, mesh = cfg["contenders"], Mesh(comm)
+    runs = {spec["name"]: [] for spec in order}
     for spec in [spec for r in range(cfg["rounds"]) for spec in (order[::-1] if r % 2 else order)]:
         evals = []
 
-        def on_servers(k: int, strategy, evals=evals):  # every eval_every clocks, and the last
-            if k == cfg["steps"] or (k + 1) % cfg["eval_every"] == 0:
+        def evaluate(k: int, strategy, evals=evals):  # every eval_every clocks, and the last
+            if strategy.is_server and (k == cfg["steps"] or (k + 1) % cfg["eval_every"] == 0):
                 strategy.gather_model()
                 if comm.rank == 0:
-                    evals.append([k, held_out(strategy.model, cfg[
-                        "final_batches" if k == cfg["steps"] else "eval_batches"])])
+                    last = k == cfg["steps"]
+                    evals.append([k, Task(data, strategy.model, "tok").evaluate(
+                        cfg["final_batches" if last else "eval_batches"], cfg["eval_rows"])])
 
-        ranks = free_run(comm, partial(build, {**cfg, **spec}, gpt(), task, mesh), batches,
-                         slowed_s, on_servers)
+        ranks = free_run(comm, partial(build, {**cfg, **spec}, mesh, gpt()), batches, slowed_s,
+                         evaluate)
         if ranks is not None:
             runs[spec["name"]].append({"ranks": ranks, "evals": evals})
     mesh.free()
-    first = held_out(gpt(), cfg["eval_batches"]) if comm.rank == 0 else None
+    first = gpt().evaluate(cfg["eval_batches"], cfg["eval_rows"]) if comm.rank == 0 else None
     return {"floor": data.bayes_risk(), "initial": first, "runs": runs}
