@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from bench_helpers import run_quick
 
+from scratchpar.batch.fits import need
 from scratchpar.bench.context import driver
 from scratchpar.train.memory import PROCESS_BYTES
 from scratchpar.train.memory_models import GiB
@@ -34,8 +35,6 @@ def test_the_traced_bytes_are_the_traffic_formula_exactly(quick):
         (cp, s, p) for cp in (2, 4) for s in SCHEMES for p in ("forward", "backward")}
     for r in rows:
         assert r["sent B"] == r["formula B"] and r["every rank"] is True
-        # the all-gather's row counts, pickled once per gathered K and V; nothing else
-        assert r["metadata"] == 0  # every scheme's sizes are known alike: no pickled exchange
     by = {(r["cp"], r["scheme"], r["pass"]): r["sent B"] for r in rows}
     b = driver.QUICK["block"]
     for cp in (2, 4):
@@ -65,10 +64,10 @@ def test_the_longest_sequence_fits_the_budget_and_grows_with_cp(quick):
     f = driver.QUICK["fits"]
     have = f["budget_gib"] * GiB - PROCESS_BYTES
     for r in result["fits"]:
-        t, given = r["longest T"], driver.flags(f, r["cp"], r["scheme"])
+        t, cp = r["longest T"], r["cp"]
         assert t % f["grid"] == 0
-        assert driver.need(given, r["cp"], t)[0] <= have < \
-            driver.need(given, r["cp"], t + f["grid"])[0]
+        assert need(driver.flags(f, cp, r["scheme"], t), cp, 1) <= have < \
+            need(driver.flags(f, cp, r["scheme"], t + f["grid"]), cp, 1)
     longest = {(r["cp"], r["scheme"]): r["longest T"] for r in result["fits"]}
     for scheme in SCHEMES:
         assert longest[1, "one device"] < longest[2, scheme] <= longest[4, scheme]

@@ -1,1 +1,1 @@
-"""The experts benchmark: drops against the capacity factor, balance, and quality per FLOP."""
+"""The experts benchmark: drops, balance, all-to-all bytes and time, quality per FLOP, memory."""

@@ -1,25 +1,22 @@
-"""A sparse GPT's quality, in one process (no MPI), each measurement beside its formula: the
-assignments a capacity factor drops against those its loads imply, Σᵢ max(routedᵢ − ⌈k·T·c/E⌉,
-0) / (k·T) (Fedus et al. 2021, eq. 3); the load with and without the balancing loss α·E·Σ fᵢ·Pᵢ
-(eq. 4); and held-out loss at equal steps against dense GPTs, by training FLOPs a token,
-6·N_active (Kaplan et al. 2020, §2.1). Each function returns its table's rows and a figure's
-series, for the experts driver."""
+"""A sparse GPT's routing and quality, in one process (no MPI): the drops a capacity factor makes
+(Fedus et al. 2021, eq. 3), the load over training with and without the balancing loss (eq. 4),
+and held-out loss at equal steps against dense GPTs, by training FLOPs a token, 6·N_active
+(Kaplan et al. 2020, §2.1)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from ...autograd import functional as F
 from ...autograd import no_grad
 from ...backend import to_host
 from ...nn import GPT, MixtureOfExperts, shift
-from ...nn.routing import capacity, route
+from ...nn.moe import Alone
+from ...nn.routing import capacity
 from ...train import build_trainer, load_config
 
 SHAKESPEARE = Path(__file__).parents[2] / "data" / "corpora" / "shakespeare.txt"
@@ -30,17 +27,17 @@ QUICK = {**CONFIG, "d_model": 16, "seq": 16, "batch": 8, "steps": 20, "eval_batc
 
 
 def train(cfg: dict, *flags: str) -> tuple:
-    """A single-device run of the training command, in this process, with ``flags`` last
-    (they override): its trainer, summary, and a record every step."""
+    """A single-device run of the training command in this process, the GPT of ``cfg`` with
+    ``flags`` last (they override): its trainer, summary, and a record every step."""
     with tempfile.TemporaryDirectory() as folder:
         metrics = Path(folder) / "metrics.jsonl"
-        argv = ["--strategy", "single", "--model", "gpt", "--d-model", str(cfg["d_model"]),
-                "--n-heads", str(cfg["heads"]), "--n-layers", str(cfg["layers"]),
-                "--seq-len", str(cfg["seq"]), "--batch-size", str(cfg["batch"]),
-                "--steps", str(cfg["steps"]), "--eval-batches", str(cfg["eval_batches"]),
-                "--seed", str(cfg["seed"]), "--dropout", "0", "--log-every", "1",
-                "--no-progress", "--metrics", str(metrics), *flags]
-        trainer = build_trainer(load_config(argv))
+        trainer = build_trainer(load_config([
+            "--strategy", "single", "--model", "gpt", "--d-model", str(cfg["d_model"]),
+            "--n-heads", str(cfg["heads"]), "--n-layers", str(cfg["layers"]),
+            "--seq-len", str(cfg["seq"]), "--batch-size", str(cfg["batch"]),
+            "--steps", str(cfg["steps"]), "--eval-batches", str(cfg["eval_batches"]),
+            "--seed", str(cfg["seed"]), "--dropout", "0", "--log-every", "1", "--no-progress",
+            "--metrics", str(metrics), *flags]))
         summary = trainer.run()
         records = [r for r in map(json.loads, metrics.read_text().splitlines())
                    if r["event"] == "step"]
@@ -53,91 +50,76 @@ def sparse(cfg: dict, factor: float, balance: float) -> list[str]:
             "--capacity-factor", str(factor), "--balance-loss", str(balance)]
 
 
+class Counted(Alone):
+    """One device's routing that keeps each layer's loads too: its assignments per expert (E,)
+    before capacity, counted from its choices apart from the routing's own count."""
+
+    def __init__(self):
+        self.loads = []
+
+    def tally(self, choice, spec, *rest):
+        self.loads.append(np.bincount(to_host(choice).reshape(-1), minlength=spec.count))
+        return super().tally(choice, spec, *rest)
+
+
 def forward(model, ids, factor: float) -> tuple[int, list[np.ndarray]]:
     """One forward of ``ids`` with every sparse layer at capacity factor ``factor``: the
-    assignments its layers dropped (their ``stats``), and each layer's assignments per expert
-    (E,) before capacity, routed again (``routing.route``, dropless) from the router
-    probabilities of the input that layer saw, computed as the layer computes them."""
+    assignments its layers dropped (their ``stats``), and each layer's loads (:class:`Counted`)."""
     layers = [m for _, m in model.named_modules() if isinstance(m, MixtureOfExperts)]
-    specs, loads = [m.spec for m in layers], []
-
-    def seen(layer, x):
-        tokens = x.reshape(-1, x.shape[-1])
-        probs = F.softmax(F.linear(F.wide(tokens), F.wide(layer.router.weight)), axis=-1)
-        loads.append(route(to_host(probs.data), layer.spec.top_k, None).routed)
-        return type(layer).forward(layer, x)
-
+    specs, counted = [m.spec for m in layers], Counted()
+    for layer in layers:
+        layer.spec = dataclasses.replace(layer.spec, capacity_factor=factor)
+        layer.group = counted
+    with no_grad():
+        model(ids)
     for layer, spec in zip(layers, specs):
-        layer.spec = dataclasses.replace(spec, capacity_factor=factor)
-        layer.forward = functools.partial(seen, layer)  # an instance's own, ahead of the class's
-    try:
-        with no_grad():
-            model(ids)
-    finally:
-        for layer, spec in zip(layers, specs):
-            layer.spec = spec
-            del layer.forward
-    return sum(layer.stats["dropped"] for layer in layers), loads
+        layer.spec, layer.group = spec, None
+    return sum(layer.stats["dropped"] for layer in layers), counted.loads
 
 
 def drops(cfg: dict) -> dict:
-    """Train dropless (so routing learns unbiased by drops), then per capacity factor c route
-    held-out batches of T = B·n tokens: the fraction of k·T assignments a layer dropped,
-    measured and from the same forward's loads (exact given them, so the two are equal), and
-    under uniform loads kT/E an expert, max(kT/E − ⌈kTc/E⌉, 0)·E/(kT): 0 for c ≥ 1."""
+    """Per capacity factor c, of the k·T assignments of held-out batches of T tokens on a GPT
+    trained dropless: the share dropped, measured and from the loads, Σᵢ max(routedᵢ − ⌈kTc/E⌉,
+    0) (exact given them), and under uniform loads kT/E an expert, max(1 − c, 0)."""
     trainer, _, _ = train(cfg, *sparse(cfg, 0, cfg["balance"]))
     model, task, e, k = trainer.strategy.model.eval(), trainer.task, cfg["experts"], cfg["k"]
     batches = [shift(task.held_out_batch(i, cfg["batch"])[0])[0]
                for i in range(cfg["eval_batches"])]
     rows = []
     for c in cfg["factors"]:
-        measured = implied = assignments = 0
-        busiest = 0.0
+        measured = implied = assignments = busiest = 0
         for ids in batches:
             dropped, loads = forward(model, ids, c)
-            t = int(np.prod(ids.shape))
+            t = ids.size
             slots = capacity(t, k, e, c)
             measured += dropped
             implied += sum(int(np.maximum(n - slots, 0).sum()) for n in loads)
             assignments += k * t * len(loads)
             busiest = max(busiest, *(float(n.max() / n.mean()) for n in loads))
-        uniform = max(k * t / e - slots, 0) * e / (k * t)
-        rows.append({"capacity factor": c, "slots ⌈kTc/E⌉": slots,
-                     "dropped (measured)": measured / assignments,
+        rows.append({"capacity factor": c, "dropped (measured)": measured / assignments,
                      "dropped (from the loads)": implied / assignments,
-                     "dropped (uniform loads)": uniform, "equal": measured == implied,
-                     "load (busiest)": busiest})
-    return {"rows": rows, "tokens": t, "batches": len(batches)}
+                     "dropped (uniform loads)": max(k * t / e - slots, 0) * e / (k * t),
+                     "equal": measured == implied, "load (busiest)": busiest})
+    return {"rows": rows}
 
 
 def imbalance(cfg: dict) -> dict:
-    """Two runs from one seed at capacity factor c, with the balancing loss's α and with none:
-    each step's load (the busiest layer's busiest expert's assignments ÷ the mean), and per
-    run its mean over the last quarter of the steps (at most E/k: one expert takes every
-    token), the share of the k·B·n·L assignments dropped there, and the held-out loss."""
+    """Two runs from one seed, with the balancing loss's α and without: each step's load (the
+    busiest expert's assignments ÷ the mean), and per run over the last quarter of the steps its
+    mean (at most E/k), the share of the k·B·n·L assignments dropped, and the held-out loss."""
     series, rows = {}, []
-    k, assignments = cfg["k"], cfg["k"] * cfg["batch"] * cfg["seq"] * cfg["layers"]
+    assignments = cfg["k"] * cfg["batch"] * cfg["seq"] * cfg["layers"]
     for alpha in (cfg["balance"], 0.0):
         _, summary, records = train(cfg, *sparse(cfg, cfg["capacity_factor"], alpha))
         tail = records[-max(len(records) // 4, 1):]
         series[f"α = {alpha:g}"] = {"step": [r["step"] for r in records],
                                      "load": [r["load"] for r in records]}
-        rows.append({"balance loss α": alpha, "k": k, "capacity factor": cfg["capacity_factor"],
+        rows.append({"balance loss α": alpha,
                      "load, last quarter": float(np.mean([r["load"] for r in tail])),
-                     "ceiling E/k": cfg["experts"] / k,
+                     "ceiling E/k": cfg["experts"] / cfg["k"],
                      "dropped, last quarter": float(np.mean([r["dropped"] for r in tail]))
                      / assignments, "held-out loss": summary["eval_loss"]})
     return {"rows": rows, "series": series}
-
-
-def draw_imbalance(ax, series: dict) -> None:
-    """The load against the step, a line a run, and a balanced router's 1."""
-    for i, (name, s) in enumerate(series.items()):
-        ax.plot(s["step"], s["load"], color=f"C{i}", label=name)
-    ax.axhline(1.0, color="gray", linestyle=":", label="uniform")
-    ax.set(xlabel="step", ylabel="load: busiest expert ÷ mean", ylim=(0, None),
-           title="expert load over training, with and without the balancing loss")
-    ax.legend()
 
 
 def counts(model) -> tuple[int, int]:
