@@ -6,12 +6,11 @@ and dtype and MPI copies the bytes into it (nothing is pickled). Every rank runs
 ``comm.rank`` decides what each one does.
 """
 
-import sys
 import time
 
 import numpy as np
 
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mpi import Communicator
 
 BIG = 1 << 19  # float64 elements: 4 MiB, far above any eager limit
@@ -90,9 +89,8 @@ def main():
     comm = Communicator()
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     if comm.size < 2:
-        print("01_point_to_point.py needs at least 2 ranks: "
-              "mpiexec -n 4 python mpi_examples/01_point_to_point.py", flush=True)
-        sys.exit(2)
+        refuse(comm, "01_point_to_point.py needs at least 2 ranks: "
+                     "mpiexec -n 4 python mpi_examples/01_point_to_point.py")
     blocking(comm)
     nonblocking_ring(comm)
     two_sends(comm)

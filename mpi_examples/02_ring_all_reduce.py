@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from scratchpar.comm import collectives, reference
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mpi import Communicator
 
 MAX_RANKS = 6  # beyond this the numbers get too long to read
@@ -72,10 +72,8 @@ def main():
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     p = comm.size
     if p > MAX_RANKS:
-        if comm.rank == 0:
-            print(f"02_ring_all_reduce.py prints every message; run it on 1 to {MAX_RANKS} ranks: "
-                  "mpiexec -n 4 python mpi_examples/02_ring_all_reduce.py", flush=True)
-        sys.exit(2)
+        refuse(comm, f"02_ring_all_reduce.py prints every message; run it on 1 to {MAX_RANKS} "
+                     "ranks: mpiexec -n 4 python mpi_examples/02_ring_all_reduce.py")
     x = start(comm.rank, p)
     if comm.rank == 0:
         print(f"ring all-reduce on {p} ranks; digit k from the right is rank k's contribution")

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from scratchpar.comm import collectives
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mesh import AXES, Mesh, MeshError
 from scratchpar.comm.mpi import Communicator
 
@@ -26,10 +26,8 @@ def main():
     try:
         mesh = Mesh(comm, dp=DP, pp=PP, tp=TP)
     except MeshError as error:  # raised on every rank alike, before any message
-        if comm.rank == 0:
-            print(f"{error}\nrun it as: mpiexec -n {DP * PP * TP} python mpi_examples/04_mesh.py",
-                  flush=True)
-        sys.exit(2)
+        refuse(comm, f"{error}\nrun it as: mpiexec -n {DP * PP * TP} python "
+                     "mpi_examples/04_mesh.py")
     if comm.rank == 0:
         print(mesh, flush=True)
 

@@ -24,7 +24,6 @@ forward) and logs when it ran. Printed times vary from run to run (with more ran
 rank may wake late, leaving a gap in a measured grid); the order of events does not.
 """
 
-import sys
 import time
 
 import numpy as np
@@ -32,7 +31,7 @@ import numpy as np
 from scratchpar import nn
 from scratchpar.autograd import Function, Tensor
 from scratchpar.autograd import functional as F
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.nn.module import Module
@@ -219,10 +218,8 @@ def main():
     comm = Communicator()
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     if comm.size != P:
-        if comm.rank == 0:
-            print(f"09_pipeline_parallel.py runs one layer per rank on {P} ranks: "
-                  f"mpiexec -n {P} python mpi_examples/09_pipeline_parallel.py", flush=True)
-        sys.exit(2)
+        refuse(comm, f"09_pipeline_parallel.py runs one layer per rank on {P} ranks: "
+                     f"mpiexec -n {P} python mpi_examples/09_pipeline_parallel.py")
     batch = make_batch()
     if comm.rank == 0:
         print(f"1. naive model distribution by hand: MLP {SIZES}, layer r on rank r, one "

@@ -15,14 +15,13 @@ so every rank gets the whole input gradient, as one device has it. The head is r
 gradient is the same on every rank, and so are its SGD steps.
 """
 
-import sys
 
 import numpy as np
 
 from scratchpar import nn
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
 from scratchpar.parallel.branches import ParallelBranches
@@ -58,10 +57,8 @@ def main():
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     say = comm.rank == 0
     if comm.size != P:
-        if say:
-            print(f"10_parallel_branches.py splits {K} towers over {P} ranks: "
-                  f"mpiexec -n {P} python mpi_examples/10_parallel_branches.py", flush=True)
-        sys.exit(2)
+        refuse(comm, f"10_parallel_branches.py splits {K} towers over {P} ranks: "
+                     f"mpiexec -n {P} python mpi_examples/10_parallel_branches.py")
     share, one = ParallelBranches(towers(), comm), towers()  # the share's whole model is freed
     if say:
         print(f"Towers: {K} towers {FEATURES}→{'→'.join(map(str, SIZES))}, joined "

@@ -13,12 +13,11 @@ Three SGD steps on both, the same batches: the losses and the whole model, gathe
 rank 0 under one device's names, equal one device's (PTD-P, Narayanan et al. 2021, §3).
 """
 
-import sys
 
 import numpy as np
 
 from scratchpar import nn
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mesh import Mesh, MeshError
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
@@ -49,10 +48,8 @@ def main():
     try:
         mesh = Mesh(comm, dp=DP, pp=PP, tp=TP)
     except MeshError as error:  # raised on every rank alike, before any message
-        if comm.rank == 0:
-            print(f"{error}\nrun it as: mpiexec -n {DP * PP * TP} python "
-                  "mpi_examples/12_hybrid_mesh.py", flush=True)
-        sys.exit(2)
+        refuse(comm, f"{error}\nrun it as: mpiexec -n {DP * PP * TP} python "
+                     "mpi_examples/12_hybrid_mesh.py")
     say = comm.rank == 0
     if say:
         print(f"{mesh}\n", flush=True)

@@ -22,13 +22,12 @@ workers' rows in that order reproduces the server's parameters bit for bit.
 """
 
 import hashlib
-import sys
 
 import numpy as np
 
 from scratchpar import nn
 from scratchpar.autograd import functional as F
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.chunks import bounds
 from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
@@ -165,10 +164,8 @@ def main():
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     say = comm.rank == 0
     if comm.size != P:
-        if say:
-            print(f"13_parameter_server.py runs 2 servers with 2 workers, then 1 with 3: "
-                  f"mpiexec -n {P} python mpi_examples/13_parameter_server.py", flush=True)
-        sys.exit(2)
+        refuse(comm, f"13_parameter_server.py runs 2 servers with 2 workers, then 1 with 3: "
+                     f"mpiexec -n {P} python mpi_examples/13_parameter_server.py")
     mesh = Mesh(comm)  # pure data parallelism: a parameter server splits its ranks itself
     synchronous(mesh, say)
     locked(mesh, say)

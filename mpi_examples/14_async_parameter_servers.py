@@ -18,7 +18,6 @@ a gradient was computed on and the version it was applied to) and the server's b
   synchronous (one update per clock, staleness 0), the rest Downpour.
 """
 
-import sys
 import time
 
 import numpy as np
@@ -26,7 +25,7 @@ import numpy as np
 from scratchpar import nn
 from scratchpar.autograd import functional as F
 from scratchpar.autograd import no_grad
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
@@ -92,10 +91,8 @@ def main():
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     say = comm.rank == 0
     if comm.size != P:
-        if say:
-            print(f"14_async_parameter_servers.py runs 1 server and 3 workers: "
-                  f"mpiexec -n {P} python mpi_examples/14_async_parameter_servers.py", flush=True)
-        sys.exit(2)
+        refuse(comm, f"14_async_parameter_servers.py runs 1 server and 3 workers: "
+                     f"mpiexec -n {P} python mpi_examples/14_async_parameter_servers.py")
     w = comm.size - 1
     if say:
         print(f"logistic regression, {FEATURES} features → {CLASSES} classes; 1 server, {w} "

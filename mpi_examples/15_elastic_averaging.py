@@ -22,7 +22,7 @@ import numpy as np
 from scratchpar import nn
 from scratchpar.autograd import functional as F
 from scratchpar.autograd import no_grad
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.optim import SGD
@@ -121,9 +121,7 @@ def main() -> int:
     comm = Communicator(name="world")
     abort_on_exception(comm)
     if comm.size != P:
-        if comm.rank == 0:
-            print(f"run on {P} ranks: mpiexec -n {P} python {sys.argv[0]}")
-        return 2
+        refuse(comm, f"run on {P} ranks: mpiexec -n {P} python {sys.argv[0]}")
     mesh = Mesh(comm)  # pure data parallelism: every rank holds the whole model
     if comm.rank == 0:
         print(f"synchronous EASGD, {P} workers, τ = 2, η = {LR}, {STEPS} steps:")

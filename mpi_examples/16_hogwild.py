@@ -28,7 +28,7 @@ import numpy as np
 
 from scratchpar import nn
 from scratchpar.autograd import functional as F
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.comm.window import SharedArray
@@ -130,9 +130,7 @@ def main() -> int:
     comm = Communicator(name="world")
     abort_on_exception(comm)
     if comm.size != P:
-        if comm.rank == 0:
-            print(f"run on {P} ranks: mpiexec -n {P} python {sys.argv[0]}")
-        return 2
+        refuse(comm, f"run on {P} ranks: mpiexec -n {P} python {sys.argv[0]}")
     if comm.rank == 0:
         print(f"a racy counter: {P} ranks add 1 to one shared integer:")
     counter(comm, False, INCREMENTS)

@@ -25,7 +25,7 @@ import numpy as np
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
 from scratchpar.comm import collectives
-from scratchpar.comm.abort import abort_on_exception
+from scratchpar.comm.abort import abort_on_exception, refuse
 from scratchpar.comm.mesh import Mesh
 from scratchpar.comm.mpi import Communicator
 from scratchpar.nn.moe import Experts, MixtureOfExperts
@@ -100,9 +100,7 @@ def main():
     abort_on_exception(comm)  # an exception on one rank ends every rank, instead of a hang
     p, r, share = comm.size, comm.rank, EXPERTS // comm.size
     if EXPERTS % p:  # every rank alike, before any message
-        if r == 0:
-            print(f"{EXPERTS} experts do not split over {p} ranks: run on 1, 2, 4 or 8 of them")
-        sys.exit(2)
+        refuse(comm, f"{EXPERTS} experts do not split over {p} ranks: run on 1, 2, 4 or 8 of them")
     gen = np.random.default_rng([SEED, 1])  # every rank draws the same micro-batch
     x = gen.standard_normal((ROWS * p, SEQ, C))  # (B, T, C), B = ROWS·p
     proj = gen.standard_normal(x.shape)  # a fixed projection: the loss is Σ y·proj

@@ -53,6 +53,14 @@ def abort_on_exception(comm) -> None:
     sys.excepthook = hook
 
 
+def refuse(comm, why: str) -> None:
+    """Stop a run that every rank finds wrong alike before any message (the wrong number of
+    ranks): rank 0 says ``why``, and every rank exits with status 2."""
+    if comm.rank == 0:
+        print(why, flush=True)
+    sys.exit(2)
+
+
 def end_job(comm, code: int) -> None:
     """End every rank of the job with ``code``, once what this rank wrote has reached the
     launcher. MPI_Abort's own line ("Abort(3) on node …") is not shown: the report before it
