@@ -254,6 +254,24 @@ BAD_CALLS = {
     "scatter of nothing": (lambda c: collectives.scatter(c, None), "root .rank 0. passed None"),
     "wrong rows": (lambda c: collectives.all_gather(c, ones(2, 3), rows=[3] * c.size),
                    r"rows\[\d\] = 3 but x has 2 rows"),
+    "unknown all_to_all algorithm": (
+        lambda c: collectives.all_to_all(c, ones(c.size), "ring"), "algorithm must be one of"),
+    "0-d all_to_all": (lambda c: collectives.all_to_all(c, on_device(np.array(1.0))), "axis 0"),
+    "0-d all_to_all_v": (lambda c: collectives.all_to_all_v(c, on_device(np.array(1.0)), [1]),
+                         "axis 0"),
+    "counts of another world": (
+        lambda c: collectives.all_to_all_v(c, ones(1), [1] + [0] * c.size),
+        r"one whole row count ≥ 0 per rank \(\d\)"),
+    "negative count": (lambda c: collectives.all_to_all_v(c, ones(0), [-1] + [1] * (c.size - 1)),
+                       "≥ 0"),
+    "fractional count": (lambda c: collectives.all_to_all_v(c, ones(0), [0.5] * c.size),
+                         "whole row count"),
+    "counts short of the rows": (lambda c: collectives.all_to_all_v(c, ones(c.size + 1),
+                                                                    [1] * c.size),
+                                 r"sum to \d rows but x has \d"),
+    "received of another world": (
+        lambda c: collectives.all_to_all_v(c, ones(0), [0] * c.size, received=[0] * (c.size + 1)),
+        "received needs one"),
 }
 
 
