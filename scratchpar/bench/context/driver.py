@@ -10,14 +10,14 @@ import itertools
 
 import numpy as np
 
-from ...batch.fits import need
 from ...jobs.harness import Benchmark, Ranks, draw_figures, finish, headline
 from ...jobs.mpijob import job
 from ...parallel.context import SCHEMES, positions, traffic
 from ...parallel.context.ring import visible
 from ...table import table
 from ...trace.figure import pyplot
-from ...train.memory import PROCESS_BYTES
+from ...train.cli import load_config
+from ...train.memory import PROCESS_BYTES, estimate, on_device
 from ...train.memory_context import attention
 from ...train.memory_models import GiB, MiB, Sizes, gpt_layer
 
@@ -93,11 +93,18 @@ def flags(f: dict, cp: int, scheme: str, t: int) -> list[str]:
             "--microbatches", "1", "--seq-len", str(t)]
 
 
+def need(f: dict, cp: int, scheme: str, t: int) -> int:
+    """A rank's bytes at T = ``t`` by the training command's estimate, the bound it refuses a
+    run by (as ``batch fits`` takes it)."""
+    cfg = load_config([*flags(f, cp, scheme, t), "--batch-size", "1"], world_size=cp)
+    return sum(on_device(cfg, estimate(cfg, cp)).values())
+
+
 def longest(f: dict, cp: int, scheme: str) -> int | None:
     """The longest T (None: none), a multiple of ``grid``, whose estimate (``batch fits``' need)
     fits the budget less a process's own: doubling, then bisecting, as the estimate grows."""
     have = f["budget_gib"] * GiB - PROCESS_BYTES
-    at = functools.cache(lambda k: need(flags(f, cp, scheme, k * f["grid"]), cp, 1))
+    at = functools.cache(lambda k: need(f, cp, scheme, k * f["grid"]))
     high = 1  # multiples of grid: the first found not to fit
     while at(high) <= have:
         high *= 2
