@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scratchpar.parallel.pipeline import schedules
 from scratchpar.parallel.pipeline.actions import Action, ScheduleError, virtual_stage
 from scratchpar.parallel.pipeline.lower import lower
 from scratchpar.parallel.pipeline.schedules import (
@@ -122,3 +123,12 @@ def test_lower_takes_computes_only_and_every_rank():
         lower({0: [Action("F", 0), Action("SEND_ACT", 0, 0, 1)], 1: [Action("F", 0)]}, 2)
     with pytest.raises(ScheduleError, match="ranks 0..2, got \\[0, 1\\]"):
         lower({0: [], 1: []}, 3)
+
+
+@pytest.mark.parametrize("name, costs", [("bprio", (1.0, 3.0)), ("zb-h1", (1.0, 1.5, 0.5))])
+def test_bprio_and_zb_h1_are_built_with_the_costs_given(name, costs):
+    """The costs reach the schedule, and these ones change its order from 1:2:1's."""
+    built = schedules.build(name, 4, 8, 1, (*costs, 0.5)[:3])
+    assert built == schedules.SCHEDULES[name](4, 8, *costs)
+    assert built != schedules.build(name, 4, 8)
+    assert schedules.build("1f1b", 4, 8, 1, (1.0, 3.0, 0.5)) == schedules.build("1f1b", 4, 8)

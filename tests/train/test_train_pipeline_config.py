@@ -1,10 +1,12 @@
 """The pipeline flags: their defaults, and one error listing every reason a pipeline cannot run
 on the world it was launched on, before any message."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from scratchpar.train import ConfigError, load_config
-from scratchpar.train.strategies.mesh import schedule_problems
+from scratchpar.train.strategies.schedule_flags import schedule_problems
 
 PIPE = ["--strategy", "pipeline"]
 
@@ -71,7 +73,23 @@ def test_pipeline_flags_without_the_pipeline_strategy_are_refused():
     ("zigzag", 4, 8, 1, ["--pp-schedule 'zigzag' is not a schedule; choose one of naive"]),
 ])
 def test_schedule_problems_name_every_violated_flag(name, p, m, v, reasons):
-    why = schedule_problems(name, p, m, v)
+    flags = SimpleNamespace(pp_schedule=name, pp=p, m=m, virtual=v, pp_costs="1:2:1",
+                            costs=(1.0, 2.0, 1.0))
+    why = schedule_problems(flags)
     assert len(why) == len(reasons)
     for reason, said in zip(reasons, why):
         assert reason in said
+
+
+@pytest.mark.parametrize("schedule, costs, refused", [
+    ("zb-h1", "1:1.8:0.9", None), ("bprio", "1:3:1", None),
+    ("zb-h1", "1:2:2", "three finite positive numbers"), ("bprio", "1:inf:1", "finite"),
+    ("zb-h1", "1:2", "three finite"), ("bprio", "a:b:c", "three finite"),
+    ("1f1b", "1:3:1", "applies to --pp-schedule bprio and zb-h1"),
+])
+def test_the_costs_bprio_and_zb_h1_are_ordered_by_are_checked(schedule, costs, refused):
+    argv = ["--strategy", "pipeline", "--pp", "2", "--pp-schedule", schedule, "--pp-costs", costs]
+    if refused is None:
+        assert load_config(argv, world_size=2).train.costs == tuple(map(float, costs.split(":")))
+    else:
+        assert any(refused in why for why in problems(argv, 2))

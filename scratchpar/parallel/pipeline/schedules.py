@@ -267,15 +267,22 @@ def default_m(p: int) -> int:
     return 1 if p == 1 else 2 * p
 
 
-def build(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """The schedule ``name`` for p ranks, m micro-batches and v chunks per rank (bprio and
-    zb-h1 timed at 1 : 2 : 1). The lists are the caller's own to edit."""
+UNIT_COSTS = (1.0, 2.0, 1.0)  # forward : backward (the weights' gradient in it) : weight
+COSTED = {"bprio": 2, "zb-h1": 3}  # the schedules ordered by costs, and how many they take
+
+
+def build(name: str, p: int, m: int, v: int = 1,
+          costs: tuple[float, float, float] = UNIT_COSTS) -> Schedule:
+    """The schedule ``name`` for p ranks, m micro-batches and v chunks per rank; bprio and
+    zb-h1 planned with ``costs`` (forward, backward, the weight gradient's share of it). The
+    lists are the caller's own to edit."""
     ensure(name, p, m, v)
-    return {r: list(acts) for r, acts in _built(name, p, m, v).items()}
+    costs = tuple(costs[:COSTED[name]]) if name in COSTED else ()
+    return {r: list(acts) for r, acts in _built(name, p, m, v, costs).items()}
 
 
 @functools.lru_cache(maxsize=128)
-def _built(name: str, p: int, m: int, v: int) -> Schedule:
+def _built(name: str, p: int, m: int, v: int, costs: tuple) -> Schedule:
     """:func:`build`'s schedule, kept: a pure function of its arguments, which a planner asks
     for again for each layout with the same pipeline. Never handed out, only copies of it."""
-    return interleaved(p, m, v) if name == "interleaved" else SCHEDULES[name](p, m)
+    return interleaved(p, m, v) if name == "interleaved" else SCHEDULES[name](p, m, *costs)

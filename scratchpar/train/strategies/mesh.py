@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
 from ...comm.mesh import Mesh, draw
 from ...nn.unfilled import fill
 from ...parallel import Hybrid, PipeDream, Pipeline
-from ...parallel.pipeline import partition, schedules, simulator
+from ...parallel.pipeline import partition, schedules
 from ...parallel.pipeline.partition import describe, layer_names, layer_times, parameter_counts
 from ...parallel.pipeline.stage import release
 from ..experts import ep_problems, expert_layout, experts_shape
 from ..option import count, opt
 from .family import Layout, OwnPieces
+from .schedule_flags import built, costs_of, peak_stash, schedule_problems
 from .splits import LAYOUTS, SCHEMES, TENSOR_MODELS, context_problems, tensor_problems
 
 HYBRID, MESH = ("hybrid",), ("pipeline", "hybrid")
@@ -61,6 +61,9 @@ class MeshFlags:
     virtual: int = opt(1, "pipeline, interleaved: model chunks per rank", owners=MESH)
     balance: str = opt("params", "pipeline: balance the stages by parameter count or by "
                                  "measured time", choices=("params", "time"), owners=MESH)
+    pp_costs: str = opt("1:2:1", "pipeline, bprio and zb-h1: forward : backward : weight "
+                                 "gradient, the costs their order is planned with (backward "
+                                 "includes the weight gradient)", owners=MESH)
 
     @property
     def m(self) -> int:
@@ -68,6 +71,11 @@ class MeshFlags:
         if self.microbatches is not None:
             return self.microbatches
         return 1 if self.pp_schedule == "naive" else schedules.default_m(self.pp)
+
+    @property
+    def costs(self) -> tuple[float, ...]:
+        """``--pp-costs`` as numbers (checked by ``schedule_problems``)."""
+        return costs_of(self.pp_costs)
 
     def replicas(self, world_size: int) -> int:
         """Pipeline replicas on ``world_size`` ranks: ``--dp``, or the world over ``--pp``
@@ -120,7 +128,7 @@ class MeshFamily(OwnPieces):
         elif dp * t.replica_ranks != world_size:
             problems.append(f"--dp {dp} × {stage} = {count(dp * t.replica_ranks, 'rank')}, but "
                             f"the world has {world_size}")
-        problems += schedule_problems(t.pp_schedule, t.pp, t.m, t.virtual)
+        problems += schedule_problems(t)
         layers = pipeline_layers(m)
         if t.pp * t.virtual > layers:
             problems.append(f"--pp {t.pp} × --virtual {t.virtual} = {t.pp * t.virtual} stages, "
@@ -174,7 +182,7 @@ class MeshFamily(OwnPieces):
         the hybrid's tensor-parallel ranks."""
         t = cfg.train
         rows = -(-t.batch_size // (t.replicas(world_size) * t.m))
-        held = peak_stash(t.pp_schedule, t.pp, t.m, t.virtual)
+        held = peak_stash(t.pp_schedule, t.pp, t.m, t.virtual, t.costs)
         return Layout(rows, Fraction(held, t.pp * t.virtual),
                       t.tp if t.strategy == "hybrid" else 1)
 
@@ -208,7 +216,7 @@ class MeshFamily(OwnPieces):
         distribution); ``gather_model`` fills rank 0's whole again to evaluate it. The task's
         model is unfilled (:meth:`draws_parts`): a rank draws only what it trains."""
         t, world = cfg.train, mesh.world
-        schedule = schedules.build(t.pp_schedule, t.pp, t.m, t.virtual)
+        schedule = built(t)
         layers = task.model.pipeline_layers()
         if t.balance == "time":  # rank 0 measures, so that every rank partitions alike
             if world.rank == 0:
@@ -265,34 +273,7 @@ def _layout(cfg, mesh, ranges, names, weights, unit) -> str:
     return "\n".join(lines)
 
 
-@functools.cache
-def peak_stash(name: str, p: int, m: int, v: int) -> int:
-    """The most (micro-batch, chunk) pairs a stage of the schedule holds at once (kept: a
-    planner asks it of one schedule for many layouts)."""
-    return max(simulator.peak_stash(schedules.build(name, p, m, v)).values())
-
-
 def _example(task, t, dp: int):
     """The inputs of one micro-batch of a replica, to time each layer on."""
     batch, _ = task.batch(0, max(1, t.batch_size // dp // t.m))
     return task.split(batch)[0]
-
-
-FLAG_WORDS = {  # each unmet requirement of a schedule, in the command line's words
-    "schedule": "--pp-schedule {name!r} is not a schedule; choose one of {names}",
-    "stages": "--pp must be at least 1 (got {p})",
-    "micro-batches": "--microbatches must be at least 1 (got {m})",
-    "one micro-batch": "--pp-schedule naive runs one micro-batch: --microbatches must be 1 "
-                       "(got {m}); use gpipe or 1f1b for more",
-    "chunks": "--pp-schedule interleaved needs --virtual 2 or more model chunks per rank "
-              "(got {v})",
-    "one chunk": "--virtual {v} applies only to --pp-schedule interleaved; {name} needs "
-                 "--virtual 1",
-}
-
-
-def schedule_problems(name: str, p: int, m: int, v: int = 1) -> list[str]:
-    """Every reason why schedule ``name`` cannot be built for (p, m, v), in the CLI's words."""
-    names = ", ".join(schedules.SCHEDULES)
-    return [FLAG_WORDS[u.rule].format(**u._asdict(), names=names)
-            for u in schedules.unmet(name, p, m, v)]
