@@ -122,7 +122,7 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
     megatron = profile.kernels is not None and profile.kernels.kind != "engine"
     scattered = tp if megatron else 1
     message = link.seconds(boundary[0].nbytes / scattered) if boundary else 0.0
-    schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual)  # as the command builds it
+    schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual, t.costs)  # as the command
     return step.pipeline(described, schedule, [(forward * f, backward * b) for f, b in split],
                          message, ranks, profile, across,
                          stages.weight_share(cfg, source_of(cfg).vocab))

@@ -6,12 +6,14 @@ import math
 
 import pytest
 
+from scratchpar.parallel.pipeline import schedules
 from scratchpar.plan import flops
 from scratchpar.plan.compute import roofline
 from scratchpar.plan.layouts import layouts
 from scratchpar.plan.predict import micro_rows, predict, shape_of
 from scratchpar.plan.profile import Device, Engine, Link, Profile, Reduce
 from scratchpar.plan.step import data_parallel
+from scratchpar.train import load_config
 from scratchpar.train.memory import source_of
 from scratchpar.train.strategies import REGISTRY
 
@@ -94,3 +96,16 @@ def test_a_world_wider_than_a_node_takes_the_network(flags):
     four = dataclasses.replace(PROFILE, ranks_per_node=4)
     across = predict(lay.cfg, 8, four, rate(lay.cfg))
     assert sum(across.communication_s.values()) > 5 * sum(inside.communication_s.values())
+
+
+def test_a_pipeline_is_priced_in_the_order_its_pp_costs_plan(monkeypatch):
+    """zb-h1 ordered by --pp-costs 1:1.5:0.5 is another order than 1:2:1's (the schedules'
+    tests), and the prediction prices the one the run would execute."""
+    flags = [*RUN, "--strategy", "pipeline", "--pp", "4", "--pp-schedule", "zb-h1",
+             "--microbatches", "8"]
+    built, real = [], schedules.build
+    monkeypatch.setattr(schedules, "build", lambda *args: built.append(args) or real(*args))
+    for costs in ("1:2:1", "1:1.5:0.5"):
+        cfg = load_config([*flags, "--pp-costs", costs], 4)
+        assert math.isfinite(predict(cfg, 4, PROFILE, rate(cfg)).step_s)
+    assert [args[-1] for args in built] == [(1.0, 2.0, 1.0), (1.0, 1.5, 0.5)]
