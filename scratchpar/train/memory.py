@@ -13,7 +13,6 @@ from .memory_sources import dense_source, file_size, planned
 from .memory_sparse import sparse_model, sparse_source
 from .strategies import REGISTRY
 from .strategies.family import Layout
-from .task import eval_rows
 
 # Activations are counted array by array. The temporaries NumPy makes inside an op add at most
 # an eighth more (tests/train/test_train_memory.py bounds the estimate against real peaks).
@@ -51,8 +50,8 @@ def estimate(cfg, world_size: int, bound: bool = True,
                  server's or EASGD's master), or a pipeline stage's stash of micro-batches, a
                  tensor-parallel rank's share of it: what the autograd graph keeps for backward,
                  the most that backward holds at once, the graph's Python objects; or the
-                 held-out evaluation without a graph, a rank's share of a batch at a
-                 time (task.eval_rows), if larger
+                 held-out evaluation without a graph, the rows the strategy scores at a
+                 time (a rank's share of a batch, a pipeline's micro-batch), if larger
     data         the source (a synthetic table and its CDF, a text's characters and ids, the
                  classifier's teacher, the sparse problems' truths) and the batches drawn
     checkpoint   what a resumed run reads of its checkpoint: the blocks this rank will hold
@@ -74,9 +73,9 @@ def estimate(cfg, world_size: int, bound: bool = True,
     source = planned(cfg, source_of(cfg)) if planning else source_of(cfg)
     family = REGISTRY[t.strategy]
     layout = family.activations(cfg, world_size)  # how the strategy holds a step's activations
-    # the model's own figures, on the layout's rows; rank 0 scores a held-out batch this many
-    # rows at a time
-    model = network(cfg, s, source.vocab, layout, eval_rows(cfg, world_size))
+    # the model's own figures, on the layout's rows; a held-out batch is scored this many rows
+    # at a time
+    model = network(cfg, s, source.vocab, layout, family.scored_rows(cfg, world_size))
     shape = model.shape
     described = family.describe(cfg, shape, world_size)  # the strategy's own figures
     # work arrays: the update's; L2 decay's second; mixed precision's fp32 gradient beside them

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from ...comm.mesh import Mesh
 from ...nn.recompute import chosen, recompute
+from ..task import eval_rows
 
 
 class Layout(NamedTuple):
@@ -77,6 +78,11 @@ class Family(abc.ABC):
         """Parameter bytes rank 0 holds while it evaluates the model it gathered whole, or
         ``None`` where it trains on the whole model already."""
         return None
+
+    def scored_rows(self, cfg, world_size: int) -> int:
+        """The rows a rank scores at once in the held-out evaluation: a rank's share of the
+        batch (``task.eval_rows``)."""
+        return eval_rows(cfg, world_size)
 
     def draws_parts(self, cfg) -> bool:
         """Whether the strategy draws, of a model built under ``nn.deferred()``, only the

@@ -205,6 +205,13 @@ class MeshFamily(OwnPieces):
             return None
         return shape.bytes + description.holds["parameters"]
 
+    def scored_rows(self, cfg, world_size: int) -> int:
+        """A micro-batch's: a flushing pipeline scores in its training layout, one
+        micro-batch's forward at a time (``pipeline/scoring.py``)."""
+        if cfg.train.pp_schedule == "pipedream":
+            return super().scored_rows(cfg, world_size)
+        return self.activations(cfg, world_size).rows
+
     def mesh(self, cfg, comm):
         """``--dp`` replicas of ``--pp`` stages of ``--cp`` × ``--tp`` ranks each."""
         t = cfg.train
