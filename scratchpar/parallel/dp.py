@@ -52,13 +52,15 @@ class DataParallelNaive(Strategy):
         self._handed_part = False  # this step's batch was a Part: report its units
 
     @classmethod
-    def describe(cls, shape, world: int) -> Description:
+    def describe(cls, shape, world: int, wide: bool = False) -> Description:
         """Every replica holds one device's model, gradient and optimizer state, and the
-        collectives' scratch (at most one copy of the gradient). After backward: one
-        all-reduce per parameter over the dp ranks, exposed, and one of [Σ L, Σ n]."""
-        per = -(-shape.bytes // shape.count)  # the mean parameter's
-        return Description(replicated(shape, buffers=shape.bytes),
-                           (Message("all-reduce", "dp", per, shape.count),
+        collectives' scratch (at most one copy of the gradient; in fp32 where ``wide``, a
+        16-bit gradient summed in fp32). After backward: one all-reduce per parameter over
+        the dp ranks, exposed, and one of [Σ L, Σ n]."""
+        sent = shape.widened() if wide else shape
+        per = -(-sent.bytes // sent.count)  # the mean parameter's
+        return Description(replicated(shape, buffers=sent.bytes),
+                           (Message("all-reduce", "dp", per, sent.count),
                             Message("all-reduce", "dp", TOTALS, 1)), chunk=shape.largest,
                            arrays=shape.stepped)
 
@@ -177,11 +179,14 @@ class DataParallel(DataParallelNaive):
         self.syncing = True
 
     @classmethod
-    def describe(cls, shape, world: int, bucket_bytes: int = 1 << 20) -> Description:
-        """As :class:`DataParallelNaive`, with a bucket copy of the gradient beside it. The
-        buckets' all-reduces run behind backward (Li et al. 2020, §3.2)."""
-        return Description(replicated(shape, buffers=2 * shape.bytes),
-                           (bucketed(shape, bucket_bytes, "all-reduce", "dp", "backward"),
+    def describe(cls, shape, world: int, bucket_bytes: int = 1 << 20,
+                 wide: bool = False) -> Description:
+        """As :class:`DataParallelNaive`, with a bucket copy of the gradient beside it (fp32
+        buckets where ``wide``). The buckets' all-reduces run behind backward (Li et al. 2020,
+        §3.2)."""
+        sent = shape.widened() if wide else shape
+        return Description(replicated(shape, buffers=shape.bytes + sent.bytes),
+                           (bucketed(sent, bucket_bytes, "all-reduce", "dp", "backward"),
                             Message("all-reduce", "dp", TOTALS, 1, "backward")),
                            chunk=shape.largest, arrays=shape.stepped)
 

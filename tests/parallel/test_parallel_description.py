@@ -16,7 +16,7 @@ from scratchpar.parallel import (
     ZeRO2,
     ZeRO3,
 )
-from scratchpar.parallel.description import Shape
+from scratchpar.parallel.description import TOTALS, Shape
 from scratchpar.parallel.pipeline.schedules import build
 from scratchpar.parallel.ps.roles import Roles
 from scratchpar.train import make_config
@@ -179,3 +179,15 @@ def test_a_cp_rank_holds_its_positions_and_sends_its_scheme_s_bytes(attention, c
                   if m.axis == "cp" and m.behind == "forward")
     want = 4 * (cp - 1) / cp * a if attention == "ulysses" else 2 * (cp - 1) * a
     assert forward == pytest.approx(want * passes)
+
+
+def test_16_bit_gradients_summed_in_fp32_are_sent_and_bucketed_in_fp32():
+    """``--grad-reduce fp32``: bf16 gradients beside fp32 masters are reduced in fp32, so
+    the buckets (and the naive sum's scratch) hold 4 bytes an element and send as many."""
+    bf16 = Shape(PSI, 2, 2, PSI // 16, 32, depth=4, master=4)
+    for cls in (DataParallel, DataParallelNaive):
+        narrow, wide = (cls.describe(bf16, N, wide=w) for w in (False, True))
+        sent = [sum(m.nbytes * m.count for m in d.sends if m.nbytes > TOTALS)
+                for d in (narrow, wide)]
+        assert sent[1] == pytest.approx(2 * sent[0], rel=0.01) and sent[1] >= 4 * PSI
+        assert wide.holds["buffers"] - narrow.holds["buffers"] == 2 * PSI  # a copy, 2 B → 4 B

@@ -86,11 +86,12 @@ class DataParallelFamily(Family):
         t = cfg.train
         if t.strategy == "single":
             return SingleDevice.describe(shape)
+        wide = t.grad_reduce == "fp32"  # 16-bit gradients summed in fp32
         if t.strategy == "dp-naive":
-            return DataParallelNaive.describe(shape, world_size)
+            return DataParallelNaive.describe(shape, world_size, wide)
         if t.strategy == "local-sgd":
             return LocalSGD.describe(shape, world_size, t.local_sgd_every, t.bucket_bytes)
-        return DataParallel.describe(shape, world_size, t.bucket_bytes)
+        return DataParallel.describe(shape, world_size, t.bucket_bytes, wide)
 
     def saved(self, cfg, shape, world_size: int) -> int:
         """Local SGD gathers every replica on rank 0; the others write the state they hold."""
