@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 
 from ..train.cli import load_config
-from ..train.memory import PROCESS_BYTES, estimate, on_device
+from ..train.memory import PROCESS_BYTES, needed
 from ..train.option import ConfigError
 
 LARGEST = 1 << 30  # rows: no budget here reaches it
@@ -29,8 +29,7 @@ def need(flags: list[str], world: int, batch: int) -> int:
     """Bytes a rank needs for the run of ``flags`` at ``batch`` rows on ``world`` ranks, by
     the training command's estimate (the bound it refuses a run by): on a GPU, of the
     device's memory."""
-    cfg = config(flags, world, batch)
-    return sum(on_device(cfg, estimate(cfg, world)).values())
+    return needed(config(flags, world, batch), world)
 
 
 def least_batch(flags: list[str], world: int, search: int = 4096) -> int:

@@ -134,6 +134,12 @@ def _host_parts(cfg) -> set[str]:
     return {*HOST_PARTS, *(["optimizer"] if cfg.train.offload == "cpu" else [])}
 
 
+def needed(cfg, world_size: int) -> int:
+    """The bytes a rank of ``cfg`` needs by the estimate the command refuses a run by: on a
+    GPU, of the device's memory (``batch fits`` and ``bench context`` search by it)."""
+    return sum(on_device(cfg, estimate(cfg, world_size)).values())
+
+
 def measurable(cfg, parts: dict[str, int]) -> int:
     """The bytes of an estimate that ``scratchpar.peak`` measures: the device's arrays on a
     GPU; on the CPU every part but the runtime (modules, the allocator's slack)."""

@@ -17,7 +17,7 @@ from ...parallel.context.ring import visible
 from ...table import table
 from ...trace.figure import pyplot
 from ...train.cli import load_config
-from ...train.memory import PROCESS_BYTES, estimate, on_device
+from ...train.memory import PROCESS_BYTES, needed
 from ...train.memory_context import attention
 from ...train.memory_models import GiB, MiB, Sizes, gpt_layer
 
@@ -97,7 +97,7 @@ def need(f: dict, cp: int, scheme: str, t: int) -> int:
     """A rank's bytes at T = ``t`` by the training command's estimate, the bound it refuses a
     run by (as ``batch fits`` takes it)."""
     cfg = load_config([*flags(f, cp, scheme, t), "--batch-size", "1"], world_size=cp)
-    return sum(on_device(cfg, estimate(cfg, cp)).values())
+    return needed(cfg, cp)
 
 
 def longest(f: dict, cp: int, scheme: str) -> int | None:
