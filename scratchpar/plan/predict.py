@@ -27,9 +27,8 @@ from ..train.memory import network, source_of
 from ..train.strategies import REGISTRY
 from ..train.strategies.family import Layout
 from . import served, stages, step
-from .compute import priced
+from .compute import Compute, priced
 
-Compute = Callable[[int], tuple[float, float]]
 Shares = Callable[[int, int], list[tuple[float, float]]]  # (rows, P) → each stage's share
 
 
