@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..parallel.pipeline import schedules
 from ..train.memory import network, source_of
 from ..train.strategies import REGISTRY
 from ..train.strategies.family import Layout
@@ -121,7 +120,7 @@ def _mesh(cfg, profile, compute: Compute, tensor: Compute | None, shares: Shares
     megatron = profile.kernels is not None and profile.kernels.kind != "engine"
     scattered = tp if megatron else 1
     message = link.seconds(boundary[0].nbytes / scattered) if boundary else 0.0
-    schedule = schedules.build(t.pp_schedule, pp, t.m, t.virtual, t.costs)  # as the command
+    schedule = (t.pp_schedule, pp, t.m, t.virtual, t.costs)  # as the command builds it
     return step.pipeline(described, schedule, [(forward * f, backward * b) for f, b in split],
                          message, ranks, profile, across,
                          stages.weight_share(cfg, source_of(cfg).vocab))

@@ -20,9 +20,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..parallel.pipeline import steady
 from ..parallel.pipeline.actions import splits_backward
-from ..parallel.pipeline.simulator import check, chunks, execute_eager, micro_batches
+from ..parallel.pipeline.simulator import check, execute_eager
 from .messages import communication
+
+Flags = tuple[str, int, int, int, tuple]  # a schedule as named: (name, p, m, v, costs)
 
 
 @dataclass(frozen=True)
@@ -75,11 +78,12 @@ def even(compute: tuple[float, float], p: int, v: int) -> list[tuple[float, floa
     return [(compute[0] / v, compute[1] / v)] * (p * v)
 
 
-def pipeline(description, schedule, stages: list[tuple[float, float]], message_s: float,
+def pipeline(description, schedule: Flags, stages: list[tuple[float, float]], message_s: float,
              ranks: dict, profile, across_nodes: frozenset[str] = frozenset(),
              weight: float = 0.0) -> Prediction:
-    """The step of a pipeline: ``schedule`` (stage → actions) timed as the runtime runs it
-    (``simulator.execute_eager``), each F and B of chunk c on rank r costing virtual stage
+    """The step of a pipeline: the schedule its flags ``schedule`` = (name, p, m, v, costs)
+    build, timed as the runtime runs it (``simulator.execute_eager``; at many micro-batches
+    from a few, ``steady.py``), each F and B of chunk c on rank r costing virtual stage
     k = c·p + r's seconds in ``stages`` (forward, backward of one micro-batch), followed by its
     boundary message of ``message_s`` seconds; then the replicas' gradient all-reduce and the
     loss's, exposed after the flush (the pipeline's description, ``ranks`` its axes' sizes),
@@ -93,26 +97,31 @@ def pipeline(description, schedule, stages: list[tuple[float, float]], message_s
     context-parallel ones (``cp``): the ring's could hide behind the block in hand (Liu et al.
     2023, §3), which this prices as exposed, an upper bound. So do a sparse layer's
     all-to-alls (``ep``): the experts wait for their tokens, and the next block for theirs."""
-    m, p, v = micro_batches(schedule), len(schedule), chunks(schedule)
+    _, p, m, v, _ = schedule
     inline = communication(_only(description, "tp", "cp", "ep"), ranks, profile, across_nodes)
     beside = {"F": inline.get("forward", 0.0) / (m * v) + message_s,
               "B": inline.get("backward", 0.0) / (m * v) + message_s}
 
-    split = weight if splits_backward(schedule) else 0.0
+    def timed(built) -> tuple[float]:
+        split = weight if splits_backward(built) else 0.0
 
-    def cost(r: int, action) -> float:
-        if action.kind not in ("F", "B", "W"):  # STEP priced apart, messages in F and B
-            return 0.0
-        forward, backward = stages[action.chunk * p + r]
-        if action.kind == "W":
-            return split * backward
-        return (forward if action.kind == "F" else (1 - split) * backward) + beside[action.kind]
+        def cost(r: int, action) -> float:
+            if action.kind not in ("F", "B", "W"):  # STEP priced apart, messages in F and B
+                return 0.0
+            forward, backward = stages[action.chunk * p + r]
+            if action.kind == "W":
+                return split * backward
+            return (forward if action.kind == "F" else (1 - split) * backward) + beside[
+                action.kind]
 
-    check(schedule)
-    makespan = max((s.end for row in execute_eager(schedule, cost).values() for s in row),
-                   default=0.0)
+        check(built)
+        return (max((s.end for row in execute_eager(built, cost).values() for s in row),
+                    default=0.0),)
+
     mine = [[stages[c * p + r] for c in range(v)] for r in range(p)]
     busiest = max(mine, key=lambda chunks_of: sum(f + b for f, b in chunks_of))
+    rate = sum(f + b + beside["F"] + beside["B"] for f, b in busiest)  # a micro-batch's pace
+    (makespan,) = steady.at(timed, [rate], *schedule)
     forward, backward = m * sum(f for f, _ in busiest), m * sum(b for _, b in busiest)
     phases = communication(_only(description, "dp", "dp×cp", "world"), ranks, profile,
                            across_nodes)

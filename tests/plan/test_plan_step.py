@@ -7,7 +7,7 @@ import pytest
 
 from scratchpar.parallel import DataParallel, DataParallelNaive, Hybrid, Pipeline, ZeRO1, ZeRO3
 from scratchpar.parallel.description import Shape
-from scratchpar.parallel.pipeline import schedules
+from scratchpar.parallel.pipeline.schedules import UNIT_COSTS
 from scratchpar.parallel.pipeline.simulator import bubble_formula
 from scratchpar.plan import flops
 from scratchpar.plan.compute import roofline
@@ -79,7 +79,7 @@ def test_a_pipeline_s_idle_time_is_the_bubble_of_its_schedule(p, m):
     """Uniform stages, free messages, one replica: the makespan is (m + p − 1) slots, and the
     idle share (p − 1)/(m + p − 1) (Huang et al. 2019, §2.3)."""
     described = Pipeline.describe(SHAPE, p, pp=p, m=m, rows=8 * m)
-    got = pipeline(described, schedules.build("gpipe", p, m), even((1.0, 2.0), p, 1), 0.0,
+    got = pipeline(described, ("gpipe", p, m, 1, UNIT_COSTS), even((1.0, 2.0), p, 1), 0.0,
                    {"pp": p, "world": p, "dp": 1}, FAST)
     makespan = got.step_s - got.update_s - got.exposed_s
     assert makespan == pytest.approx((m + p - 1) * 3.0)
@@ -92,7 +92,7 @@ def test_zero_bubble_s_w_fills_what_1f1b_leaves_idle(p, m):
     """F 1, B 1 and W 1 (the weights' half of a backward of 2): 1F1B idles (p − 1)(F + B + W),
     ZB-H1 (p − 1)(F + B − W) (Qi et al. 2023, §3.1), and both compute the same."""
     described = Pipeline.describe(SHAPE, p, pp=p, m=m, rows=8 * m)
-    got = {name: pipeline(described, schedules.build(name, p, m), even((1.0, 2.0), p, 1), 0.0,
+    got = {name: pipeline(described, (name, p, m, 1, UNIT_COSTS), even((1.0, 2.0), p, 1), 0.0,
                           {"pp": p, "world": p, "dp": 1}, FAST, weight=0.5)
            for name in ("1f1b", "zb-h1")}
     assert got["1f1b"].idle_s == pytest.approx((p - 1) * 3.0)
@@ -104,9 +104,9 @@ def test_zero_bubble_s_w_fills_what_1f1b_leaves_idle(p, m):
 def test_a_pipeline_s_messages_lengthen_every_slot_and_replicas_reduce_after_the_flush():
     p, m = 2, 4
     described = Pipeline.describe(SHAPE, 2 * p, pp=p, m=m, rows=32)
-    free = pipeline(described, schedules.build("1f1b", p, m), even((1.0, 2.0), p, 1), 0.0,
+    free = pipeline(described, ("1f1b", p, m, 1, UNIT_COSTS), even((1.0, 2.0), p, 1), 0.0,
                     {"pp": p, "world": 2 * p, "dp": 2}, FAST)
-    costly = pipeline(described, schedules.build("1f1b", p, m), even((1.0, 2.0), p, 1), 0.25,
+    costly = pipeline(described, ("1f1b", p, m, 1, UNIT_COSTS), even((1.0, 2.0), p, 1), 0.25,
                       {"pp": p, "world": 2 * p, "dp": 2}, FAST)
     assert costly.idle_s - free.idle_s == pytest.approx((m + p - 1) * 2 * 0.25)
     dp_reduce = communication(dataclasses.replace(described, sends=tuple(
@@ -122,8 +122,8 @@ def test_a_hybrid_s_tensor_collectives_lengthen_every_slot_and_are_exposed():
         s for s in described.sends if s.axis != "tp"))
     ranks = {"pp": p, "world": 4, "dp": 1, "tp": 2}
     stages = even((1.0, 2.0), p, 1)
-    without = pipeline(plain, schedules.build("gpipe", p, m), stages, 0.0, ranks, SLOW)
-    got = pipeline(described, schedules.build("gpipe", p, m), stages, 0.0, ranks, SLOW)
+    without = pipeline(plain, ("gpipe", p, m, 1, UNIT_COSTS), stages, 0.0, ranks, SLOW)
+    got = pipeline(described, ("gpipe", p, m, 1, UNIT_COSTS), stages, 0.0, ranks, SLOW)
     tensor = got.communication_s["tp forward"] + got.communication_s["tp backward"]
     assert tensor > 0 and got.exposed_s == pytest.approx(without.exposed_s + tensor)
     makespan = got.step_s - got.update_s - (got.exposed_s - tensor)
@@ -138,10 +138,10 @@ def test_uneven_stages_wait_on_the_slowest():
     described = Pipeline.describe(SHAPE, p, pp=p, m=m, rows=32)
     ranks = {"pp": p, "world": p, "dp": 1}
     stages = [(0.5, 1.0), (2.0, 3.0)]  # (forward, backward) of stages 0 and 1
-    naive = pipeline(described, schedules.build("naive", p, 1), stages, 0.0, ranks, FAST)
+    naive = pipeline(described, ("naive", p, 1, 1, UNIT_COSTS), stages, 0.0, ranks, FAST)
     assert naive.step_s - naive.update_s - naive.exposed_s == pytest.approx(0.5 + 2 + 3 + 1)
     assert (naive.forward_s, naive.backward_s) == (2.0, 3.0)  # the busiest rank's compute
-    got = pipeline(described, schedules.build("gpipe", p, m), stages, 0.0, ranks, FAST)
+    got = pipeline(described, ("gpipe", p, m, 1, UNIT_COSTS), stages, 0.0, ranks, FAST)
     makespan = got.step_s - got.update_s - got.exposed_s
     assert makespan == pytest.approx(0.5 + m * 2.0 + m * 3.0 + 1.0)
     assert got.idle_s == pytest.approx(0.5 + 1.0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import math
 
-from ...parallel.pipeline import schedules, simulator
+from ...parallel.pipeline import schedules, simulator, steady
 
 
 def costs_of(text: str) -> tuple[float, ...]:
@@ -25,8 +25,10 @@ def built(t) -> dict:
 @functools.cache
 def peak_stash(name: str, p: int, m: int, v: int, costs: tuple) -> int:
     """The most (micro-batch, chunk) pairs a stage of the schedule holds at once (kept: a
-    planner asks it of one schedule for many layouts)."""
-    return max(simulator.peak_stash(schedules.build(name, p, m, v, costs)).values())
+    planner asks it of one schedule for many layouts; from a few micro-batches where the
+    schedule repeats by then, ``steady.py``)."""
+    return int(max(steady.at(lambda s: tuple(simulator.peak_stash(s).values()), [0] * p,
+                             name, p, m, v, costs)))
 
 
 FLAG_WORDS = {  # each unmet requirement of a schedule, in the command line's words
