@@ -1,14 +1,14 @@
 """The published runs: each one's flags make a layout the training command accepts on its GPUs;
 the FLOP convention is the GPT's own count; the shipped n½ is the fit on the row the profiles
 name; and the rows not fitted on, Korthikanti et al.'s 22B among them, are predicted within
-the targets of docs/plan.md."""
+the targets of docs/plan.md; the planner's own time is printed beside its target."""
 
 import argparse
 import dataclasses
 
 import pytest
 
-from scratchpar.bench.plan.driver import PUBLISHED_TARGETS, against_published
+from scratchpar.bench.plan.driver import PUBLISHED_TARGETS, against_published, timed_plans
 from scratchpar.plan import flops, published
 from scratchpar.plan.__main__ import PROFILES
 from scratchpar.plan.profile import load
@@ -48,3 +48,12 @@ def test_the_rows_not_fitted_on_are_predicted_within_the_median_target(capsys):
         assert abs(by_name[name]["error"]) <= PUBLISHED_TARGETS["median"]
     summary = published.errors(found, published.FITTED)
     assert summary["rows"] == len(found) - 1 and summary["median"] <= PUBLISHED_TARGETS["median"]
+
+
+def test_the_planner_s_own_time_is_printed_beside_its_target(capsys):
+    plans = [published.Timed("tiny GPT", 4, "dgx-h100", ("--model", "gpt"), 30.0)]
+    rows = timed_plans(argparse.Namespace(device="cpu"), plans)
+    assert rows[0]["layouts"] > 10 and rows[0]["seconds"] > 0
+    assert "< 30 s" in capsys.readouterr().out
+    assert [(t.world, t.seconds) for t in published.timed()] == [(128, 3.0), (3072, 30.0),
+                                                                  (3072, 30.0)]

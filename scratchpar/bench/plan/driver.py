@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,7 @@ def world(n: int, run: list[str], profile: str, timing: dict, device: str,
 
 def measure(args) -> dict:
     if args.published:
-        return against_published(args)
+        return {**against_published(args), "plans": timed_plans(args)}
     run, timing = (QUICK_RUN, QUICK_TIMING) if args.quick else (RUN, TIMING)
     if args.rounds is not None:
         if args.rounds < 1:
@@ -175,6 +176,25 @@ def against_published(args) -> dict:
          "verdict": judge(args.device, found[key], at_most=bound)}
         for key, bound in PUBLISHED_TARGETS.items()], formats={"measured": ".1%"}))
     return {"rows": rows, "summary": found, "fitted": published.FITTED}
+
+
+def timed_plans(args, plans=None) -> list[dict]:
+    """``--published``, then: the planner's own time on each of ``plans`` (default
+    ``published.timed()``), every layout ranked as ``python -m scratchpar.plan`` ranks it."""
+    from ...plan.rank import ranked
+
+    rows = []
+    for plan in published.timed() if plans is None else plans:
+        start = time.perf_counter()
+        found = ranked(list(plan.flags), plan.world, load(PROFILES / f"{plan.profile}.toml"))
+        seconds = time.perf_counter() - start
+        rows.append({"run": plan.name, "world": plan.world, "profile": plan.profile,
+                     "layouts": len(found), "seconds": seconds,
+                     "target": f"< {plan.seconds:g} s",
+                     "verdict": judge(args.device, seconds, at_most=plan.seconds)})
+    print(table("the planner's own time: every layout ranked, on one core", rows,
+                formats={"seconds": ".1f"}))
+    return rows
 
 
 def draw(directory: str, rows: list[dict]) -> list[str]:
