@@ -79,6 +79,7 @@ def rank_layouts(argv: list[str]) -> int:
     """Rank the layouts of the run after ``--``; print the table, or one row's breakdown."""
     from ..train.cli import load_config
     from ..train.option import ConfigError
+    from .layouts import chosen
     from .rank import explain, ranked, show
 
     ours, run = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
@@ -90,9 +91,10 @@ def rank_layouts(argv: list[str]) -> int:
         path = PROFILES / f"{args.profile}.toml" if args.profile in shipped() else args.profile
         profile = load(path)
         budget = None if args.memory is None else int(args.memory * 2**30)
-        if "--strategy" in run:
-            raise ValueError("the training flags name the model, the data and the batch; "
-                             "the planner weighs every --strategy itself")
+        if chosen(run):
+            raise ValueError(f"{', '.join(chosen(run))}: the planner weighs every layout "
+                             "itself; the training flags after -- name the model, the data "
+                             "and the batch")
         base = load_config([*run, "--strategy", "single"], planning=True)  # the run's flags,
         # checked before any layout, on the one strategy every model trains under
         if args.target is not None:

@@ -34,6 +34,14 @@ from ..train.cli import load_config
 from ..train.option import ConfigError
 
 SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved", "bprio", "zb-h1")
+CHOSEN = ("--strategy", "--dp", "--pp", "--tp", "--cp", "--ep", "--pp-schedule", "--microbatches",
+          "--virtual", "--pp-costs", "--sequence-parallel", "--cp-attention", "--zero-stage",
+          "--offload", "--servers", "--ps-mode", "--easgd-mode")  # the flags a layout adds
+
+
+def chosen(run: list[str]) -> list[str]:
+    """The flags of ``run`` that the planner chooses itself, for each layout."""
+    return [flag for flag in run if flag.split("=")[0] in CHOSEN]
 
 
 @dataclass(frozen=True)

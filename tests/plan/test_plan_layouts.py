@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 
-from scratchpar.plan.layouts import candidates, layouts
+from scratchpar.plan.layouts import CHOSEN, candidates, chosen, layouts
 from scratchpar.train import load_config
 
 RUNS = {"gpt": ["--d-model", "32", "--n-heads", "4", "--n-layers", "2", "--batch-size", "32"],
@@ -48,3 +48,11 @@ def test_the_mesh_is_also_weighed_at_one_row_a_micro_batch_with_recomputation():
     for f in single:  # a replica's 32 / dp rows, each its own micro-batch
         dp = int(f[f.index("--dp") + 1])
         assert f[f.index("--microbatches") + 1] == str(32 // dp)
+
+
+def test_every_flag_a_layout_adds_is_one_the_run_may_not_bring():
+    added = {flag for flags in candidates(12, 48, sparse=True) for flag in flags
+             if flag.startswith("--")}
+    assert added - {"--recompute"} == set(CHOSEN) - {"--pp-costs"}
+    assert chosen(["--model", "gpt", "--tp=2", "--pp-costs", "1:2:1", "--recompute", "full"]) \
+        == ["--tp=2", "--pp-costs"]

@@ -82,6 +82,8 @@ def test_explain_gives_a_row_s_breakdown_and_its_command(capsys):
     (["--world", "0"], "--world must be at least 1"),
     (["--explain", "999"], "--explain takes a row from 1 to"),
     (["--", "--model", "nope"], "--model"),
+    (["--", "--model", "gpt", "--strategy", "dp"], "--strategy: the planner weighs every layout"),
+    (["--", "--model", "gpt", "--microbatches", "8", "--tp=2"], "--microbatches, --tp=2: the"),
 ])
 def test_bad_input_is_refused_with_a_line(capsys, argv, said):
     assert main(argv) == 2
