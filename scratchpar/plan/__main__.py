@@ -99,7 +99,7 @@ def rank_layouts(argv: list[str]) -> int:
         # checked before any layout, on the one strategy every model trains under
         if args.target is not None:
             return reach_target(args, run, profile, budget, base.train.batch_size)
-        rows = ranked(run, args.world, profile, budget)
+        rows = ranked(run, args.world, profile, budget, shown=sys.stderr.isatty())
     except (ProfileError, ConfigError, ValueError) as e:
         print(f"scratchpar.plan: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..table import table
+from ..train.progress import Progress
 from .layouts import Layout, layouts
 from .memory import Fit, per_rank
 from .predict import from_profile
@@ -47,16 +48,21 @@ class Ranked:
         return self.step.exposed_s / total if total else 0.0
 
 
-def ranked(run: list[str], world: int, profile, budget: int | None = None) -> list[Ranked]:
+def ranked(run: list[str], world: int, profile, budget: int | None = None,
+           shown: bool = False) -> list[Ranked]:
     """The run's layouts on ``world`` ranks of ``profile`` (a device of ``budget`` bytes, if
     given): those that fit first, of them those whose step is one device's, each group by
-    predicted step time, then by memory."""
-    found = []
-    for layout in layouts(run, world):
+    predicted step time, then by memory. ``shown``: the layouts weighed so far on standard
+    error (``train/progress.py``), for a plan of thousands of ranks."""
+    found, every = [], layouts(run, world)
+    progress = Progress(len(every), 0, shown, "layouts", noun="layout")
+    for layout in every:
         cfg = layout.cfg
         step = from_profile(cfg, world, profile)
         fit = per_rank(cfg, world, profile, budget)
         found.append(Ranked(layout, step, fit))
+        progress.update()
+    progress.close()
     return sorted(found, key=lambda r: (not r.fit.fits, not exact(r.layout.cfg), r.step.step_s,
                                         r.fit.need))
 

@@ -16,16 +16,17 @@ LINES = 10  # plain lines per run, without a terminal
 
 
 class Progress:
-    """``update()`` after each step, ``show(loss, rate)`` at each metrics record, ``close()``
-    at the end; ``enabled`` False: silent."""
+    """``update()`` after each step (or each ``noun`` counted), ``show(loss, rate)`` at each
+    metrics record, ``close()`` at the end; ``enabled`` False: silent."""
 
-    def __init__(self, total: int, initial: int, enabled: bool, unit: str, stream=None):
+    def __init__(self, total: int, initial: int, enabled: bool, unit: str, stream=None,
+                 noun: str = "step"):
         self.stream = stream or sys.stderr
         self.total, self.first, self.step, self.unit = total, initial, initial, unit
-        self.bar = None
+        self.bar, self.noun = None, noun
         self.enabled = enabled
         if enabled and self.stream.isatty():
-            self.bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True,
+            self.bar = tqdm(total=total, initial=initial, unit=noun, dynamic_ncols=True,
                             file=self.stream)
         self.every = max(1, (total - initial) // LINES)
         self.start, self.said = time.perf_counter(), ""
@@ -45,7 +46,7 @@ class Progress:
             seconds = time.perf_counter() - self.start
             done = (self.step - self.first) / (self.total - self.first)
             left = f", about {seconds / done - seconds:.0f} s to go" if done < 1 else ""
-            print(f"step {self.step}/{self.total} ({100 * self.step / self.total:.0f}%)"
+            print(f"{self.noun} {self.step}/{self.total} ({100 * self.step / self.total:.0f}%)"
                   f"{self.said} · {seconds:.1f} s{left}", file=self.stream, flush=True)
 
     def close(self) -> None:

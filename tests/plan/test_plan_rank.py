@@ -119,3 +119,12 @@ def test_the_precision_and_the_recomputation_reach_the_prediction():
     assert fp32.step.backward_s < selective.step.backward_s < full.step.backward_s
     assert full.fit.parts["activations"] < selective.fit.parts["activations"] \
         < fp32.fit.parts["activations"]
+
+
+def test_a_plan_shows_the_layouts_weighed_where_asked(capsys):
+    rows = ranked(RUN, 4, H100, shown=True)
+    said = capsys.readouterr().err.splitlines()
+    assert said[-1].startswith(f"layout {len(rows)}/{len(rows)} (100%)")
+    assert len(said) >= 10 and all(line.startswith("layout ") for line in said)
+    ranked(RUN, 4, H100)
+    assert capsys.readouterr().err == ""
