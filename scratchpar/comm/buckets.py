@@ -13,6 +13,22 @@ from scratchpar.comm.flat import Layout
 from scratchpar.comm.progress import Handle
 
 
+def overflows(held: int, size: int, itemsize: int, bucket_bytes: int) -> bool:
+    """Whether an array of ``size`` elements opens a new bucket beside the open one's ``held``:
+    where both hold something and together they pass ``bucket_bytes``."""
+    return bool(size and held and (held + size) * itemsize > bucket_bytes)
+
+
+def count(sizes, itemsize: int, bucket_bytes: int) -> int:
+    """The buckets :class:`Buckets` packs arrays of ``sizes`` elements into, in that order."""
+    found, held = 0, 0
+    for size in sizes:
+        if not found or overflows(held, size, itemsize, bucket_bytes):
+            found, held = found + 1, 0
+        held += size
+    return found
+
+
 class Slot(NamedTuple):
     """Where an array lives: ``buffers[bucket][offset : offset + size]``, shaped ``shape``."""
 
@@ -47,8 +63,7 @@ class Buckets:
         for i, a in enumerate(arrays):
             dtype = np.dtype(a.dtype if into is None else into)
             k = open_bucket.get(dtype)
-            if k is None or (a.size and sizes[k] and
-                             (sizes[k] + a.size) * dtype.itemsize > bucket_bytes):
+            if k is None or overflows(sizes[k], int(a.size), dtype.itemsize, bucket_bytes):
                 k = open_bucket[dtype] = len(sizes)
                 sizes.append(0)
                 dtypes.append(dtype)

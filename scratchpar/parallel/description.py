@@ -6,9 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..comm import buckets
 from ..nn.rnn import RNNLanguageModel
 
 TOTALS = 16  # bytes of the float64 pair [Σ loss, Σ units] that a synchronous step reduces
+LISTED = 100_000  # arrays a shape lists the sizes of at most: a model no machine could build
+# (a billion layers) is described by its bounds, in no time
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,9 @@ class Shape:
     largest layers of a stack, every layer of a recurrent model, whose backward runs through
     them all together), and ``shared`` the parameters several layers hold, or none (a tied
     embedding: ZeRO-3's root group). ``boundary``: bytes of one row's activation between two
-    layers (a sample's or a sequence's), 0 where unknown."""
+    layers (a sample's or a sequence's), 0 where unknown. ``sizes``: each parameter array's
+    elements in the order the model defines them, where known (a whole model's; not a
+    pipeline stage's)."""
 
     psi: int
     itemsize: int
@@ -39,6 +44,7 @@ class Shape:
     boundary: int = 0
     state_itemsize: int = 0
     master: int = 0
+    sizes: tuple[int, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -84,7 +90,7 @@ class Shape:
         return cls(sum(int(p.size) for p in params), itemsize, moments,
                    max(int(p.size) for p in params), len(params), max(len(layers), 1),
                    own[-1] if own else 0, sum(own) if recurrent else sum(own[-3:]), shared,
-                   boundary)
+                   boundary, sizes=tuple(int(p.size) for p in params))
 
 
 @dataclass(frozen=True)
@@ -142,22 +148,24 @@ def replicated(shape: Shape, parameters: int = 0, buffers: int = 0) -> dict[str,
 
 
 def bucketed(shape: Shape, bucket_bytes: int, op: str, axis: str, behind: str = "",
-             every: float = 1.0) -> Message:
+             every: float = 1.0, backward: bool = True) -> Message:
     """The gradient (or the model) reduced in buckets of b = ``bucket_bytes`` (Li et al. 2020,
-    PyTorch DDP §3.2), every ``every`` steps: at least as many as the engine's packing makes
-    (``comm/buckets.py``). It takes the arrays in order and opens a bucket only when the next
-    one would overflow the open one, so every bucket but the last holds more than b less that
-    array (sL at most, L the largest): ⌈sΨ/(b − sL)⌉ buckets at most, near the ⌈sΨ/b⌉ expected
-    where the arrays are small beside b. Two neighbours together always hold more than b: at
-    most 2⌈sΨ/b⌉. And at most one bucket an array, the count where arrays outgrow b. The
-    shape gives no size but the largest's, hence the least of these bounds, not the count
-    itself: a GPT's matrices over b take a bucket each and the vectors between them share
-    one, about half its arrays, but the shape cannot tell them apart."""
+    PyTorch DDP §3.2), every ``every`` steps, packed as the engine packs them
+    (``comm/buckets.py``): the arrays in order, reversed where the buckets follow
+    ``backward`` (the order its gradients finish in), a bucket opened only when the next array
+    would overflow the open one. Where the shape lists its arrays' sizes, that packing counts
+    them. Where it does not (a pipeline stage), every bucket but the last holds more than b
+    less an array (sL at most, L the largest), so ⌈sΨ/(b − sL)⌉ buckets at most; two
+    neighbours always hold more than b, at most 2⌈sΨ/b⌉; and at most one bucket an array. The
+    least of these bounds stands for the count."""
     b, largest = max(bucket_bytes, 1), shape.itemsize * shape.largest
-    bounds = [shape.count, 2 * -(-shape.bytes // b)]
-    if largest < b:
-        bounds.append(-(-shape.bytes // (b - largest)))
-    count = max(1, min(bounds))
+    if shape.sizes:
+        count = buckets.count(shape.sizes[::-1] if backward else shape.sizes, shape.itemsize, b)
+    else:
+        bounds = [shape.count, 2 * -(-shape.bytes // b)]
+        if largest < b:
+            bounds.append(-(-shape.bytes // (b - largest)))
+        count = max(1, min(bounds))
     return Message(op, axis, -(-shape.bytes // count), count / every, behind)
 
 

@@ -49,7 +49,8 @@ class LocalSGD(Strategy):
         wide = shape.widened()
         sends = [Message("all-reduce", "dp", 24, 1)]
         if every:
-            sends.append(bucketed(wide, bucket_bytes, "all-reduce", "dp", every=every))
+            sends.append(bucketed(wide, bucket_bytes, "all-reduce", "dp", every=every,
+                                  backward=False))
         return Description(replicated(shape, parameters=wide.bytes, buffers=2 * shape.bytes),
                            tuple(sends), chunk=shape.largest, arrays=shape.stepped)
 

@@ -125,12 +125,12 @@ class Timed:
 
 
 def timed() -> list[Timed]:
-    """The docs' 1.0B GPT on 128 H100s; the 1T GPT on 3,072 A100s at Korthikanti et al.'s
+    """The docs' 1.2B GPT on 128 H100s; the 1T GPT on 3,072 A100s at Korthikanti et al.'s
     batch of 512 and at Narayanan et al.'s of 3,072 (2021, Table 1), one row a micro-batch."""
     small = ("--model", "gpt", "--d-model", "2048", "--n-layers", "20", "--n-heads", "16",
              "--seq-len", "1024", "--vocab-size", "51200", "--batch-size", "128",
              "--precision", "bf16")
-    return [Timed("1.0B GPT", 128, "dgx-h100", small, 3.0),
+    return [Timed("1.2B GPT", 128, "dgx-h100", small, 3.0),
             *(Timed(f"1T GPT, batch {batch}", 3072, "dgx-a100",
                     (*gpt(25600, 128, 160, 2048, 51200, batch)[:-2],  # less --strategy
                      "--recompute", "full"),

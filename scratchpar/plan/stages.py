@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 
 from ..parallel.pipeline.partition import partition
-from ..train.memory_models import gpt_layers
+from ..train.memory_parameters import gpt_layers
 from . import flops
 
 

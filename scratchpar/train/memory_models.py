@@ -9,9 +9,10 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from ..comm.chunks import counts
-from ..parallel.description import Shape
+from ..parallel.description import LISTED, Shape
 from .memory_context import attention
 from .memory_experts import routed_bytes, sparse
+from .memory_parameters import gpt_arrays, gpt_layers, gpt_parameters
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 I64 = F64 = 8  # token ids and gather indices; the data sources' tables and random draws
@@ -52,35 +53,6 @@ def value_bytes(cfg, s: int) -> int:
 def moments(cfg) -> int:
     """The optimizer's arrays per parameter: Adam's two moments, SGD's momentum, or none."""
     return 2 if cfg.optim.optimizer in ("adam", "adamw") else int(cfg.optim.momentum > 0)
-
-
-def gpt_block(c: int, q: int, f: int) -> int:
-    """Parameters of one GPT block of width C on a rank that holds ``q`` = h_r·d of its
-    attention width and ``f`` of its 4C feed-forward units (C and 4C on one device, split over
-    t ranks by Megatron, Shoeybi et al. 2019, §3; :class:`Sizes`' ``q`` and ``hidden``): 6C
-    replicated (the two LayerNorms' γ and β, the biases of the two row-parallel layers, the
-    projection and W₂), and its slices of QKV (C·3q + 3q), the projection (q·C), W₁ (C·f + f)
-    and W₂ (f·C). On one device 12C² + 13C: Q, K, V and the projection 4C², the feed-forward
-    8C², their biases 9C and the LayerNorms 4C."""
-    return 6 * c + (c * 3 * q + 3 * q) + q * c + (c * f + f) + f * c
-
-
-def gpt_layers(vocab: int, seq_len: int, d_model: int, n_layers: int) -> list[int]:
-    """Parameters of each of ``nn.GPT``'s pipeline layers, as ``partition.parameter_counts``
-    counts them: [embedding, block 0, …, block L−1, final norm and head]. The embedding's token
-    V·C and position T·C tables, each block's :func:`gpt_block` on one device, the final
-    LayerNorm's 2C and the bias-free head's C·V; a head tied to the token table (Press & Wolf
-    2017) holds that table, counted here in both layers that hold it."""
-    v, t, c = vocab, seq_len, d_model
-    return [v * c + t * c, *[gpt_block(c, c, 4 * c)] * n_layers, 2 * c + c * v]
-
-
-def gpt_parameters(vocab: int, seq_len: int, d_model: int, n_layers: int,
-                   tied: bool = False) -> int:
-    """Ψ of ``nn.GPT``: its layers' parameters (:func:`gpt_layers`), the token table once when
-    the head is ``tied`` to it."""
-    embedding, block, head = gpt_layers(vocab, seq_len, d_model, 1)  # one block for each
-    return embedding + n_layers * block + head - tied * vocab * d_model
 
 
 class Sizes(NamedTuple):
@@ -202,7 +174,9 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
     block += moe.params * (moe.blocks > 0)
     own = sorted([embedding - tied, head - tied, *[block] * min(layers, 3)])
     shape = Shape(n, s, moments(cfg), largest, 2 + 12 * layers + 2 + (not m.tie_embeddings)
-                  + moe.blocks * moe.arrays, layers + 2, own[-1], sum(own[-3:]), tied, t * c * e)
+                  + moe.blocks * moe.arrays, layers + 2, own[-1], sum(own[-3:]), tied, t * c * e,
+                  sizes=() if moe.blocks or 12 * layers > LISTED else
+                  gpt_arrays(v, t, c, layers, m.tie_embeddings))
     core = attention(t, heads, c, cfg.train.cp, cfg.train.cp_attention)  # this rank's tokens
     masks = (layers + 2) * core.mask  # each block's cached one, and building one
 
@@ -250,8 +224,10 @@ def recurrent(cfg, s: int, v: int, rows: int, evaluated: int) -> Model:
     largest = max(v * e, e * g * h, h * g * h, h * v)
     layer = max(v * e, first, stacked if extra else 0, (h + 1) * v)
     # backward runs through every layer's time steps together: ZeRO-3 holds them all gathered
+    arrays = () if 3 * extra > LISTED else (v * e, e * g * h, g * h, h * g * h,  # the table;
+        *(h * g * h, g * h, h * g * h) * extra, h * v, v)  # each layer's W_x, b, W_h; the head
     shape = Shape(n, s, moments(cfg), largest, 3 + 3 * m.n_layers, m.n_layers + 2, layer, n,
-                  boundary=t * h * s)
+                  boundary=t * h * s, sizes=arrays)
     init = max(draw(s, largest), F64 * (2 * g + 4) * h * h)  # orthogonal blocks: QR, concat
 
     def step(b: int) -> int:
@@ -290,7 +266,8 @@ def mlp(cfg, s: int, rows: int, evaluated: int) -> Model:
     step = rows * (per_row + sum(hidden) * (e + 1)) + (2 * len(pairs) + 4) * NODE_BYTES
     evaluation = evaluated * (per_row + widest)  # a ReLU's mask beside three arrays
     shape = Shape(sum(layers), s, moments(cfg), largest, 2 * len(pairs), len(pairs), layers[-1],
-                  sum(layers[-3:]), boundary=max(sizes[1:]) * e)
+                  sum(layers[-3:]), boundary=max(sizes[1:]) * e,
+                  sizes=tuple(n for i, o in pairs for n in (i * o, o)))  # each W, then its b
     return Model(shape, draw(s, largest), step, evaluation, rows * 3 * widest * s)
 
 

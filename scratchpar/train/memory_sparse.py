@@ -28,7 +28,7 @@ def sparse_model(cfg, s: int, rows: int, evaluated: int) -> Model:
         step = rows * (k * (4 * s + cast) + 10 * s) + 8 * NODE_BYTES
         evaluation = evaluated * (k * (2 * s + cast) + 8 * s)
         n = d.n_features + 1  # the weights and the bias: one lookup and a sum, no layers
-        shape = Shape(n, s, moments(cfg), d.n_features, 2, shared=n)
+        shape = Shape(n, s, moments(cfg), d.n_features, 2, shared=n, sizes=(d.n_features, 1))
         return Model(shape, draw(s, d.n_features), step, evaluation)
     r = d.rank
     largest = max(d.n_users, d.n_items) * r
@@ -37,8 +37,8 @@ def sparse_model(cfg, s: int, rows: int, evaluated: int) -> Model:
     step = rows * (r * (6 * s + 2 * I64) + 8 * s) + 8 * NODE_BYTES
     evaluation = evaluated * (3 * r * s + 4 * s)
     n = (d.n_users + d.n_items) * r  # the two factor tables: lookups, no layers
-    return Model(Shape(n, s, moments(cfg), largest, 2, shared=n), draw(s, largest), step,
-                 evaluation)
+    return Model(Shape(n, s, moments(cfg), largest, 2, shared=n,
+                       sizes=(d.n_users * r, d.n_items * r)), draw(s, largest), step, evaluation)
 
 
 def sparse_source(cfg) -> Source:

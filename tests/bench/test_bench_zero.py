@@ -10,7 +10,7 @@ from bench_helpers import run_quick, table_rows
 from scratchpar import nn
 from scratchpar.bench.zero import driver as zero
 from scratchpar.bench.zero.driver import CONTENDERS, LABELS
-from scratchpar.train.memory_models import gpt_parameters
+from scratchpar.train.memory_parameters import gpt_parameters
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("zero_memory.png", "zero3_timeline.png", "zero_offload.png")

@@ -7,10 +7,15 @@ import numpy as np
 import pytest
 
 from scratchpar.nn import GPT, Block
+from scratchpar.nn.mlp import MLP
 from scratchpar.parallel.pipeline.partition import parameter_counts
 from scratchpar.parallel.tensor.block import ParallelBlock
+from scratchpar.train.cli import load_config
+from scratchpar.train.memory import network, source_of
 from scratchpar.train.memory_context import causal_mask
-from scratchpar.train.memory_models import Sizes, gpt_block, gpt_layers, gpt_parameters
+from scratchpar.train.memory_models import Sizes
+from scratchpar.train.memory_parameters import gpt_arrays, gpt_block, gpt_layers, gpt_parameters
+from scratchpar.train.strategies.family import Layout
 
 GPTS = [(7, 5, 4, 2, 2), (32, 16, 24, 6, 3), (50, 8, 16, 4, 1)]  # V, T, C, heads, layers
 
@@ -24,6 +29,8 @@ def test_the_gpts_parameters_are_the_built_models(vocab, seq_len, d_model, heads
         sum(p.size for p in model.parameters())
     assert gpt_layers(vocab, seq_len, d_model, layers) == \
         parameter_counts(model.pipeline_layers())  # a tied table in both layers that hold it
+    assert gpt_arrays(vocab, seq_len, d_model, layers, tied) == \
+        tuple(p.size for p in model.parameters())
 
 
 @pytest.mark.parametrize("d_model, heads", [(24, 6), (16, 4)])
@@ -55,3 +62,18 @@ def test_the_ranks_sizes_split_a_blocks_arrays_and_even_ones_are_the_even_share(
 def test_the_causal_mask_is_the_bytes_an_attention_caches():
     core = Block(8, 2, np.random.default_rng(0)).attn.core
     assert causal_mask(12) == core.causal_mask(12, np).nbytes
+
+
+def test_the_estimates_shapes_list_the_built_models_arrays():
+    """In definition order, as the engine's buckets pack them (reversed for data parallelism)."""
+    cfg = load_config(["--source", "classification", "--strategy", "single"])
+    d = cfg.data
+    mlp = MLP([d.n_features, *cfg.model.hidden_sizes, d.n_classes], np.random.default_rng(0))
+    assert network(cfg, 4, None, Layout(1), 1).shape.sizes == \
+        tuple(p.size for p in mlp.parameters())
+    cfg = load_config(["--model", "gpt", "--tie-embeddings", "--strategy", "single"])
+    m, vocab = cfg.model, source_of(cfg).vocab
+    gpt = GPT(vocab, cfg.data.seq_len, m.d_model, m.n_heads, m.n_layers,
+              np.random.default_rng(0), tie_embeddings=True)
+    assert network(cfg, 4, vocab, Layout(1), 1).shape.sizes == \
+        tuple(p.size for p in gpt.parameters())

@@ -20,7 +20,8 @@ from ...parallel.tensor.block import ParallelBlock, SequenceParallelBlock
 from ...table import printed
 from ...trace.tracer import Tracer
 from ...train.memory_context import causal_mask
-from ...train.memory_models import Sizes, gpt_block, gpt_layer
+from ...train.memory_models import Sizes, gpt_layer
+from ...train.memory_parameters import gpt_block
 from ..timing import against_one_device, speedup
 
 CONFIG = {"block": {"batch": 4, "seq": 128, "d_model": 256, "heads": 8},

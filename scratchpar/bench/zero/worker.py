@@ -24,7 +24,7 @@ from ...trace.chrome import write_chrome
 from ...trace.tracer import Tracer
 from ...train.checkpoint import save_checkpoint
 from ...train.defaults import ADAM_LR
-from ...train.memory_models import gpt_parameters
+from ...train.memory_parameters import gpt_parameters
 from ...train.sharded import save_sharded
 from ...train.stored import open_checkpoint
 from ...train.task import Task

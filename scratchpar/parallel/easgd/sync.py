@@ -58,7 +58,8 @@ class SyncEASGD(ElasticState, Strategy):
         p = wide.bytes
         return Description(replicated(shape, parameters=p, buffers=2 * p),
                            (Message("all-reduce", "dp", 24, 1),
-                            bucketed(wide, bucket_bytes, "all-reduce", "dp", every=tau)),
+                            bucketed(wide, bucket_bytes, "all-reduce", "dp", every=tau,
+                                     backward=False)),
                            chunk=shape.largest, arrays=shape.stepped)
 
     def rows(self, batch_size: int) -> tuple[int, int]:

@@ -119,7 +119,8 @@ class Pipeline(Strategy):
         and one all-reduce carries the loss, norm and N."""
         dp = max(world // (pp * tp * cp), 1)
         stage = replace(shape, psi=min(shape.psi, stage_share(shape, pp * v) * v),
-                        count=-(-shape.count // pp))  # its masters' and moments' bytes kept
+                        count=-(-shape.count // pp), sizes=())  # its masters' and moments'
+        # bytes kept; its arrays unknown
         micro = -(-rows // (dp * m)) * shape.boundary // cp  # one micro-batch's activation
         # every micro-batch crosses each of a rank's v chunks' boundaries once each way, as
         # every schedule has it; on one rank the crossings are hand-offs, not messages
