@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..parallel.pipeline import steady
 from ..parallel.pipeline.actions import splits_backward
-from ..parallel.pipeline.simulator import check, execute_eager
+from ..parallel.pipeline.simulator import check, makespan_eager
 from .messages import communication
 
 Flags = tuple[str, int, int, int, tuple]  # a schedule as named: (name, p, m, v, costs)
@@ -115,8 +115,7 @@ def pipeline(description, schedule: Flags, stages: list[tuple[float, float]], me
                 action.kind]
 
         check(built)
-        return (max((s.end for row in execute_eager(built, cost).values() for s in row),
-                    default=0.0),)
+        return (makespan_eager(built, cost),)
 
     mine = [[stages[c * p + r] for c in range(v)] for r in range(p)]
     busiest = max(mine, key=lambda chunks_of: sum(f + b for f, b in chunks_of))

@@ -1,5 +1,6 @@
 """The simulator: exact bubbles and stashes of the classic schedules, and every fault named."""
 
+import random
 from fractions import Fraction
 
 import numpy as np
@@ -13,13 +14,20 @@ from scratchpar.parallel.pipeline import Pipeline
 from scratchpar.parallel.pipeline.actions import Action, ScheduleError
 from scratchpar.parallel.pipeline.schedules import (
     bprio,
+    build,
     gpipe,
     interleaved,
     naive,
     one_f_one_b,
     zb_h1,
 )
-from scratchpar.parallel.pipeline.simulator import bubble_formula, check, simulate
+from scratchpar.parallel.pipeline.simulator import (
+    bubble_formula,
+    check,
+    execute_eager,
+    makespan_eager,
+    simulate,
+)
 from scratchpar.train.task import Task
 
 costs = st.integers(1, 6).map(Fraction)
@@ -228,3 +236,17 @@ def test_the_strategy_refuses_a_deadlocking_schedule_before_any_message():
                                             "SEND_ACT 1→1"):
         Pipeline(model, lambda params: SGD(params, 0.1), Task(None, model, "sample"), None,
                  schedule=bad, ranges=[range(0, 1), range(1, 2)])
+
+
+@pytest.mark.parametrize("name, v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2),
+                                     ("bprio", 1), ("zb-h1", 1)])
+def test_the_makespan_alone_is_the_spans_last_end(name, v):
+    rng = random.Random(len(name))
+    costs = {(r, kind): rng.uniform(0.1, 3.0) for r in range(4) for kind in "FBW"}
+    schedule = build(name, 4, 8, v)
+
+    def cost(r, action):
+        return costs.get((r, action.kind), 0.0)
+
+    spans = execute_eager(schedule, cost)
+    assert makespan_eager(schedule, cost) == max(s.end for row in spans.values() for s in row)
