@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable
 from fractions import Fraction
@@ -114,11 +115,14 @@ def list_schedule(p: int, cost: dict[str, float], pick) -> dict[int, list[Action
     compute has ended by t. None leaves it idle; what it picks starts, so ``pick`` may keep
     count. Time goes from one compute's end to the next. Give exact costs (Fractions): two
     sums of the same costs in another order are then equal and tie, where floats' rounding
-    would break the tie either way, and the order would change with the costs' scale."""
-    end: dict[tuple[str, int, int], float] = {}  # (kind, micro-batch, rank) → finish time
+    would break the tie either way, and the order would change with the costs' scale. They
+    are counted here in whole ticks of their common denominator, which order alike."""
+    tick = math.lcm(*(Fraction(c).denominator for c in cost.values()))
+    cost = {kind: int(Fraction(c) * tick) for kind, c in cost.items()}
+    end: dict[tuple[str, int, int], int] = {}  # (kind, micro-batch, rank) → finish tick
     orders: dict[int, list[Action]] = {s: [] for s in range(p)}
     free, t = [0] * p, 0
-    later: list[float] = []  # a heap of the finish times after t
+    later: list[int] = []  # a heap of the finish ticks after t
 
     def finished(kind: str, i: int, rank: int) -> bool:
         ended = end.get((kind, i, rank))
@@ -157,13 +161,15 @@ def bprio(p: int, m: int, forward: float = 1.0, backward: float = 2.0) -> Schedu
     forward, backward = Fraction(forward), Fraction(backward)  # exact, as list_schedule says
 
     forwarded = [0] * p  # per rank: forwards started, in micro-batch order
-    held: list[list[int]] = [[] for _ in range(p)]  # per rank: forwarded, no B yet; ascending
+    held: list[deque[int]] = [deque() for _ in range(p)]  # per rank: forwarded, no B; ascending
 
     def pick(s: int, finished) -> Action | None:
-        i = next((i for i in held[s] if has_input(s, p, B(i), finished)), None)
-        if i is not None:
-            held[s].remove(i)
-            return B(i)
+        # The lowest held B is the only one to ask: each rank runs its backwards in ascending
+        # order (the last rank's B(i) waits on its own F(i) alone, and F(j < i) ended first;
+        # a rank above waits on the rank below's B(i) too, which ran after its B(j < i)), so
+        # a held B(i) is ready only once every lower held one is.
+        if held[s] and has_input(s, p, B(held[s][0]), finished):
+            return B(held[s].popleft())
         if forwarded[s] < m and has_input(s, p, F(forwarded[s]), finished):
             held[s].append(forwarded[s])
             forwarded[s] += 1
