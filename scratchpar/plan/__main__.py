@@ -91,8 +91,9 @@ def rank_layouts(argv: list[str]) -> int:
         path = PROFILES / f"{args.profile}.toml" if args.profile in shipped() else args.profile
         profile = load(path)
         budget = None if args.memory is None else int(args.memory * 2**30)
-        if chosen(run):
-            raise ValueError(f"{', '.join(chosen(run))}: the planner weighs every layout "
+        theirs = chosen(run)
+        if theirs:
+            raise ValueError(f"{', '.join(theirs)}: the planner weighs every layout "
                              "itself; the training flags after -- name the model, the data "
                              "and the batch")
         base = load_config([*run, "--strategy", "single"], planning=True)  # the run's flags,

@@ -8,11 +8,11 @@ from __future__ import annotations
 def gpt_block(c: int, q: int, f: int) -> int:
     """Parameters of one GPT block of width C on a rank that holds ``q`` = h_r·d of its
     attention width and ``f`` of its 4C feed-forward units (C and 4C on one device, split over
-    t ranks by Megatron, Shoeybi et al. 2019, §3; :class:`Sizes`' ``q`` and ``hidden``): 6C
-    replicated (the two LayerNorms' γ and β, the biases of the two row-parallel layers, the
-    projection and W₂), and its slices of QKV (C·3q + 3q), the projection (q·C), W₁ (C·f + f)
-    and W₂ (f·C). On one device 12C² + 13C: Q, K, V and the projection 4C², the feed-forward
-    8C², their biases 9C and the LayerNorms 4C."""
+    t ranks by Megatron, Shoeybi et al. 2019, §3; ``memory_models.Sizes``' ``q`` and
+    ``hidden``): 6C replicated (the two LayerNorms' γ and β, the biases of the two
+    row-parallel layers, the projection and W₂), and its slices of QKV (C·3q + 3q), the
+    projection (q·C), W₁ (C·f + f) and W₂ (f·C). On one device 12C² + 13C: Q, K, V and the
+    projection 4C², the feed-forward 8C², their biases 9C and the LayerNorms 4C."""
     return 6 * c + (c * 3 * q + 3 * q) + q * c + (c * f + f) + f * c
 
 
