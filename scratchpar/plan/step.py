@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..parallel.pipeline import steady
 from ..parallel.pipeline.actions import splits_backward
-from ..parallel.pipeline.simulator import check, makespan_eager
+from ..parallel.pipeline.simulator import makespan_eager
 from .messages import communication
 
 Flags = tuple[str, int, int, int, tuple]  # a schedule as named: (name, p, m, v, costs)
@@ -81,14 +81,15 @@ def even(compute: tuple[float, float], p: int, v: int) -> list[tuple[float, floa
 def pipeline(description, schedule: Flags, stages: list[tuple[float, float]], message_s: float,
              ranks: dict, profile, across_nodes: frozenset[str] = frozenset(),
              weight: float = 0.0) -> Prediction:
-    """The step of a pipeline: the schedule its flags ``schedule`` = (name, p, m, v, costs)
-    build, timed as the runtime runs it (``simulator.execute_eager``; at many micro-batches
-    from a few, ``steady.py``), each F and B of chunk c on rank r costing virtual stage
-    k = c·p + r's seconds in ``stages`` (forward, backward of one micro-batch), followed by its
-    boundary message of ``message_s`` seconds; then the replicas' gradient all-reduce and the
-    loss's, exposed after the flush (the pipeline's description, ``ranks`` its axes' sizes),
-    and the stage's update. Its idle time is the busiest rank's wait: the bubble, (p−1)/(m+p−1)
-    of the makespan with uniform stages (Huang et al. 2019, §2.3), more where stages differ.
+    """The step of a pipeline: the compute orders of the schedule its flags ``schedule`` =
+    (name, p, m, v, costs) build, timed as the runtime runs it (``simulator.makespan_eager``;
+    at many micro-batches from a few, ``steady.py``), each F and B of chunk c on rank r
+    costing virtual stage k = c·p + r's seconds in ``stages`` (forward, backward of one
+    micro-batch), followed by its boundary message of ``message_s`` seconds; then the
+    replicas' gradient all-reduce and the loss's, exposed after the flush (the pipeline's
+    description, ``ranks`` its axes' sizes), and the stage's update. Its idle time is the
+    busiest rank's wait: the bubble, (p−1)/(m+p−1) of the makespan with uniform stages (Huang
+    et al. 2019, §2.3), more where stages differ.
     Where the schedule splits backward, its W takes the share ``weight`` of it and B the rest.
 
     A hybrid's tensor-parallel collectives (the ``tp`` axis) sit inside each slot: Megatron's
@@ -102,8 +103,8 @@ def pipeline(description, schedule: Flags, stages: list[tuple[float, float]], me
     beside = {"F": inline.get("forward", 0.0) / (m * v) + message_s,
               "B": inline.get("backward", 0.0) / (m * v) + message_s}
 
-    def timed(built) -> tuple[float]:
-        split = weight if splits_backward(built) else 0.0
+    def timed(orders) -> tuple[float]:
+        split = weight if splits_backward(orders) else 0.0
 
         def cost(r: int, action) -> float:
             if action.kind not in ("F", "B", "W"):  # STEP priced apart, messages in F and B
@@ -114,8 +115,7 @@ def pipeline(description, schedule: Flags, stages: list[tuple[float, float]], me
             return (forward if action.kind == "F" else (1 - split) * backward) + beside[
                 action.kind]
 
-        check(built)
-        return (makespan_eager(built, cost),)
+        return (makespan_eager(orders, cost),)
 
     mine = [[stages[c * p + r] for c in range(v)] for r in range(p)]
     busiest = max(mine, key=lambda chunks_of: sum(f + b for f, b in chunks_of))

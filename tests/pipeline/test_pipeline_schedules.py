@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 from scratchpar.parallel.pipeline import schedules
 from scratchpar.parallel.pipeline.actions import Action, ScheduleError, virtual_stage
 from scratchpar.parallel.pipeline.lower import lower
+from scratchpar.parallel.pipeline.orders import rounds
 from scratchpar.parallel.pipeline.schedules import (
     SCHEDULES,
     build,
     gpipe,
     interleaved,
     one_f_one_b,
-    rounds,
     unmet,
     zb_h1,
 )

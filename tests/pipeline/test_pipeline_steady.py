@@ -8,12 +8,13 @@ import pytest
 
 from scratchpar.parallel.pipeline import schedules, steady
 from scratchpar.parallel.pipeline.actions import micro_batches, splits_backward
-from scratchpar.parallel.pipeline.simulator import check, execute_eager, peak_stash
+from scratchpar.parallel.pipeline.simulator import makespan_eager, peak_stash
 
 
 def figures_of(stages: list[tuple[float, float]], message: float, weight: float):
-    """A schedule's makespan with each F and B of rank r costing ``stages[r]`` and a message,
-    W the share ``weight`` of B, then each rank's peak stash."""
+    """A schedule's makespan (its compute orders', or the lowered whole's) with each F and B of
+    rank r costing ``stages[r]`` and a message, W the share ``weight`` of B, then each rank's
+    peak stash."""
 
     def figures(schedule) -> tuple[float, ...]:
         split = weight if splits_backward(schedule) else 0.0
@@ -23,10 +24,7 @@ def figures_of(stages: list[tuple[float, float]], message: float, weight: float)
             return {"F": forward + message, "B": (1 - split) * backward + message,
                     "W": split * backward}.get(action.kind, 0.0)
 
-        check(schedule)
-        spans = execute_eager(schedule, cost)
-        return (max(row[-1].end for row in spans.values() if row),
-                *peak_stash(schedule).values())
+        return makespan_eager(schedule, cost), *peak_stash(schedule).values()
 
     return figures
 

@@ -103,8 +103,9 @@ def test_a_pipeline_is_priced_in_the_order_its_pp_costs_plan(monkeypatch):
     tests), and the prediction prices the one the run would execute."""
     flags = [*RUN, "--strategy", "pipeline", "--pp", "4", "--pp-schedule", "zb-h1",
              "--microbatches", "8"]
-    built, real = [], schedules.build
-    monkeypatch.setattr(schedules, "build", lambda *args: built.append(args) or real(*args))
+    built, real = [], schedules.compute_orders
+    monkeypatch.setattr(schedules, "compute_orders",
+                        lambda *args: built.append(args) or real(*args))
     for costs in ("1:2:1", "1:1.5:0.5"):
         cfg = load_config([*flags, "--pp-costs", costs], 4)
         assert math.isfinite(predict(cfg, 4, PROFILE, rate(cfg)).step_s)

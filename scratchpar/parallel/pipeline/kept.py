@@ -1,5 +1,6 @@
-"""What a schedule yields, kept by its contents: a planner checks and times one schedule for
-every layout that runs it, each time in a fresh copy from ``schedules.build``."""
+"""What a schedule yields, kept by its contents: a planner times one schedule's compute orders
+for every layout that runs it, each time in a fresh copy from ``schedules.compute_orders``,
+and a schedule checked once is not checked again."""
 
 from __future__ import annotations
 

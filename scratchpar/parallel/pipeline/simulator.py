@@ -108,7 +108,10 @@ def execute_eager(schedule: Schedule, cost) -> dict[int, list[Span]]:
 
 def makespan_eager(schedule: Schedule, cost) -> float:
     """:func:`execute_eager`'s makespan, without its spans: a planner times one schedule for
-    each of hundreds of layouts, and the spans were most of the time."""
+    each of hundreds of layouts, and the spans were most of the time. Messages take no time
+    at their place in the list, so a schedule's compute orders alone (``schedules.
+    compute_orders``) have its makespan. Raises ScheduleError where a compute's input never
+    comes."""
     return max(_eager(schedule, cost, None).values(), default=0.0)
 
 
@@ -141,6 +144,10 @@ def _eager(schedule: Schedule, cost, spans: dict | None) -> dict[int, float]:
                 i += 1
             progress = progress or i > pos[r]
             pos[r], clock[r] = i, t
+    stuck = {r: row[pos[r]][0] for r, row in rows.items() if pos[r] < len(row)}
+    if stuck:
+        raise ScheduleError("the computes cannot all run; each waits for an input never "
+                            "computed: " + ", ".join(f"rank {r} at {a}" for r, a in stuck.items()))
     return clock
 
 
