@@ -19,6 +19,7 @@ from ..comm.abort import abort_on_exception, launched_by_mpi
 from .profile import ProfileError, dump, load
 
 PROFILES = Path(__file__).parent / "profiles"
+TOP = 20  # rows the ranking shows unless told
 
 EXIT_BAD_INPUT = 2
 
@@ -60,7 +61,8 @@ def plan_parser() -> argparse.ArgumentParser:
                         f"or one shipped: {', '.join(shipped())} (default dgx-h100)")
     parser.add_argument("--memory", type=float, help="GiB a device may hold (default: the "
                         "profile's)")
-    parser.add_argument("--top", type=int, default=20, help="rows shown (default 20; 0: all)")
+    parser.add_argument("--top", type=int, default=TOP, help=f"rows shown (default {TOP}; 0: "
+                        "all)")
     parser.add_argument("--explain", type=int, metavar="I", help="the breakdown of row I, and "
                         "the line that runs it")
     parser.add_argument("--target", metavar="S_MIN,E_MIN", help="rank global batches by the "
@@ -120,7 +122,7 @@ def rank_layouts(argv: list[str]) -> int:
     if best.fit.fits:
         print(f"\nbest: {best.layout.command(args.world, run)}")
     else:
-        print(f"\nno layout fits: the fastest {best.fit.why_not()}; more ranks, a smaller "
+        print(f"\nno layout fits: the closest {best.fit.why_not()}; more ranks, a smaller "
               "batch or a device with more memory (--memory) may help")
     return 0
 

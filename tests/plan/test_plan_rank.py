@@ -7,7 +7,7 @@ import pytest
 
 from scratchpar.plan.__main__ import main
 from scratchpar.plan.layouts import Layout
-from scratchpar.plan.predict import shape_of
+from scratchpar.plan.predict import from_profile, shape_of
 from scratchpar.plan.profile import load
 from scratchpar.plan.rank import exact, name, ranked
 from scratchpar.train.cli import load_config
@@ -35,6 +35,19 @@ def test_a_tight_budget_puts_every_layout_below_with_why():
     rows = ranked(RUN, 4, H100, budget=H100.engine.process_bytes + 2**20)
     assert rows and not any(r.fit.fits for r in rows)
     assert all("needs" in r.fit.why_not() for r in rows)
+
+
+def test_layouts_that_do_not_fit_come_closest_first_and_are_timed_when_read():
+    rows = ranked(RUN, 4, H100, budget=H100.engine.process_bytes + 2**20)
+    flags = [exact(r.layout.cfg) for r in rows]
+    assert flags == sorted(flags, reverse=True)
+    for group in (True, False):
+        needs = [r.fit.need for r in rows if exact(r.layout.cfg) is group]
+        assert needs == sorted(needs) and len(set(needs)) > 1
+    assert not any("step" in vars(r) for r in rows)  # nothing timed that nobody read
+    first = rows[0].step
+    assert first.step_s > 0 and rows[0].step is first
+    assert first == from_profile(rows[0].layout.cfg, 4, H100)
 
 
 def test_every_command_is_one_the_training_command_accepts():
@@ -102,7 +115,7 @@ def test_a_layout_s_short_name_keeps_every_knob_but_the_defaults():
 def test_when_nothing_fits_the_command_recommends_nothing(capsys):
     assert main(["--world", "2", "--memory", "0.6", "--", *RUN]) == 0
     out = capsys.readouterr().out
-    assert "best:" not in out and "no layout fits: the fastest needs" in out
+    assert "best:" not in out and "no layout fits: the closest needs" in out
 
 
 def test_the_precision_and_the_recomputation_reach_the_prediction():

@@ -13,7 +13,7 @@ import numpy as np
 from ...jobs.harness import Benchmark, Ranks, draw_figures, finish, headline, judge
 from ...jobs.mpijob import job
 from ...plan import published
-from ...plan.__main__ import PROFILES
+from ...plan.__main__ import PROFILES, TOP
 from ...plan.profile import load
 from ...table import table
 
@@ -180,20 +180,23 @@ def against_published(args) -> dict:
 
 def timed_plans(args, plans=None) -> list[dict]:
     """``--published``, then: the planner's own time on each of ``plans`` (default
-    ``published.timed()``), every layout ranked as ``python -m scratchpar.plan`` ranks it."""
-    from ...plan.rank import ranked
+    ``published.timed()``), every layout ranked and the top rows shown, as ``python -m
+    scratchpar.plan`` ranks and shows them."""
+    from ...plan.rank import ranked, show
 
     rows = []
     for plan in published.timed() if plans is None else plans:
+        profile = load(PROFILES / f"{plan.profile}.toml")
         start = time.perf_counter()
-        found = ranked(list(plan.flags), plan.world, load(PROFILES / f"{plan.profile}.toml"))
+        found = ranked(list(plan.flags), plan.world, profile)
+        show(found[:TOP], plan.world, profile)
         seconds = time.perf_counter() - start
         rows.append({"run": plan.name, "world": plan.world, "profile": plan.profile,
-                     "layouts": len(found), "seconds": seconds,
-                     "target": f"< {plan.seconds:g} s",
+                     "layouts": len(found), "fit": sum(r.fit.fits for r in found),
+                     "seconds": seconds, "target": f"< {plan.seconds:g} s",
                      "verdict": judge(args.device, seconds, at_most=plan.seconds)})
-    print(table("the planner's own time: every layout ranked, on one core", rows,
-                formats={"seconds": ".1f"}))
+    print(table(f"the planner's own time: every layout ranked, the top {TOP} shown, on one "
+                "core", rows, formats={"seconds": ".1f"}))
     return rows
 
 
