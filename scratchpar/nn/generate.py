@@ -18,7 +18,7 @@ import numpy as np
 from ..autograd import Tensor, no_grad
 from ..autograd import functional as F
 from ..backend import to_host
-from .attention import attention_weights
+from .attention import attend, split_qkv
 from .gpt import GPT
 
 
@@ -61,26 +61,25 @@ class GPTDecoder:
 
     def _attend(self, attn, x, i: int):
         """Causal self-attention of the new positions ``x`` (1, t, C) over the cached ones and
-        themselves, as ``CausalSelfAttention.forward`` computes it (Vaswani et al. 2017, eq. 1)."""
+        themselves, as ``CausalSelfAttention.forward`` computes it (Vaswani et al. 2017, eq. 1):
+        the cache holds the G key/value heads, a grouped layer's fewer than its H."""
         b, t, c = x.shape
-        h, d = attn.n_heads, c // attn.n_heads
-        qkv = attn.qkv(x).reshape(b, t, 3, h, d).permute(2, 0, 3, 1, 4)  # (3, 1, H, t, d)
-        q, k, v = qkv.data[0], qkv.data[1], qkv.data[2]  # (1, H, t, d)
+        q, k, v = split_qkv(attn.qkv(x), attn.n_heads // attn.kv_heads, c // attn.n_heads)
+        k, v = k.data, v.data  # (1, G, t, d)
         if i == len(self.keys):
             self.keys.append(k)
             self.values.append(v)
         else:
             xp = x.xp
-            self.keys[i] = xp.concatenate([self.keys[i], k], axis=2)  # (1, H, T, d)
+            self.keys[i] = xp.concatenate([self.keys[i], k], axis=2)  # (1, G, T, d)
             self.values[i] = xp.concatenate([self.values[i], v], axis=2)
         keys, values = Tensor(self.keys[i]), Tensor(self.values[i])
         hidden = None
         if t > 1:  # the new positions among themselves: the last t columns are causal
             past = keys.shape[2] - t
             hidden = x.xp.triu(x.xp.ones((t, past + t), dtype=bool), k=past + 1)  # (t, T)
-        weights = attention_weights(Tensor(q), keys, hidden)  # (1, H, t, T)
-        y = (weights @ values).permute(0, 2, 1, 3).reshape(b, t, c)
-        return attn.proj(y)  # (1, t, C)
+        y = attend(Tensor(q.data), keys, values, hidden)  # (1, H, t, d)
+        return attn.proj(y.permute(0, 2, 1, 3).reshape(b, t, c))  # (1, t, C)
 
 
 class RecurrentDecoder:

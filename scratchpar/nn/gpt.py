@@ -17,19 +17,22 @@ class GPT(Module):
 
     With ``tie_embeddings`` the head is the token embedding's transpose (Press & Wolf 2017): one
     (V, C) matrix, named ``tok.weight``, that the first and the last pipeline layer both hold.
-    With ``experts``, every ``moe_every``-th block's MLP is a mixture of experts.
+    With ``experts``, every ``moe_every``-th block's MLP is a mixture of experts. ``kv_heads``
+    key/value heads serve the ``n_heads`` query heads (grouped-query attention; None: one each),
+    and each MLP is ``d_ff`` wide (None: 4·d_model).
     """
 
     def __init__(self, vocab_size: int, max_len: int, d_model: int, n_heads: int, n_layers: int,
                  gen: np.random.Generator, dropout: float = 0.0, dtype=np.float32, *,
                  tie_embeddings: bool = False, experts: Experts | None = None,
-                 moe_every: int = 1):
+                 moe_every: int = 1, kv_heads: int | None = None, d_ff: int | None = None):
         self.max_len = max_len
         self.tok = Embedding(vocab_size, d_model, gen, dtype)
         self.pos = Embedding(max_len, d_model, gen, dtype)
         self.drop = Dropout(dropout)
         self.blocks = ModuleList([Block(d_model, n_heads, gen, dropout, dtype,
-                                        experts if (i + 1) % moe_every == 0 else None)
+                                        experts if (i + 1) % moe_every == 0 else None,
+                                        kv_heads=kv_heads, d_ff=d_ff)
                                   for i in range(n_layers)])
         self.ln_f = LayerNorm(d_model, dtype)
         self.head = (TiedHead(self.tok) if tie_embeddings

@@ -50,12 +50,13 @@ class MixtureOfExperts(Module):
     which the experts (:mod:`scratchpar.parallel.experts`); :attr:`experts` are those this
     rank holds."""
 
-    def __init__(self, d_model: int, spec: Experts, gen: np.random.Generator, dtype=np.float32):
+    def __init__(self, d_model: int, spec: Experts, gen: np.random.Generator, dtype=np.float32,
+                 d_ff: int | None = None):
         self.spec = spec
+        wide = 4 * d_model if d_ff is None else d_ff  # each expert's hidden width
         self.router = Linear(d_model, spec.count, gen, bias=False, dtype=dtype)
-        self.experts = ModuleList([Sequential(Linear(d_model, 4 * d_model, gen, dtype=dtype),
-                                              GELU(), Linear(4 * d_model, d_model, gen,
-                                                             dtype=dtype))
+        self.experts = ModuleList([Sequential(Linear(d_model, wide, gen, dtype=dtype), GELU(),
+                                              Linear(wide, d_model, gen, dtype=dtype))
                                    for _ in range(spec.count)])
         self.group, self.scaler, self.aux, self.stats = None, None, None, {}
 

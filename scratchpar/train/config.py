@@ -30,6 +30,9 @@ class ModelConfig:
                     flag="--model", choices=("gpt", "lstm", "rnn", "mlp", "logreg", "factors"))
     d_model: int = opt(64, "embedding / model width (gpt, lstm, rnn)")
     n_heads: int = opt(4, "attention heads (gpt)")
+    kv_heads: int = opt(0, "gpt: key/value heads, each shared by n_heads/kv_heads query heads "
+                           "(grouped-query attention, Ainslie et al. 2023; 0: one per head)")
+    d_ff: int = opt(0, "gpt: each block's feed-forward width (0: 4·d_model)")
     n_layers: int = opt(2, "transformer blocks (gpt) or stacked recurrent layers (lstm, rnn)")
     d_hidden: int = opt(128, "recurrent state size (lstm, rnn)")
     hidden_sizes: tuple = opt((512, 512), "hidden layer sizes, comma-separated (mlp)")
@@ -47,6 +50,16 @@ class ModelConfig:
                                     "(Fedus et al. 2021, eq. 4)")
     z_loss: float = opt(0.001, "--experts: β of the router z-loss β·mean(logsumexp)² "
                                "(Zoph et al. 2022, eq. 5)")
+
+    @property
+    def groups(self) -> int:
+        """G, the GPT's key/value heads."""
+        return self.kv_heads or self.n_heads
+
+    @property
+    def wide(self) -> int:
+        """The GPT's feed-forward width."""
+        return self.d_ff or 4 * self.d_model
 
 
 @dataclass(frozen=True)

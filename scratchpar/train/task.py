@@ -229,7 +229,7 @@ def build_task(cfg, dropout_gen: DeviceRandom, chars: str | None = None,
                               m.z_loss) if m.experts else None)
         model = nn.GPT(data.vocab_size, d.seq_len, m.d_model, m.n_heads, m.n_layers, init,
                        dropout=m.dropout, dtype=dtype, tie_embeddings=m.tie_embeddings,
-                       experts=experts, moe_every=m.moe_every)
+                       experts=experts, moe_every=m.moe_every, kv_heads=m.groups, d_ff=m.wide)
         nn.set_dropout_generator(model, dropout_gen)
     else:
         cls = nn.LSTMLanguageModel if m.kind == "lstm" else nn.RNNLanguageModel

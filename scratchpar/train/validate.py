@@ -73,6 +73,15 @@ def _model_problems(m) -> list[str]:
         problems.append(f"model.hidden_sizes must be positive; got {m.hidden_sizes}")
     if m.n_heads >= 1 and m.d_model % m.n_heads:
         problems.append(f"model.n_heads ({m.n_heads}) must divide model.d_model ({m.d_model})")
+    if m.kv_heads < 0 or m.d_ff < 0:
+        problems.append(f"model.kv_heads ({m.kv_heads}) and model.d_ff ({m.d_ff}) must be at "
+                        "least 0 (0: their defaults)")
+    elif m.n_heads >= 1 and m.n_heads % m.groups:
+        problems.append(f"model.kv_heads ({m.kv_heads}) must divide model.n_heads "
+                        f"({m.n_heads}): each key/value head serves as many query heads")
+    if (m.kv_heads or m.d_ff) and m.kind != "gpt":
+        problems.append(f"model.kv_heads and model.d_ff shape a GPT's blocks; model {m.kind} "
+                        "has none")
     if not 0.0 <= m.dropout < 1.0:
         problems.append(f"model.dropout must be in [0, 1); got {m.dropout}")
     if m.tie_embeddings and m.kind != "gpt":

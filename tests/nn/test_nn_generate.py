@@ -16,6 +16,8 @@ def models():
     return {"gpt": nn.GPT(V, T, 16, 2, 2, np.random.default_rng(1), dtype=np.float64),
             "gpt-tied": nn.GPT(V, T, 8, 2, 1, np.random.default_rng(2), dtype=np.float64,
                                tie_embeddings=True),
+            "gpt-grouped": nn.GPT(V, T, 16, 4, 2, np.random.default_rng(5), dtype=np.float64,
+                                  kv_heads=2, d_ff=24),
             "lstm": nn.LSTMLanguageModel(V, 12, 10, np.random.default_rng(3), np.float64,
                                          n_layers=2),
             "rnn": nn.RNNLanguageModel(V, 12, 10, np.random.default_rng(4), np.float64)}
@@ -28,7 +30,7 @@ def full_logits(model, ids) -> np.ndarray:
         return host(model(np.array([ids])).data[0])
 
 
-@pytest.mark.parametrize("kind", ["gpt", "gpt-tied", "lstm", "rnn"])
+@pytest.mark.parametrize("kind", ["gpt", "gpt-tied", "gpt-grouped", "lstm", "rnn"])
 @pytest.mark.parametrize("prompt", [1, 3, T])
 def test_the_cache_gives_the_whole_forwards_logits_at_every_position(kind, prompt):
     model = models()[kind]
