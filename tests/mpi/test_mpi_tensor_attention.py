@@ -1,7 +1,8 @@
 """Attention split by heads and the tensor-parallel block on real ranks equal their
 single-device twins: outputs, input gradients and every shard parameter's gradient (the slice
 its layout names of the twin's), in float64, for head counts the group size does not divide
-(fewer heads than ranks included), with and without dropout."""
+(fewer heads than ranks included), with and without dropout, with grouped key/value heads
+(split by whole groups) and a feed-forward width of its own."""
 
 import numpy as np
 from device_helpers import host, on_device
@@ -17,7 +18,8 @@ from scratchpar.parallel.tensor.block import ParallelBlock
 from scratchpar.parallel.tensor.layout import Split, layouts
 
 TIGHT = {"rtol": 1e-10, "atol": 1e-12}
-shapes = {"heads": st.integers(1, 5), "d": st.integers(1, 3), "b": st.integers(1, 2),
+shapes = {"heads": st.integers(1, 5), "per_group": st.sampled_from([1, 1, 2, 3]),
+          "d": st.integers(1, 3), "b": st.integers(1, 2),
           "t": st.integers(1, 4), "p": st.sampled_from([0.0, 0.3]), "seed": st.integers(0, 2**31)}
 
 
@@ -60,31 +62,35 @@ def assert_grads_are_slices(shard, twin, comm):
         np.testing.assert_allclose(host(got), host(want), err_msg=name, **TIGHT)
 
 
-@settings(max_examples=12)
+@settings(max_examples=14)
 @given(**shapes)
 @shared_verdict
-def test_parallel_attention_equals_its_twin(comm, heads, d, b, t, p, seed):
-    c = heads * d
-    twin = randomized(nn.CausalSelfAttention(c, heads, np.random.default_rng(seed), dropout=p,
-                                             dtype=np.float64), seed)
+def test_parallel_attention_equals_its_twin(comm, heads, per_group, d, b, t, p, seed):
+    """``heads`` key/value groups of ``per_group`` query heads each."""
+    c = heads * per_group * d
+    twin = randomized(nn.CausalSelfAttention(c, heads * per_group, np.random.default_rng(seed),
+                                             dropout=p, dtype=np.float64, kv_heads=heads), seed)
     shard = ParallelAttention(twin, comm)
-    assert layouts(shard) == {"qkv.weight": Split(axis=2, view=(c, 3, heads, d)),
-                              "qkv.bias": Split(axis=1, view=(3, heads, d)),
-                              "proj.weight": Split(axis=0, view=(heads, d, c)),
-                              "proj.bias": None}
+    r = per_group
+    rows = (Split(axis=0, view=(heads, d, c)) if r == 1 else
+            Split(axis=1, view=(r, heads, d, c)))
+    assert layouts(shard) == {"qkv.weight": Split(axis=2, view=(c, r + 2, heads, d)),
+                              "qkv.bias": Split(axis=1, view=(r + 2, heads, d)),
+                              "proj.weight": rows, "proj.bias": None}
     run_both(shard, twin, seed, b, t, c)
     assert_grads_are_slices(shard, twin, comm)
     assert shard.core.dropout.gen.state == twin.core.dropout.gen.state  # the streams stay in step
 
 
 @settings(max_examples=10)
-@given(**shapes)
+@given(**shapes, wide=st.integers(1, 9))
 @shared_verdict
-def test_parallel_block_equals_its_twin(comm, heads, d, b, t, p, seed):
-    twin = randomized(nn.Block(heads * d, heads, np.random.default_rng(seed), dropout=p,
-                               dtype=np.float64), seed)
+def test_parallel_block_equals_its_twin(comm, heads, per_group, d, b, t, p, seed, wide):
+    c = heads * per_group * d
+    twin = randomized(nn.Block(c, heads * per_group, np.random.default_rng(seed), dropout=p,
+                               dtype=np.float64, kv_heads=heads, d_ff=wide), seed)
     shard = ParallelBlock(twin, comm)
-    run_both(shard, twin, seed, b, t, heads * d)
+    run_both(shard, twin, seed, b, t, c)
     assert_grads_are_slices(shard, twin, comm)
 
 

@@ -68,8 +68,8 @@ def test_every_reason_cp_cannot_split_a_sequence_is_listed_at_once():
         "does not divide by 8",
         "--cp 4 runs without dropout (--dropout 0.1): a rank holds 1/cp of a sequence, so it "
         "cannot draw one device's mask of the whole",
-        "--cp-attention ulysses shares each tensor-parallel rank's heads over the 4 cp ranks: "
-        "--n-heads 4 over --tp 2 gives 2, which does not divide by --cp 4"]
+        "--cp-attention ulysses shares each tensor-parallel rank's key/value heads over the 4 "
+        "cp ranks: --n-heads 4 over --tp 2 gives 2, which does not divide by --cp 4"]
     assert problems([*HYBRID, "--cp", "3", "--seq-len", "12", "--cp-layout", "contiguous"],
                     4) == ["--pp 1 × --cp 3 × --tp 1 does not divide the world of 4 ranks into "
                            "replicas of the pipeline; launch a multiple of 3 ranks"]

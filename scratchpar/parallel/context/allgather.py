@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...nn.attention import AttentionCore, attention_weights
+from ...nn.attention import AttentionCore, attend
 from .. import duals
 from .layout import Context, future
 
 
 class AllGatherAttention(AttentionCore):
-    """q, k, v (B, H, T/cp, d) at this rank's positions → (B, H, T/cp, d): one device's causal
-    attention (``nn.attention.AttentionCore``) for those queries, over ``context``'s cp group
-    and layout; every key seen where not ``causal``."""
+    """q (B, H, T/cp, d), k and v (B, G, T/cp, d) at this rank's positions → (B, H, T/cp, d):
+    one device's causal attention (``nn.attention.AttentionCore``) for those queries, over
+    ``context``'s cp group and layout; every key seen where not ``causal``. It gathers the G
+    key/value heads, which grouped-query attention makes fewer than H (Llama 3 gathers 8 of
+    128)."""
 
     def __init__(self, context: Context, causal: bool = True):
         super().__init__()
@@ -25,9 +27,9 @@ class AllGatherAttention(AttentionCore):
         comm = self.context.comm
         t = k.shape[2] * comm.size  # every rank holds T/cp positions: nothing to exchange first
         rows = [len(mine) for mine in self.context.held(t)]
-        keys = duals.all_gather(k, comm, axis=2, rows=rows)  # (B, H, T, d): rank order
+        keys = duals.all_gather(k, comm, axis=2, rows=rows)  # (B, G, T, d): rank order
         values = duals.all_gather(v, comm, axis=2, rows=rows)
         if t not in self._masks and self.causal:  # the keys' positions, in gathered order
             held = self.context.held(t)
             self._masks[t] = future(held[comm.rank], np.concatenate(held), q.xp)
-        return attention_weights(q, keys, self._masks.get(t)) @ values  # (B,H,T/cp,T)·(B,H,T,d)
+        return attend(q, keys, values, self._masks.get(t))  # (B, H, T/cp, T)·(B, G, T, d)

@@ -21,7 +21,8 @@ def context_parallel(shard, context: Context, attention: str = "ring"):
     :class:`~scratchpar.parallel.tensor.gpt.TensorParallelGPT` over any tp group) with
     ``attention``'s core in every block, over ``context``; returned, changed in place. Refused,
     alike on every rank, where the schemes cannot be exact: dropout (its masks are drawn over
-    the whole sequence), or Ulysses with a tp rank's heads that cp does not divide."""
+    the whole sequence), or Ulysses with a tp rank's key/value heads that cp does not
+    divide."""
     if attention not in SCHEMES:
         raise ContextError(f"--cp-attention {attention!r} is not one of {', '.join(SCHEMES)}")
     cp = context.comm.size
@@ -32,11 +33,11 @@ def context_parallel(shard, context: Context, attention: str = "ring"):
     tp = getattr(shard, "comm", None)  # a tensor-parallel shard's group
     tp = 1 if tp is None else tp.size
     for block in shard.blocks:
-        heads = counts(block.attn.n_heads, tp)
-        if attention == "ulysses" and any(h % cp for h in heads):
+        groups = counts(block.attn.kv_heads, tp)
+        if attention == "ulysses" and any(g % cp for g in groups):
             raise ContextError(f"Ulysses gives each of the {cp} cp ranks an equal share of a "
-                               f"tp rank's heads: {block.attn.n_heads} heads over tp = {tp} "
-                               f"give {heads}, which do not divide by cp = {cp}")
+                               f"tp rank's key/value heads: {block.attn.kv_heads} over tp = "
+                               f"{tp} give {groups}, which do not divide by cp = {cp}")
         block.attn.core = SCHEMES[attention](context)
     shard.pipeline_layers()[0].context = context  # the embedding looks up this rank's positions
     return shard

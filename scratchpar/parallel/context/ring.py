@@ -29,17 +29,24 @@ KV, GRADS = 1, 2  # the tags of a block's keys and values, and of their gradient
 
 
 class RingAttention(AttentionCore):
-    """q, k, v (B, H, T/cp, d) at this rank's positions → (B, H, T/cp, d): one device's causal
-    attention for them, over ``context``'s cp group and layout (its communicator one of the
-    group's own: the ring names its tags); every key seen where not ``causal``."""
+    """q (B, H, T/cp, d), k and v (B, G, T/cp, d) at this rank's positions → (B, H, T/cp, d):
+    one device's causal attention for them, over ``context``'s cp group and layout (its
+    communicator one of the group's own: the ring names its tags); every key seen where not
+    ``causal``. The ring carries the G key/value heads; query head j·G + g meets group g's
+    (``nn.attention``), as q (B, r, G, T/cp, d) against k, v (B, 1, G, T/cp, d)."""
 
     def __init__(self, context: Context, causal: bool = True):
         super().__init__()
         self.context, self.causal = context, causal
 
     def forward(self, q, k, v):
-        held = self.context.held(q.shape[2] * self.context.comm.size)
-        return Ring.apply(q, k, v, comm=self.context.comm, held=held, causal=self.causal)
+        (b, heads, rows, d), groups = q.shape, k.shape[1]
+        held = self.context.held(rows * self.context.comm.size)
+        if groups != heads:
+            q = q.reshape(b, heads // groups, groups, rows, d)
+            k, v = (a.reshape(b, 1, groups, rows, d) for a in (k, v))
+        out = Ring.apply(q, k, v, comm=self.context.comm, held=held, causal=self.causal)
+        return out.reshape(b, heads, rows, d)
 
 
 class Ring(Function):
@@ -91,12 +98,12 @@ class Ring(Function):
                 part = _scores(q[..., rows, :], keys, hidden, scale, xp)
                 probs = _exp(part - lse[..., rows, None], xp)  # (B, H, tq, tk), hidden: 0
                 mine = grad[..., rows, :]  # dO of these rows
-                grads[1][..., cols, :] += probs.swapaxes(-1, -2) @ mine  # dV += Pᵀ·dO
+                grads[1][..., cols, :] += _group(probs.swapaxes(-1, -2) @ mine)  # dV += Pᵀ·dO
                 dscores = probs * (mine @ values.swapaxes(-1, -2)
                                    - rowdot[..., rows, None])  # dS = P ∘ (dO·Vᵀ − D)
                 dq[..., rows, :] += (dscores @ keys) * scale
-                grads[0][..., cols, :] += (dscores.swapaxes(-1, -2)
-                                           @ q[..., rows, :].astype(wide)) * scale
+                grads[0][..., cols, :] += _group(dscores.swapaxes(-1, -2)
+                                                 @ q[..., rows, :].astype(wide)) * scale
             grads = ring.hand_on(grads)  # to the next rank, which holds this block next
         return dq.astype(q.dtype), grads[0].astype(k.dtype), grads[1].astype(v.dtype)
 
@@ -156,6 +163,12 @@ def _scores(q, keys, hidden, scale, xp):
     wide = np.promote_types(q.dtype, np.float32)
     scores = (q.astype(wide) @ keys.astype(wide).swapaxes(-1, -2)) * scale
     return scores if hidden is None else xp.where(xp.asarray(hidden), -np.inf, scores)
+
+
+def _group(x):
+    """A block's dK or dV summed over each group's query heads, axis 1 of (B, r, G, tk, d),
+    where grouped-query attention shares one key/value head among r."""
+    return x if x.ndim == 4 else x.sum(axis=1, keepdims=True)
 
 
 def _finite(x, xp):

@@ -43,15 +43,16 @@ class SplitDropout(Dropout, abc.ABC):
 
 
 class HeadDropout(SplitDropout):
-    """(B, h_r, T, T) attention probabilities, this rank's heads of H (``chunks.bounds``):
-    the whole count H is known when the layer is built."""
+    """(B, h_r, T, T) attention probabilities, this rank's heads of H (``chunks.bounds``), or
+    with G key/value groups of r > 1 query heads each, (B, r, g_r, T, T), this rank's groups
+    of G (``nn.attention.attend``): the whole count is known when the layer is built."""
 
-    def __init__(self, p: float, comm, heads: int):
+    def __init__(self, p: float, comm, groups: int, per_group: int = 1):
         super().__init__(p, comm)
-        self.heads = heads
+        self.groups, self.axis = groups, 1 if per_group == 1 else 2
 
     def extent(self, x) -> tuple[int, int]:
-        return self.heads, bounds(self.heads, self.comm.size)[self.comm.rank][0]
+        return self.groups, bounds(self.groups, self.comm.size)[self.comm.rank][0]
 
 
 class SequenceDropout(SplitDropout):

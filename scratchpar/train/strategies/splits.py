@@ -30,11 +30,12 @@ def context_problems(c) -> list[str]:
         problems.append(f"--cp {t.cp} runs without dropout (--dropout {m.dropout}): a rank "
                         "holds 1/cp of a sequence, so it cannot draw one device's mask of the "
                         "whole")
-    heads = counts(m.n_heads, t.tp)
-    if t.cp_attention == "ulysses" and any(h % t.cp for h in heads):
-        problems.append(f"--cp-attention ulysses shares each tensor-parallel rank's heads over "
-                        f"the {t.cp} cp ranks: model.n_heads {m.n_heads} over --tp {t.tp} gives "
-                        f"{max(heads)}, which does not divide by --cp {t.cp}")
+    groups = counts(m.groups, t.tp)  # a tp rank's key/value heads, each with its query heads
+    named = "model.kv_heads" if m.kv_heads else "model.n_heads"
+    if t.cp_attention == "ulysses" and any(g % t.cp for g in groups):
+        problems.append(f"--cp-attention ulysses shares each tensor-parallel rank's key/value "
+                        f"heads over the {t.cp} cp ranks: {named} {m.groups} over --tp {t.tp} "
+                        f"gives {max(groups)}, which does not divide by --cp {t.cp}")
     if t.pp_schedule == "pipedream":
         problems.append("--cp runs in the synchronous pipeline; --pp-schedule pipedream is "
                         "--strategy pipeline's")
@@ -59,6 +60,8 @@ def tensor_problems(c) -> list[str]:
                         "do); use --tp 1")
         return problems
     splits = ([("model.n_heads", m.n_heads), ("model.d_model", m.d_model)]
+              + [(f"model.{name}", n) for name, n in (("kv_heads", m.kv_heads),
+                                                      ("d_ff", m.d_ff)) if n]
               + ([("data.vocab_size", d.vocab_size)] if d.source == "synthetic" else [])
               if m.kind == "gpt" else [("model.hidden_sizes", h) for h in m.hidden_sizes])
     for name, n in splits:
