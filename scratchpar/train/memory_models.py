@@ -57,9 +57,10 @@ def moments(cfg) -> int:
 
 class Sizes(NamedTuple):
     """A GPT block's arrays on one rank: ``n`` = B·T tokens of width ``c`` = C, of which
-    ``shard`` are its sequence shard's (n without sequence parallelism); its attention width
-    ``q`` = h_r·d and ``hidden`` units (C and 4C on one device, split over t ranks by Megatron,
-    Shoeybi et al. 2019, §3), and the entries of its softmax's (B, h_r, T, T) ``scores``."""
+    ``shard`` are its sequence shard's (n without sequence parallelism); its query width ``q``
+    = h_r·d, key/value width ``kv`` = g_r·d (None: q) and ``hidden`` units (C, G·d and F on one
+    device, split over t ranks by Megatron, Shoeybi et al. 2019, §3, whole key/value groups to
+    a rank), and the entries of its softmax's (B, h_r, T, T) ``scores``."""
 
     n: float
     c: float
@@ -67,24 +68,31 @@ class Sizes(NamedTuple):
     q: float
     hidden: float
     scores: float
+    kv: float | None = None
 
     @classmethod
     def even(cls, b: int, t: int, c: int, heads: int, tp: int = 1,
-             sequence_parallel: bool = False) -> Sizes:
-        """One of ``tp`` ranks' even share of a block on ``b`` rows of ``t`` tokens."""
-        n = b * t
-        return cls(n, c, n / tp if sequence_parallel else n, c / tp, 4 * c / tp,
-                   b * heads * t * t / tp)
+             sequence_parallel: bool = False, groups: int | None = None,
+             wide: int | None = None) -> Sizes:
+        """One of ``tp`` ranks' even share of a block on ``b`` rows of ``t`` tokens, with
+        ``groups`` key/value heads (None: ``heads``) and ``wide`` hidden units (None: 4C)."""
+        n, g, f = b * t, heads if groups is None else groups, 4 * c if wide is None else wide
+        return cls(n, c, n / tp if sequence_parallel else n, c / tp, f / tp,
+                   b * heads * t * t / tp, g * (c // heads) / tp)
 
     @classmethod
     def rank(cls, b: int, t: int, c: int, heads: int, tp: int, r: int,
-             sequence_parallel: bool = False) -> Sizes:
+             sequence_parallel: bool = False, groups: int | None = None,
+             wide: int | None = None) -> Sizes:
         """Rank ``r`` of ``tp``'s share of a block on ``b`` rows of ``t`` tokens, split as the
-        engine splits it, unevenly where it must (``chunks.counts``): its h_r heads' width
-        h_r·d, its f_r of the 4C hidden units and, with sequence parallelism, its T_r tokens."""
-        h_r = counts(heads, tp)[r]
+        engine splits it, unevenly where it must (``chunks.counts``): its g_r of the ``groups``
+        key/value heads (None: ``heads``) and their h_r = r·g_r query heads, its f_r of the
+        ``wide`` (None: 4C) hidden units and, with sequence parallelism, its T_r tokens."""
+        g, f, d = heads if groups is None else groups, 4 * c if wide is None else wide, c // heads
+        g_r = counts(g, tp)[r]
+        h_r = heads // g * g_r
         tokens = b * (counts(t, tp)[r] if sequence_parallel else t)
-        return cls(b * t, c, tokens, h_r * (c // heads), counts(4 * c, tp)[r], b * h_r * t * t)
+        return cls(b * t, c, tokens, h_r * d, counts(f, tp)[r], b * h_r * t * t, g_r * d)
 
 
 def korthikanti(seq: int, batch: int, d_model: int, heads: int, t: int, itemsize: int,
@@ -103,6 +111,10 @@ def korthikanti(seq: int, batch: int, d_model: int, heads: int, t: int, itemsize
     - none: sbh(4e + 2 + 12e/t) + (2e + 1)as²b/t, or all of it over t with SP;
     - selective: the attention's term gone (§5, sbh · 34/t with SP at e = 2);
     - full: the layer's input alone, e·sbh (over t with SP: each rank keeps its shard).
+
+    Theirs is multi-head attention with a 4h feed-forward, and so is this count. With G
+    key/value heads (Ainslie et al. 2023) and F hidden units, K and V are G/a of theirs and
+    GELU's two F/(4h): the 12e split become e(2 + 2G/a + 2F/h), as :func:`gpt_layer` has them.
     """
     e, sbh = itemsize, seq * batch * d_model
     if recompute == "full":
@@ -122,23 +134,26 @@ def gpt_layer(sizes: Sizes, e: int, rstd: int, dropout: bool, recompute: str) ->
 
     Whole: each LayerNorm's x̂ (on the shard) and output (4 (N, C) arrays; with sequence
     parallelism the outputs all-gathered, which QKV and W₁ read, while the shards are read by
-    none), their 2 rstd of (shard,). Split: Q, K and V, which the score products read, and
-    attention·V joined, the projection's input (4q); W₁'s output, GELU's σ beside its input
-    (``autograd.ops_nn``) and its output (3 · 4C/t); the softmax's output (scaling and
-    masking keep nothing). The row-parallel layers' partial products and sums are read by no
-    backward. Dropout keeps the attention weights' mask (a byte an entry) and dropped copy,
-    and the MLP output's mask (on the shard: after the reduction). So on one device, at e = 2
-    with dropout, sbh(41 + 5as/h) and the rstd beside the paper's sbh(34 + 5as/h): GELU's σ
-    8 more, one mask fewer (``nn.Block`` drops out after the MLP, not after the attention's
-    projection).
+    none), their 2 rstd of (shard,). Split: QKV's output, whose views Q, K and V the score
+    products read (q + 2kv: grouped-query attention's K and V, Ainslie et al. 2023, are G/H
+    of multi-head attention's), and attention·V joined, the projection's input (q); W₁'s
+    output, GELU's σ beside its input (``autograd.ops_nn``) and its output (3 · F/t); the
+    softmax's output (scaling and masking keep nothing; G < H groups its (B, H, T, T) as
+    (B, r, G, T, T), as many entries). The row-parallel layers' partial products and sums
+    are read by no backward. Dropout keeps the attention weights' mask (a byte an entry) and
+    dropped copy, and the MLP output's mask (on the shard: after the reduction). So on one
+    device with G = H and F = 4C, at e = 2 with dropout, sbh(41 + 5as/h) and the rstd beside
+    the paper's sbh(34 + 5as/h): GELU's σ 8 more, one mask fewer (``nn.Block`` drops out
+    after the MLP, not after the attention's projection).
 
     Recomputed: selective drops the attention core's (B, h_r, T, T) arrays; full keeps the
     block's input alone (its shard with sequence parallelism)."""
-    n, c, shard = sizes.n, sizes.c, sizes.shard
+    n, c, shard, q = sizes.n, sizes.c, sizes.shard, sizes.q
     if recompute == "full":
         return e * shard * c
+    kv = q if sizes.kv is None else sizes.kv
     core = sizes.scores * (e + dropout * (e + 1))
-    kept = (e * (2 * shard * c + 2 * n * c + n * (4 * sizes.q + 3 * sizes.hidden))
+    kept = (e * (2 * shard * c + 2 * n * c + n * (2 * q + 2 * kv + 3 * sizes.hidden))
             + 2 * shard * rstd + dropout * shard * c + core)
     return kept - core if recompute == "selective" else kept
 
@@ -153,7 +168,8 @@ def tensor_share(cfg, tp: int) -> float:
     m, t = cfg.model, cfg.train
     s, drop = 8 if t.dtype == "float64" else 4, m.dropout > 0
     kept = [gpt_layer(Sizes.even(1, cfg.data.seq_len, m.d_model, m.n_heads, ranks,
-                                 t.sequence_parallel), s, 0, drop, "none") for ranks in (tp, 1)]
+                                 t.sequence_parallel, m.groups, m.wide), s, 0, drop, "none")
+            for ranks in (tp, 1)]
     return kept[0] / kept[1]
 
 
@@ -162,21 +178,24 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
     ``evaluated``, split over ``tp`` ranks (:func:`tensor_share`); under ``--recompute``, a step
     keeps of each block its input alone (full) or all but its attention core's (B, H, T, T)
     arrays (selective), and backward's widest moment holds one block's, or one core's, graph
-    rebuilt."""
+    rebuilt. Its blocks' key/value width kv = G·d and feed-forward width F are ``--kv-heads``'
+    and ``--d-ff``'s (C and 4C by default)."""
     m, t, recompute = cfg.model, cfg.data.seq_len, cfg.train.recompute
     c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
+    kv, f = m.groups * (c // heads), m.wide
     e = value_bytes(cfg, s)
     tied = v * c if m.tie_embeddings else 0
-    embedding, block, head = gpt_layers(v, t, c, 1)  # one block for each
+    embedding, block, head = gpt_layers(v, t, c, 1, kv=kv, wide=f)  # one block for each
     moe = sparse(m)  # a sparse block holds E experts and a router where a dense one holds one
-    n = gpt_parameters(v, t, c, layers, m.tie_embeddings) + moe.blocks * moe.params
-    largest = max(v * c, t * c, 4 * c * c, moe.largest)
+    n = gpt_parameters(v, t, c, layers, m.tie_embeddings, kv=kv, wide=f) \
+        + moe.blocks * moe.params
+    largest = max(v * c, t * c, c * (c + 2 * kv), c * f, moe.largest)  # tables, QKV, W₁
     block += moe.params * (moe.blocks > 0)
     own = sorted([embedding - tied, head - tied, *[block] * min(layers, 3)])
     shape = Shape(n, s, moments(cfg), largest, 2 + 12 * layers + 2 + (not m.tie_embeddings)
                   + moe.blocks * moe.arrays, layers + 2, own[-1], sum(own[-3:]), tied, t * c * e,
                   sizes=() if moe.blocks or 12 * layers > LISTED else
-                  gpt_arrays(v, t, c, layers, m.tie_embeddings))
+                  gpt_arrays(v, t, c, layers, m.tie_embeddings, kv=kv, wide=f))
     core = attention(t, heads, c, cfg.train.cp, cfg.train.cp_attention)  # this rank's tokens
     masks = (layers + 2) * core.mask  # each block's cached one, and building one
 
@@ -184,28 +203,29 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
         nt, nc, nv, a = b * core.tokens, b * core.tokens * c, b * core.tokens * v, b * core.kept
         # what backward reads of each block (gpt_layer; in 16 bits the rstd stay in the run's
         # dtype), and what it rebuilds of a recomputed one: its attention core, or all of it
-        sizes = Sizes(nt, c, nt, c, 4 * c, a)  # one device's block
+        sizes = Sizes(nt, c, nt, c, f, a, kv)  # one device's block
         block, held = (gpt_layer(sizes, e, s, drop, mode) for mode in ("none", recompute))
         again = {"none": 0, "selective": block - held, "full": block}[recompute]
         blocks = layers * held
         embedded = drop * nc * (recompute != "full")  # embed's mask; under full, its ids alone
         kept = (blocks + 2 * nc * e + (nt + t * c) * s + embedded  # ln_f; embed's mask
-                + 25 * nt + layers * b * (core.gathered * c * e + core.wide * s)  # cp's
+                + 25 * nt + layers * b * (core.gathered * kv * e + core.wide * s)  # cp's
                 + moe.blocks * routed_bytes(moe, nt, c, e, s))  # the experts' k assignments
         # at its widest: forward's end, the logits beside their softmax (which backward makes
         # the logits' gradient and frees); or in backward, the softmax's two (B, H, T, T)
-        # gradients, GELU's three (N, 4C), or in forward the attention dropout's draw (its
+        # gradients, GELU's three (N, F), or in forward the attention dropout's draw (its
         # uint64 positions, their mixed bits and a shifted copy, 24 bytes an entry, beside the
         # masked scores the core still holds), with the residual gradients waiting beside it,
         # and a recomputed part's graph.
-        widest = max(2 * nv * s, max(2 * b * core.widest * s, 12 * nc * s, drop * (24 + s) * a)
-                     + 3 * nc * s + again)
+        widest = max(2 * nv * s, max(2 * b * core.widest * s, 3 * nt * f * s,
+                                     drop * (24 + s) * a) + 3 * nc * s + again)
         return kept + (40 * layers + 16) * NODE_BYTES, widest
 
     def evaluation(b: int) -> int:  # in the training layout: a cp rank's positions
         nt, a = b * core.tokens, b * core.widest
-        nc, nv = nt * c, nt * v
-        return 3 * nc * s + max(2 * a * s + 5 * nc * s, 12 * nc * s, 2 * nv * s + 25 * nt)
+        nc, nv = nt * c, nt * v  # beside the scores QKV's (N, C + 2kv); GELU's three (N, F)
+        return 3 * nc * s + max(2 * a * s + nt * (3 * c + 2 * kv) * s, 3 * nt * f * s,
+                                2 * nv * s + 25 * nt)
 
     kept, widest = step(rows)
     return Model(shape, draw(s, largest), masks + kept + widest, masks + evaluation(evaluated),

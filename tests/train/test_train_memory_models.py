@@ -65,15 +65,20 @@ def test_the_causal_mask_is_the_bytes_an_attention_caches():
 
 
 def test_the_estimates_shapes_list_the_built_models_arrays():
-    """In definition order, as the engine's buckets pack them (reversed for data parallelism)."""
+    """In definition order, as the engine's buckets pack them (reversed for data parallelism);
+    a GPT's with one key/value head per query head or fewer (grouped-query attention), its
+    feed-forward 4C wide or not."""
     cfg = load_config(["--source", "classification", "--strategy", "single"])
     d = cfg.data
     mlp = MLP([d.n_features, *cfg.model.hidden_sizes, d.n_classes], np.random.default_rng(0))
     assert network(cfg, 4, None, Layout(1), 1).shape.sizes == \
         tuple(p.size for p in mlp.parameters())
-    cfg = load_config(["--model", "gpt", "--tie-embeddings", "--strategy", "single"])
-    m, vocab = cfg.model, source_of(cfg).vocab
-    gpt = GPT(vocab, cfg.data.seq_len, m.d_model, m.n_heads, m.n_layers,
-              np.random.default_rng(0), tie_embeddings=True)
-    assert network(cfg, 4, vocab, Layout(1), 1).shape.sizes == \
-        tuple(p.size for p in gpt.parameters())
+    for flags in (["--tie-embeddings"], ["--kv-heads", "2", "--d-ff", "96"]):
+        cfg = load_config(["--model", "gpt", *flags, "--strategy", "single"])
+        m, vocab = cfg.model, source_of(cfg).vocab
+        gpt = GPT(vocab, cfg.data.seq_len, m.d_model, m.n_heads, m.n_layers,
+                  np.random.default_rng(0), tie_embeddings=m.tie_embeddings, kv_heads=m.groups,
+                  d_ff=m.wide)
+        shape = network(cfg, 4, vocab, Layout(1), 1).shape
+        assert shape.sizes == tuple(p.size for p in gpt.parameters())
+        assert (shape.psi, shape.largest) == (sum(shape.sizes), max(shape.sizes))
