@@ -149,7 +149,8 @@ class Hybrid(Pipeline):
     def describe(cls, shape, world: int, pp: int = 1, m: int = 1, v: int = 1,
                  rows: int = 0, bucket_bytes: int = 1 << 20,
                  tp: int = 1, sequence_parallel: bool = False, cp: int = 1,
-                 attention: str = "ring", ep: int = 1, sparse: tuple[int, int, int] = (0, 0, 1)):
+                 attention: str = "ring", ep: int = 1, sparse: tuple[int, int, int] = (0, 0, 1),
+                 per_group: int = 1):
         """The pipeline's figures with each stage's model states split t ways (Megatron splits
         every matrix; the LayerNorms and the row-parallel biases, replicated, are a few C per
         layer and left out). Per layer of the stage and micro-batch, tp adds Megatron's two
@@ -158,7 +159,8 @@ class Hybrid(Pipeline):
         (Korthikanti et al. 2022, §4.2), and the pipeline messages carry 1/t of the sequence.
         The replicas all-reduce each rank's shard of its stage's gradient, 1/t of it. Under cp
         each rank holds 1/cp of every sequence, and its attention moves its heads' keys and
-        values (:func:`~scratchpar.parallel.context.traffic`). ``sparse`` = (sparse layers, their
+        values (:func:`~scratchpar.parallel.context.traffic`), one for each ``per_group``
+        query heads. ``sparse`` = (sparse layers, their
         experts' parameters, k) of a sparse model: tp does not split the experts, ep does, and
         each sparse layer trades its tokens over ep (:func:`~.experts.traffic.traffic`); the
         experts' gradients are counted in the replicas' all-reduce, an upper bound."""
@@ -177,7 +179,7 @@ class Hybrid(Pipeline):
         piped = tuple(replace(msg, nbytes=-(-msg.nbytes // tp))
                       if (msg.axis == "pp" and sequence_parallel) or msg.axis.startswith("dp")
                       else msg for msg in base.sends)  # the replicas reduce a shard of the stage
-        context = (traffic(attention, cp, -(-micro // tp), layers, shape.itemsize)
+        context = (traffic(attention, cp, -(-micro // tp), layers, shape.itemsize, per_group)
                    if cp > 1 else ())
         experts = (expert_traffic(k, micro, -(-layers_sparse // pp) * m)
                    if ep > 1 and layers_sparse else ())

@@ -9,13 +9,17 @@ runs apart as W (Qi et al. 2023, §2); the products of two activations (QKᵀ, A
 Elementwise ops, norms and softmax are memory-bound, not counted here; the embedding's lookup
 is a gather, no product.
 
-Per sequence of T tokens, a GPT block of width C with its 4C feed-forward does
-24·T·C² (Q, K, V and the projection 8·T·C², the feed-forward 16·T·C²) plus 4·T²·C for the
-scores QKᵀ and their weighted sum AV over all T positions (the causal mask hides half of them
-but the product computes them all), and the head 2·T·C·V (Kaplan et al. 2020, Table 1, count the
-same terms). A recurrent layer of H units with G gates (1 Elman, 4 LSTM) on D inputs does
-2·T·G·H·(D + H), and its first step's state is zero, a constant that needs no gradient; the
-head 2·T·H·V. An MLP does 2·Σ dᵢ·dᵢ₊₁ per sample.
+Per sequence of T tokens, a GPT block of width C with H query heads of d = C/H, G key/value
+heads (K = G·d wide) and an F-wide feed-forward does 2·T·C·(C + 2K) for the fused Q, K, V,
+2·T·C² for the projection and 4·T·C·F for the feed-forward, plus 4·T²·C for the scores QKᵀ and
+their weighted sum AV over all T positions (the causal mask hides half of them but the product
+computes them all; under grouped-query attention every query head still attends, Ainslie et
+al. 2023, §2.2), and the head 2·T·C·V. With K = C and F = 4C that is 24·T·C² a block (Kaplan
+et al. 2020, Table 1, count the same terms).
+
+A recurrent layer of H units with G gates (1 Elman, 4 LSTM) on D inputs does 2·T·G·H·(D + H),
+and its first step's state is zero, a constant that needs no gradient; the head 2·T·H·V. An
+MLP does 2·Σ dᵢ·dᵢ₊₁ per sample.
 """
 
 from __future__ import annotations
@@ -37,17 +41,30 @@ class Work:
         return self.forward + self.backward
 
 
-def gpt(vocab: int, seq_len: int, d_model: int, n_layers: int) -> Work:
-    return total(gpt_layers(vocab, seq_len, d_model, n_layers))
+def gpt(vocab: int, seq_len: int, d_model: int, n_layers: int, *, kv: int | None = None,
+        wide: int | None = None) -> Work:
+    return total(gpt_layers(vocab, seq_len, d_model, n_layers, kv=kv, wide=wide))
 
 
-def gpt_layers(vocab: int, seq_len: int, d_model: int, n_layers: int) -> list[Work]:
-    """[embedding, block 0, …, block L−1, final norm and head], as ``nn.GPT`` lists them."""
+def gpt_layers(vocab: int, seq_len: int, d_model: int, n_layers: int, *,
+               kv: int | None = None, wide: int | None = None) -> list[Work]:
+    """[embedding, block 0, …, block L−1, final norm and head], as ``nn.GPT`` lists them; K =
+    ``kv`` the width of its keys (and of its values), G·d (None: C), F = ``wide`` (None:
+    4C)."""
     t, c = seq_len, d_model
-    weights, head = 24 * t * c * c, 2 * t * c * vocab
+    k, f = c if kv is None else kv, 4 * c if wide is None else wide
+    # Q, K, V; the projection; the feed-forward's two (at K = C, F = 4C: 24·T·C², Kaplan)
+    weights = 2 * t * c * (c + 2 * k) + 2 * t * c * c + 4 * t * c * f
+    head = 2 * t * c * vocab
     block = weights + 4 * t * t * c
     # the embedding feeds every product: all need gradients
     return [Work(0, 0), *[Work(block, 2 * block, weights)] * n_layers, Work(head, 2 * head, head)]
+
+
+def key_width(m) -> int:
+    """K = G·d, the width of a GPT's keys (and of its values): C with a key/value head per
+    query head (a run's ModelConfig ``m``)."""
+    return m.groups * (m.d_model // m.n_heads)
 
 
 def recurrent(vocab: int, seq_len: int, d_embed: int, d_hidden: int, n_layers: int,
@@ -94,7 +111,8 @@ def layers(cfg, vocab: int) -> list[Work]:
     ``--recompute`` adds to their backward (:func:`recomputed`)."""
     m, d = cfg.model, cfg.data
     if m.kind == "gpt":
-        found = gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers)
+        found = gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers, kv=key_width(m),
+                           wide=m.wide)
     elif m.kind in ("lstm", "rnn"):
         found = recurrent_layers(vocab, d.seq_len, m.d_model, m.d_hidden, m.n_layers,
                                  4 if m.kind == "lstm" else 1)

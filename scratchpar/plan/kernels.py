@@ -13,14 +13,17 @@ reaches, s the product's smallest dimension and n½ the size at which it runs at
 - ``engine``: this engine's, as ``python -m scratchpar.plan calibrate`` measures them: the
   (B, H, T, T) scores materialized and passed through scale, mask, softmax (and dropout) one
   op each, an op per node of the graph; ``census.py`` counts the ops and the passes from the
-  engine's own graph;
+  engine's own graph, each pass in units of its activation, which the run's sizes price;
 - ``fused``: Megatron-LM's (Narayanan et al. 2021, §4.2; Korthikanti et al. 2022): layer norm,
   bias-GELU, bias-dropout-add and scale-mask-softmax each one kernel, one read and one write;
   the attention's (B, H, T, T) scores written once, the softmax's output read by AV;
 - ``flash``: the same with FlashAttention (Dao et al. 2022): the scores never leave the chip,
   and a causal mask skips the blocks above the diagonal, half of QKᵀ's and AV's products.
 
-The passes backward read the saved input and the output's gradient and write the input's
+A block's products are Q, K, V's (C by (H + 2G)·d, G key/value heads of d = C/H; 3C with a
+key/value head per query head), the projection's, and the feed-forward's C → F → C; QKᵀ and AV
+run over every query head alike, grouped or not (Ainslie et al. 2023, §2.2). The passes
+backward read the saved input and the output's gradient and write the input's
 gradient: 3/2 of forward's bytes. A product's two gradients are products of its shape's three
 sizes again (Mᵀ·G and G·Kᵀ), at its rate, each 2·M·K·N FLOP.
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .census import census
+from .flops import key_width
 
 KINDS = ("engine", "fused", "flash")
 BACKWARD_BYTES = 1.5  # a pass backward moves 3 tensors for forward's 2
@@ -72,8 +76,9 @@ def gpt_seconds(cfg, vocab: int, rows: int, profile, tp: int = 1,
     rate, b = device.rate(cfg.train.precision), 2 if cfg.train.precision != "fp32" else (
         8 if cfg.train.dtype == "float64" else 4)
     c, heads, n = m.d_model, m.n_heads // tp, rows * t
+    kv, f = key_width(m), m.wide  # K = G·d, the keys' (and values') width; F, the MLP's
     flash, engine, dropout = kernels.kind == "flash", kernels.kind == "engine", m.dropout > 0
-    passes, ending = census(dropout) if engine else (None, None)
+    passes, ending = census(dropout, m.groups < m.n_heads) if engine else (None, None)
     stream = n * c / (tp if sequence_parallel else 1)  # the residual stream this rank holds
     scores = rows * heads * t * t
 
@@ -90,16 +95,17 @@ def gpt_seconds(cfg, vocab: int, rows: int, profile, tp: int = 1,
 
     def block() -> Tally:
         tally = Tally()
-        for k, out in ((c, 3 * c // tp), (c // tp, c), (c, 4 * c // tp), (4 * c // tp, c)):
+        for k, out in ((c, (c + 2 * kv) // tp), (c // tp, c), (c, f // tp), (f // tp, c)):
             tally.products_s += product_s(n, k, out, rate, kernels)
         core(tally)
         if engine:
-            tally.bytes += 2 * b * (passes.units["stream"] * stream
-                                    + passes.units["split"] * n * c / tp)
+            split = (passes.units["heads"] * n * c + passes.units["groups"] * n * kv
+                     + passes.units["wide"] * n * f) / tp  # elements of the rank's share
+            tally.bytes += 2 * b * (passes.units["stream"] * stream + split)
         else:
             tally.bytes += (2 * 2 * stream * b  # two layer norms
                             + 2 * (3 * stream * b + dropout * stream)  # two bias-dropout-adds
-                            + 2 * 4 * n * c // tp * b)  # bias-GELU
+                            + 2 * n * f // tp * b)  # bias-GELU
         return tally
 
     one = block()

@@ -10,9 +10,11 @@ tokens, l layers of width h and a V-symbol vocabulary as
     F = 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))      model FLOP, no recomputation
     F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))      hardware FLOP, full recomputation
 
-so a rate R per GPU on N GPUs is a step of F/(R·N) seconds. Llama 3's block (grouped-query
-attention over 8 KV heads, a SwiGLU feed-forward of 53,248) holds 11.875·h² weights where
-the engine's GPT holds 12·h²: the planner prices it as that GPT, 1% more work.
+so a rate R per GPU on N GPUs is a step of F/(R·N) seconds: F is three times the forward of
+``flops.py``, whose GPT of 12·h² weights a block gives eq. 3 exactly. Llama 3's block
+(grouped-query attention over 8 KV heads, a SwiGLU feed-forward of 53,248) holds 11.875·h²
+weights, and its paper's rates count its own model's FLOP: its rows give their step as F of
+the GPT the planner prices it as, of the same weights and FLOP (``others``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..train.cli import load_config
+from . import flops
 from .predict import from_profile
 
 KORTHIKANTI = "Korthikanti et al. 2022, Tables 3 and 5"
@@ -60,9 +63,11 @@ def mesh(tp: int, pp: int, dp: int, m: int, virtual: int = 1) -> tuple[str, ...]
             "--microbatches", str(m), *schedule)
 
 
-def model_flop(batch: int, seq: int, layers: int, h: int, vocab: int) -> float:
-    """Narayanan et al. 2021, eq. 3, without recomputation: a step's model FLOP."""
-    return 72 * batch * seq * layers * h * h * (1 + seq / (6 * h) + vocab / (12 * layers * h))
+def model_flop(batch: int, seq: int, layers: int, h: int, vocab: int, *,
+               kv: int | None = None, wide: int | None = None) -> float:
+    """A step's model FLOP, without recomputation: Narayanan et al. 2021, eq. 3, for a GPT of
+    keys ``kv`` wide and an MLP ``wide`` (None: h and 4h, eq. 3's own; ``flops.gpt_layers``)."""
+    return batch * flops.gpt(vocab, seq, h, layers, kv=kv, wide=wide).step
 
 
 def korthikanti() -> list[Published]:
@@ -88,8 +93,11 @@ def korthikanti() -> list[Published]:
 def others() -> list[Published]:
     """MT-NLG 530B at three data-parallel sizes (micro-batch 1, full recomputation, its
     vocabulary taken as Megatron's padded 51,200); BLOOM 176B (no dropout); Llama 3 405B's
-    8K-token stage (no recomputation; its interleaved schedule's chunks a rank are not
-    published: taken as 4, two layers a chunk)."""
+    8K-token stage and its 131K-token stage on cp 16 with all-gathered keys and values (no
+    recomputation; its interleaved schedule's chunks a rank are not published: taken as 4,
+    two layers a chunk). Table 4 prints the 131K row's dp as 4, which does not multiply to
+    its 16,384 GPUs; dp 8 does, and gives its 16M tokens a batch: 128 sequences, 16 a
+    replica."""
     rows = [Published(MT_NLG, f"530B on {8 * 35 * dp} GPUs",
                       (*gpt(20480, 105, 128, 2048, 51200, 1920),
                        *mesh(8, 35, dp, 1920 // dp), "--dropout", "0.1", "--recompute", "full"),
@@ -98,12 +106,21 @@ def others() -> list[Published]:
     rows.append(Published(BLOOM, "176B", (*gpt(14336, 70, 112, 2048, 250880, 2048),
                                           *mesh(4, 12, 8, 128), "--recompute", "full"),
                           384, "dgx-a100", 104.7, "104.7 s"))
-    for dp, rate in ((64, 430e12), (128, 400e12)):
-        gpus = 8 * 16 * dp
-        seconds = model_flop(2048, 8192, 126, 16384, 128256) / (rate * gpus)
-        rows.append(Published(LLAMA3, f"405B on {gpus:,} GPUs",
-                              (*gpt(16384, 126, 128, 8192, 128256, 2048),
-                               *mesh(8, 16, dp, 2048 // dp, 4)),
+    # Llama 3's block (Table 3) as a GPT of its weights and FLOP: 8 key/value heads of d = 128
+    # (Q, K, V (128 + 2·8)·128·h = 1.125·h²); its SwiGLU's three h × 53,248 matrices (9.75·h²)
+    # approximated by the engine's two-matrix GELU MLP 1.5 × 53,248 = 79,872 wide: 2·79,872·h
+    # = 9.75·h² weights, 4·79,872·h = 6·53,248·h FLOP a token (its gate's elementwise product
+    # aside); with the projection's h², 11.875·h² a block
+    kv, wide = 8 * 128, 79872
+    for seq, batch, cp, dp, rate in ((8192, 2048, 1, 64, 430e12), (8192, 2048, 1, 128, 400e12),
+                                     (131072, 128, 16, 8, 380e12)):
+        gpus = 8 * 16 * cp * dp
+        seconds = model_flop(batch, seq, 126, 16384, 128256, kv=kv, wide=wide) / (rate * gpus)
+        context = ("--cp", str(cp), "--cp-attention", "allgather") if cp > 1 else ()
+        rows.append(Published(LLAMA3, f"405B at {seq // 1000}K, cp {cp}" if cp > 1 else
+                              f"405B on {gpus:,} GPUs",
+                              (*gpt(16384, 126, 128, seq, 128256, batch), "--kv-heads", "8",
+                               "--d-ff", str(wide), *mesh(8, 16, dp, batch // dp, 4), *context),
                               gpus, "dgx-h100", seconds, f"{rate / 1e12:.0f} TFLOP/s model"))
     return rows
 

@@ -67,6 +67,27 @@ def test_a_gpt_does_the_work_its_formula_says(counted, tied):
     assert run(model, ids, rows, counted) == flops.gpt(v, t, c, layers)
 
 
+def test_a_grouped_query_gpt_with_its_own_feed_forward_does_the_work_counted_by_hand(counted):
+    """H 6 query heads of d 2 over G 2 key/value heads (K = G·d = 4 wide) and an MLP F 20 wide:
+    only the fused Q, K, V product and the MLP change; QKᵀ and AV still run every query head."""
+    from scratchpar.train import load_config
+
+    v, t, c, heads, groups, wide, layers, rows = 13, 9, 12, 6, 2, 20, 2, 3
+    model = nn.GPT(v, t, c, heads, layers, np.random.default_rng(0), kv_heads=groups,
+                   d_ff=wide)
+    ids = on_device(np.random.default_rng(1).integers(1, v, (rows, t + 1)))
+    work = flops.gpt(v, t, c, layers, kv=4, wide=wide)
+    assert run(model, ids, rows, counted) == work
+    qkv = 2 * 9 * 12 * (6 + 2 * 2) * 2  # 2·T·C·(H + 2G)·d
+    proj, mlp, core = 2 * 9 * 12 * 12, 2 * 2 * 9 * 12 * 20, 4 * 9 * 9 * 12  # 2TC², 4TCF, 4T²C
+    head = 2 * 9 * 12 * 13
+    forward = layers * (qkv + proj + mlp + core) + head
+    assert work == flops.Work(forward, 2 * forward, layers * (qkv + proj + mlp) + head)
+    cfg = load_config(["--d-model", "12", "--n-heads", "6", "--kv-heads", "2", "--d-ff", "20",
+                       "--n-layers", "2", "--seq-len", "9"])
+    assert flops.of(cfg, v) == work
+
+
 @pytest.mark.parametrize("cls, gates", [(nn.LSTMLanguageModel, 4), (nn.RNNLanguageModel, 1)])
 def test_a_recurrent_model_does_the_work_its_formula_says(counted, cls, gates):
     v, t, e, h, layers, rows = 11, 6, 5, 7, 2, 3

@@ -8,14 +8,15 @@ import dataclasses
 
 import pytest
 
-from scratchpar.plan import flops
-from scratchpar.plan.census import census, counted
+from scratchpar.plan import flops, kernels
+from scratchpar.plan.census import WHAT, Passes, census, counted
 from scratchpar.plan.kernels import Kernels, gpt_seconds, product_s
 from scratchpar.plan.profile import Device, Engine, Link, Profile, ProfileError, Reduce, dump, loads
 from scratchpar.train import load_config
 
 RUN = ["--model", "gpt", "--d-model", "64", "--n-layers", "3", "--n-heads", "4",
        "--seq-len", "32", "--vocab-size", "96", "--batch-size", "8", "--precision", "bf16"]
+GROUPED = ["--kv-heads", "2", "--d-ff", "96"]  # 2 key/value heads for 4, F 1.5·C
 RATE = 1e12
 
 
@@ -32,10 +33,11 @@ def test_a_product_runs_at_half_the_rate_at_its_half_size():
                                                                       rel=1e-6)
 
 
+@pytest.mark.parametrize("grouped", [[], GROUPED])
 @pytest.mark.parametrize("kind", ["fused", "engine"])
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
-def test_at_the_limit_the_kernels_are_the_roofline(recompute, kind):
-    cfg = load_config([*RUN, "--recompute", recompute])
+def test_at_the_limit_the_kernels_are_the_roofline(recompute, kind, grouped):
+    cfg = load_config([*RUN, "--recompute", recompute, *grouped])
     work = flops.of(cfg, 96)
     forward, backward = gpt_seconds(cfg, 96, 8, profile(kind))
     assert forward == pytest.approx(8 * work.forward / RATE)
@@ -49,8 +51,8 @@ def test_a_tensor_parallel_shard_does_a_tp_th_of_the_products():
     assert shard == pytest.approx(tuple(x / 4 for x in whole))
 
 
-def memory_s(kind: str, seq: int, sp: bool = False, tp: int = 1) -> float:
-    cfg = load_config([*RUN, "--seq-len", str(seq)])
+def memory_s(kind: str, seq: int, sp: bool = False, tp: int = 1, flags: tuple = ()) -> float:
+    cfg = load_config([*RUN, "--seq-len", str(seq), *flags])
     return sum(gpt_seconds(cfg, 96, 8, profile(kind, bandwidth=1e9), tp, sp)) - sum(
         gpt_seconds(cfg, 96, 8, profile(kind), tp, sp))
 
@@ -90,10 +92,45 @@ def test_a_profile_reads_its_kernels_back_and_refuses_a_bad_kind():
     assert "kernels.efficiency is a share of the peak" in str(err.value)
 
 
+def test_the_feed_forward_s_passes_move_bytes_by_its_width():
+    """bias-GELU reads and writes F a position on a rank; the keys' width moves no fused pass."""
+    def moved(wide: int, kv_heads: int = 4) -> float:
+        return memory_s("fused", 32, flags=("--d-ff", str(wide), "--kv-heads", str(kv_heads)))
+
+    assert moved(512) - moved(256) == pytest.approx(2 * (moved(256) - moved(128)))
+    assert moved(256) > moved(128) and moved(256, kv_heads=1) == pytest.approx(moved(256))
+
+
+def test_a_pass_over_the_keys_and_values_moves_g_over_h_of_their_bytes(monkeypatch):
+    """Each of the engine's passes is priced by its activation's width: one over the keys and
+    values (G·d a position, a tp rank's share of it) moves G/H of multi-head attention's."""
+    def moved(groups: int, units: float, tp: int = 1) -> float:
+        block = Passes(0, {**dict.fromkeys(WHAT, 0.0), "groups": units})
+        monkeypatch.setattr(kernels, "census", lambda dropout, grouped: (block, Passes()))
+        return memory_s("engine", 32, tp=tp, flags=("--kv-heads", str(groups)))
+
+    heads = moved(4, 2.0) - moved(4, 0.0)  # a pass writing 2 units of (B·T, G·d), at G = H
+    assert heads > 0
+    for groups in (2, 1):
+        assert moved(groups, 2.0) - moved(groups, 0.0) == pytest.approx(heads * groups / 4)
+    assert moved(2, 2.0, tp=2) - moved(2, 0.0, tp=2) == pytest.approx(heads / 4)
+
+
+def test_grouped_query_attention_adds_views_to_the_engine_s_census_and_no_pass():
+    """Q, K and V are views of the fused product's output, grouped or not: no pass reads K
+    or V alone, so grouping adds only the views that group the query heads."""
+    for dropout in (False, True):
+        (plain, plain_ends), (grouped, grouped_ends) = census(dropout), census(dropout, True)
+        assert grouped.units == plain.units and grouped.nodes > plain.nodes
+        assert grouped_ends == plain_ends
+        assert plain.units["wide"] == 1  # the GELU, F a position
+
+
+@pytest.mark.parametrize("grouped", [False, True])
 @pytest.mark.parametrize("dropout", [False, True])
-def test_the_census_of_three_blocks_is_the_ends_and_three_blocks(dropout):
-    block, ends = census(dropout)
-    three = counted(3, dropout)
+def test_the_census_of_three_blocks_is_the_ends_and_three_blocks(dropout, grouped):
+    block, ends = census(dropout, grouped)
+    three = counted(3, dropout, grouped)
     assert three.nodes == ends.nodes + 3 * block.nodes
     assert three.units == pytest.approx({k: ends.units[k] + 3 * v for k, v in block.units.items()})
     assert block.units["scores"] >= 3  # scale, mask and softmax each pass over the scores

@@ -1,12 +1,13 @@
 """The time of a description's messages: the ring's α-β-γ terms by hand, the halves of an
-all-reduce, ZeRO-3's 1.5× DP's volume (Rajbhandari et al. 2020, §7), and the links each axis
-takes."""
+all-reduce, ZeRO-3's 1.5× DP's volume (Rajbhandari et al. 2020, §7), the links each axis
+takes, and context parallelism's K and V of G key/value heads."""
 
 import dataclasses
 
 import pytest
 
 from scratchpar.parallel import DataParallel, ZeRO3
+from scratchpar.parallel.context import traffic
 from scratchpar.parallel.description import Description, Message, Shape
 from scratchpar.plan.messages import communication, seconds
 from scratchpar.plan.profile import Device, Engine, Link, Profile, Reduce
@@ -70,3 +71,29 @@ def test_each_collective_call_costs_the_engine_s_own_time_and_a_message_does_not
         seconds(reduce, 4, link, 0.0) + 3 * 5e-6)
     assert seconds(send, 4, link, 0.0, call_s=5e-6) == seconds(send, 4, link, 0.0)
     assert seconds(reduce, 1, link, 0.0, call_s=5e-6) == 0.0  # one rank: no call at all
+
+
+@pytest.mark.parametrize("scheme", ["ring", "allgather"])
+def test_context_parallelism_moves_keys_and_values_of_g_heads_g_over_h_of_the_bytes(scheme):
+    """The ring and the all-gather move K and V alone: with G = H/r key/value heads, 1/r of
+    multi-head attention's bytes (and of their time, α aside)."""
+    a, cp, layers = 3 * 2**20, 4, 6
+    whole = traffic(scheme, cp, a, layers, 2)
+    for per_group in (2, 8):
+        grouped = traffic(scheme, cp, a, layers, 2, per_group)
+        assert [(m.op, m.count, m.behind) for m in grouped] == [
+            (m.op, m.count, m.behind) for m in whole]
+        assert [m.nbytes * per_group for m in grouped] == [m.nbytes for m in whole]
+        free = dataclasses.replace(LINK, alpha_s=0.0)
+        assert sum(seconds(m, cp, free, GAMMA) for m in grouped) == pytest.approx(
+            sum(seconds(m, cp, free, GAMMA) for m in whole) / per_group)
+
+
+def test_ulysses_moves_q_and_the_output_whole_and_k_and_v_of_g_heads():
+    a, cp, layers, per_group = 3 * 2**20, 4, 6, 8
+    assert traffic("ulysses", cp, a, layers) == tuple(
+        Message("all-to-all", "cp", a, 4 * layers, phase) for phase in ("forward", "backward"))
+    moved = {phase: sum(m.nbytes * m.count for m in traffic("ulysses", cp, a, layers, 4,
+                                                             per_group) if m.behind == phase)
+             for phase in ("forward", "backward")}
+    assert moved == dict.fromkeys(("forward", "backward"), layers * (2 * a + 2 * a // per_group))

@@ -17,14 +17,35 @@ from scratchpar.plan.profile import load
 def test_every_run_is_a_layout_of_its_gpus():
     for run in published.runs():
         t = run.config().train
-        assert t.tp * t.pp * t.dp == run.gpus, run.name
+        assert t.tp * t.pp * t.cp * t.dp == run.gpus, run.name
 
 
-def test_model_flop_is_three_times_the_gpt_s_forward():
+def test_model_flop_is_three_times_the_gpt_s_forward_and_narayanan_s_equation_3():
     per_sequence = flops.gpt(51200, 2048, 6144, 48)
     assert published.model_flop(4, 2048, 48, 6144, 51200) == pytest.approx(
         4 * (per_sequence.forward + per_sequence.backward))
     assert per_sequence.backward == 2 * per_sequence.forward
+    b, s, layers, h, v = 4, 2048, 48, 6144, 51200
+    assert published.model_flop(b, s, layers, h, v) == pytest.approx(
+        72 * b * s * layers * h * h * (1 + s / (6 * h) + v / (12 * layers * h)))
+
+
+def test_llama_3_s_block_is_priced_at_its_weights_and_its_131k_row_gathers_its_8_kv_heads():
+    """GQA over 8 key/value heads and SwiGLU's three matrices of 53,248 as a two-matrix MLP
+    of 79,872: 11.875·h² weights a block, 2 FLOP each a token (Dubey et al. 2024, Table 3)."""
+    rows = [run for run in published.runs() if run.source == published.LLAMA3]
+    assert [run.gpus for run in rows] == [8192, 16384, 16384]
+    for run in rows:
+        m = run.config().model
+        assert (m.n_heads, m.groups, m.wide) == (128, 8, 79872)
+        block = flops.layers(run.config(), 128256)[1]
+        assert block.weight == 2 * run.config().data.seq_len * 11.875 * m.d_model ** 2
+    long = rows[-1].config()
+    t = long.train
+    assert (t.cp, t.cp_attention, t.tp, t.pp, t.dp, long.data.seq_len, t.batch_size) == (
+        16, "allgather", 8, 16, 8, 131072, 128)
+    # 380 TFLOP/s a GPU of the model the planner prices: its step's own FLOP
+    assert rows[-1].seconds == pytest.approx(128 * flops.of(long, 128256).step / (380e12 * 16384))
 
 
 def test_the_shipped_half_size_is_the_fit_on_the_row_the_profiles_name():

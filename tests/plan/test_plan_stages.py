@@ -16,6 +16,8 @@ RUNS = [
     ["--model", "gpt", "--d-model", "16", "--n-heads", "2", "--n-layers", "3", "--seq-len", "8"],
     ["--model", "gpt", "--d-model", "16", "--n-heads", "2", "--n-layers", "2", "--seq-len", "8",
      "--tie-embeddings"],
+    ["--model", "gpt", "--d-model", "16", "--n-heads", "4", "--kv-heads", "2", "--d-ff", "24",
+     "--n-layers", "2", "--seq-len", "8"],
     ["--model", "lstm", "--d-model", "8", "--d-hidden", "10", "--n-layers", "2"],
     ["--model", "rnn", "--d-model", "8", "--d-hidden", "10", "--n-layers", "3"],
     ["--model", "mlp", "--source", "classification", "--hidden-sizes", "32,16"],

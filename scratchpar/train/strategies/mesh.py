@@ -170,7 +170,8 @@ class MeshFamily(OwnPieces):
             return Hybrid.describe(shape, world_size, **knobs, cp=t.cp,
                                    sequence_parallel=t.sequence_parallel,
                                    attention=t.cp_attention, ep=t.ep,
-                                   sparse=experts_shape(cfg.model))
+                                   sparse=experts_shape(cfg.model),
+                                   per_group=cfg.model.n_heads // cfg.model.groups)
         cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
         return cls.describe(shape, world_size, **knobs)
 

@@ -61,7 +61,8 @@ class ZeroFamily(OwnPieces):
         if t.cp == 1:
             return described
         a = -(-t.batch_size // self.workers(cfg, world_size)) * shape.boundary // t.cp
-        cp = traffic(t.cp_attention, t.cp, a, shape.depth, shape.itemsize)
+        cp = traffic(t.cp_attention, t.cp, a, shape.depth, shape.itemsize,
+                     cfg.model.n_heads // cfg.model.groups)
         return replace(described, sends=described.sends + cp)
 
     def draws_parts(self, cfg) -> bool:
