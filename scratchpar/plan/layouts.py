@@ -52,9 +52,17 @@ class Layout:
     cfg: object
 
     def command(self, world: int, run: list[str]) -> str:
-        """The line that starts it: ``mpirun -n WORLD python -m scratchpar.train …``."""
+        """The line that starts it: ``mpirun -n WORLD python -m scratchpar.train …``, the
+        run's own flags less those the layout sets again (``--recompute``)."""
+        again = {word for word in self.flags if word.startswith("--")}
+        kept, words = [], iter(run)
+        for word in words:
+            if not (word.startswith("--") and word.split("=")[0] in again):
+                kept.append(word)
+            elif "=" not in word:
+                next(words, None)  # its value
         return " ".join(["mpirun", "-n", str(world), "python", "-m", "scratchpar.train",
-                         *run, *self.flags])
+                         *kept, *self.flags])
 
 
 def divisors(n: int) -> list[int]:

@@ -50,11 +50,17 @@ def test_layouts_that_do_not_fit_come_closest_first_and_are_timed_when_read():
     assert first == from_profile(rows[0].layout.cfg, 4, H100)
 
 
-def test_every_command_is_one_the_training_command_accepts():
-    for row in ranked(RUN, 8, H100):
-        words = shlex.split(row.layout.command(8, RUN))
+@pytest.mark.parametrize("extra", [[], ["--recompute", "full"], ["--recompute=none"]])
+def test_every_command_is_one_the_training_command_accepts(extra):
+    """Each flag once: a layout that sets --recompute again replaces the run's."""
+    rows = ranked([*RUN, *extra], 8, H100)
+    assert any("--recompute" in row.layout.flags for row in rows)
+    for row in rows:
+        words = shlex.split(row.layout.command(8, [*RUN, *extra]))
         assert words[:6] == ["mpirun", "-n", "8", "python", "-m", "scratchpar.train"]
         assert load_config(words[6:], world_size=8) == row.layout.cfg
+        named = [w.split("=")[0] for w in words if w.startswith("--")]
+        assert len(named) == len(set(named)), named
 
 
 def test_the_bytes_sent_are_the_ring_s_for_data_parallelism():
