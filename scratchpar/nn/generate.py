@@ -78,7 +78,7 @@ class GPTDecoder:
         if t > 1:  # the new positions among themselves: the last t columns are causal
             past = keys.shape[2] - t
             hidden = x.xp.triu(x.xp.ones((t, past + t), dtype=bool), k=past + 1)  # (t, T)
-        y = attend(Tensor(q.data), keys, values, hidden)  # (1, H, t, d)
+        y = attend(q, keys, values, hidden)  # (1, H, t, d)
         return attn.proj(y.permute(0, 2, 1, 3).reshape(b, t, c))  # (1, t, C)
 
 

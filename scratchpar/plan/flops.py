@@ -61,12 +61,6 @@ def gpt_layers(vocab: int, seq_len: int, d_model: int, n_layers: int, *,
     return [Work(0, 0), *[Work(block, 2 * block, weights)] * n_layers, Work(head, 2 * head, head)]
 
 
-def key_width(m) -> int:
-    """K = G·d, the width of a GPT's keys (and of its values): C with a key/value head per
-    query head (a run's ModelConfig ``m``)."""
-    return m.groups * (m.d_model // m.n_heads)
-
-
 def recurrent(vocab: int, seq_len: int, d_embed: int, d_hidden: int, n_layers: int,
               gates: int) -> Work:
     return total(recurrent_layers(vocab, seq_len, d_embed, d_hidden, n_layers, gates))
@@ -111,7 +105,7 @@ def layers(cfg, vocab: int) -> list[Work]:
     ``--recompute`` adds to their backward (:func:`recomputed`)."""
     m, d = cfg.model, cfg.data
     if m.kind == "gpt":
-        found = gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers, kv=key_width(m),
+        found = gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers, kv=m.key_width,
                            wide=m.wide)
     elif m.kind in ("lstm", "rnn"):
         found = recurrent_layers(vocab, d.seq_len, m.d_model, m.d_hidden, m.n_layers,

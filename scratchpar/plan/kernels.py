@@ -33,7 +33,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .census import census
-from .flops import key_width
 
 KINDS = ("engine", "fused", "flash")
 BACKWARD_BYTES = 1.5  # a pass backward moves 3 tensors for forward's 2
@@ -76,7 +75,7 @@ def gpt_seconds(cfg, vocab: int, rows: int, profile, tp: int = 1,
     rate, b = device.rate(cfg.train.precision), 2 if cfg.train.precision != "fp32" else (
         8 if cfg.train.dtype == "float64" else 4)
     c, heads, n = m.d_model, m.n_heads // tp, rows * t
-    kv, f = key_width(m), m.wide  # K = G·d, the keys' (and values') width; F, the MLP's
+    kv, f = m.key_width, m.wide  # K = G·d, the keys' (and values') width; F, the MLP's
     flash, engine, dropout = kernels.kind == "flash", kernels.kind == "engine", m.dropout > 0
     passes, ending = census(dropout, m.groups < m.n_heads) if engine else (None, None)
     stream = n * c / (tp if sequence_parallel else 1)  # the residual stream this rank holds

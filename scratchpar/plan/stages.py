@@ -21,7 +21,7 @@ def parameters(cfg, vocab: int) -> list[int]:
     built model: a tied embedding in both layers that hold it."""
     m, d = cfg.model, cfg.data
     if m.kind == "gpt":
-        return gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers, kv=flops.key_width(m),
+        return gpt_layers(vocab, d.seq_len, m.d_model, m.n_layers, kv=m.key_width,
                           wide=m.wide)
     if m.kind in ("lstm", "rnn"):
         e, h, g = m.d_model, m.d_hidden, 4 if m.kind == "lstm" else 1

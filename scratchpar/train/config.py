@@ -57,6 +57,17 @@ class ModelConfig:
         return self.kv_heads or self.n_heads
 
     @property
+    def per_group(self) -> int:
+        """r = H/G, the query heads that share each key/value head."""
+        return self.n_heads // self.groups
+
+    @property
+    def key_width(self) -> int:
+        """K = G·d, the width of the GPT's keys (and of its values): C with a key/value head
+        per query head."""
+        return self.groups * (self.d_model // self.n_heads)
+
+    @property
     def wide(self) -> int:
         """The GPT's feed-forward width."""
         return self.d_ff or 4 * self.d_model

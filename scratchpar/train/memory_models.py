@@ -182,7 +182,7 @@ def gpt(cfg, s: int, v: int, rows: int, evaluated: int, tp: int) -> Model:
     and ``--d-ff``'s (C and 4C by default)."""
     m, t, recompute = cfg.model, cfg.data.seq_len, cfg.train.recompute
     c, layers, heads, drop = m.d_model, m.n_layers, m.n_heads, int(m.dropout > 0)
-    kv, f = m.groups * (c // heads), m.wide
+    kv, f = m.key_width, m.wide
     e = value_bytes(cfg, s)
     tied = v * c if m.tie_embeddings else 0
     embedding, block, head = gpt_layers(v, t, c, 1, kv=kv, wide=f)  # one block for each

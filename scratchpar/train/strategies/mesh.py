@@ -171,7 +171,7 @@ class MeshFamily(OwnPieces):
                                    sequence_parallel=t.sequence_parallel,
                                    attention=t.cp_attention, ep=t.ep,
                                    sparse=experts_shape(cfg.model),
-                                   per_group=cfg.model.n_heads // cfg.model.groups)
+                                   per_group=cfg.model.per_group)
         cls = PipeDream if t.pp_schedule == "pipedream" else Pipeline
         return cls.describe(shape, world_size, **knobs)
 

@@ -62,7 +62,7 @@ class ZeroFamily(OwnPieces):
             return described
         a = -(-t.batch_size // self.workers(cfg, world_size)) * shape.boundary // t.cp
         cp = traffic(t.cp_attention, t.cp, a, shape.depth, shape.itemsize,
-                     cfg.model.n_heads // cfg.model.groups)
+                     cfg.model.per_group)
         return replace(described, sends=described.sends + cp)
 
     def draws_parts(self, cfg) -> bool:
