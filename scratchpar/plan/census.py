@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..autograd.tensor import Hooks
+from ..backend import to_device
 from ..device_rng import DeviceRandom
 from ..nn import GPT, set_dropout_generator
 from ..nn.loss import lm_loss
@@ -63,8 +64,8 @@ class Counting(Hooks):
     def propagate(self, node, g) -> tuple:
         self.passes.nodes += 1
         if node.fn.__name__ not in UNMOVED:
-            what, unit = kind_of(np.shape(g), self.groups)
-            self.passes.units[what] += np.size(g) / unit
+            what, unit = kind_of(g.shape, self.groups)
+            self.passes.units[what] += g.size / unit
         return super().propagate(node, g)
 
 
@@ -87,7 +88,8 @@ def counted(layers: int, dropout: bool, grouped: bool = False) -> Passes:
     model = GPT(V, T, C, H, layers, np.random.default_rng(0), dropout=0.1 if dropout else 0.0,
                 kv_heads=groups, d_ff=F)
     set_dropout_generator(model, DeviceRandom(0, 1, 0))
-    batch = np.random.default_rng(1).integers(1, V, (ROWS, T + 1))  # (B, T + 1) ids
+    batch = to_device(np.random.default_rng(1).integers(1, V, (ROWS, T + 1)))  # (B, T + 1)
+    # ids, where the model was built: on the selected device (a GPU's planner counts there)
     hooks = Counting(groups)
     lm_loss(model, batch, reduction="sum").backward(hooks=hooks)
     return hooks.passes

@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from scratchpar import backend
 from scratchpar.plan import flops, kernels
 from scratchpar.plan.census import WHAT, Passes, census, counted
 from scratchpar.plan.kernels import Kernels, gpt_seconds, product_s
@@ -134,6 +135,16 @@ def test_the_census_of_three_blocks_is_the_ends_and_three_blocks(dropout, groupe
     assert three.nodes == ends.nodes + 3 * block.nodes
     assert three.units == pytest.approx({k: ends.units[k] + 3 * v for k, v in block.units.items()})
     assert block.units["scores"] >= 3  # scale, mask and softmax each pass over the scores
+
+
+def test_the_census_counts_the_same_graph_on_a_device():
+    here = counted(1, True, True)
+    backend.set_device("double")  # as a GPU's planner runs it: the model built on the device
+    try:
+        there = counted(1, True, True)
+    finally:
+        backend.set_device("cpu")
+    assert (there.nodes, there.units) == (here.nodes, here.units)
 
 
 def test_the_engine_launches_an_op_per_node_each_way():
