@@ -16,7 +16,8 @@ TRACE = ("scratchpar.trace.tracer", "scratchpar.trace.chrome")  # stdlib only; a
 LAYERS = (
     ("double/", ("double",)),
     ("backend.py", ("", "backend", "allocator", "table")),
-    ("device_rng.py scatter.py peak.py timing.py", ("device_rng", "scatter", "peak", "timing")),
+    ("device_rng.py scatter.py peak.py timing.py kernels/",
+     ("device_rng", "scatter", "peak", "timing", "kernels")),
     ("autograd/", ("autograd",)),
     ("nn/ optim/", ("nn", "optim")),
     ("comm/", ("comm",)),

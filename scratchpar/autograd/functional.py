@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import builtins
 
+from .. import kernels
+from . import ops_fused as fused
 from . import ops_math as m
 from . import ops_nn as nn
 from . import ops_reduce as r
@@ -75,7 +77,7 @@ def relu(a) -> Tensor:
 
 
 def gelu(a) -> Tensor:
-    return m.GELU.apply(a)
+    return (fused.GELU if kernels.fused(_data(a)) else m.GELU).apply(a)
 
 
 def sum(a, axis=None, keepdims=False) -> Tensor:  # noqa: A001 - the op's name
@@ -164,6 +166,13 @@ def softmax(x, axis=-1) -> Tensor:
     return nn.Softmax.apply(x, axis=axis)
 
 
+def scaled_masked_softmax(x, scale: float, hidden=None) -> Tensor:
+    """softmax(``scale``·x, the ``hidden`` entries at −∞) along the last axis, as one op
+    (attention's weights: the fused op, whose plain form is a product, a masked fill and a
+    softmax)."""
+    return fused.ScaledMaskedSoftmax.apply(x, _data(hidden), scale)
+
+
 def log_softmax(x, axis=-1) -> Tensor:
     return nn.LogSoftmax.apply(x, axis=axis)
 
@@ -175,6 +184,8 @@ def dropout(x, p: float, generator, training: bool = True) -> Tensor:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
     if not training or p == 0.0:
         return x
+    if kernels.fused(_data(x)):  # the mask drawn in the kernel that applies it
+        return fused.Dropout.apply(x, generator, p)
     keep = generator.keep(x.shape, p, x.xp)  # (*x.shape) bool, on x's device
     return nn.Dropout.apply(x, keep, p)
 
@@ -190,7 +201,8 @@ def carry(x, loss) -> Tensor:
 
 
 def layer_norm(x, gamma, beta, eps=1e-5) -> Tensor:
-    return nn.LayerNorm.apply(x, gamma, beta, eps=eps)
+    return (fused.LayerNorm if kernels.fused(_data(x)) else nn.LayerNorm).apply(x, gamma, beta,
+                                                                                eps=eps)
 
 
 def cross_entropy(logits, targets, ignore_index=-100, reduction="mean") -> Tensor:

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from .. import kernels
 from ..autograd import functional as F
 from .layers import GELU, Dropout, LayerNorm, Linear
 from .module import Module, Sequential
@@ -23,8 +24,11 @@ from .moe import Experts, MixtureOfExperts
 def attention_weights(q, k, hidden=None):
     """softmax(QKᵀ/√d) (..., Tq, Tk) of q (..., Tq, d) and k (..., Tk, d), the ``hidden`` (Tq,
     Tk) entries (True) at −∞ first (Vaswani et al. 2017, eq. 1): what each query takes of each
-    key."""
-    scores = (q @ k.transpose()) * (1.0 / math.sqrt(q.shape[-1]))  # (..., Tq, Tk)
+    key. Where the fused ops run (``scratchpar/kernels``), one op forms them."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    if kernels.fused(q.data):
+        return F.scaled_masked_softmax(q @ k.transpose(), scale, hidden)  # (..., Tq, Tk)
+    scores = (q @ k.transpose()) * scale  # (..., Tq, Tk)
     if hidden is not None:
         scores = F.masked_fill(scores, hidden, float("-inf"))
     return F.softmax(scores, axis=-1)

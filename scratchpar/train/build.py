@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from .. import nn
+from .. import kernels, nn
 from ..backend import BackendError, set_device
 from ..comm.agree import agree, agreeing
 from ..data import DataError
@@ -65,6 +65,7 @@ def prepare(cfg, comm=None) -> Prepared:
     if problems:
         raise ConfigError(problems)
     set_device(cfg.train.device, local_rank, on_node)
+    kernels.mode()  # a bad SCRATCHPAR_FUSED is a bad input, told before anything is built
     dropout_gen = DeviceRandom(cfg.train.seed, 1, family.stream(cfg, rank))
     with nn.deferred() if family.draws_parts(cfg) else contextlib.nullcontext():
         task = build_task(cfg, dropout_gen)  # every rank alike (DP broadcasts rank 0's)

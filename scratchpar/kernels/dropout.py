@@ -1,0 +1,47 @@
+"""Dropout as one kernel forward (Srivastava et al. 2014, inverted): each entry's SplitMix64
+draw (``device_rng.py``: Steele, Lea & Flood 2014), its test against p and the scaled product
+in one pass, where the plain ops hash in eight array operations and multiply in two more. The
+same stream position gives the same mask, bit for bit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..device_rng import GAMMA, LIMIT, MIX1, MIX2
+from .cuda import pointwise
+
+FORWARD = f"""
+typedef typename Wide<T>::type A;
+unsigned long long z = ((unsigned long long)i + start) * {int(GAMMA)}ULL + key;
+z ^= z >> 30;
+z *= {int(MIX1)}ULL;
+z ^= z >> 27;
+z *= {int(MIX2)}ULL;
+z ^= z >> 31;
+keep = (z >> 11) >= threshold;
+out = (T)(keep ? (A)x * (A)scale : A(0));
+"""
+BACKWARD = """
+typedef typename Wide<T>::type A;
+grad = (T)(keep ? (A)g * (A)scale : A(0));
+"""
+
+
+def forward(x, generator, p: float):
+    """x → (x·keep/(1 − p), keep), keep drawn as ``generator.keep(x.shape, p)`` draws it; the
+    stream moves past it alike."""
+    start = np.uint64((generator.position + 1) % LIMIT)
+    threshold = np.uint64(math.ceil(p * 2 ** 53))
+    out, keep = pointwise("T x, uint64 key, uint64 start, uint64 threshold, float64 scale",
+                          "T out, bool keep", FORWARD, "scratchpar_dropout_forward")(
+        x, np.uint64(generator.key), start, threshold, 1.0 / (1.0 - p))
+    generator.position += x.size
+    return out, keep
+
+
+def backward(g, keep, p: float):
+    """∂L/∂out g and forward's mask → ∂L/∂x."""
+    return pointwise("T g, bool keep, float64 scale", "T grad", BACKWARD,
+                     "scratchpar_dropout_backward")(g, keep, 1.0 / (1.0 - p))
