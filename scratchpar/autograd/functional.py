@@ -209,8 +209,8 @@ def cross_entropy(logits, targets, ignore_index=-100, reduction="mean") -> Tenso
     """Mean (or summed) −log softmax(logits)[target] over targets ≠ ``ignore_index``."""
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
-    return nn.CrossEntropy.apply(logits, _data(targets), ignore_index=ignore_index,
-                                 reduction=reduction)
+    op = fused.CrossEntropy if kernels.fused(_data(logits)) else nn.CrossEntropy
+    return op.apply(logits, _data(targets), ignore_index=ignore_index, reduction=reduction)
 
 
 def binary_cross_entropy_with_logits(logits, targets, reduction="mean") -> Tensor:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from .. import kernels
 from ..backend import get_array_module
 from ..device_rng import DeviceRandom
-from ..kernels import dropout, gelu, layer_norm, softmax
+from ..kernels import cross_entropy, dropout, gelu, layer_norm, softmax
+from ..kernels.cuda import accumulator
 from . import ops_math, ops_nn
 from .precision import weak
 
@@ -98,6 +99,33 @@ class ScaledMaskedSoftmax(ops_nn.Softmax):
             return softmax.backward(_contiguous(g), ctx.out, ctx.scale), None, None
         dx, s = weak(ops_nn.Softmax.backward(ctx, g), ctx.scale)
         return dx * s, None, None
+
+
+class CrossEntropy(ops_nn.CrossEntropy):
+    """Softmax cross-entropy, one kernel each way (``kernels/cross_entropy.py``), its rows'
+    losses summed and scaled as the plain op sums and scales them."""
+
+    @staticmethod
+    def forward(ctx, logits, targets, ignore_index=-100, reduction="mean"):
+        ctx.fused = (kernels.on_gpu(logits) and logits.ndim == 2 and targets.dtype == "int64"
+                     and targets.flags.c_contiguous)
+        if not ctx.fused:
+            return ops_nn.CrossEntropy.forward(ctx, logits, targets, ignore_index, reduction)
+        xp, wide = get_array_module(logits), accumulator(logits.dtype)
+        ctx.probs, losses = cross_entropy.forward(logits, targets, ignore_index)
+        ctx.scale = 1.0
+        if reduction == "mean":  # 1 / max(count, 1) on the device: no host sync
+            ctx.scale = (1.0 / xp.maximum((targets != ignore_index).sum(), 1)).astype(wide)
+        ctx.targets, ctx.ignore = targets, ignore_index
+        return xp.asarray(losses.sum() * ctx.scale, dtype=wide)
+
+    @staticmethod
+    def backward(ctx, g):
+        if not ctx.fused:
+            return ops_nn.CrossEntropy.backward(ctx, g)
+        xp = get_array_module(g)
+        scale = xp.asarray(g * ctx.scale, dtype=accumulator(ctx.probs.dtype))  # 0-d
+        return cross_entropy.backward(ctx.probs, ctx.targets, ctx.ignore, scale), None
 
 
 def _contiguous(g):

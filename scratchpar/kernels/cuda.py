@@ -4,6 +4,7 @@ sum and maximum) and each source compiled once, on its first launch, for the dty
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,7 +14,9 @@ CTYPES = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float",
 
 PREAMBLE = r"""
 #include <cuda_fp16.h>
+#ifndef THREADS
 #define THREADS 256
+#endif
 
 // what a T computes in: fp32 for float16 and float32 (Micikevicius et al. 2018, section 3.3:
 // sums of 16-bit values carried in fp32), double for double
@@ -28,11 +31,17 @@ __device__ __forceinline__ void put(float* p, float x) { *p = x; }
 __device__ __forceinline__ void put(double* p, double x) { *p = x; }
 __device__ __forceinline__ float exponential(float x) { return expf(x); }
 __device__ __forceinline__ double exponential(double x) { return exp(x); }
+__device__ __forceinline__ float logarithm(float x) { return logf(x); }
+__device__ __forceinline__ double logarithm(double x) { return log(x); }
 __device__ __forceinline__ float root(float x) { return sqrtf(x); }
 __device__ __forceinline__ double root(double x) { return sqrt(x); }
 __device__ __forceinline__ float lowest(float) { return __int_as_float((int)0xff800000); }
 __device__ __forceinline__ double lowest(double) {
     return __longlong_as_double(0xfff0000000000000ULL);
+}
+__device__ __forceinline__ float not_a_number(float) { return __int_as_float(0x7fc00000); }
+__device__ __forceinline__ double not_a_number(double) {
+    return __longlong_as_double(0x7ff8000000000000ULL);
 }
 
 // the sum of v over the block's threads, given to every thread (a tree: log2 THREADS halvings)
@@ -99,10 +108,24 @@ __device__ __forceinline__ double exponential(double x) { return exp(x); }
 """
 
 
+@dataclass(frozen=True)
+class Pointwise:
+    """An elementwise kernel: its ``inputs`` and ``outputs`` as CuPy declares them ("T a,
+    float64 scale"), its ``body`` (CuPy's ``i`` its element's index), compiler ``options``."""
+
+    inputs: str
+    outputs: str
+    body: str
+    name: str
+    options: tuple[str, ...] = ()
+
+    def __call__(self, *args):
+        return _elementwise(self)(*args)
+
+
 @functools.cache
-def pointwise(inputs: str, outputs: str, body: str, name: str, options: tuple[str, ...] = ()):
-    """An elementwise kernel of ``body`` (CuPy's ``i`` its element's index), built once."""
+def _elementwise(kernel: Pointwise):
     import cupy
 
-    return cupy.ElementwiseKernel(inputs, outputs, body, name, preamble=POINTWISE,
-                                  options=options)
+    return cupy.ElementwiseKernel(kernel.inputs, kernel.outputs, kernel.body, kernel.name,
+                                  preamble=POINTWISE, options=kernel.options)

@@ -10,9 +10,10 @@ import math
 import numpy as np
 
 from ..device_rng import GAMMA, LIMIT, MIX1, MIX2
-from .cuda import pointwise
+from .cuda import Pointwise
 
-FORWARD = f"""
+FORWARD = Pointwise("T x, uint64 key, uint64 start, uint64 threshold, float64 scale",
+                    "T out, bool keep", f"""
 typedef typename Wide<T>::type A;
 unsigned long long z = ((unsigned long long)i + start) * {int(GAMMA)}ULL + key;
 z ^= z >> 30;
@@ -22,11 +23,11 @@ z *= {int(MIX2)}ULL;
 z ^= z >> 31;
 keep = (z >> 11) >= threshold;
 out = (T)(keep ? (A)x * (A)scale : A(0));
-"""
-BACKWARD = """
+""", "scratchpar_dropout_forward")
+BACKWARD = Pointwise("T g, bool keep, float64 scale", "T grad", """
 typedef typename Wide<T>::type A;
 grad = (T)(keep ? (A)g * (A)scale : A(0));
-"""
+""", "scratchpar_dropout_backward")
 
 
 def forward(x, generator, p: float):
@@ -34,14 +35,11 @@ def forward(x, generator, p: float):
     stream moves past it alike."""
     start = np.uint64((generator.position + 1) % LIMIT)
     threshold = np.uint64(math.ceil(p * 2 ** 53))
-    out, keep = pointwise("T x, uint64 key, uint64 start, uint64 threshold, float64 scale",
-                          "T out, bool keep", FORWARD, "scratchpar_dropout_forward")(
-        x, np.uint64(generator.key), start, threshold, 1.0 / (1.0 - p))
+    out, keep = FORWARD(x, np.uint64(generator.key), start, threshold, 1.0 / (1.0 - p))
     generator.position += x.size
     return out, keep
 
 
 def backward(g, keep, p: float):
     """∂L/∂out g and forward's mask → ∂L/∂x."""
-    return pointwise("T g, bool keep, float64 scale", "T grad", BACKWARD,
-                     "scratchpar_dropout_backward")(g, keep, 1.0 / (1.0 - p))
+    return BACKWARD(g, keep, 1.0 / (1.0 - p))

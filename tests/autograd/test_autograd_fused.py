@@ -51,7 +51,13 @@ CASES = {
     "layer norm": (lambda x, g, b: F.layer_norm(x, g, b), [(2, 5, 24), (24,), (24,)]),
     "gelu": (F.gelu, [(3, 7, 10)]),
     "attention weights": (lambda s: _weights(s, causal(6)), [(2, 3, 6, 6)]),
+    "cross-entropy": (lambda x: F.cross_entropy(x, TARGETS()), [(6, 7)]),
+    "cross-entropy, summed": (lambda x: F.cross_entropy(x, TARGETS(), reduction="sum"), [(6, 7)]),
 }
+
+
+def TARGETS():  # noqa: N802 - a constant, made on the test's device
+    return on_device(np.array([3, -100, 0, 6, 2, -100]))
 
 
 def _weights(scores, hidden):

@@ -1,0 +1,147 @@
+"""Each fused kernel, compiled for the CPU (``host.py``: a block one thread, the blocks in
+turn), against the plain ops it stands for, in float64 and fp32: layer norm, attention's
+weights and softmax cross-entropy each way, GELU each way, dropout's mask bit for bit, and
+Adam's and AdamW's update bit for bit. The GPU's tree of 256 threads and float16 are left to
+``--device cuda`` (tests/autograd/test_autograd_fused.py)."""
+
+import types
+
+import numpy as np
+import pytest
+from host import COMPILER, block_kernel, pointwise
+
+from scratchpar.autograd import Tensor
+from scratchpar.autograd import functional as F
+from scratchpar.device_rng import DeviceRandom
+from scratchpar.kernels import adam, cross_entropy, dropout, gelu, layer_norm, softmax
+from scratchpar.optim import Adam, AdamW
+
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C++ compiler on this machine")
+CTYPES = {np.float64: "double", np.float32: "float"}
+TOLERANCE = {np.float64: 1e-13, np.float32: 3e-6}
+DTYPES = pytest.mark.parametrize("dtype", [np.float64, np.float32])
+
+
+def plain(fn, arrays, seed):
+    """fn's output and its inputs' gradients by the plain ops, on NumPy."""
+    inputs = [Tensor(a, requires_grad=True) for a in arrays]
+    out = fn(*inputs)
+    out.backward(seed)
+    return out.data, [t.grad for t in inputs]
+
+
+def close(got, want, dtype):
+    np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+
+
+def acc(dtype):
+    return np.float64 if dtype == np.float64 else np.float32
+
+
+@DTYPES
+def test_layer_norm(dtype, tmp_path):
+    rng = np.random.default_rng(1)
+    x, seed = (rng.normal(size=(6, 10)).astype(dtype) for _ in range(2))
+    gamma, beta = rng.normal(1, 0.5, 10).astype(dtype), rng.normal(size=10).astype(dtype)
+    want, (gx, ggamma, gbeta) = plain(lambda *t: F.layer_norm(*t), [x, gamma, beta], seed)
+    out, xhat, gx_k, gg_k, gb_k = (np.empty_like(a) for a in (x, x, x, gamma, beta))
+    rstd = np.empty(6, acc(dtype))
+    block_kernel(layer_norm, "forward", CTYPES[dtype], tmp_path)(
+        6, x, gamma, beta, out, xhat, rstd, 10, acc(dtype)(1e-5))
+    block_kernel(layer_norm, "backward", CTYPES[dtype], tmp_path)(
+        6 + 10, seed, xhat, rstd, gamma, gx_k, gg_k, gb_k, 6, 10)  # rows, then a block a column
+    for got, exact in ((out, want), (gx_k, gx), (gg_k, ggamma), (gb_k, gbeta)):
+        close(got, exact, dtype)
+
+
+@DTYPES
+@pytest.mark.parametrize("masked", [True, False])
+def test_attention_weights(dtype, masked, tmp_path):
+    rng = np.random.default_rng(2)
+    x, seed = (rng.normal(size=(2, 3, 5, 5)).astype(dtype) for _ in range(2))
+    hidden = np.triu(np.ones((5, 5), bool), k=1)
+    fn = ((lambda s: F.softmax(F.masked_fill(s * 0.7, hidden, float("-inf")), axis=-1))
+          if masked else (lambda s: F.softmax(s * 0.7, axis=-1)))
+    want, (gx,) = plain(fn, [x], seed)
+    y, gx_k = np.empty_like(x), np.empty_like(x)
+    block_kernel(softmax, "forward", CTYPES[dtype], tmp_path)(
+        30, x, hidden if masked else np.zeros(1, bool), int(masked), y, 5, 5, 0.7)
+    block_kernel(softmax, "backward", CTYPES[dtype], tmp_path)(30, seed, y, gx_k, 5, 0.7)
+    close(y, want, dtype)
+    close(gx_k, gx, dtype)
+
+
+@DTYPES
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cross_entropy(dtype, reduction, tmp_path):
+    logits = np.random.default_rng(3).normal(size=(6, 7)).astype(dtype)
+    targets = np.array([3, -100, 0, 6, 2, -100])
+    want, (gx,) = plain(lambda t: F.cross_entropy(t, targets, reduction=reduction), [logits],
+                        np.float32(1.5) if dtype == np.float32 else np.float64(1.5))
+    probs, losses, gx_k = np.empty_like(logits), np.empty(6, acc(dtype)), np.empty_like(logits)
+    block_kernel(cross_entropy, "forward", CTYPES[dtype], tmp_path)(
+        6, logits, targets, -100, probs, losses, 7)
+    scale = 1.0 / 4 if reduction == "mean" else 1.0  # four counted targets
+    close(losses.sum() * scale, want, dtype)
+    block_kernel(cross_entropy, "backward", CTYPES[dtype], tmp_path)(
+        6, probs, targets, -100, np.array(1.5 * scale, acc(dtype)), gx_k, 7)
+    close(gx_k, gx, dtype)
+
+
+def test_a_target_outside_the_vocabulary_gives_a_nan_loss(tmp_path):
+    probs, losses = np.empty((2, 3)), np.empty(2)
+    block_kernel(cross_entropy, "forward", "double", tmp_path)(
+        2, np.zeros((2, 3)), np.array([1, 3]), -100, probs, losses, 3)
+    assert np.isfinite(losses[0]) and np.isnan(losses[1])
+
+
+@DTYPES
+def test_gelu(dtype, tmp_path):
+    rng = np.random.default_rng(4)
+    a, seed = rng.normal(0, 3, 50).astype(dtype), rng.normal(size=50).astype(dtype)
+    want, (ga,) = plain(F.gelu, [a], seed)
+    out, sigma, grad = (np.empty_like(a) for _ in range(3))
+    pointwise(gelu.FORWARD, CTYPES[dtype], tmp_path)(50, a, out, sigma)
+    pointwise(gelu.BACKWARD, CTYPES[dtype], tmp_path)(50, seed, a, sigma, grad)
+    close(out, want, dtype)
+    close(grad, ga, dtype)
+
+
+@DTYPES
+def test_dropout_draws_the_stream_s_mask(dtype, tmp_path):
+    x = np.random.default_rng(5).normal(size=300).astype(dtype)
+    gen = DeviceRandom(9, 2)
+    gen.position = 2**64 - 7  # the counter wraps inside the draw
+    start = np.uint64((gen.position + 1) % 2**64)
+    keep = gen.keep(x.shape, 0.3)
+    out, kept, grad = np.empty_like(x), np.empty(300, bool), np.empty_like(x)
+    pointwise(dropout.FORWARD, CTYPES[dtype], tmp_path)(
+        300, x, gen.key, start, int(np.ceil(0.3 * 2**53)), 1 / 0.7, out, kept)
+    pointwise(dropout.BACKWARD, CTYPES[dtype], tmp_path)(300, x, kept, 1 / 0.7, grad)
+    np.testing.assert_array_equal(kept, keep)
+    want = F.dropout(Tensor(x), 0.3, types.SimpleNamespace(keep=lambda *_: keep)).data
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(grad, want)  # the same product, of the seed x
+
+
+@DTYPES
+@pytest.mark.parametrize("make,l2,decoupled", [
+    (lambda p: Adam(p, lr=1e-2, weight_decay=0.1), 0.1, False),
+    (lambda p: AdamW(p, lr=1e-2, weight_decay=0.1, betas=(0.8, 0.99)), 0.0, True)])
+def test_adam_s_update_is_the_plain_update_bit_for_bit(dtype, make, l2, decoupled, tmp_path):
+    rng = np.random.default_rng(6)
+    theta = rng.normal(size=40).astype(dtype)
+    plain_p = types.SimpleNamespace(data=theta.copy(), grad=None)
+    opt = make([plain_p])
+    p, m, v = theta.copy(), np.zeros_like(theta), np.zeros_like(theta)
+    update = pointwise(adam.UPDATE, CTYPES[dtype], tmp_path)
+    for t in range(1, 4):
+        plain_p.grad = rng.normal(size=40).astype(dtype)
+        opt.step()
+        (beta1, beta2), lr = opt.betas, opt.lr
+        decay = 1.0 - lr * opt.weight_decay if decoupled else 1.0
+        update(40, plain_p.grad, l2, decay, beta1, 1.0 - beta1, beta2, 1.0 - beta2,
+               float(np.sqrt(1.0 - beta2**t)), opt.eps, lr / (1.0 - beta1**t), p, m, v)
+    state = opt.state[0]
+    for got, want in ((p, plain_p.data), (m, state["exp_avg"]), (v, state["exp_avg_sq"])):
+        np.testing.assert_array_equal(got, want)
