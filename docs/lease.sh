@@ -45,14 +45,8 @@ run() {  # run N LIMIT COMMAND…: run N of the list, if FIRST allows it and LIM
     echo "== run $n: exit $? after $(($(date +%s) - begun)) s" | tee -a "$log"
 }
 
-mps() {  # mps on|off: NVIDIA's MPS control daemon, under which ranks that share a GPU overlap
-    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mpslog
-    [ "$device" = cuda ] || return 0
-    if [ "$1" = on ]; then
-        mkdir -p /tmp/mps /tmp/mpslog && nvidia-cuda-mps-control -d
-    else
-        echo quit | nvidia-cuda-mps-control
-    fi
+stop_mps() {  # the MPS daemon that ranks sharing the GPU start (scratchpar/mps.py), if up
+    [ "$device" = cuda ] && echo quit | nvidia-cuda-mps-control >> "$log" 2>&1
 }
 
 lstm_scaling() {  # data parallelism's weak scaling on the LSTM LM, 32 sequences a rank, CPU
@@ -89,16 +83,17 @@ run 7 60 $python -m scratchpar.train --strategy single --device "$device" --step
 # 4. Recomputation's cost where the T × T products are cheap
 run 8 150 $python -m scratchpar.bench memory --device "$device" --ranks 1,2,4 \
     --json $json/memory_cuda.json
-# 5. The all-reduce staged once, without MPS, then with it
-run 9 120 $python -m scratchpar.bench collectives --device "$device" --ranks 2,4 \
-    --sizes 4K,64K,1M --json $json/collectives_cuda.json
-mps on
+# 5. The all-reduce staged once, without MPS, then with it (the ranks start it themselves;
+#    the second run checks that they do)
+stop_mps
+run 9 120 env SCRATCHPAR_MPS=off $python -m scratchpar.bench collectives --device "$device" \
+    --ranks 2,4 --sizes 4K,64K,1M --json $json/collectives_cuda.json
 run 10 120 $python -m scratchpar.bench collectives --device "$device" --ranks 2,4 \
     --sizes 4K,64K,1M --json $json/collectives_cuda_mps.json
 # 6. The planner's validation under MPS, at 4 ranks
 run 11 240 $python -m scratchpar.bench plan --device "$device" --ranks 4 --rounds 1 \
     --json $json/plan_cuda_mps.json
-mps off
+stop_mps
 # 7. The CPU rows two cores cannot settle, on the machine's 16 cores
 run 12 180 $python -m scratchpar.bench pipeline --device cpu --json $json/pipeline_16.json
 run 13 90 $python -m scratchpar.bench collectives --device cpu --ranks 2,4,8 \

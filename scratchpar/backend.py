@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
 
-from scratchpar import double
+from scratchpar import double, mps
 
 DEVICES = ("cpu", "cuda", "double")  # double: CuPy's rules on the CPU, for tests (double/)
 _device = "cpu"
@@ -31,36 +30,26 @@ def _cupy():
 def set_device(device: str, local_rank: int = 0, local_size: int = 1) -> None:
     """Select ``"cpu"`` (NumPy), ``"cuda"`` (CuPy) or ``"double"``. A rank uses GPU
     ``local_rank % count``, on a stream of its own: ranks that share one GPU then queue their
-    kernels apart instead of serializing on the legacy default stream. The node's first rank
-    says so once if its ``local_size`` ranks share GPUs without MPS (:func:`sharing_note`)."""
+    kernels apart instead of serializing on the legacy default stream. Where a node's
+    ``local_size`` ranks outnumber its GPUs, MPS runs their work in one context, started before
+    CUDA is (:func:`scratchpar.mps.share`); the node's first rank says what it did."""
     global _device, _xp
     if device not in DEVICES:
         raise BackendError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
     xp = _cupy() if device == "cuda" else {"cpu": np, "double": double}[device]
     if xp is not np:
+        known = mps.visible() if device == "cuda" else None
+        said = mps.share(local_rank, local_size, known) if known else None
         count = xp.cuda.runtime.getDeviceCount()
         if count == 0:
             raise BackendError("--device cuda: CuPy sees no GPU")
         xp.cuda.Device(local_rank % count).use()
         xp.cuda.Stream(non_blocking=True).use()
-        note = sharing_note(local_size, count) if device == "cuda" and local_rank == 0 else None
-        if note:
-            print(note, file=sys.stderr, flush=True)
+        if device == "cuda" and known is None and local_size > count and local_rank == 0:
+            said = mps.note(f"{local_size} ranks share {count} GPU{'s' if count > 1 else ''}")
+        if said:
+            print(said, file=sys.stderr, flush=True)
     _device, _xp = device, xp
-
-
-def sharing_note(local_size: int, count: int) -> str | None:
-    """What to tell a node whose ``local_size`` ranks share its ``count`` GPUs, or ``None``. Each
-    rank holds a CUDA context of its own, and without MPS the GPU time-slices between them: a
-    staged message of 16 KiB or less then waited about 150 µs for its copy to the host, against
-    10 µs under MPS (docs/devices.md, "On a GPU a fifth time"). MPS is taken to run when its
-    control daemon's pipe is there (NVIDIA's MPS guide, ``CUDA_MPS_PIPE_DIRECTORY``)."""
-    pipes = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
-    if local_size <= count or os.path.exists(os.path.join(pipes, "control")):
-        return None
-    return (f"scratchpar: {local_size} ranks share {count} GPU{'s' if count > 1 else ''} on this "
-            f"node without MPS; the GPU switches between their processes, and a small message "
-            f"waits about 150 µs for it. Start MPS first: nvidia-cuda-mps-control -d")
 
 
 def device() -> str:

@@ -15,7 +15,7 @@ TRACE = ("scratchpar.trace.tracer", "scratchpar.trace.chrome")  # stdlib only; a
 # A module may import its own layer and the layers before it.
 LAYERS = (
     ("double/", ("double",)),
-    ("backend.py", ("", "backend", "allocator", "table")),
+    ("backend.py", ("", "backend", "mps", "allocator", "table")),
     ("device_rng.py scatter.py peak.py timing.py kernels/",
      ("device_rng", "scatter", "peak", "timing", "kernels")),
     ("autograd/", ("autograd",)),
