@@ -76,16 +76,22 @@ __device__ A block_max(A v, A* scratch) {
 
 
 @functools.cache
-def _module(source: str, templates: tuple[str, ...]):
+def _module(source: str, names: tuple[str, ...]):
     import cupy
 
-    names = tuple(f"{t}<{c}>" for t in templates for c in CTYPES.values())
     return cupy.RawModule(code=PREAMBLE + source, name_expressions=names)
+
+
+def function(source: str, names: tuple[str, ...], name: str):
+    """The kernel ``name`` (one of ``names``, each a template's instance) of ``source``,
+    compiled with every one of them at its first launch."""
+    return _module(source, names).get_function(name)
 
 
 def kernel(source: str, templates: tuple[str, ...], name: str, dtype):
     """The kernel ``name`` of ``source`` (one of its ``templates``) for arrays of ``dtype``."""
-    return _module(source, templates).get_function(f"{name}<{CTYPES[np.dtype(dtype)]}>")
+    names = tuple(f"{t}<{c}>" for t in templates for c in CTYPES.values())
+    return function(source, names, f"{name}<{CTYPES[np.dtype(dtype)]}>")
 
 
 def accumulator(dtype):

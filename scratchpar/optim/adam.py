@@ -6,7 +6,7 @@ import math
 
 from scratchpar import kernels
 from scratchpar.backend import get_array_module
-from scratchpar.kernels import adam
+from scratchpar.kernels import adam, adam_many
 from scratchpar.optim.optimizer import Optimizer
 
 
@@ -36,6 +36,33 @@ class Adam(Optimizer):
         self.eps = float(eps)
         self.weight_decay = float(weight_decay)
 
+    def decays(self) -> tuple[float, float]:
+        """(λ of the L2 decay added to the gradient, the factor decoupled decay multiplies θ
+        by): Adam's (λ, 1)."""
+        return self.weight_decay, 1.0
+
+    def step(self) -> None:
+        live = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
+        if not launchable([(p.data, p.grad) for _, p in live], "fd"):
+            return super().step()
+        self.step_count += 1
+        self.step_many([(i, p.data, p.grad, None) for i, p in live])
+
+    def step_many(self, items, unscale: float = 1.0) -> None:
+        """Every item's update in one launch (``kernels/adam_many.py``), bit for bit: (i, the
+        parameter's array, its gradient, its fp32 master or None), the gradient multiplied by
+        ``unscale`` first where there is a master."""
+        beta1, beta2 = self.betas
+        states = [self._state(i, data if master is None else master)
+                  for i, data, _, master in items]
+        l2, decay = self.decays()
+        adam_many.step([data for _, data, _, _ in items], [grad for _, _, grad, _ in items],
+                       [m for _, m, _ in states], [v for _, _, v in states],
+                       [master for _, _, _, master in items],
+                       [self.lr / (1.0 - beta1**t) for t, _, _ in states],
+                       [math.sqrt(1.0 - beta2**t) for t, _, _ in states], unscale=unscale,
+                       l2=l2, decay=decay, beta1=beta1, beta2=beta2, eps=self.eps)
+
     def _update(self, i: int, p) -> None:
         if _fused(p):
             return self._fused(i, p, l2=self.weight_decay)
@@ -46,18 +73,19 @@ class Adam(Optimizer):
             g += p.grad  # g = ∇ + λθ: L2 weight decay inside the gradient
         self._adam(i, p, g)
 
-    def _state(self, i: int, p) -> tuple[int, object, object]:
-        """Parameter i's step count t, advanced, and its moments m and v."""
+    def _state(self, i: int, like) -> tuple[int, object, object]:
+        """Parameter i's step count t, advanced, and its moments m and v, shaped ``like`` the
+        array the rule updates."""
         state = self.state[i]
         if "step" not in state:  # its first update (a mixed-precision master may be there)
-            xp = get_array_module(p.data)
-            state.update(step=0, exp_avg=xp.zeros_like(p.data), exp_avg_sq=xp.zeros_like(p.data))
+            xp = get_array_module(like)
+            state.update(step=0, exp_avg=xp.zeros_like(like), exp_avg_sq=xp.zeros_like(like))
         state["step"] += 1
         return state["step"], state["exp_avg"], state["exp_avg_sq"]
 
     def _fused(self, i: int, p, l2: float = 0.0, decay: float = 1.0) -> None:
         """The same step in one kernel (``kernels/adam.py``), bit for bit."""
-        t, m, v = self._state(i, p)
+        t, m, v = self._state(i, p.data)
         beta1, beta2 = self.betas
         adam.step(p.data, p.grad, m, v, beta1=beta1, beta2=beta2, eps=self.eps,
                   rate=self.lr / (1.0 - beta1**t), root=math.sqrt(1.0 - beta2**t), l2=l2,
@@ -66,7 +94,7 @@ class Adam(Optimizer):
     def _adam(self, i: int, p, g) -> None:
         """One Adam step of parameter i along g (p.grad or a scratch array; neither is changed)."""
         xp = get_array_module(p.data)
-        t, m, v = self._state(i, p)
+        t, m, v = self._state(i, p.data)
         beta1, beta2 = self.betas
         tmp = self._scratch(p.data)
         m *= beta1
@@ -93,6 +121,10 @@ class AdamW(Adam):
     ):
         super().__init__(params, lr, betas, eps, weight_decay)
 
+    def decays(self) -> tuple[float, float]:
+        """AdamW's: no L2 term, θ multiplied by 1 − lr·λ."""
+        return 0.0, 1.0 - self.lr * self.weight_decay
+
     def _update(self, i: int, p) -> None:
         if _fused(p):
             return self._fused(i, p, decay=1.0 - self.lr * self.weight_decay)
@@ -106,3 +138,12 @@ def _fused(p) -> bool:
     (the masters, in mixed precision) with the fused ops on (``scratchpar/kernels``)."""
     return (kernels.fused(p.data) and kernels.on_gpu(p.data, p.grad)
             and p.data.dtype.char in "fd" and p.grad.dtype == p.data.dtype)
+
+
+def launchable(pairs, dtypes: str) -> bool:
+    """Whether every (parameter, gradient) array pair goes to one fused launch: the fused ops
+    on, all on a GPU, all of one dtype among ``dtypes`` (NumPy's type codes)."""
+    return (bool(pairs) and kernels.fused(pairs[0][0])
+            and len({(a.dtype, b.dtype) for a, b in pairs}) == 1
+            and pairs[0][0].dtype == pairs[0][1].dtype and pairs[0][0].dtype.char in dtypes
+            and all(kernels.on_gpu(a, b) for a, b in pairs))

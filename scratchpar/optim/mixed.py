@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..autograd.precision import WIDE
 from ..backend import get_array_module
+from .adam import Adam, launchable
 from .optimizer import Optimizer
 from .scaler import LossScaler
 
@@ -49,7 +50,13 @@ class MixedPrecision(Optimizer):
 
     def step(self) -> None:
         self.inner.lr, self.inner.step_count = self.lr, self.step_count + 1
-        super().step()
+        live = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
+        if isinstance(self.inner, Adam) and launchable([(p.data, p.grad) for _, p in live], "e"):
+            self.step_count += 1  # every update, its unscaling and rounding in one launch
+            self.inner.step_many([(i, p.data, p.grad, self._master(i, p)) for i, p in live],
+                                 unscale=1.0 / self.grad_scale)
+        else:
+            super().step()
         if self.scaler is not None:
             self.scaler.applied()
 

@@ -1,8 +1,8 @@
 """The fused kernels run on the CPU: each source compiled by the host's C++ compiler against
 ``cuda_shim.h`` with one thread a block (THREADS 1: a block's sums and maxima are then its one
 thread's loop over the row, the same equations), the blocks looped over by the host, called
-through ctypes on NumPy arrays. What this cannot run is the GPU's: 256 threads summing a row
-as a tree, and float16 (the shim declares its conversions only)."""
+through ctypes on NumPy arrays (float16 as the shim's, NumPy's bits). What this cannot run is
+the GPU's 256 threads summing a row as a tree."""
 
 from __future__ import annotations
 
@@ -34,11 +34,14 @@ def build(source: str, folder: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
-def _params(signature: str, ctype: str) -> list[tuple[str, str]]:
-    """(C type, name) of each parameter of a template's ``signature``, T as ``ctype``."""
-    wide = "double" if ctype == "double" else "float"
-    signature = signature.replace("typename Acc<T>::type", wide)
-    return [(re.sub(r"\bT\b", ctype, p.rsplit(None, 1)[0]), p.rsplit(None, 1)[1])
+def _params(signature: str, types: dict[str, str]) -> list[tuple[str, str]]:
+    """(C type, name) of each parameter of a template's ``signature``, its template parameters
+    (T, W) as ``types`` says."""
+    signature = signature.replace("typename Acc<T>::type",
+                                  "double" if types["T"] == "double" else "float")
+    for placeholder, ctype in types.items():
+        signature = re.sub(rf"\b{placeholder}\b", ctype, signature)
+    return [(p.rsplit(None, 1)[0], p.rsplit(None, 1)[1])
             for p in (" ".join(p.split()) for p in signature.split(","))]
 
 
@@ -46,17 +49,19 @@ def _argtype(ctype: str):
     return ctypes.c_void_p if "*" in ctype else SCALARS[ctype.replace("const ", "")]
 
 
-def block_kernel(module, name: str, ctype: str, folder: Path):
-    """``run(blocks, *args)``: ``module``'s kernel ``name`` for ``ctype``, its blocks in turn
-    (arrays passed as NumPy arrays, scalars as Python numbers)."""
+def block_kernel(module, name: str, ctype: str | tuple[str, str], folder: Path):
+    """``run(blocks, *args)``: ``module``'s kernel ``name`` for ``ctype`` (T, or (T, W)), its
+    blocks in turn (arrays passed as NumPy arrays, scalars as Python numbers)."""
     source = cuda.PREAMBLE.replace("#include <cuda_fp16.h>", "") + module.SOURCE
     signature = re.search(rf"__global__ void {name}\((.*?)\)\s*{{", module.SOURCE, re.S)[1]
-    params = _params(signature, ctype)
+    types = dict(zip("TW", (ctype,) if isinstance(ctype, str) else ctype))
+    params = _params(signature, types)
     source += (f'extern "C" void run(int blocks, {", ".join(f"{t} {n}" for t, n in params)}) {{\n'
                f"    for (int b = 0; b < blocks; ++b) {{\n"
                f"        blockIdx.x = b; threadIdx.x = 0;\n"
-               f"        {name}<{ctype}>({', '.join(n for _, n in params)});\n    }}\n}}\n")
-    function = build(source, folder / f"{module.__name__}.{name}.{ctype}").run
+               f"        {name}<{', '.join(types.values())}>"
+               f"({', '.join(n for _, n in params)});\n    }}\n}}\n")
+    function = build(source, folder / f"{module.__name__}.{name}.{'.'.join(types.values())}").run
     function.argtypes = [ctypes.c_int] + [_argtype(t) for t, _ in params]
     return lambda blocks, *args: function(blocks, *(_pass(a) for a in args))
 

@@ -1,8 +1,9 @@
 """Each fused kernel, compiled for the CPU (``host.py``: a block one thread, the blocks in
-turn), against the plain ops it stands for, in float64 and fp32: layer norm, attention's
+turn), against the plain ops it stands for, in float64, fp32 and fp16: layer norm, attention's
 weights and softmax cross-entropy each way, GELU each way, dropout's mask bit for bit, and
-Adam's and AdamW's update bit for bit. The GPU's tree of 256 threads and float16 are left to
-``--device cuda`` (tests/autograd/test_autograd_fused.py)."""
+Adam's and AdamW's update bit for bit, one kernel a parameter or all in one launch (with
+mixed precision's masters). The GPU's tree of 256 threads is left to ``--device cuda``
+(tests/autograd/test_autograd_fused.py)."""
 
 import types
 
@@ -13,13 +14,16 @@ from host import COMPILER, block_kernel, pointwise
 from scratchpar.autograd import Tensor
 from scratchpar.autograd import functional as F
 from scratchpar.device_rng import DeviceRandom
-from scratchpar.kernels import adam, cross_entropy, dropout, gelu, layer_norm, softmax
+from scratchpar.kernels import adam, adam_many, cross_entropy, dropout, gelu, layer_norm, softmax
 from scratchpar.optim import Adam, AdamW
+from scratchpar.optim.mixed import MixedPrecision
+from scratchpar.optim.scaler import LossScaler
 
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="no C++ compiler on this machine")
-CTYPES = {np.float64: "double", np.float32: "float"}
-TOLERANCE = {np.float64: 1e-13, np.float32: 3e-6}
-DTYPES = pytest.mark.parametrize("dtype", [np.float64, np.float32])
+CTYPES = {np.float64: "double", np.float32: "float", np.float16: "__half"}  # a RawModule's T
+ELEMENTWISE = {**CTYPES, np.float16: "float16"}  # an elementwise kernel's T (CuPy's float16)
+TOLERANCE = {np.float64: 1e-13, np.float32: 3e-6, np.float16: 2e-3}  # a sum in another order
+DTYPES = pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
 
 
 def plain(fn, arrays, seed):
@@ -31,7 +35,9 @@ def plain(fn, arrays, seed):
 
 
 def close(got, want, dtype):
-    np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(np.float64(got), np.float64(want), rtol=TOLERANCE[dtype],
+                               atol=TOLERANCE[dtype])
 
 
 def acc(dtype):
@@ -77,12 +83,12 @@ def test_cross_entropy(dtype, reduction, tmp_path):
     logits = np.random.default_rng(3).normal(size=(6, 7)).astype(dtype)
     targets = np.array([3, -100, 0, 6, 2, -100])
     want, (gx,) = plain(lambda t: F.cross_entropy(t, targets, reduction=reduction), [logits],
-                        np.float32(1.5) if dtype == np.float32 else np.float64(1.5))
+                        acc(dtype)(1.5))
     probs, losses, gx_k = np.empty_like(logits), np.empty(6, acc(dtype)), np.empty_like(logits)
     block_kernel(cross_entropy, "forward", CTYPES[dtype], tmp_path)(
         6, logits, targets, -100, probs, losses, 7)
     scale = 1.0 / 4 if reduction == "mean" else 1.0  # four counted targets
-    close(losses.sum() * scale, want, dtype)
+    close(acc(dtype)(losses.sum() * scale), want, dtype)
     block_kernel(cross_entropy, "backward", CTYPES[dtype], tmp_path)(
         6, probs, targets, -100, np.array(1.5 * scale, acc(dtype)), gx_k, 7)
     close(gx_k, gx, dtype)
@@ -101,8 +107,8 @@ def test_gelu(dtype, tmp_path):
     a, seed = rng.normal(0, 3, 50).astype(dtype), rng.normal(size=50).astype(dtype)
     want, (ga,) = plain(F.gelu, [a], seed)
     out, sigma, grad = (np.empty_like(a) for _ in range(3))
-    pointwise(gelu.FORWARD, CTYPES[dtype], tmp_path)(50, a, out, sigma)
-    pointwise(gelu.BACKWARD, CTYPES[dtype], tmp_path)(50, seed, a, sigma, grad)
+    pointwise(gelu.FORWARD, ELEMENTWISE[dtype], tmp_path)(50, a, out, sigma)
+    pointwise(gelu.BACKWARD, ELEMENTWISE[dtype], tmp_path)(50, seed, a, sigma, grad)
     close(out, want, dtype)
     close(grad, ga, dtype)
 
@@ -115,16 +121,16 @@ def test_dropout_draws_the_stream_s_mask(dtype, tmp_path):
     start = np.uint64((gen.position + 1) % 2**64)
     keep = gen.keep(x.shape, 0.3)
     out, kept, grad = np.empty_like(x), np.empty(300, bool), np.empty_like(x)
-    pointwise(dropout.FORWARD, CTYPES[dtype], tmp_path)(
+    pointwise(dropout.FORWARD, ELEMENTWISE[dtype], tmp_path)(
         300, x, gen.key, start, int(np.ceil(0.3 * 2**53)), 1 / 0.7, out, kept)
-    pointwise(dropout.BACKWARD, CTYPES[dtype], tmp_path)(300, x, kept, 1 / 0.7, grad)
+    pointwise(dropout.BACKWARD, ELEMENTWISE[dtype], tmp_path)(300, x, kept, 1 / 0.7, grad)
     np.testing.assert_array_equal(kept, keep)
     want = F.dropout(Tensor(x), 0.3, types.SimpleNamespace(keep=lambda *_: keep)).data
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(grad, want)  # the same product, of the seed x
 
 
-@DTYPES
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("make,l2,decoupled", [
     (lambda p: Adam(p, lr=1e-2, weight_decay=0.1), 0.1, False),
     (lambda p: AdamW(p, lr=1e-2, weight_decay=0.1, betas=(0.8, 0.99)), 0.0, True)])
@@ -145,3 +151,67 @@ def test_adam_s_update_is_the_plain_update_bit_for_bit(dtype, make, l2, decouple
     state = opt.state[0]
     for got, want in ((p, plain_p.data), (m, state["exp_avg"]), (v, state["exp_avg_sq"])):
         np.testing.assert_array_equal(got, want)
+
+
+def launch_many(update, params, grads, masters, opt, states):
+    """``adam_many``'s one launch over every parameter, on the host: its table of addresses."""
+    sizes = [p.size for p in params]
+    tensor = np.array([k for k, n in enumerate(sizes) for _ in range(0, n, adam_many.CHUNK)],
+                      np.int32)
+    start = np.array([s for n in sizes for s in range(0, n, adam_many.CHUNK)], np.int64)
+    address = [a.ctypes.data for a in params], [g.ctypes.data for g in grads]
+    table = [np.array(column, np.int64) for column in (
+        *address, [s["exp_avg"].ctypes.data for s in states],
+        [s["exp_avg_sq"].ctypes.data for s in states],
+        [0 if m is None else m.ctypes.data for m in masters], sizes)]
+    (beta1, beta2), steps = opt.betas, [s["step"] for s in states]
+    scalars = np.array([opt.lr / (1 - beta1**t) for t in steps]
+                       + [np.sqrt(1 - beta2**t) for t in steps])
+    l2, decay = opt.decays()
+    update(len(tensor), *table, tensor, start, scalars, len(params), adam_many.CHUNK,
+           1.0 / getattr(opt, "grad_scale", 1.0), l2, decay, beta1, beta2, opt.eps)
+
+
+@pytest.mark.parametrize("dtype,mixed", [(np.float64, False), (np.float32, False),
+                                         (np.float16, True)])
+@pytest.mark.parametrize("make", [lambda p: Adam(p, lr=1e-2, weight_decay=0.1),
+                                  lambda p: AdamW(p, lr=1e-2, weight_decay=0.1)],
+                         ids=["adam-l2", "adamw"])
+def test_one_launch_updates_every_parameter_as_the_plain_rule(dtype, mixed, make, tmp_path):
+    """Three parameters, one over a chunk, stepped by the plain rule (mixed precision's, with a
+    loss scale, for fp16) and by one launch of ``adam_many`` on the plain rule's own state as
+    it was before each step: the same bits."""
+    rng = np.random.default_rng(7)
+    shapes = [(5,), (adam_many.CHUNK + 9,), (3, 2)]
+    plain_ps = [types.SimpleNamespace(data=rng.normal(size=s).astype(dtype), grad=None)
+                for s in shapes]
+    params = [p.data.copy() for p in plain_ps]
+    opt = make(plain_ps)
+    if mixed:
+        opt = MixedPrecision(opt, LossScaler(1024.0))
+    rule = opt.inner if mixed else opt
+    wide = np.float32 if mixed else dtype
+    mine = [{"step": 0, "exp_avg": np.zeros(s, wide), "exp_avg_sq": np.zeros(s, wide)}
+            for s in shapes]
+    masters = [p.astype(np.float32) for p in params] if mixed else [None] * 3
+    update = block_kernel(adam_many, "update", (CTYPES[dtype], CTYPES[wide]), tmp_path)
+    for _ in range(3):
+        grads = [(rng.normal(size=s) * (1024 if mixed else 1)).astype(dtype) for s in shapes]
+        for p, g in zip(plain_ps, grads):
+            p.grad = g
+        for state in mine:
+            state["step"] += 1
+        launch_many(update, params, grads, masters, _scaled(rule, opt), mine)
+        opt.step()
+    for k in range(3):
+        np.testing.assert_array_equal(params[k], plain_ps[k].data)
+        for name in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_array_equal(mine[k][name], rule.state[k][name])
+        if mixed:
+            np.testing.assert_array_equal(masters[k], opt.state[k]["master"])
+
+
+def _scaled(rule, opt):
+    """The rule's hyperparameters with the loss scale its optimizer divides by."""
+    return types.SimpleNamespace(betas=rule.betas, lr=rule.lr, eps=rule.eps,
+                                 decays=rule.decays, grad_scale=opt.grad_scale)
