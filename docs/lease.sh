@@ -65,38 +65,35 @@ mpi4py.__version__)"; } >> "$log" 2>&1
 # 1. The classic "4 devices ≈ 3×": 1, 2 and 4 ranks, each on a core of its own
 run 1 120 lstm_scaling
 # 2. The fused kernels (scratchpar/kernels): each against its plain ops, in every precision,
-#    then the step against PyTorch's without them and with them
+#    then the step against PyTorch's, the plain ops and the fused side by side
 run 2 120 env SCRATCHPAR_FUSED=gpu $python -m pytest -q -p no:cacheprovider --device "$device" \
     tests/autograd/test_autograd_fused.py tests/optim/test_optim_fused.py
-run 3 150 env SCRATCHPAR_FUSED=off $python -m scratchpar.bench step --device "$device" \
-    --json $json/step_cuda_plain.json
-run 4 150 env SCRATCHPAR_FUSED=gpu $python -m scratchpar.bench step --device "$device" \
-    --json $json/step_cuda_fused.json
+run 3 180 $python -m scratchpar.bench step --device "$device" --json $json/step_cuda.json
 # 3. Mixed precision on the device: the low-precision suites (fp16 only: CuPy has no
 #    bfloat16), then 300 steps in fp32 beside fp16 (docs/precision.md has the CPU's)
-run 5 150 $python -m pytest -q -p no:cacheprovider --device "$device" \
+run 4 150 $python -m pytest -q -p no:cacheprovider --device "$device" \
     tests/autograd/test_autograd_low_precision.py tests/nn/test_nn_low_precision.py tests/optim
-run 6 60 $python -m scratchpar.train --strategy single --device "$device" --steps 300 \
+run 5 60 $python -m scratchpar.train --strategy single --device "$device" --steps 300 \
     --precision fp32
-run 7 60 $python -m scratchpar.train --strategy single --device "$device" --steps 300 \
+run 6 60 $python -m scratchpar.train --strategy single --device "$device" --steps 300 \
     --precision fp16
 # 4. Recomputation's cost where the T × T products are cheap
-run 8 150 $python -m scratchpar.bench memory --device "$device" --ranks 1,2,4 \
+run 7 150 $python -m scratchpar.bench memory --device "$device" --ranks 1,2,4 \
     --json $json/memory_cuda.json
 # 5. The all-reduce staged once, without MPS, then with it (the ranks start it themselves;
 #    the second run checks that they do)
 stop_mps
-run 9 120 env SCRATCHPAR_MPS=off $python -m scratchpar.bench collectives --device "$device" \
+run 8 120 env SCRATCHPAR_MPS=off $python -m scratchpar.bench collectives --device "$device" \
     --ranks 2,4 --sizes 4K,64K,1M --json $json/collectives_cuda.json
-run 10 120 $python -m scratchpar.bench collectives --device "$device" --ranks 2,4 \
+run 9 120 $python -m scratchpar.bench collectives --device "$device" --ranks 2,4 \
     --sizes 4K,64K,1M --json $json/collectives_cuda_mps.json
 # 6. The planner's validation under MPS, at 4 ranks
-run 11 240 $python -m scratchpar.bench plan --device "$device" --ranks 4 --rounds 1 \
+run 10 240 $python -m scratchpar.bench plan --device "$device" --ranks 4 --rounds 1 \
     --json $json/plan_cuda_mps.json
 stop_mps
 # 7. The CPU rows two cores cannot settle, on the machine's 16 cores
-run 12 180 $python -m scratchpar.bench pipeline --device cpu --json $json/pipeline_16.json
-run 13 90 $python -m scratchpar.bench collectives --device cpu --ranks 2,4,8 \
+run 11 180 $python -m scratchpar.bench pipeline --device cpu --json $json/pipeline_16.json
+run 12 90 $python -m scratchpar.bench collectives --device cpu --ranks 2,4,8 \
     --sizes 4K,1M,4M --json $json/collectives_16.json
 
 echo "lease done after $(($(date +%s) - started)) s" | tee -a "$log"

@@ -76,8 +76,8 @@ def test_steps_on_a_device_queue_work_that_their_wait_finishes(make_case):
     backend.set_device("double")
     case = make_case("double")
     ours = [c for c in case.contenders if c.name != "pytorch"]  # PyTorch's twin is on the CPU
-    assert [c.name for c in ours] == (["scratchpar", "floor"] if make_case is mlp_case
-                                      else ["scratchpar"])
+    assert [c.name for c in ours] == (["scratchpar", "fused", "floor"] if make_case is mlp_case
+                                      else ["scratchpar", "fused"])
     for contender in ours:
         contender.step.run()
         assert tally.Kernels.queued, contender.name

@@ -90,14 +90,15 @@ def test_step_on_the_device_double_runs_every_contender_there(capsys, tmp_path):
     assert "before timing: OK" in out and "ending with a wait for its device" in out
     has_torch = "torch missing" not in out
     torch_rows = {("mlp", "pytorch"), ("gpt", "pytorch")} if has_torch else set()
-    assert rows_of(out) == {("mlp", "scratchpar"), ("mlp", "floor"), ("gpt", "scratchpar")} \
-        | torch_rows
+    assert rows_of(out) == {("mlp", "scratchpar"), ("mlp", "fused"), ("mlp", "floor"),
+                            ("gpt", "scratchpar"), ("gpt", "fused")} | torch_rows
     result = json.loads(path.read_text())
     assert result["device"].startswith("double")
-    assert len(result["equivalence"]) == 3 + len(torch_rows)
+    assert len(result["equivalence"]) == 5 + len(torch_rows)
     assert all(r["loss_rel_err"] <= 1e-4 and r["grad_rel_err"] <= 1e-3
                for r in result["equivalence"])
-    assert [t["target"] for t in result["targets"]] == ["mlp: scratchpar <= 1.30x pytorch",
-                                                       "gpt: scratchpar <= 1.30x pytorch"]
+    assert [t["target"] for t in result["targets"]] == [
+        "mlp: scratchpar <= 1.30x pytorch", "gpt: scratchpar <= 1.30x pytorch",
+        "mlp: fused <= 1.10x pytorch", "gpt: fused <= 1.00x pytorch"]
     assert {t["verdict"] for t in result["targets"]} == {
         "n/a (double)" if has_torch else "n/a (no torch)"}

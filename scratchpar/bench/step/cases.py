@@ -1,4 +1,5 @@
-"""The step benchmark's two models as contenders from identical weights, and the MLP's floor."""
+"""The step benchmark's two models as contenders from identical weights, and the MLP's floor;
+on a device, scratchpar with its fused kernels too."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import nn
+from ... import kernels, nn
 from ...autograd import Tensor
 from ...autograd import functional as F
 from ...backend import get_array_module, sync, to_device, to_host
@@ -124,6 +125,26 @@ def ours(model, loss_fn) -> Contender:
         name: to_host(p.grad) for name, p in model.named_parameters()}, update)
 
 
+def fused(device: str, contender: Contender) -> list[Contender]:
+    """On a device, ``contender`` (scratchpar's) again with the fused ops on for the GPU's
+    arrays (``scratchpar/kernels``): the same step and model, its kernels fused; none on the
+    CPU, where they would run the plain ops."""
+    if device == "cpu":
+        return []
+
+    def switched(work):
+        def run():
+            before = kernels.use("gpu")
+            try:
+                return work()
+            finally:
+                kernels.use(before)
+        return run
+
+    return [Contender("fused", Timed(switched(contender.step.run), contender.step.sync),
+                      switched(contender.loss_and_grads))]
+
+
 def pytorch(model, device: str, twin, twin_loss, host: tuple) -> list[Contender]:
     """PyTorch's ``twin(twins)`` from ``model``'s weights, on ``twin_loss(twins, net, *data)``:
     the ``host`` arrays on its device; none where PyTorch is not installed."""
@@ -150,8 +171,9 @@ def mlp_case(device: str, seed: int = 0) -> Case:
     names = [name for name, _ in model.named_parameters()]
     floor = Contender("floor", Timed(lambda: hand.step(dx, dy)), lambda: (
         float(hand.forward_backward(dx, dy)), dict(zip(names, map(to_host, hand.grads)))))
+    mine = ours(model, lambda: F.cross_entropy(model(tx), dy))
     return Case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}",
-                [ours(model, lambda: F.cross_entropy(model(tx), dy)), floor,
+                [mine, *fused(device, mine), floor,
                  *pytorch(model, device, lambda twins: twins.TorchMLP(MLP_SIZES),
                           lambda twins, net, tx, ty: twins.F.cross_entropy(net(tx), ty), (x, y))])
 
@@ -163,7 +185,8 @@ def gpt_case(device: str, seed: int = 0) -> Case:
     batch = gen.integers(0, GPT_CONFIG["vocab_size"], (GPT_BATCH, GPT_CONFIG["max_len"] + 1))
     on_device = to_device(batch)  # (B, T+1)
     described = ", ".join(f"{key} {value}" for key, value in GPT_CONFIG.items())
+    mine = ours(model, lambda: nn.lm_loss(model, on_device))
     return Case("gpt", f"GPT {described}, batch {GPT_BATCH}",
-                [ours(model, lambda: nn.lm_loss(model, on_device)),
+                [mine, *fused(device, mine),
                  *pytorch(model, device, lambda twins: twins.TorchGPT(**GPT_CONFIG),
                           lambda twins, net, tb: twins.lm_loss(net, tb), (batch,))])
