@@ -68,6 +68,8 @@ def _wrapped(fn, uploads: bool):
             host = isinstance(obj, np.ndarray)
             if host:
                 tally.copied(obj.nbytes, to_host=False, pinned=getattr(obj, "pinned", False))
+            elif not isinstance(obj, DeviceArray):
+                tally.scalar_uploaded()
             out = fn(_host(obj), *_device(args), **_device(kwargs))
             if host and np.shares_memory(out, obj):
                 out = out.copy()  # device memory is its own: never an alias of the host's

@@ -24,6 +24,8 @@ class Tally:
     copies: int = 0  # between host and device, either way
     pageable_copies: list[str] = field(default_factory=list)  # copies not through pinned memory
     pinned_bytes: int = 0  # pinned host memory allocated
+    scalars: list[str] = field(default_factory=list)  # host numbers made device arrays: a copy
+    # to the device each on a GPU, which a captured graph cannot replay with another number
 
     def syncs_from(self, package: str = "scratchpar") -> list[str]:
         """The syncs caused by lines of ``package`` (tests read device memory freely)."""
@@ -90,6 +92,14 @@ def copied(nbytes: int, to_host: bool, pinned: bool) -> None:
             tally.to_device_bytes += nbytes
         if not pinned:
             tally.pageable_copies.append(f"{'to host' if to_host else 'to device'} at {where}")
+
+
+def scalar_uploaded() -> None:
+    """A host number (not an array) became a device array."""
+    if _ACTIVE:
+        where = caller()[1]
+        for tally in _ACTIVE:
+            tally.scalars.append(f"asarray at {where}")
 
 
 def pinned_alloc(nbytes: int) -> None:

@@ -114,7 +114,10 @@ class Strategy(abc.ABC):
         loss, n = self.sum_loss(batch)
         loss.backward()
         xp = get_array_module(loss.data)
-        scale = 1.0 / xp.maximum(xp.asarray(n, dtype="float64"), 1.0)
+        units = (xp.full((), n, dtype="float64") if get_array_module(n) is not xp
+                 else xp.asarray(n, dtype="float64"))  # a host count set on the device (a
+        # fill, not a copy a captured step would keep), a device count cast
+        scale = 1.0 / xp.maximum(units, 1.0)
         for p in self.params:
             if p.grad is not None:
                 p.grad *= scale
