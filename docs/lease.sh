@@ -57,6 +57,18 @@ lstm_scaling() {  # data parallelism's weak scaling on the LSTM LM, 32 sequences
 }
 export -f lstm_scaling
 
+captured() {  # the captured step: float64 losses against the plain step's, then the time won
+    for graph in --no-cuda-graph --cuda-graph; do
+        $python -m scratchpar.train --strategy single --device "$device" --dtype float64 \
+            --steps 30 $graph | tail -1
+    done
+    for graph in --no-cuda-graph --cuda-graph; do
+        SCRATCHPAR_FUSED=gpu $python -m scratchpar.train --strategy single --device "$device" \
+            --steps 300 $graph | tail -1
+    done
+}
+export -f captured
+
 { echo "lease on $(hostname), $(date -u), budget $budget s, device $device"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
   $python -c "import numpy, mpi4py; print('numpy', numpy.__version__, 'mpi4py',
@@ -69,31 +81,32 @@ run 1 120 lstm_scaling
 run 2 120 env SCRATCHPAR_FUSED=gpu $python -m pytest -q -p no:cacheprovider --device "$device" \
     tests/autograd/test_autograd_fused.py tests/optim/test_optim_fused.py
 run 3 180 $python -m scratchpar.bench step --device "$device" --json $json/step_cuda.json
+run 4 120 captured
 # 3. Mixed precision on the device: the low-precision suites (fp16 only: CuPy has no
 #    bfloat16), then 300 steps in fp32 beside fp16 (docs/precision.md has the CPU's)
-run 4 150 $python -m pytest -q -p no:cacheprovider --device "$device" \
+run 5 150 $python -m pytest -q -p no:cacheprovider --device "$device" \
     tests/autograd/test_autograd_low_precision.py tests/nn/test_nn_low_precision.py tests/optim
-run 5 60 $python -m scratchpar.train --strategy single --device "$device" --steps 300 \
-    --precision fp32
 run 6 60 $python -m scratchpar.train --strategy single --device "$device" --steps 300 \
+    --precision fp32
+run 7 60 $python -m scratchpar.train --strategy single --device "$device" --steps 300 \
     --precision fp16
 # 4. Recomputation's cost where the T × T products are cheap
-run 7 150 $python -m scratchpar.bench memory --device "$device" --ranks 1,2,4 \
+run 8 150 $python -m scratchpar.bench memory --device "$device" --ranks 1,2,4 \
     --json $json/memory_cuda.json
 # 5. The all-reduce staged once, without MPS, then with it (the ranks start it themselves;
 #    the second run checks that they do)
 stop_mps
-run 8 120 env SCRATCHPAR_MPS=off $python -m scratchpar.bench collectives --device "$device" \
+run 9 120 env SCRATCHPAR_MPS=off $python -m scratchpar.bench collectives --device "$device" \
     --ranks 2,4 --sizes 4K,64K,1M --json $json/collectives_cuda.json
-run 9 120 $python -m scratchpar.bench collectives --device "$device" --ranks 2,4 \
+run 10 120 $python -m scratchpar.bench collectives --device "$device" --ranks 2,4 \
     --sizes 4K,64K,1M --json $json/collectives_cuda_mps.json
 # 6. The planner's validation under MPS, at 4 ranks
-run 10 240 $python -m scratchpar.bench plan --device "$device" --ranks 4 --rounds 1 \
+run 11 240 $python -m scratchpar.bench plan --device "$device" --ranks 4 --rounds 1 \
     --json $json/plan_cuda_mps.json
 stop_mps
 # 7. The CPU rows two cores cannot settle, on the machine's 16 cores
-run 11 180 $python -m scratchpar.bench pipeline --device cpu --json $json/pipeline_16.json
-run 12 90 $python -m scratchpar.bench collectives --device cpu --ranks 2,4,8 \
+run 12 180 $python -m scratchpar.bench pipeline --device cpu --json $json/pipeline_16.json
+run 13 90 $python -m scratchpar.bench collectives --device cpu --ranks 2,4,8 \
     --sizes 4K,1M,4M --json $json/collectives_16.json
 
 echo "lease done after $(($(date +%s) - started)) s" | tee -a "$log"

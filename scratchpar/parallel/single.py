@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..data.shard import rows, shard
+from ..kernels.graph import Replayed
 from ..optim import guarded_step
 from .description import Description, replicated
 from .pieces import replica_pieces
@@ -19,13 +20,22 @@ class SingleDevice(Strategy):
     parallelism's ranks would, and they hear each shard's gradient: two for the gradient noise
     scale (:class:`~scratchpar.parallel.noise.NoiseProbe`; McCandlish et al. 2018, Appendix
     A.1). The same step, up to the rounding of a sum taken in parts, for one gradient's copy
-    more."""
+    more.
+
+    With ``cuda_graph``, the step's forward and backward are captured as a CUDA graph once
+    its batch's shape is fixed, and replayed (:class:`~scratchpar.kernels.graph.Replayed`):
+    the same kernels on the same arrays, without the host launching each. The clip, the
+    guard's look at the norm and the update stay outside it: the guard waits for the device,
+    which no graph may do. A loss scale is a number the graph holds, so a new one captures
+    again. Probes run their shards uncaptured.
+    """
 
     moments = frozenset({"shard", "gradient", "report"})
 
     def __init__(self, model, make_optimizer, objective, mesh=None, /, *,
-                 grad_clip: float = 0.0):
+                 grad_clip: float = 0.0, cuda_graph: bool = False):
         super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
+        self.replayed = Replayed(self._forward_backward) if cuda_graph else None
 
     @classmethod
     def describe(cls, shape, world: int = 1) -> Description:
@@ -42,8 +52,22 @@ class SingleDevice(Strategy):
         self.optimizer.zero_grad()
         if self.probes.attached:
             return self._in_shards(batch, self.probes.shards)
-        loss, _, scale = self.backward_mean(batch)
+        if self.replayed is None:
+            loss, _, scale = self.backward_mean(batch)
+        else:
+            scaler = getattr(self.objective, "scaler", None)
+            loss, scale, grads = self.replayed(batch if isinstance(batch, tuple) else (batch,),
+                                               (None if scaler is None else scaler.scale,))
+            for p, grad in zip(self.params, grads):
+                p.grad = grad  # the captured gradients, rewritten by each replay
         return guarded_step(self.optimizer, self.params, loss * scale, self.grad_clip)
+
+    def _forward_backward(self, *batch):
+        """What the graph holds: the forward, the backward and the division by N, from no
+        gradient (as captured: the backward's first writes are then stores, not sums)."""
+        self.optimizer.zero_grad()
+        loss, _, scale = self.backward_mean(batch if len(batch) > 1 else batch[0])
+        return loss, scale, [p.grad for p in self.params]
 
     def _in_shards(self, batch, parts: int) -> dict:
         """The step's mean gradient as the units-weighted sum of its shards' summed ones."""

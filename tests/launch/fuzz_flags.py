@@ -121,6 +121,7 @@ FLAGS: dict[str, Pools] = {
     "--local-sgd-every": ints(["2", "4"], ["5", "6"]),
     "--local-sgd-warmup": ints(["1", "2"], ["6", "7"]),
     "--noise-scale": Pools(("--noise-scale",), ("--no-noise-scale",), ()),
+    "--cuda-graph": Pools(("--no-cuda-graph",), ("--cuda-graph",), ()),
     "--zero-stage": ints(["1", "2", "3"], ["4"]),
     "--offload": choices("--offload"),
     "--pp": ints(["1", "2"], ["3", "4", "5"]),

@@ -30,6 +30,10 @@ class BucketFlags:
                                    "(McCandlish et al. 2018): one more all-reduce of 4 numbers "
                                    "a step; single: from the batch's two halves",
                             owners=("single", "dp", "dp-naive"))
+    cuda_graph: bool = opt(False, "single, --device cuda: capture the step's forward and "
+                                  "backward as a CUDA graph once its shapes are fixed, and "
+                                  "replay it (scratchpar/kernels/graph.py)",
+                           owners=("single",))
     grad_reduce: str = opt("compute", "dp, dp-naive under --precision fp16|bf16: sum the "
                                       "gradients over ranks in the parameters' 16 bits "
                                       "(compute: half the bytes, as DeepSpeed and FSDP do) or "
@@ -76,6 +80,7 @@ class DataParallelFamily(Family):
                                 "single has none")
             if world_size != 1:
                 problems.append(f"--strategy single runs on one rank; launched on {world_size}")
+            problems += _graph_problems(c)
         elif t.noise_scale and world_size == 1 and t.strategy in ("dp", "dp-naive"):
             problems.append(f"--noise-scale with --strategy {t.strategy} compares the ranks' "
                             "shards, and needs 2 ranks or more; on one device, --strategy "
@@ -108,7 +113,8 @@ class DataParallelFamily(Family):
     def _strategy(self, cfg, task, make_optimizer, mesh):
         t, clip = cfg.train, cfg.optim.grad_clip
         if t.strategy == "single":
-            return SingleDevice(task.model, make_optimizer, task, grad_clip=clip)
+            return SingleDevice(task.model, make_optimizer, task, grad_clip=clip,
+                                cuda_graph=t.cuda_graph)
         common = (task.model, make_optimizer, task, mesh)
         wide = WIDE if t.grad_reduce == "fp32" else None
         if t.strategy == "dp-naive":
@@ -118,3 +124,23 @@ class DataParallelFamily(Family):
                             grad_clip=clip, bucket_bytes=t.bucket_bytes)
         return DataParallel(*common, bucket_bytes=t.bucket_bytes, grad_clip=clip,
                             reduce_dtype=wide)
+
+
+def _graph_problems(c) -> list[str]:
+    """What a captured step cannot hold: a graph is CUDA's; a dropout mask's stream position
+    is a number its kernels would keep from the capture (every step the same mask); the noise
+    scale's probes step in shards."""
+    if not c.train.cuda_graph:
+        return []
+    problems = []
+    if c.train.device != "cuda":
+        problems.append(f"--cuda-graph captures the step as a CUDA graph: it needs --device "
+                        f"cuda (got --device {c.train.device})")
+    if c.model.dropout > 0:
+        problems.append(f"--cuda-graph would replay one dropout mask every step (its stream's "
+                        f"position is fixed at capture): use --dropout 0 (got "
+                        f"{c.model.dropout})")
+    if c.train.noise_scale:
+        problems.append("--cuda-graph and --noise-scale: the noise scale's shards step "
+                        "uncaptured; choose one")
+    return problems
