@@ -16,6 +16,7 @@ out=${OUT:-/tmp/lease}
 check=${CHECK:-0}
 device=cuda
 [ "$check" = 1 ] && device=double budget=100000
+export device  # the runs below that are functions read it in a shell of their own
 python=${PYTHON:-python3}
 json=runs/lease
 mkdir -p "$out" "$json"
