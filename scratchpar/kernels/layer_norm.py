@@ -8,7 +8,13 @@ import numpy as np
 
 from .cuda import THREADS, accumulator, kernel, rows
 
+COLUMNS = 32  # columns of dγ and dβ a backward block sums: a warp's width
+
 SOURCE = r"""
+#ifndef COLUMNS
+#define COLUMNS 32
+#endif
+
 // x (rows, d) → out = x̂ ⊙ γ + β, x̂ = (x − μ)·r with μ the row's mean, r = 1/√(σ² + ε) and σ²
 // its variance about μ (two passes, as the plain op's); x̂ and r kept for backward
 template <typename T>
@@ -34,9 +40,11 @@ __global__ void forward(const T* x, const T* gamma, const T* beta, T* out, T* xh
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
-// blocks 0 … rows − 1: a row's dx = r·(ĝ − mean ĝ − x̂·mean(ĝ ⊙ x̂)), ĝ = g ⊙ γ; the blocks
-// after them: THREADS columns each, dγ = Σ g ⊙ x̂ and dβ = Σ g over the rows (each column
-// summed by one thread in row order, so a run repeats bit for bit)
+// blocks 0 … n − 1: a row's dx = r·(ĝ − mean ĝ − x̂·mean(ĝ ⊙ x̂)), ĝ = g ⊙ γ. The blocks
+// after them: COLUMNS columns each, dγ = Σ g ⊙ x̂ and dβ = Σ g over the rows, the rows dealt
+// among THREADS / COLUMNS groups of threads (a warp reads a row's COLUMNS neighbours at once);
+// each group sums its rows in order and the groups are added in order, so a run repeats bit
+// for bit
 template <typename T>
 __global__ void backward(const T* g, const T* xhat, const typename Acc<T>::type* rstd,
                          const T* gamma, T* gx, T* ggamma, T* gbeta, int n, int d) {
@@ -59,16 +67,28 @@ __global__ void backward(const T* g, const T* xhat, const typename Acc<T>::type*
         }
         return;
     }
-    const int j = (blockIdx.x - n) * THREADS + threadIdx.x;
-    if (j >= d) return;
+    __shared__ A parts[THREADS];
+    const int column = threadIdx.x % COLUMNS, group = threadIdx.x / COLUMNS;
+    const int groups = THREADS / COLUMNS, j = (blockIdx.x - n) * COLUMNS + column;
     A dg = 0, db = 0;
-    for (long long r = 0; r < n; ++r) {
-        const A gv = widen(g[r * d + j]);
-        dg += gv * widen(xhat[r * d + j]);
-        db += gv;
+    if (j < d) {
+        for (long long r = group; r < n; r += groups) {
+            const A gv = widen(g[r * d + j]);
+            dg += gv * widen(xhat[r * d + j]);
+            db += gv;
+        }
     }
-    put(ggamma + j, dg);
-    put(gbeta + j, db);
+    scratch[threadIdx.x] = dg;
+    parts[threadIdx.x] = db;
+    __syncthreads();
+    if (group == 0 && j < d) {
+        for (int k = 1; k < groups; ++k) {
+            dg += scratch[k * COLUMNS + column];
+            db += parts[k * COLUMNS + column];
+        }
+        put(ggamma + j, dg);
+        put(gbeta + j, db);
+    }
 }
 """
 TEMPLATES = ("forward", "backward")
@@ -95,7 +115,7 @@ def backward(g, xhat, rstd, gamma):
     d = g.shape[-1]
     n = g.size // d
     gx, ggamma, gbeta = cupy.empty_like(g), cupy.empty_like(gamma), cupy.empty_like(gamma)
-    columns = -(-d // THREADS)
+    columns = -(-d // COLUMNS)
     kernel(SOURCE, TEMPLATES, "backward", g.dtype)(
         (n + columns,), (THREADS,),
         (g, xhat, rstd, gamma, gx, ggamma, gbeta, np.int32(n), np.int32(d)))

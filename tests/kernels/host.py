@@ -1,8 +1,9 @@
 """The fused kernels run on the CPU: each source compiled by the host's C++ compiler against
-``cuda_shim.h`` with one thread a block (THREADS 1: a block's sums and maxima are then its one
-thread's loop over the row, the same equations), the blocks looped over by the host, called
+``cuda_shim.h`` with one thread a block (THREADS 1, COLUMNS 1: a block's sums and maxima are
+then its one thread's loop, the same equations), the blocks looped over by the host, called
 through ctypes on NumPy arrays (float16 as the shim's, NumPy's bits). What this cannot run is
-the GPU's 256 threads summing a row as a tree."""
+the GPU's threads working together: 256 summing a row as a tree, or a layer norm's column sums
+dealt among 8 groups of rows."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ DECLARED = {"float64": "double", "float32": "float", "uint64": "unsigned long lo
 def build(source: str, folder: Path) -> ctypes.CDLL:
     folder.mkdir(parents=True, exist_ok=True)
     code, library = folder / "kernel.cpp", folder / "kernel.so"
-    code.write_text(f'#define THREADS 1\n#include "{SHIM}"\n{source}')
+    code.write_text(f'#define THREADS 1\n#define COLUMNS 1\n#include "{SHIM}"\n{source}')
     done = subprocess.run([COMPILER, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC",
                            "-o", str(library), str(code)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
