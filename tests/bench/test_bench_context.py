@@ -32,16 +32,21 @@ def test_the_traced_bytes_are_the_traffic_formula_exactly(quick):
     _, result, _ = quick
     rows = result["traffic"]
     assert {(r["cp"], r["scheme"], r["pass"]) for r in rows} == {
-        (cp, s, p) for cp in (2, 4) for s in SCHEMES for p in ("forward", "backward")}
+        (cp, s + grouped, p) for cp in (2, 4) for s in SCHEMES for grouped in ("", ", grouped")
+        for p in ("forward", "backward")}
     for r in rows:
         assert r["sent B"] == r["formula B"] and r["every rank"] is True
     by = {(r["cp"], r["scheme"], r["pass"]): r["sent B"] for r in rows}
     b = driver.QUICK["block"]
+    shared = b["heads"] // b["kv_heads"]  # query heads a key/value head
     for cp in (2, 4):
         a = 4 * b["batch"] * b["seq"] // cp * b["d_model"]  # one rank's activation
-        assert by[cp, "ring", "forward"] == by[cp, "allgather", "forward"] == 2 * (cp - 1) * a
-        assert by[cp, "ulysses", "forward"] == 4 * (cp - 1) * a // cp
-        assert by[cp, "ring", "backward"] == 2 * (2 * cp - 1) * a  # K, V again, and dK, dV
+        for grouped, k in (("", a), (", grouped", a // shared)):  # K (or V): a, or a·G/H
+            ring, gather = by[cp, "ring" + grouped, "forward"], by[cp, "allgather" + grouped,
+                                                                   "forward"]
+            assert ring == gather == 2 * (cp - 1) * k
+            assert by[cp, "ulysses" + grouped, "forward"] == 2 * (cp - 1) * (a + k) // cp
+            assert by[cp, "ring" + grouped, "backward"] == 2 * (2 * cp - 1) * k  # K, V; dK, dV
 
 
 def test_activations_match_the_estimate(quick):

@@ -22,12 +22,12 @@ from ...train.memory_context import attention
 from ...train.memory_models import GiB, MiB, Sizes, gpt_layer
 
 WORKER = "scratchpar.bench.context.worker"
-CONFIG = {"block": {"batch": 2, "seq": 256, "d_model": 64, "heads": 8},
+CONFIG = {"block": {"batch": 2, "seq": 256, "d_model": 64, "heads": 8, "kv_heads": 4},
           "fits": {"d_model": 256, "heads": 8, "layers": 4, "budget_gib": 2, "grid": 8},
           "balance": {"seq": 1024, "cps": [2, 4, 8]},
           "gpt": {"batch": 1, "seq": 1024, "d_model": 64, "heads": 4, "layers": 2},
           "layout": "zigzag", "warmup": 2, "repeats": 10}
-QUICK = {"block": {"batch": 2, "seq": 16, "d_model": 16, "heads": 4},
+QUICK = {"block": {"batch": 2, "seq": 16, "d_model": 16, "heads": 8, "kv_heads": 4},
          "fits": {"d_model": 32, "heads": 4, "layers": 1, "budget_gib": 1, "grid": 8},
          "balance": {"seq": 48, "cps": [2, 4, 8]},
          "gpt": {"batch": 1, "seq": 32, "d_model": 16, "heads": 4, "layers": 1},
@@ -61,7 +61,7 @@ def activation_rows(blocks: dict, b: dict) -> list[dict]:
     """Per cp and scheme, the busiest rank's held bytes against :func:`estimated`."""
     rows, one = [], blocks[1][0]["one device"]["activation_bytes"]
     for cp, ranks in blocks.items():
-        for scheme in ranks[0]:
+        for scheme in (s for s in ranks[0] if not s.endswith("grouped")):
             held = max(mine[scheme]["activation_bytes"] for mine in ranks)
             formula, scores = estimated(b, cp, scheme if cp > 1 else "ring")
             rows.append({"cp": cp, "scheme": scheme, "held B": held, "estimate B": int(formula),
@@ -70,16 +70,20 @@ def activation_rows(blocks: dict, b: dict) -> list[dict]:
 
 
 def traffic_rows(blocks: dict, b: dict) -> list[dict]:
-    """Per cp ≥ 2, scheme and pass, rank 0's bytes sent against ``traffic``'s messages, with a
-    = one rank's activation bytes (B, T/cp, C) and S·b·h·β = cp·a the sequence's."""
-    rows = []
+    """Per cp ≥ 2, scheme (with a key/value head a query head, and grouped: ``kv_heads``) and
+    pass, rank 0's bytes sent against ``traffic``'s messages, with a = one rank's activation
+    bytes (B, T/cp, C) and S·b·h·β = cp·a the sequence's."""
+    rows, grouped = [], b["heads"] // b["kv_heads"]
     for cp, ranks in blocks.items():
         a = b["batch"] * (b["seq"] // cp) * b["d_model"] * FLOAT32
-        for scheme, phase in itertools.product(SCHEMES if cp > 1 else (), ("forward", "backward")):
-            seen = [mine[scheme][phase] for mine in ranks]
-            formula = sum(m.wire(cp) * m.count for m in traffic(scheme, cp, a, 1)
+        for (scheme, r), phase in itertools.product(
+                [(s, r) for s in (SCHEMES if cp > 1 else ()) for r in (1, grouped)],
+                ("forward", "backward")):
+            name = scheme if r == 1 else f"{scheme}, grouped"
+            seen = [mine[name][phase] for mine in ranks]
+            formula = sum(m.wire(cp) * m.count for m in traffic(scheme, cp, a, 1, per_group=r)
                           if m.behind == phase)
-            rows.append({"cp": cp, "scheme": scheme, "pass": phase, "sent B": seen[0],
+            rows.append({"cp": cp, "scheme": name, "pass": phase, "sent B": seen[0],
                          "formula B": int(formula), "sent/Sbhβ": seen[0] / (cp * a),
                          "every rank": all(s == seen[0] for s in seen)})
     return rows

@@ -80,20 +80,23 @@ def blocks(comm, cfg: dict) -> list[dict]:
     b, mine = cfg["block"], {}
     whole = np.random.default_rng(1).standard_normal((b["batch"], b["seq"], b["d_model"]))
     for scheme in SCHEMES if comm.size > 1 else ("one device",):
-        context = Context(comm.dup(name=f"context {scheme}"), cfg["layout"])
-        block = Block(b["d_model"], b["heads"], np.random.default_rng(0), dropout=0.0)
-        if comm.size > 1:
-            block.attn.core = SCHEMES[scheme](context)
-        x = Tensor(backend.to_device(whole[:, context.mine(b["seq"])].astype(np.float32)),
-                   requires_grad=True)  # (B, T/cp, C)
-        with watched(context.comm, Tracer(comm.rank)) as forward:
-            y = block(x)  # (B, T/cp, C)
-        held = graph_bytes(y, block.parameters())  # the input included, parameters not
-        with watched(context.comm, Tracer(comm.rank)) as backward:
-            y.backward(y.xp.ones_like(y.data))
-        mine[scheme] = {"activation_bytes": held, "forward": sent(forward),
-                        "backward": sent(backward)}
-        context.comm.free()
+        for groups in (b["heads"], b["kv_heads"]):  # a key/value head a query head, or shared
+            context = Context(comm.dup(name=f"context {scheme}"), cfg["layout"])
+            block = Block(b["d_model"], b["heads"], np.random.default_rng(0), dropout=0.0,
+                          kv_heads=groups)
+            if comm.size > 1:
+                block.attn.core = SCHEMES[scheme](context)
+            x = Tensor(backend.to_device(whole[:, context.mine(b["seq"])].astype(np.float32)),
+                       requires_grad=True)  # (B, T/cp, C)
+            with watched(context.comm, Tracer(comm.rank)) as forward:
+                y = block(x)  # (B, T/cp, C)
+            held = graph_bytes(y, block.parameters())  # the input included, parameters not
+            with watched(context.comm, Tracer(comm.rank)) as backward:
+                y.backward(y.xp.ones_like(y.data))
+            context.comm.free()
+            name = scheme if groups == b["heads"] else f"{scheme}, grouped"
+            mine[name] = {"activation_bytes": held, "forward": sent(forward),
+                          "backward": sent(backward)}
     return comm.allgather_obj(mine, "context holdings")
 
 
