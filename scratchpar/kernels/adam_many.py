@@ -1,9 +1,10 @@
 """Every parameter's Adam or AdamW update in one launch (Kingma & Ba 2015, Algorithm 1;
 Loshchilov & Hutter 2019, Algorithm 2), mixed precision's masters and unscaling in it
-(Micikevicius et al. 2018, §3.1), where a step of one kernel a parameter (``adam.py``) launches
-one per parameter and mixed precision two more. A block updates a chunk of one parameter; a
-table says which (``apex``'s multi-tensor apply is the same idea). Each element rounds as the
-plain update does, without fused multiply-adds: the same bits."""
+(Micikevicius et al. 2018, §3.1), where the plain update runs about ten array operations a
+parameter and mixed precision two more. A block updates a chunk of one parameter; a table
+says which (``apex``'s multi-tensor apply is the same idea). Each element rounds as the plain
+update does, and the compiler is told not to fuse a product and a sum into one rounding
+(``OPTIONS``): the same bits."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 from .cuda import CTYPES, THREADS, function
 
 CHUNK = 1 << 16  # elements a block updates
+OPTIONS = ("--fmad=false",)  # a·b + c rounded twice, as NumPy and CuPy's own ops round it
 SOURCE = r"""
 // block b updates elements start[b] … of tensor k = tensor[b]: T its parameter's and gradient's
 // type, W its master's and moments' (the parameter itself where it has no master)
@@ -74,7 +76,7 @@ def step(params, grads, firsts, seconds, masters, rates, roots, *, unscale: floa
     table = cupy.asarray(table)  # (6, n): one copy to the device a step
     scalars = cupy.asarray(np.array(list(rates) + list(roots), np.float64))
     name = f"update<{CTYPES[params[0].dtype]}, {CTYPES[firsts[0].dtype]}>"
-    function(SOURCE, NAMES, name)(
+    function(SOURCE, NAMES, name, OPTIONS)(
         (len(tensor),), (THREADS,),
         (table[0], table[1], table[2], table[3], table[4], table[5], tensor, start, scalars,
          np.int32(len(params)), np.int32(CHUNK), np.float64(unscale), np.float64(l2),

@@ -76,16 +76,16 @@ __device__ A block_max(A v, A* scratch) {
 
 
 @functools.cache
-def _module(source: str, names: tuple[str, ...]):
+def _module(source: str, names: tuple[str, ...], options: tuple[str, ...]):
     import cupy
 
-    return cupy.RawModule(code=PREAMBLE + source, name_expressions=names)
+    return cupy.RawModule(code=PREAMBLE + source, name_expressions=names, options=options)
 
 
-def function(source: str, names: tuple[str, ...], name: str):
+def function(source: str, names: tuple[str, ...], name: str, options: tuple[str, ...] = ()):
     """The kernel ``name`` (one of ``names``, each a template's instance) of ``source``,
-    compiled with every one of them at its first launch."""
-    return _module(source, names).get_function(name)
+    compiled with every one of them, and the compiler's ``options``, at its first launch."""
+    return _module(source, names, options).get_function(name)
 
 
 def kernel(source: str, templates: tuple[str, ...], name: str, dtype):
@@ -117,13 +117,12 @@ __device__ __forceinline__ double exponential(double x) { return exp(x); }
 @dataclass(frozen=True)
 class Pointwise:
     """An elementwise kernel: its ``inputs`` and ``outputs`` as CuPy declares them ("T a,
-    float64 scale"), its ``body`` (CuPy's ``i`` its element's index), compiler ``options``."""
+    float64 scale") and its ``body`` (CuPy's ``i`` its element's index)."""
 
     inputs: str
     outputs: str
     body: str
     name: str
-    options: tuple[str, ...] = ()
 
     def __call__(self, *args):
         return _elementwise(self)(*args)
@@ -134,4 +133,4 @@ def _elementwise(kernel: Pointwise):
     import cupy
 
     return cupy.ElementwiseKernel(kernel.inputs, kernel.outputs, kernel.body, kernel.name,
-                                  preamble=POINTWISE, options=kernel.options)
+                                  preamble=POINTWISE)

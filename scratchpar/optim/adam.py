@@ -6,7 +6,7 @@ import math
 
 from scratchpar import kernels
 from scratchpar.backend import get_array_module
-from scratchpar.kernels import adam, adam_many
+from scratchpar.kernels import adam_many
 from scratchpar.optim.optimizer import Optimizer
 
 
@@ -64,8 +64,6 @@ class Adam(Optimizer):
                        l2=l2, decay=decay, beta1=beta1, beta2=beta2, eps=self.eps)
 
     def _update(self, i: int, p) -> None:
-        if _fused(p):
-            return self._fused(i, p, l2=self.weight_decay)
         g = p.grad
         if self.weight_decay:
             g = self._scratch(p.data, slot=1)
@@ -82,14 +80,6 @@ class Adam(Optimizer):
             state.update(step=0, exp_avg=xp.zeros_like(like), exp_avg_sq=xp.zeros_like(like))
         state["step"] += 1
         return state["step"], state["exp_avg"], state["exp_avg_sq"]
-
-    def _fused(self, i: int, p, l2: float = 0.0, decay: float = 1.0) -> None:
-        """The same step in one kernel (``kernels/adam.py``), bit for bit."""
-        t, m, v = self._state(i, p.data)
-        beta1, beta2 = self.betas
-        adam.step(p.data, p.grad, m, v, beta1=beta1, beta2=beta2, eps=self.eps,
-                  rate=self.lr / (1.0 - beta1**t), root=math.sqrt(1.0 - beta2**t), l2=l2,
-                  decay=decay)
 
     def _adam(self, i: int, p, g) -> None:
         """One Adam step of parameter i along g (p.grad or a scratch array; neither is changed)."""
@@ -126,18 +116,9 @@ class AdamW(Adam):
         return 0.0, 1.0 - self.lr * self.weight_decay
 
     def _update(self, i: int, p) -> None:
-        if _fused(p):
-            return self._fused(i, p, decay=1.0 - self.lr * self.weight_decay)
         if self.weight_decay:
             p.data *= 1.0 - self.lr * self.weight_decay  # θ ← (1 − lr·λ)θ, apart from the gradient
         self._adam(i, p, p.grad)
-
-
-def _fused(p) -> bool:
-    """Whether parameter ``p`` is updated by the fused kernel: a GPU's fp32 or float64 array
-    (the masters, in mixed precision) with the fused ops on (``scratchpar/kernels``)."""
-    return (kernels.fused(p.data) and kernels.on_gpu(p.data, p.grad)
-            and p.data.dtype.char in "fd" and p.grad.dtype == p.data.dtype)
 
 
 def launchable(pairs, dtypes: str) -> bool:
