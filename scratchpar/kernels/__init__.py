@@ -16,6 +16,7 @@ so that CI checks everything but the kernels' own source. Which ops are fused is
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from ..backend import BackendError
@@ -50,6 +51,16 @@ def use(setting: str) -> str:
     global _using
     before, _using = mode(), _mode(setting)
     return before
+
+
+@contextlib.contextmanager
+def using(setting: str):
+    """The fused ops switched to ``setting`` inside the block, as they were after it."""
+    before = use(setting)
+    try:
+        yield
+    finally:
+        use(before)
 
 
 def fused(x) -> bool:

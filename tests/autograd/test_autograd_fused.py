@@ -23,14 +23,11 @@ DTYPES = (np.float64, np.float32, np.float16)
 
 def run(mode: str, fn, arrays, seed_grad, dtype):
     """fn's output and every input's gradient, with the fused ops ``mode`` (as NumPy arrays)."""
-    before = kernels.use(mode)
-    try:
+    with kernels.using(mode):
         inputs = [Tensor(on_device(a, dtype), requires_grad=True) for a in arrays]
         out = fn(*inputs)
         out.backward(on_device(seed_grad, dtype))
         return [host(out.data)] + [host(t.grad) for t in inputs]
-    finally:
-        kernels.use(before)
 
 
 def assert_alike(fused, plain, dtype):
@@ -105,16 +102,13 @@ def test_a_gpt_step_with_the_fused_ops_equals_the_plain_step(kv_heads, device):
     batch = on_device(np.random.default_rng(8).integers(0, 11, (3, 9)))
     results = {}
     for mode in ("off", "on"):
-        before = kernels.use(mode)
-        try:
+        with kernels.using(mode):
             model = GPT(11, 8, 16, 4, 2, np.random.default_rng(9), dropout=0.2,
                         dtype=np.float64, kv_heads=kv_heads)
             set_dropout_generator(model, DeviceRandom(0, 1))
             loss = lm_loss(model, batch, reduction="sum")
             loss.backward()
             results[mode] = [host(loss.data)] + [host(p.grad) for p in model.parameters()]
-        finally:
-            kernels.use(before)
     assert_alike(results["on"], results["off"], np.float64)
 
 
@@ -122,6 +116,10 @@ def test_the_switch_names_its_modes():
     with pytest.raises(kernels.KernelError, match="off, gpu, on"):
         kernels.use("yes")
     assert kernels.use(kernels.use("gpu")) == "gpu"
+    before = kernels.mode()  # the environment's (the lease runs these under gpu)
+    with kernels.using("on"):
+        assert kernels.mode() == "on"
+    assert kernels.mode() == before
 
 
 def test_a_bad_switch_in_the_environment_is_a_bad_input_of_the_training_command(

@@ -21,15 +21,12 @@ def stepped(make, mode: str, dtype, xp):
     shapes = [(5, 3), (7,), (2, 3, 4)]
     params = [SimpleNamespace(data=xp.asarray(rng.standard_normal(s), dtype), grad=None)
               for s in shapes]
-    before = kernels.use(mode)
-    try:
+    with kernels.using(mode):
         opt = make(params)
         for _ in range(4):
             for p in params:
                 p.grad = xp.asarray(rng.standard_normal(p.data.shape), dtype)
             opt.step()
-    finally:
-        kernels.use(before)
     moments = [to_host(s[k]) for s in opt.state for k in ("exp_avg", "exp_avg_sq", "master")
                if k in s]
     return [to_host(p.data) for p in params] + moments

@@ -134,11 +134,8 @@ def fused(device: str, contender: Contender) -> list[Contender]:
 
     def switched(work):
         def run():
-            before = kernels.use("gpu")
-            try:
+            with kernels.using("gpu"):
                 return work()
-            finally:
-                kernels.use(before)
         return run
 
     return [Contender("fused", Timed(switched(contender.step.run), contender.step.sync),
