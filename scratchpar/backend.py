@@ -46,7 +46,7 @@ def set_device(device: str, local_rank: int = 0, local_size: int = 1) -> None:
         xp.cuda.Device(local_rank % count).use()
         xp.cuda.Stream(non_blocking=True).use()
         if device == "cuda" and known is None and local_size > count and local_rank == 0:
-            said = mps.note(f"{local_size} ranks share {count} GPU{'s' if count > 1 else ''}")
+            said = mps.note(local_size, count)
         if said:
             print(said, file=sys.stderr, flush=True)
     _device, _xp = device, xp

@@ -43,9 +43,8 @@ def share(local_rank: int, local_size: int, count: int) -> str | None:
     rank where needed and allowed. Returns what the first rank should print, or None."""
     if local_size <= count or os.path.exists(pipe()):
         return None
-    shared = f"{local_size} ranks share {count} GPU{'s' if count > 1 else ''} on this node"
     if os.environ.get("SCRATCHPAR_MPS", "start") == "off" or shutil.which(CONTROL) is None:
-        return note(shared) if local_rank == 0 else None
+        return note(local_size, count) if local_rank == 0 else None
     if local_rank == 0:
         subprocess.run([CONTROL, "-d"], capture_output=True, check=False)
     waited = time.monotonic() + WAIT
@@ -54,12 +53,18 @@ def share(local_rank: int, local_size: int, count: int) -> str | None:
     if local_rank != 0:
         return None
     if not os.path.exists(pipe()):
-        return note(shared) + f" ({CONTROL} -d did not start it)"
-    return (f"scratchpar: {shared}: started NVIDIA's MPS ({CONTROL} -d), which runs their work "
-            f"in one context; it stays up after the job (stop it: echo quit | {CONTROL})")
+        return note(local_size, count) + f" ({CONTROL} -d did not start it)"
+    return (f"scratchpar: {sharing(local_size, count)}: started NVIDIA's MPS ({CONTROL} -d), "
+            f"which runs their work in one context; it stays up after the job (stop it: echo "
+            f"quit | {CONTROL})")
 
 
-def note(shared: str) -> str:
-    """The first rank's line where the ranks share GPUs without MPS."""
-    return (f"scratchpar: {shared} without MPS; the GPU switches between their processes, "
-            f"and a small message waits about 150 µs for it. Start MPS first: {CONTROL} -d")
+def sharing(local_size: int, count: int) -> str:
+    return f"{local_size} ranks share {count} GPU{'s' if count > 1 else ''} on this node"
+
+
+def note(local_size: int, count: int) -> str:
+    """The first rank's line where ``local_size`` ranks share ``count`` GPUs without MPS."""
+    return (f"scratchpar: {sharing(local_size, count)} without MPS; the GPU switches between "
+            f"their processes, and a small message waits about 150 µs for it. Start MPS "
+            f"first: {CONTROL} -d")
