@@ -111,13 +111,10 @@ class CrossEntropy(ops_nn.CrossEntropy):
                      and targets.flags.c_contiguous)
         if not ctx.fused:
             return ops_nn.CrossEntropy.forward(ctx, logits, targets, ignore_index, reduction)
-        xp, wide = get_array_module(logits), accumulator(logits.dtype)
         ctx.probs, losses = cross_entropy.forward(logits, targets, ignore_index)
-        ctx.scale = 1.0
-        if reduction == "mean":  # 1 / max(count, 1) on the device: no host sync
-            ctx.scale = (1.0 / xp.maximum((targets != ignore_index).sum(), 1)).astype(wide)
         ctx.targets, ctx.ignore = targets, ignore_index
-        return xp.asarray(losses.sum() * ctx.scale, dtype=wide)
+        return ops_nn.reduced(ctx, losses, targets != ignore_index, reduction,
+                              accumulator(logits.dtype))
 
     @staticmethod
     def backward(ctx, g):

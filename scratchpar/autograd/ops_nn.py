@@ -195,11 +195,8 @@ class CrossEntropy(Function):
         sumexp = sum_over(probs, -1)  # (N, 1)
         probs /= sumexp  # softmax
         losses = (xp.log(sumexp[:, 0]) - picked) * valid  # −log softmax(x)_y, masked
-        ctx.scale = 1.0
-        if reduction == "mean":  # 1 / max(count, 1), computed where the count is: no host sync
-            ctx.scale = (1.0 / xp.maximum(valid.sum(), 1)).astype(lw.dtype)
         ctx.probs, ctx.rows, ctx.safe, ctx.valid = narrow(probs, logits.dtype), rows, safe, valid
-        return xp.asarray(losses.sum() * ctx.scale, dtype=lw.dtype)
+        return reduced(ctx, losses, valid, reduction, lw.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -208,6 +205,17 @@ class CrossEntropy(Function):
         grad[ctx.rows, ctx.safe] -= 1  # softmax − onehot, for counted rows only
         grad *= (ctx.valid * (g * ctx.scale)).astype(grad.dtype)[:, None]
         return narrow(grad, probs.dtype), None
+
+
+def reduced(ctx, losses, valid, reduction: str, dtype):
+    """The rows' ``losses`` summed, over the ``valid`` count for ``"mean"`` (1 / max(count, 1),
+    computed where the count is: no host sync), as a 0-d array of ``dtype``; the scale kept
+    in ``ctx.scale`` for backward."""
+    xp = get_array_module(losses)
+    ctx.scale = 1.0
+    if reduction == "mean":
+        ctx.scale = (1.0 / xp.maximum(valid.sum(), 1)).astype(dtype)
+    return xp.asarray(losses.sum() * ctx.scale, dtype=dtype)
 
 
 class BinaryCrossEntropyWithLogits(Function):
