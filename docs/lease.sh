@@ -83,7 +83,7 @@ mpi4py.__version__)"; } >> "$log" 2>&1
 # 1. The classic "4 devices ≈ 3×": 1, 2 and 4 ranks, each on a core of its own
 run 1 120 lstm_scaling
 # 2. The fused kernels (scratchpar/kernels): each against its plain ops, in every precision,
-#    then the step against PyTorch's, the plain ops and the fused side by side
+#    then the step against PyTorch's: the plain ops, the fused and the fused step captured
 run 2 120 env SCRATCHPAR_FUSED=gpu $python -m pytest -q -p no:cacheprovider --device "$device" \
     tests/autograd/test_autograd_fused.py tests/optim/test_optim_fused.py
 run 3 180 $python -m scratchpar.bench step --device "$device" --json $json/step_cuda.json

@@ -4,11 +4,15 @@ import os
 import sys
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from graph_helpers import StandIn
 
 from scratchpar import backend
 from scratchpar.bench.dp import worker as dp_worker
+from scratchpar.bench.step import cases
 from scratchpar.bench.step.cases import gpt_case, mlp_case
+from scratchpar.bench.step.driver import compare
 from scratchpar.bench.timing import Timed, interleaved
 from scratchpar.double import tally
 from scratchpar.jobs import harness
@@ -83,6 +87,34 @@ def test_steps_on_a_device_queue_work_that_their_wait_finishes(make_case):
         assert tally.Kernels.queued, contender.name
         contender.step.sync()
         assert not tally.Kernels.queued, contender.name
+
+
+@pytest.mark.parametrize("make_case", [mlp_case, gpt_case])
+def test_a_captured_step_is_the_fused_step_replayed_and_needs_nothing_of_the_host(
+        make_case, monkeypatch):
+    """On CUDA, a row captures the whole fused step (``captured``). Here on the double with a
+    stand-in graph: its replayed forward and backward equal the plain ones, its steps update
+    the weights as the plain steps do, and after its first run the step neither waits for
+    the device, copies, nor uploads a host number, which a real capture would refuse."""
+    monkeypatch.setattr(cases, "GRAPHS", ("cuda", "double"))
+    monkeypatch.setattr(cases, "Replayed", StandIn)
+    backend.set_device("double")
+    case, plain = make_case("double"), make_case("double")  # from the same weights
+    graphed = next(c for c in case.contenders if c.name == "captured")
+    assert [row["contender"] for row in compare(case)][:3] == ["scratchpar", "fused", "captured"]
+    for step in range(3):  # as it is, captured, replayed
+        if step:
+            with tally.watch() as seen:
+                graphed.step.run()
+            assert (seen.syncs_from(), seen.copies, seen.scalars) == ([], 0, [])
+        else:
+            graphed.step.run()
+        plain.contenders[0].step.run()
+    (loss, grads), (want, wanted) = (c.contenders[0].loss_and_grads() for c in (case, plain))
+    assert loss == want and all(np.array_equal(grads[k], wanted[k]) for k in wanted)
+    stepped = cases.Case(case.name, "", case.contenders[:3])  # the twins' weights stayed
+    assert compare(stepped)[2]["grad_rel_err"] == 0  # replayed at the weights the steps left
+    assert (seen.syncs_from(), seen.copies, seen.scalars) == ([], 0, [])
 
 
 @pytest.mark.parametrize("local_size, gpus, expected", [(1, 1, "nccl"), (4, 4, "nccl"),

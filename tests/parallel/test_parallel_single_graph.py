@@ -1,42 +1,15 @@
 """The captured step's bookkeeping (``kernels/graph.py``, ``SingleDevice(cuda_graph=True)``) on
-the CPU, with a stand-in graph: capture records the work on copies of the inputs, and a replay
-runs it again on them and writes its results into the captured outputs, as a real graph
-rewrites the arrays it was captured with. A real graph runs under ``--device cuda``
-(docs/devices.md)."""
+the CPU, with a stand-in graph (``tests/graph_helpers.py``)."""
 
 import numpy as np
 import pytest
+from graph_helpers import StandIn
 
 from scratchpar.device_rng import DeviceRandom
-from scratchpar.kernels import graph
 from scratchpar.optim import SGD
 from scratchpar.parallel import SingleDevice
 from scratchpar.train import make_config
 from scratchpar.train.task import build_task
-
-
-class StandIn(graph.Replayed):
-    """A graph that replays by running the work again and writing into the captured arrays."""
-
-    launches = 0
-
-    def capture(self, inputs):
-        self.inputs = tuple(a.copy() for a in inputs)
-        self.outputs = [[np.asarray(a) for a in out] if isinstance(out, list) else np.asarray(out)
-                        for out in self.work(*self.inputs)]  # CuPy's sums are 0-d arrays
-        self.graph = "recorded"
-        self.captures += 1
-
-    def launch(self):
-        StandIn.launches += 1
-        fresh = self.work(*self.inputs)
-        for mine, new in zip(_arrays(self.outputs), _arrays(fresh)):
-            mine[...] = new
-
-
-def _arrays(outputs):
-    for out in outputs:
-        yield from (out if isinstance(out, list) else [out])
 
 
 def test_new_shapes_run_as_they_are_then_capture_then_replay(monkeypatch):

@@ -1,5 +1,5 @@
 """The step benchmark's two models as contenders from identical weights, and the MLP's floor;
-on a device, scratchpar with its fused kernels too."""
+on a device, scratchpar with its fused kernels too, and on CUDA its fused step captured."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from ... import kernels, nn
 from ...autograd import Tensor
 from ...autograd import functional as F
 from ...backend import get_array_module, sync, to_device, to_host
+from ...kernels.graph import Replayed
 from ..timing import Timed
 
 LR = 0.01
 MLP_SIZES, MLP_BATCH = [784, 512, 512, 10], 128
 GPT_CONFIG = {"vocab_size": 64, "max_len": 64, "d_model": 128, "n_heads": 4, "n_layers": 2}
 GPT_BATCH = 16
+GRAPHS = ("cuda",)  # the devices whose steps can be captured: a CUDA graph is CUDA's
 
 
 @dataclass
@@ -112,34 +114,65 @@ def contender(name: str, model, loss_fn, grads, update, wait=sync) -> Contender:
     return Contender(name, Timed(step, wait), loss_and_grads)
 
 
+def sgd(params) -> None:
+    """θ ← θ − lr·g in place, as the floor does it, g scaled in place: it is dropped next."""
+    for p in params:
+        p.grad *= LR
+        p.data -= p.grad
+
+
 def ours(model, loss_fn) -> Contender:
     """scratchpar's step of ``model`` on ``loss_fn()``, its gradients read by parameter name."""
     params = model.parameters()
-
-    def update():  # θ ← θ − lr·g in place as the floor does it, g scaled in place: dropped next
-        for p in params:
-            p.grad *= LR
-            p.data -= p.grad
-
     return contender("scratchpar", model, loss_fn, lambda: {
-        name: to_host(p.grad) for name, p in model.named_parameters()}, update)
+        name: to_host(p.grad) for name, p in model.named_parameters()}, lambda: sgd(params))
+
+
+def fusing(work):
+    """``work`` with the fused ops on for the GPU's arrays (``scratchpar/kernels``)."""
+    def run():
+        with kernels.using("gpu"):
+            return work()
+    return run
 
 
 def fused(device: str, contender: Contender) -> list[Contender]:
-    """On a device, ``contender`` (scratchpar's) again with the fused ops on for the GPU's
-    arrays (``scratchpar/kernels``): the same step and model, its kernels fused; none on the
-    CPU, where they would run the plain ops."""
+    """On a device, ``contender`` (scratchpar's) again with the fused ops: the same step and
+    model, its kernels fused; none on the CPU, where they would run the plain ops."""
     if device == "cpu":
         return []
+    return [Contender("fused", Timed(fusing(contender.step.run), contender.step.sync),
+                      fusing(contender.loss_and_grads))]
 
-    def switched(work):
-        def run():
-            with kernels.using("gpu"):
-                return work()
-        return run
 
-    return [Contender("fused", Timed(switched(contender.step.run), contender.step.sync),
-                      switched(contender.loss_and_grads))]
+def captured(device: str, model, loss_fn) -> list[Contender]:
+    """On CUDA, the fused step captured whole as one CUDA graph and replayed
+    (``kernels/graph.py``): zeroing, forward, backward and update in one launch, where the
+    host launches each kernel of the other rows. Its equivalence is read from a replay of the
+    captured forward and backward, a graph of their own."""
+    if device not in GRAPHS:
+        return []
+    names, params = zip(*model.named_parameters())
+
+    def forward_backward():
+        model.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        return loss.data, [p.grad for p in params]
+
+    def step():
+        loss, _ = forward_backward()
+        sgd(params)
+        return loss
+
+    checked, timed = Replayed(fusing(forward_backward)), Replayed(fusing(step))
+
+    def loss_and_grads():
+        checked(())  # new: run as it is; then captured and replayed
+        loss, grads = checked(())
+        return float(loss), dict(zip(names, map(to_host, grads)))
+
+    return [Contender("captured", Timed(lambda: timed(()), sync), loss_and_grads)]
 
 
 def pytorch(model, device: str, twin, twin_loss, host: tuple) -> list[Contender]:
@@ -168,9 +201,13 @@ def mlp_case(device: str, seed: int = 0) -> Case:
     names = [name for name, _ in model.named_parameters()]
     floor = Contender("floor", Timed(lambda: hand.step(dx, dy)), lambda: (
         float(hand.forward_backward(dx, dy)), dict(zip(names, map(to_host, hand.grads)))))
-    mine = ours(model, lambda: F.cross_entropy(model(tx), dy))
+
+    def loss():
+        return F.cross_entropy(model(tx), dy)
+
+    mine = ours(model, loss)
     return Case("mlp", f"MLP {'-'.join(map(str, MLP_SIZES))}, batch {MLP_BATCH}",
-                [mine, *fused(device, mine), floor,
+                [mine, *fused(device, mine), *captured(device, model, loss), floor,
                  *pytorch(model, device, lambda twins: twins.TorchMLP(MLP_SIZES),
                           lambda twins, net, tx, ty: twins.F.cross_entropy(net(tx), ty), (x, y))])
 
@@ -182,8 +219,12 @@ def gpt_case(device: str, seed: int = 0) -> Case:
     batch = gen.integers(0, GPT_CONFIG["vocab_size"], (GPT_BATCH, GPT_CONFIG["max_len"] + 1))
     on_device = to_device(batch)  # (B, T+1)
     described = ", ".join(f"{key} {value}" for key, value in GPT_CONFIG.items())
-    mine = ours(model, lambda: nn.lm_loss(model, on_device))
+
+    def loss():
+        return nn.lm_loss(model, on_device)
+
+    mine = ours(model, loss)
     return Case("gpt", f"GPT {described}, batch {GPT_BATCH}",
-                [mine, *fused(device, mine),
+                [mine, *fused(device, mine), *captured(device, model, loss),
                  *pytorch(model, device, lambda twins: twins.TorchGPT(**GPT_CONFIG),
                           lambda twins, net, tb: twins.lm_loss(net, tb), (batch,))])
