@@ -54,7 +54,8 @@ def plan_parser() -> argparse.ArgumentParser:
               "[--explain I] [--target S_MIN,E_MIN [--batches B,…]] [-- TRAINING FLAGS]",
         description="Rank every layout of a training run on a cluster: predicted step time, "
                     "throughput, memory per rank and whether it fits. The training flags (the "
-                    "model, the data, --batch-size) follow --. Also: calibrate, show (see "
+                    "model, the data, --batch-size, and any layout flag it pins, --tp for one) "
+                    "follow --. Also: calibrate, show (see "
                     "python -m scratchpar.plan calibrate --help).")
     parser.add_argument("--world", type=int, default=4, help="ranks (default 4)")
     parser.add_argument("--profile", default="dgx-h100", help="a cluster profile: a TOML file, "
@@ -81,7 +82,7 @@ def rank_layouts(argv: list[str]) -> int:
     """Rank the layouts of the run after ``--``; print the table, or one row's breakdown."""
     from ..train.cli import load_config
     from ..train.option import ConfigError
-    from .layouts import chosen
+    from .layouts import alone, pinned
     from .rank import explain, ranked, show
 
     ours, run = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv \
@@ -93,13 +94,7 @@ def rank_layouts(argv: list[str]) -> int:
         path = PROFILES / f"{args.profile}.toml" if args.profile in shipped() else args.profile
         profile = load(path)
         budget = None if args.memory is None else int(args.memory * 2**30)
-        theirs = chosen(run)
-        if theirs:
-            raise ValueError(f"{', '.join(theirs)}: the planner weighs every layout "
-                             "itself; the training flags after -- name the model, the data "
-                             "and the batch")
-        base = load_config([*run, "--strategy", "single"], planning=True)  # the run's flags,
-        # checked before any layout, on the one strategy every model trains under
+        base = load_config(alone(run), planning=True)  # the run's flags, checked first
         if args.target is not None:
             return reach_target(args, run, profile, budget, base.train.batch_size)
         rows = ranked(run, args.world, profile, budget, shown=sys.stderr.isatty())
@@ -107,8 +102,9 @@ def rank_layouts(argv: list[str]) -> int:
         print(f"scratchpar.plan: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if not rows:
-        print(f"scratchpar.plan: no layout of this run runs on {args.world} ranks",
-              file=sys.stderr)
+        pins = " ".join(f"{flag} {value or ''}".strip() for flag, value in pinned(run).items())
+        print(f"scratchpar.plan: no layout of this run runs on {args.world} ranks"
+              + (f" with {pins}" if pins else ""), file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.explain is not None:
         if not 1 <= args.explain <= len(rows):

@@ -20,8 +20,11 @@ strategy and its knobs. Candidates are drawn from every family:
 - parameter servers: each mode, 1 to ⌊world/2⌋ servers;
 - Hogwild and EASGD's three modes.
 
-Each candidate goes through the training command's own parsing and rules
-(``train/cli.py: load_config``), so a layout the planner ranks is one ``mpirun`` can start.
+A run may pin some of these flags itself (``--pp-schedule zb-h1``, ``--tp 8``, ``--pp-costs
+…``): each candidate then takes the run's value for it, and one of another ``--strategy`` is
+dropped. Each candidate goes through the training command's own parsing and rules
+(``train/cli.py: load_config``), so a layout the planner ranks is one ``mpirun`` can start; a
+pinned knob its family does not take (micro-batches for ZeRO) drops it there.
 """
 
 from __future__ import annotations
@@ -39,9 +42,45 @@ CHOSEN = ("--strategy", "--dp", "--pp", "--tp", "--cp", "--ep", "--pp-schedule",
           "--offload", "--servers", "--ps-mode", "--easgd-mode")  # the flags a layout adds
 
 
-def chosen(run: list[str]) -> list[str]:
-    """The flags of ``run`` that the planner chooses itself, for each layout."""
-    return [flag for flag in run if flag.split("=")[0] in CHOSEN]
+SWITCHES = ("--sequence-parallel",)  # the chosen flags that take no value
+
+
+def pinned(run: list[str]) -> dict[str, str | None]:
+    """The flags of ``run`` that a layout would choose, each with the run's value (None for a
+    switch): ``--tp=2 --pp-costs 1:2:1`` → ``{"--tp": "2", "--pp-costs": "1:2:1"}``."""
+    pins, words = {}, iter(run)
+    for word in words:
+        flag, equals, value = word.partition("=")
+        if flag in CHOSEN:
+            pins[flag] = value if equals else None if flag in SWITCHES else next(words, "")
+    return pins
+
+
+def without(run: list[str], flags) -> list[str]:
+    """``run`` less each of ``flags`` and its value."""
+    kept, words = [], iter(run)
+    for word in words:
+        flag, equals, _ = word.partition("=")
+        if flag not in flags:
+            kept.append(word)
+        elif not equals and flag not in SWITCHES:
+            next(words, None)  # its value
+    return kept
+
+
+def pin(flags: tuple[str, ...], pins: dict) -> tuple[str, ...] | None:
+    """A candidate's ``flags`` with the run's ``pins`` in place of its own choices, added where
+    it makes none; None where the run pins another strategy."""
+    if pins.get("--strategy", flags[1]) != flags[1]:
+        return None
+    out = list(flags)
+    for flag, value in pins.items():
+        given = [] if value is None else [value]
+        if flag not in out:
+            out += [flag, *given]
+        elif given:
+            out[out.index(flag) + 1] = value
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -55,14 +94,8 @@ class Layout:
         """The line that starts it: ``mpirun -n WORLD python -m scratchpar.train …``, the
         run's own flags less those the layout sets again (``--recompute``)."""
         again = {word for word in self.flags if word.startswith("--")}
-        kept, words = [], iter(run)
-        for word in words:
-            if not (word.startswith("--") and word.split("=")[0] in again):
-                kept.append(word)
-            elif "=" not in word:
-                next(words, None)  # its value
         return " ".join(["mpirun", "-n", str(world), "python", "-m", "scratchpar.train",
-                         *kept, *self.flags])
+                         *without(run, again), *self.flags])
 
 
 def divisors(n: int) -> list[int]:
@@ -125,13 +158,23 @@ def _candidates(world: int, rows: int) -> Iterator[tuple[str, ...]]:
 
 
 def layouts(run: list[str], world: int) -> list[Layout]:
-    """Every layout of the run ``run`` (its flags: model, data, batch) that the training
-    command accepts on ``world`` ranks."""
-    cfg = load_config([*run, "--strategy", "single"], planning=True)  # the run, one device
-    found, rows = [], cfg.train.batch_size
+    """Every layout of the run ``run`` (its flags: model, data, batch, and any it pins) that
+    the training command accepts on ``world`` ranks."""
+    cfg = load_config(alone(run), planning=True)
+    found, rows, pins, seen = [], cfg.train.batch_size, pinned(run), set()
     for flags in candidates(world, rows, sparse=cfg.model.experts > 0):
+        flags = pin(flags, pins)
+        if flags is None or flags in seen:
+            continue
+        seen.add(flags)
         try:
             found.append(Layout(flags, load_config([*run, *flags], world, planning=True)))
         except ConfigError:
             continue
     return found
+
+
+def alone(run: list[str]) -> list[str]:
+    """The run on one device, less the layout flags it pins: what every model trains under,
+    its own flags checked before any layout."""
+    return [*without(run, CHOSEN), "--strategy", "single"]

@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 
-from scratchpar.plan.layouts import CHOSEN, candidates, chosen, layouts
+from scratchpar.plan.layouts import CHOSEN, candidates, layouts, pinned, without
 from scratchpar.train import load_config
 
 RUNS = {"gpt": ["--d-model", "32", "--n-heads", "4", "--n-layers", "2", "--batch-size", "32"],
@@ -54,5 +54,32 @@ def test_every_flag_a_layout_adds_is_one_the_run_may_not_bring():
     added = {flag for flags in candidates(12, 48, sparse=True) for flag in flags
              if flag.startswith("--")}
     assert added - {"--recompute"} == set(CHOSEN) - {"--pp-costs"}
-    assert chosen(["--model", "gpt", "--tp=2", "--pp-costs", "1:2:1", "--recompute", "full"]) \
-        == ["--tp=2", "--pp-costs"]
+    run = ["--model", "gpt", "--tp=2", "--pp-costs", "1:2:1", "--recompute", "full",
+           "--sequence-parallel", "--d-model", "32"]
+    assert pinned(run) == {"--tp": "2", "--pp-costs": "1:2:1", "--sequence-parallel": None}
+    assert without(run, CHOSEN) == ["--model", "gpt", "--recompute", "full", "--d-model", "32"]
+
+
+@pytest.mark.parametrize("pins, holds", [
+    (["--pp-schedule", "zb-h1"], lambda cfg: cfg.train.pp_schedule == "zb-h1"),
+    (["--tp=2", "--sequence-parallel"], lambda cfg: cfg.train.tp == 2
+     and cfg.train.sequence_parallel),
+    (["--strategy", "zero", "--zero-stage", "3"], lambda cfg: cfg.train.zero_stage == 3),
+    (["--microbatches", "8", "--pp-costs", "1:2:1"], lambda cfg: cfg.train.microbatches == 8),
+])
+def test_a_run_may_pin_what_a_layout_chooses_and_every_layout_then_keeps_it(pins, holds):
+    """A pinned flag replaces each layout's own choice, or is added where it makes none; a
+    layout whose family does not take it, or of another pinned strategy, is left out, and
+    none is weighed twice. Its line names the flag once."""
+    free = layouts(RUNS["gpt"], 4)
+    found = layouts([*RUNS["gpt"], *pins], 4)
+    assert found and len(found) < len(free)
+    assert len({layout.flags for layout in found}) == len(found)
+    for layout in found:
+        assert holds(layout.cfg), layout.flags
+        argv = shlex.split(layout.command(4, [*RUNS["gpt"], *pins]))
+        assert load_config(argv[6:], world_size=4) == layout.cfg
+        assert all(argv.count(flag.split("=")[0]) == 1 for flag in pins if flag[:2] == "--")
+    families = {layout.flags[1] for layout in found}
+    assert families == ({"zero"} if "zero" in pins else {"pipeline", "hybrid"}
+                        if "--pp-schedule" in pins or "--microbatches" in pins else {"hybrid"})

@@ -78,6 +78,16 @@ def test_the_command_prints_the_table_and_the_best_line(capsys):
     assert out.strip().splitlines()[-1].startswith("best: mpirun -n 4 python -m scratchpar.train")
 
 
+def test_a_pinned_schedule_is_in_every_row_and_the_best_line(capsys):
+    assert main(["--world", "4", "--top", "0", "--", *RUN, "--pp-schedule", "zb-h1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines()
+            if line.strip()[:1].isdigit() and "ranks of" not in line]  # the table's rows
+    assert rows and all(" zb-h1 " in row for row in rows)
+    best = out.split("best: ")[1]
+    assert best.count("--pp-schedule zb-h1") == 1 and "--model" in best
+
+
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_describes_the_ranking_and_names_the_two_commands(capsys, flag):
     with pytest.raises(SystemExit) as done:
@@ -101,8 +111,10 @@ def test_explain_gives_a_row_s_breakdown_and_its_command(capsys):
     (["--world", "0"], "--world must be at least 1"),
     (["--explain", "999"], "--explain takes a row from 1 to"),
     (["--", "--model", "nope"], "--model"),
-    (["--", "--model", "gpt", "--strategy", "dp"], "--strategy: the planner weighs every layout"),
-    (["--", "--model", "gpt", "--microbatches", "8", "--tp=2"], "--microbatches, --tp=2: the"),
+    (["--", "--model", "gpt", "--strategy", "single"],
+     "no layout of this run runs on 4 ranks with --strategy single"),
+    (["--", "--model", "gpt", "--tp=3", "--sequence-parallel"],
+     "no layout of this run runs on 4 ranks with --tp 3 --sequence-parallel"),
 ])
 def test_bad_input_is_refused_with_a_line(capsys, argv, said):
     assert main(argv) == 2
