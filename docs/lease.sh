@@ -58,16 +58,21 @@ lstm_scaling() {  # data parallelism's weak scaling on the LSTM LM, 32 sequences
 }
 export -f lstm_scaling
 
-captured() {  # the captured step: float64 losses bit for bit against the plain step's, then
-    # the time it wins, with the fused kernels
-    for graph in no-cuda-graph cuda-graph; do
-        $python -m scratchpar.train --strategy single --device "$device" --dtype float64 \
-            --steps 30 --log-every 1 --metrics "runs/lease/$graph.jsonl" --$graph | tail -1
-    done
-    $python -c "import json
-runs = [[json.loads(line).get('loss') for line in open(f'runs/lease/{g}.jsonl')]
+captured() {  # the captured step: float64 losses bit for bit against the plain step's,
+    # without dropout and with it (its masks drawn from an origin in device memory), then the
+    # time it wins, with the fused kernels
+    for dropout in 0 0.1; do
+        for graph in no-cuda-graph cuda-graph; do
+            $python -m scratchpar.train --strategy single --device "$device" --dtype float64 \
+                --steps 30 --log-every 1 --dropout $dropout --$graph \
+                --metrics "runs/lease/$graph-$dropout.jsonl" | tail -1
+        done
+        $python -c "import json
+runs = [[json.loads(line).get('loss') for line in open(f'runs/lease/{g}-$dropout.jsonl')]
         for g in ('no-cuda-graph', 'cuda-graph')]
-print('captured step, float64 losses bit for bit:', runs[0] == runs[1], len(runs[0]))"
+print('captured step, dropout $dropout, float64 losses bit for bit:', runs[0] == runs[1],
+      len(runs[0]))"
+    done
     for graph in --no-cuda-graph --cuda-graph; do
         SCRATCHPAR_FUSED=gpu $python -m scratchpar.train --strategy single --device "$device" \
             --steps 300 $graph | tail -1

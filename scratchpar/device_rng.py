@@ -6,6 +6,11 @@ n independent elementwise mixes of positions, one vectorized pass on NumPy, CuPy
 with no generator object living on the device. The stream is (key, position): a checkpoint
 saves it as two integers and resumes mid-run, and a CPU run and a GPU run of the same seed draw
 the same dropout masks, bit for bit.
+
+A step replayed as a CUDA graph (``kernels/graph.py``) cannot take a new position as a kernel's
+argument: the graph keeps the number it was captured with. So a stream may count from an
+``origin`` held in device memory: each draw's position is then ``origin + position``, and the
+host moves the origin, not the kernels' arguments, from one replay to the next.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class DeviceRandom:
     def __init__(self, seed: int, *stream: int):
         key = np.random.SeedSequence([seed, *stream]).generate_state(1, np.uint64)[0]
         self.key, self.position = int(key), 0
+        self.origin = None  # a device uint64 0-d array the positions count from, or None: 0
 
     def random(self, shape, xp=np):
         """``shape`` floats in [0, 1) as an array of ``xp``; the stream moves past them."""
@@ -57,6 +63,8 @@ class DeviceRandom:
     def _bits(self, offsets):
         """53 random bits (uint64) at ``offsets`` past the stream's position."""
         z = offsets + np.uint64((self.position + 1) % LIMIT)  # the n-th output mixes key + n·γ
+        if self.origin is not None:
+            z += self.origin  # read on the device: a replayed graph's draws move with it
         z *= GAMMA  # arithmetic mod 2⁶⁴: the state after n steps of +γ
         z += np.uint64(self.key)
         z ^= z >> SHIFTS[0]

@@ -12,10 +12,10 @@ import numpy as np
 from ..device_rng import GAMMA, LIMIT, MIX1, MIX2
 from .cuda import Pointwise
 
-FORWARD = Pointwise("T x, uint64 key, uint64 start, uint64 threshold, float64 scale",
-                    "T out, bool keep", f"""
+FORWARD = Pointwise("T x, uint64 key, uint64 start, uint64 origin, uint64 threshold, "
+                    "float64 scale", "T out, bool keep", f"""
 typedef typename Wide<T>::type A;
-unsigned long long z = ((unsigned long long)i + start) * {int(GAMMA)}ULL + key;
+unsigned long long z = ((unsigned long long)i + start + origin) * {int(GAMMA)}ULL + key;
 z ^= z >> 30;
 z *= {int(MIX1)}ULL;
 z ^= z >> 27;
@@ -32,10 +32,11 @@ grad = (T)(keep ? (A)g * (A)scale : A(0));
 
 def forward(x, generator, p: float):
     """x → (x·keep/(1 − p), keep), keep drawn as ``generator.keep(x.shape, p)`` draws it; the
-    stream moves past it alike."""
+    stream moves past it alike. Its origin, where it has one, is read from device memory."""
     start = np.uint64((generator.position + 1) % LIMIT)
+    origin = np.uint64(0) if generator.origin is None else generator.origin
     threshold = np.uint64(math.ceil(p * 2 ** 53))
-    out, keep = FORWARD(x, np.uint64(generator.key), start, threshold, 1.0 / (1.0 - p))
+    out, keep = FORWARD(x, np.uint64(generator.key), start, origin, threshold, 1.0 / (1.0 - p))
     generator.position += x.size
     return out, keep
 

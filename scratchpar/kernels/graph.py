@@ -11,9 +11,12 @@ A graph replays its kernels with the arguments and the memory they were captured
 - what the work allocates comes from a memory pool of the graph's own, which nothing else takes
   between replays;
 - a number the host passes into a kernel is fixed at capture: the caller puts every such number
-  (a loss scale) in the key, and a new key captures again. The work must not wait for the
-  device or copy to or from the host (the device double holds a step to that:
-  ``tests/double/test_double_training.py``).
+  (a loss scale) in the key, and a new key captures again, or passes it in device memory as an
+  input (a random stream's origin: ``device_rng.py``). The work must not wait for the device or
+  copy to or from the host (the device double holds a step to that:
+  ``tests/double/test_double_training.py``);
+- a replay runs none of the work's Python: what it would have counted on the host (the draws of
+  a random stream) the caller counts, from a call that ran it (``ran``).
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ class Replayed:
         self.key = self.graph = None
         self.inputs = self.outputs = self.pool = None
         self.captures = 0
+        self.ran = False  # whether the last call ran the work's Python (uncaptured, or captured)
 
     def __call__(self, inputs: tuple, extra: tuple = ()):
         key = (tuple((a.shape, a.dtype.str) for a in inputs), extra)
+        self.ran = key != self.key or self.graph is None
         if key != self.key:  # new shapes or numbers: run as it is, capture at the next call
             self.key, self.graph, self.inputs, self.outputs, self.pool = key, None, None, None, None
             return self.work(*inputs)

@@ -69,6 +69,12 @@ def set_dropout_generator(model: Module, gen: DeviceRandom) -> None:
             module.gen = gen
 
 
+def dropout_generator(model: Module) -> DeviceRandom | None:
+    """The stream ``model``'s dropouts draw from, where any of them drops anything."""
+    return next((module.gen for _, module in model.named_modules()
+                 if isinstance(module, Dropout) and module.p > 0), None)
+
+
 class ReLU(Module):
     def forward(self, x):
         return F.relu(x)

@@ -63,3 +63,15 @@ def test_a_mask_is_the_draw_compared_without_its_floats(seed, n, pick):
         np.testing.assert_array_equal(double.asnumpy(DeviceRandom(seed, 2).keep((n,), p, double)),
                                       u >= p)
         assert gen.state["position"] == n
+
+
+def test_a_stream_counted_from_an_origin_in_device_memory_draws_the_same_mask():
+    """A replayed graph's stream: positions count from an origin the device holds, so the host
+    moves it between replays without touching a kernel's arguments."""
+    whole = DeviceRandom(3, 1)
+    whole.position = 2**64 - 40  # the sum wraps as the counter does
+    want = whole.keep((8, 10), 0.4)
+    gen = DeviceRandom(3, 1)
+    gen.origin, gen.position = double.asarray(np.uint64(2**64 - 50)), 10
+    np.testing.assert_array_equal(double.asnumpy(gen.keep((8, 10), 0.4, double)), want)
+    assert gen.position == 90

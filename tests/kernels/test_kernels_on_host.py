@@ -114,15 +114,16 @@ def test_gelu(dtype, tmp_path):
 
 
 @DTYPES
-def test_dropout_draws_the_stream_s_mask(dtype, tmp_path):
+@pytest.mark.parametrize("origin", [0, 2**64 - 20])  # none; a replayed graph's, in memory
+def test_dropout_draws_the_stream_s_mask(dtype, origin, tmp_path):
     x = np.random.default_rng(5).normal(size=300).astype(dtype)
     gen = DeviceRandom(9, 2)
     gen.position = 2**64 - 7  # the counter wraps inside the draw
-    start = np.uint64((gen.position + 1) % 2**64)
+    start = np.uint64((gen.position - origin + 1) % 2**64)  # counted from the origin
     keep = gen.keep(x.shape, 0.3)
     out, kept, grad = np.empty_like(x), np.empty(300, bool), np.empty_like(x)
     pointwise(dropout.FORWARD, ELEMENTWISE[dtype], tmp_path)(
-        300, x, gen.key, start, int(np.ceil(0.3 * 2**53)), 1 / 0.7, out, kept)
+        300, x, gen.key, start, origin, int(np.ceil(0.3 * 2**53)), 1 / 0.7, out, kept)
     pointwise(dropout.BACKWARD, ELEMENTWISE[dtype], tmp_path)(300, x, kept, 1 / 0.7, grad)
     np.testing.assert_array_equal(kept, keep)
     want = F.dropout(Tensor(x), 0.3, types.SimpleNamespace(keep=lambda *_: keep)).data

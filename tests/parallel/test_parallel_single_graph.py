@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from graph_helpers import StandIn
 
+from scratchpar import backend, double
 from scratchpar.device_rng import DeviceRandom
 from scratchpar.optim import SGD
 from scratchpar.parallel import SingleDevice
@@ -36,25 +37,50 @@ def test_new_shapes_run_as_they_are_then_capture_then_replay(monkeypatch):
     assert replayed.captures == 2
 
 
-@pytest.mark.parametrize("kind", ["mlp", "gpt"])
+@pytest.mark.parametrize("kind", ["mlp", "gpt", "gpt, dropout"])
 def test_a_captured_step_trains_as_the_plain_step_bit_for_bit(kind, monkeypatch):
+    """With dropout, each replay draws the plain step's masks: its stream counts from an
+    origin the replay is given, and moves as the plain step moves it."""
     monkeypatch.setattr("scratchpar.parallel.single.Replayed", StandIn)
     flags = ({"model": {"kind": "mlp", "hidden_sizes": (6,)},
               "data": {"source": "classification", "n_features": 4}} if kind == "mlp" else
-             {"model": {"kind": "gpt", "d_model": 8, "n_heads": 2, "n_layers": 1},
+             {"model": {"kind": "gpt", "d_model": 8, "n_heads": 2, "n_layers": 1,
+                        "dropout": 0.3 if "dropout" in kind else 0.0},
               "data": {"vocab_size": 7, "seq_len": 6}})
     cfg = make_config({**flags, "train": {"dtype": "float64"}})
     runs = []
     for captured in (False, True):
-        task = build_task(cfg, DeviceRandom(0, 1))
+        gen = DeviceRandom(0, 1)
+        task = build_task(cfg, gen)
         one = SingleDevice(task.model, lambda ps: SGD(ps, lr=0.1), task, grad_clip=0.5,
                            cuda_graph=captured)
         losses = [one.step(task.batch(step, 5)[0])["loss"] for step in range(4)]
-        runs.append((losses, [p.data.copy() for p in one.params]))
+        runs.append((losses, [p.data.copy() for p in one.params], gen.state))
         if captured:  # the gradients the update read are the captured arrays, rewritten
             assert one.replayed.captures == 1 and StandIn.launches >= 2
             assert all(p.grad is grad for p, grad in zip(one.params, one.replayed.outputs[2]))
-    (plain_losses, plain_params), (losses, params) = runs
-    assert losses == plain_losses
+    (plain_losses, plain_params, plain_stream), (losses, params, stream) = runs
+    assert losses == plain_losses and stream == plain_stream
     for got, want in zip(params, plain_params):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_replay_with_dropout_waits_for_nothing_and_uploads_its_origin_alone(monkeypatch):
+    """On the double, a captured GPT step with dropout, after its capture: the stream's
+    origin is the one host number the step sends the device, outside the graph; nothing
+    waits for the device."""
+    monkeypatch.setattr("scratchpar.parallel.single.Replayed", StandIn)
+    backend.set_device("double")
+    cfg = make_config({"model": {"kind": "gpt", "d_model": 8, "n_heads": 2, "n_layers": 1,
+                                 "dropout": 0.3},
+                       "data": {"vocab_size": 7, "seq_len": 6}, "train": {"device": "double"}})
+    task = build_task(cfg, DeviceRandom(0, 1))
+    one = SingleDevice(task.model, lambda ps: SGD(ps, lr=0.1), task, cuda_graph=True)
+    for step in range(3):  # as it is, captured, replayed
+        batch = task.batch(step, 5)[0]
+        with double.watch() as seen:
+            one._replay((batch,))
+    assert one.replayed.captures == 1 and not one.replayed.ran
+    assert (seen.syncs_from(), seen.scalars, seen.to_device_bytes) == ([], [], 8)
+    (copy,) = seen.pageable_copies
+    assert copy.startswith("to device at scratchpar/parallel/single.py:")

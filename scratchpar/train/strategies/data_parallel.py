@@ -127,19 +127,14 @@ class DataParallelFamily(Family):
 
 
 def _graph_problems(c) -> list[str]:
-    """What a captured step cannot hold: a graph is CUDA's; a dropout mask's stream position
-    is a number its kernels would keep from the capture (every step the same mask); the noise
-    scale's probes step in shards."""
+    """What a captured step cannot hold: a graph is CUDA's; the noise scale's probes step in
+    shards."""
     if not c.train.cuda_graph:
         return []
     problems = []
     if c.train.device != "cuda":
         problems.append(f"--cuda-graph captures the step as a CUDA graph: it needs --device "
                         f"cuda (got --device {c.train.device})")
-    if c.model.dropout > 0:
-        problems.append(f"--cuda-graph would replay one dropout mask every step (its stream's "
-                        f"position is fixed at capture): use --dropout 0 (got "
-                        f"{c.model.dropout})")
     if c.train.noise_scale:
         problems.append("--cuda-graph and --noise-scale: the noise scale's shards step "
                         "uncaptured; choose one")
