@@ -204,6 +204,8 @@ def draw(directory: str, rows: list[dict]) -> list[str]:
     """plan_validation.png: of each layout that ran, step time and peak memory, predicted (y)
     against measured (x), log-log, colour by family and marker by world size (the memory of
     real compute only), with y = x and the ±25% band of the step's target."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     from ...trace.figure import pyplot
 
     rows = [r for r in rows if r["step_error"] is not None]
@@ -231,6 +233,10 @@ def draw(directory: str, rows: list[dict]) -> list[str]:
                             color="grey", alpha=0.15, label="±25%")
         ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), title=title,
                xlabel=f"measured ({shown})", ylabel=f"predicted ({shown})")
+        for axis in (ax.xaxis, ax.yaxis):  # 1, 2, 5 a decade, written plainly
+            axis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+            axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            axis.set_minor_formatter(NullFormatter())
     fig.legend(*axes[0].get_legend_handles_labels(), loc="center right", frameon=False,
                fontsize=7)  # each label once: the step's panel scatters each group once
     fig.suptitle("the planner against this machine: every layout of the run", fontsize=10)
