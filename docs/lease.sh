@@ -59,18 +59,19 @@ lstm_scaling() {  # data parallelism's weak scaling on the LSTM LM, 32 sequences
 export -f lstm_scaling
 
 captured() {  # the captured step: float64 losses bit for bit against the plain step's,
-    # without dropout and with it (its masks drawn from an origin in device memory), then the
-    # time it wins, with the fused kernels
-    for dropout in 0 0.1; do
+    # without dropout, with it (its masks drawn from an origin in device memory) and under
+    # data parallelism at 2 ranks, then the time it wins, with the fused kernels
+    for run in "single 0" "single 0.1" "dp 0.1"; do
+        set -- $run
         for graph in no-cuda-graph cuda-graph; do
-            $python -m scratchpar.train --strategy single --device "$device" --dtype float64 \
-                --steps 30 --log-every 1 --dropout $dropout --$graph \
-                --metrics "runs/lease/$graph-$dropout.jsonl" | tail -1
+            mpiexec -n $([ $1 = dp ] && echo 2 || echo 1) $python -m scratchpar.train \
+                --strategy $1 --device "$device" --dtype float64 --steps 30 --log-every 1 \
+                --dropout $2 --$graph --metrics "runs/lease/$graph-$1-$2.jsonl" | tail -1
         done
         $python -c "import json
-runs = [[json.loads(line).get('loss') for line in open(f'runs/lease/{g}-$dropout.jsonl')]
+runs = [[json.loads(line).get('loss') for line in open(f'runs/lease/{g}-$1-$2.jsonl')]
         for g in ('no-cuda-graph', 'cuda-graph')]
-print('captured step, dropout $dropout, float64 losses bit for bit:', runs[0] == runs[1],
+print('captured step, $1, dropout $2, float64 losses bit for bit:', runs[0] == runs[1],
       len(runs[0]))"
     done
     for graph in --no-cuda-graph --cuda-graph; do
@@ -92,7 +93,7 @@ run 1 120 lstm_scaling
 run 2 120 env SCRATCHPAR_FUSED=gpu $python -m pytest -q -p no:cacheprovider --device "$device" \
     tests/autograd/test_autograd_fused.py tests/optim/test_optim_fused.py
 run 3 180 $python -m scratchpar.bench step --device "$device" --json $json/step_cuda.json
-run 4 120 captured
+run 4 180 captured
 # 3. Mixed precision on the device: the low-precision suites (fp16 only: CuPy has no
 #    bfloat16), then 300 steps in fp32 beside fp16 (docs/precision.md has the CPU's)
 run 5 150 $python -m pytest -q -p no:cacheprovider --device "$device" \

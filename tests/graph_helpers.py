@@ -17,7 +17,7 @@ class StandIn(graph.Replayed):
 
     def capture(self, inputs):
         self.inputs = tuple(a.copy() for a in inputs)
-        self.outputs = _held(self.work(*self.inputs))
+        self.outputs = _held(self.run(self.inputs))
         self.graph, self.ran = "recorded", True
         self.captures += 1
 
@@ -26,7 +26,7 @@ class StandIn(graph.Replayed):
         if self.ran:  # the capture's run was this replay's
             self.ran = False
             return
-        fresh = self.work(*self.inputs)
+        fresh = self.run(self.inputs)
         for mine, new in zip(arrays([self.outputs]), arrays([fresh])):
             mine[...] = new
 

@@ -11,34 +11,53 @@ A graph replays its kernels with the arguments and the memory they were captured
 - what the work allocates comes from a memory pool of the graph's own, which nothing else takes
   between replays;
 - a number the host passes into a kernel is fixed at capture: the caller puts every such number
-  (a loss scale) in the key, and a new key captures again, or passes it in device memory as an
-  input (a random stream's origin: ``device_rng.py``). The work must not wait for the device or
-  copy to or from the host (the device double holds a step to that:
+  (a loss scale) in the key, and a new key captures again. The work must not wait for the device
+  or copy to or from the host (the device double holds a step to that:
   ``tests/double/test_double_training.py``);
-- a replay runs none of the work's Python: what it would have counted on the host (the draws of
-  a random stream) the caller counts, from a call that ran it (``ran``).
+- a random stream's position is such a number, moved by every step. So a work that draws
+  (dropout) names its ``stream``: the position goes in as one more input, the origin its draws
+  count from in device memory (``device_rng.py``), and since a replay runs none of the work's
+  Python, the position is moved past the draws counted when the work last ran.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..backend import BackendError, get_array_module
+from ..device_rng import LIMIT
+
 
 class Replayed:
     """``work(*inputs)``, replayed as a CUDA graph from its second call with the same key: the
-    inputs' shapes and dtypes, and ``extra``, the host numbers the work's kernels take."""
+    inputs' shapes and dtypes, and ``extra``, the host numbers the work's kernels take. Its
+    draws from ``stream`` (a :class:`~scratchpar.device_rng.DeviceRandom`), if named, are the
+    ones the work would draw uncaptured."""
 
-    def __init__(self, work):
-        self.work = work
+    def __init__(self, work, stream=None):
+        self.work, self.stream = work, stream
         self.key = self.graph = None
         self.inputs = self.outputs = self.pool = None
         self.captures = 0
         self.ran = False  # whether the last call ran the work's Python (uncaptured, or captured)
+        self.draws = 0  # the work's draws from its stream, counted when it last ran
 
     def __call__(self, inputs: tuple, extra: tuple = ()):
+        if self.stream is None:
+            return self._replayed(inputs, extra)
+        start, self.stream.position = self.stream.position, 0
+        origin = get_array_module(inputs[0]).asarray(np.array(start, np.uint64))  # (), a copy
+        out = self._replayed((*inputs, origin), extra)
+        self.draws = self.stream.position if self.ran else self.draws
+        self.stream.position = (start + self.draws) % LIMIT
+        return out
+
+    def _replayed(self, inputs: tuple, extra: tuple):
         key = (tuple((a.shape, a.dtype.str) for a in inputs), extra)
         self.ran = key != self.key or self.graph is None
         if key != self.key:  # new shapes or numbers: run as it is, capture at the next call
             self.key, self.graph, self.inputs, self.outputs, self.pool = key, None, None, None, None
-            return self.work(*inputs)
+            return self.run(inputs)
         if self.graph is None:
             self.capture(inputs)
         for mine, given in zip(self.inputs, inputs):
@@ -46,8 +65,21 @@ class Replayed:
         self.launch()
         return self.outputs
 
+    def run(self, inputs: tuple):
+        """The work on ``inputs``, the last of them its stream's origin where it draws."""
+        if self.stream is None:
+            return self.work(*inputs)
+        self.stream.origin = inputs[-1]
+        try:
+            return self.work(*inputs[:-1])
+        finally:
+            self.stream.origin = None
+
     def capture(self, inputs: tuple) -> None:
         """Record ``work`` on copies of ``inputs`` into a graph, its memory its own pool's."""
+        if not all(type(a).__module__.startswith("cupy") for a in inputs):
+            raise BackendError("a CUDA graph records CuPy's kernels: capture a step on "
+                               "--device cuda")
         import cupy
 
         self.pool = cupy.cuda.MemoryPool()
@@ -56,7 +88,7 @@ class Replayed:
             self.inputs = tuple(a.copy() for a in inputs)
             stream.begin_capture()  # relaxed: the pool may allocate while capturing
             try:
-                self.outputs = self.work(*self.inputs)
+                self.outputs = self.run(self.inputs)
             finally:
                 self.graph = stream.end_capture()
         self.captures += 1

@@ -3,6 +3,7 @@ the training-step protocol of :class:`~scratchpar.parallel.strategy.Strategy`.
 
     one device, the spec          single.py             SingleDevice
     data parallel                 dp.py                 DataParallelNaive, DataParallel
+                                  dp_graph.py           CapturedDataParallel (a CUDA graph)
     local SGD                     local_sgd.py          LocalSGD
     parameter servers             ps/                   SyncParameterServer, LockedParameterServer,
                                                         AsyncParameterServer (Downpour),
@@ -20,6 +21,7 @@ The communication they are built from: differentiable collectives in dual pairs 
 
 from .branches import ParallelBranches
 from .dp import DataParallel, DataParallelNaive
+from .dp_graph import CapturedDataParallel
 from .easgd import AsyncEASGD, RoundRobinEASGD, SyncEASGD
 from .hogwild import Hogwild, LockedHogwild
 from .hybrid import Hybrid
@@ -36,8 +38,8 @@ from .single import SingleDevice
 from .tensor import tensor_parallel
 from .zero import ZeRO1, ZeRO2, ZeRO3
 
-__all__ = ["AsyncEASGD", "AsyncParameterServer", "DataParallel", "DataParallelNaive", "Hogwild",
-           "Hybrid", "LocalSGD", "LockedHogwild", "LockedParameterServer", "ParallelBranches",
-           "PipeDream", "Pipeline", "RoundRobinEASGD", "SSPParameterServer", "SingleDevice",
-           "SyncEASGD", "SyncParameterServer", "SyncThenAsync", "ZeRO1", "ZeRO2", "ZeRO3",
-           "tensor_parallel"]
+__all__ = ["AsyncEASGD", "AsyncParameterServer", "CapturedDataParallel", "DataParallel",
+           "DataParallelNaive", "Hogwild", "Hybrid", "LocalSGD", "LockedHogwild",
+           "LockedParameterServer", "ParallelBranches", "PipeDream", "Pipeline",
+           "RoundRobinEASGD", "SSPParameterServer", "SingleDevice", "SyncEASGD",
+           "SyncParameterServer", "SyncThenAsync", "ZeRO1", "ZeRO2", "ZeRO3", "tensor_parallel"]

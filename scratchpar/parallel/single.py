@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..backend import get_array_module
 from ..data.shard import rows, shard
-from ..device_rng import LIMIT
 from ..kernels.graph import Replayed
 from ..nn.layers import dropout_generator
 from ..optim import guarded_step
@@ -32,9 +28,8 @@ class SingleDevice(Strategy):
     the same kernels on the same arrays, without the host launching each. The clip, the
     guard's look at the norm and the update stay outside it: the guard waits for the device,
     which no graph may do. A loss scale is a number the graph holds, so a new one captures
-    again. Dropout's stream counts from an origin in device memory, moved each step, so each
-    replay draws the masks the plain step would (``device_rng.py``). Probes run their shards
-    uncaptured.
+    again. Dropout's stream goes in as an origin in device memory, so each replay draws the
+    masks the plain step would. Probes run their shards uncaptured.
     """
 
     moments = frozenset({"shard", "gradient", "report"})
@@ -42,8 +37,8 @@ class SingleDevice(Strategy):
     def __init__(self, model, make_optimizer, objective, mesh=None, /, *,
                  grad_clip: float = 0.0, cuda_graph: bool = False):
         super().__init__(model, make_optimizer, objective, mesh, grad_clip=grad_clip)
-        self.replayed = Replayed(self._forward_backward) if cuda_graph else None
-        self.stream, self.draws = dropout_generator(self.model), 0  # a step's draws from it
+        self.replayed = (Replayed(self._forward_backward, dropout_generator(self.model))
+                         if cuda_graph else None)
 
     @classmethod
     def describe(cls, shape, world: int = 1) -> Description:
@@ -63,34 +58,18 @@ class SingleDevice(Strategy):
         if self.replayed is None:
             loss, _, scale = self.backward_mean(batch)
         else:
-            loss, scale, grads = self._replay(batch if isinstance(batch, tuple) else (batch,))
+            scaler = getattr(self.objective, "scaler", None)
+            loss, scale, grads = self.replayed(batch if isinstance(batch, tuple) else (batch,),
+                                               (None if scaler is None else scaler.scale,))
             for p, grad in zip(self.params, grads):
                 p.grad = grad  # the captured gradients, rewritten by each replay
         return guarded_step(self.optimizer, self.params, loss * scale, self.grad_clip)
 
-    def _replay(self, batch: tuple):
-        """The captured step on ``batch``: with dropout, its stream's position goes in as the
-        origin its draws count from, and moves past the step's draws after it, as the plain
-        step would move it (a replay runs no Python to count them)."""
-        scaler = getattr(self.objective, "scaler", None)
-        extra = (None if scaler is None else scaler.scale,)
-        if self.stream is None:
-            return self.replayed(batch, extra)
-        start, self.stream.position = self.stream.position, 0
-        origin = get_array_module(batch[0]).asarray(np.array(start, np.uint64))  # (), a copy
-        out = self.replayed((*batch, origin), extra)
-        self.draws = self.stream.position if self.replayed.ran else self.draws
-        self.stream.position, self.stream.origin = (start + self.draws) % LIMIT, None
-        return out
-
-    def _forward_backward(self, *inputs):
+    def _forward_backward(self, *batch):
         """What the graph holds: the forward, the backward and the division by N, from no
-        gradient (as captured: the backward's first writes are then stores, not sums). With
-        dropout, the last input is its stream's origin."""
-        if self.stream is not None:
-            *inputs, self.stream.origin = inputs
+        gradient (as captured: the backward's first writes are then stores, not sums)."""
         self.optimizer.zero_grad()
-        loss, _, scale = self.backward_mean(tuple(inputs) if len(inputs) > 1 else inputs[0])
+        loss, _, scale = self.backward_mean(batch if len(batch) > 1 else batch[0])
         return loss, scale, [p.grad for p in self.params]
 
     def _in_shards(self, batch, parts: int) -> dict:

@@ -50,8 +50,8 @@ KNOBS = {"LocalSGD": {"every": 1}, "Pipeline": {}, "Hybrid": {},
          "PipeDream": {"schedule": None}, "SyncEASGD": {"rho": 0.0, "tau": 1},
          "AsyncEASGD": {"rho": 0.0, "tau": 1}, "RoundRobinEASGD": {"rho": 0.0},
          "SSPParameterServer": {"staleness": 1}, "SyncThenAsync": {"warmup": 0}}
-LOCKSTEP = ["DataParallel", "DataParallelNaive", "LocalSGD", "ZeRO1", "ZeRO2", "ZeRO3",
-            "Pipeline", "PipeDream", "Hybrid", "SyncParameterServer"]
+LOCKSTEP = ["DataParallel", "CapturedDataParallel", "DataParallelNaive", "LocalSGD", "ZeRO1",
+            "ZeRO2", "ZeRO3", "Pipeline", "PipeDream", "Hybrid", "SyncParameterServer"]
 ALONE = ["Hogwild", "LockedHogwild", "SyncEASGD"]  # one rank: one worker
 PAIRED = ["AsyncParameterServer", "LockedParameterServer", "SSPParameterServer",
           "SyncThenAsync", "AsyncEASGD", "RoundRobinEASGD"]  # a server or master, one worker

@@ -6,7 +6,9 @@ import pytest
 from graph_helpers import StandIn
 
 from scratchpar import backend, double
+from scratchpar.backend import BackendError
 from scratchpar.device_rng import DeviceRandom
+from scratchpar.kernels import graph
 from scratchpar.optim import SGD
 from scratchpar.parallel import SingleDevice
 from scratchpar.train import make_config
@@ -79,8 +81,17 @@ def test_a_replay_with_dropout_waits_for_nothing_and_uploads_its_origin_alone(mo
     for step in range(3):  # as it is, captured, replayed
         batch = task.batch(step, 5)[0]
         with double.watch() as seen:
-            one._replay((batch,))
+            one.replayed((batch,))
     assert one.replayed.captures == 1 and not one.replayed.ran
     assert (seen.syncs_from(), seen.scalars, seen.to_device_bytes) == ([], [], 8)
     (copy,) = seen.pageable_copies
-    assert copy.startswith("to device at scratchpar/parallel/single.py:")
+    assert copy.startswith("to device at scratchpar/kernels/graph.py:")
+
+
+def test_a_graph_of_host_arrays_is_refused_at_its_capture_with_a_line():
+    """A library user who asks for a captured step off CUDA: the first step runs, the second
+    (the capture) says what a graph needs, rather than failing to import CuPy."""
+    replayed = graph.Replayed(lambda x: (x * 2,))
+    replayed((np.arange(3.0),))
+    with pytest.raises(BackendError, match="CUDA graph records CuPy's kernels"):
+        replayed((np.arange(3.0),))

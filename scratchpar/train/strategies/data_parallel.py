@@ -6,7 +6,13 @@ import math
 from dataclasses import dataclass
 
 from ...autograd.precision import WIDE
-from ...parallel import DataParallel, DataParallelNaive, LocalSGD, SingleDevice
+from ...parallel import (
+    CapturedDataParallel,
+    DataParallel,
+    DataParallelNaive,
+    LocalSGD,
+    SingleDevice,
+)
 from ...parallel.noise import NoiseProbe
 from ..option import opt
 from .family import Family
@@ -30,10 +36,11 @@ class BucketFlags:
                                    "(McCandlish et al. 2018): one more all-reduce of 4 numbers "
                                    "a step; single: from the batch's two halves",
                             owners=("single", "dp", "dp-naive"))
-    cuda_graph: bool = opt(False, "single, --device cuda: capture the step's forward and "
-                                  "backward as a CUDA graph once its shapes are fixed, and "
-                                  "replay it (scratchpar/kernels/graph.py)",
-                           owners=("single",))
+    cuda_graph: bool = opt(False, "single, dp, --device cuda: capture the step's forward and "
+                                  "backward (and dp's bucket packing) as a CUDA graph once "
+                                  "its shapes are fixed, and replay it "
+                                  "(scratchpar/kernels/graph.py)",
+                           owners=("single", "dp"))
     grad_reduce: str = opt("compute", "dp, dp-naive under --precision fp16|bf16: sum the "
                                       "gradients over ranks in the parameters' 16 bits "
                                       "(compute: half the bytes, as DeepSpeed and FSDP do) or "
@@ -80,8 +87,8 @@ class DataParallelFamily(Family):
                                 "single has none")
             if world_size != 1:
                 problems.append(f"--strategy single runs on one rank; launched on {world_size}")
-            problems += _graph_problems(c)
-        elif t.noise_scale and world_size == 1 and t.strategy in ("dp", "dp-naive"):
+        problems += _graph_problems(c)
+        if t.noise_scale and world_size == 1 and t.strategy in ("dp", "dp-naive"):
             problems.append(f"--noise-scale with --strategy {t.strategy} compares the ranks' "
                             "shards, and needs 2 ranks or more; on one device, --strategy "
                             "single compares the batch's two halves")
@@ -122,8 +129,8 @@ class DataParallelFamily(Family):
         if t.strategy == "local-sgd":
             return LocalSGD(*common, every=t.local_sgd_every, warmup=t.local_sgd_warmup,
                             grad_clip=clip, bucket_bytes=t.bucket_bytes)
-        return DataParallel(*common, bucket_bytes=t.bucket_bytes, grad_clip=clip,
-                            reduce_dtype=wide)
+        dp = CapturedDataParallel if t.cuda_graph else DataParallel
+        return dp(*common, bucket_bytes=t.bucket_bytes, grad_clip=clip, reduce_dtype=wide)
 
 
 def _graph_problems(c) -> list[str]:
