@@ -47,7 +47,11 @@ class Replayed:
             return self._replayed(inputs, extra)
         start, self.stream.position = self.stream.position, 0
         origin = get_array_module(inputs[0]).asarray(np.array(start, np.uint64))  # (), a copy
-        out = self._replayed((*inputs, origin), extra)
+        try:
+            out = self._replayed((*inputs, origin), extra)
+        except BaseException:
+            self.stream.position = start  # a step that did not happen draws nothing
+            raise
         self.draws = self.stream.position if self.ran else self.draws
         self.stream.position = (start + self.draws) % LIMIT
         return out

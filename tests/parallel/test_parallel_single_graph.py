@@ -91,7 +91,10 @@ def test_a_replay_with_dropout_waits_for_nothing_and_uploads_its_origin_alone(mo
 def test_a_graph_of_host_arrays_is_refused_at_its_capture_with_a_line():
     """A library user who asks for a captured step off CUDA: the first step runs, the second
     (the capture) says what a graph needs, rather than failing to import CuPy."""
-    replayed = graph.Replayed(lambda x: (x * 2,))
+    stream = DeviceRandom(0, 1)
+    replayed = graph.Replayed(lambda x: (x * stream.random(x.shape),), stream)
     replayed((np.arange(3.0),))
+    assert stream.position == 3
     with pytest.raises(BackendError, match="CUDA graph records CuPy's kernels"):
         replayed((np.arange(3.0),))
+    assert stream.position == 3 and stream.origin is None  # the refused step drew nothing
