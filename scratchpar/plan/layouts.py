@@ -52,7 +52,9 @@ def pinned(run: list[str]) -> dict[str, str | None]:
     for word in words:
         flag, equals, value = word.partition("=")
         if flag in CHOSEN:
-            pins[flag] = value if equals else None if flag in SWITCHES else next(words, "")
+            pins[flag] = value if equals else None if flag in SWITCHES else next(words, None)
+            if flag not in SWITCHES and not pins[flag]:
+                raise ValueError(f"{flag} pins a layout's value: give it one")
     return pins
 
 

@@ -115,6 +115,7 @@ def test_explain_gives_a_row_s_breakdown_and_its_command(capsys):
      "no layout of this run runs on 4 ranks with --strategy single"),
     (["--", "--model", "gpt", "--tp=3", "--sequence-parallel"],
      "no layout of this run runs on 4 ranks with --tp 3 --sequence-parallel"),
+    (["--", "--model", "gpt", "--pp"], "--pp pins a layout's value: give it one"),
 ])
 def test_bad_input_is_refused_with_a_line(capsys, argv, said):
     assert main(argv) == 2
