@@ -86,7 +86,8 @@ class Replayed:
                                "--device cuda")
         import cupy
 
-        self.pool = cupy.cuda.MemoryPool()
+        cupy.get_default_memory_pool().free_all_blocks()  # the uncaptured run's cached blocks:
+        self.pool = cupy.cuda.MemoryPool()  # the graph's pool takes their place, not beside them
         stream = cupy.cuda.get_current_stream()
         with cupy.cuda.using_allocator(self.pool.malloc):
             self.inputs = tuple(a.copy() for a in inputs)
