@@ -18,13 +18,13 @@ class StandIn(graph.Replayed):
     def capture(self, inputs):
         self.inputs = tuple(a.copy() for a in inputs)
         self.outputs = _held(self.run(self.inputs))
-        self.graph, self.ran = "recorded", True
+        self.graph, self.unlaunched = "recorded", True
         self.captures += 1
 
     def launch(self):
         StandIn.launches += 1
-        if self.ran:  # the capture's run was this replay's
-            self.ran = False
+        if self.unlaunched:  # the capture's run was this replay's
+            self.unlaunched = False
             return
         fresh = self.run(self.inputs)
         for mine, new in zip(arrays([self.outputs]), arrays([fresh])):
