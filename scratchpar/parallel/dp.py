@@ -98,11 +98,16 @@ class DataParallelNaive(Strategy):
         """This rank's summed loss Lᵣ (a Tensor) and unit count nᵣ."""
         if self._pending is None:
             self.optimizer.zero_grad()
-        self._handed_part = isinstance(global_batch, Part)
-        batch = shard(global_batch, self.mesh.dp_comm.rank, self.mesh.dp)
+        batch = self.my_rows(global_batch)
         loss, units = self.sum_loss(batch)
         self.probes.shard(rows(batch), units)
         return loss, units
+
+    def my_rows(self, global_batch):
+        """This rank's rows of ``global_batch``, or the rows it was handed alone (a
+        :class:`~scratchpar.data.shard.Part`, noted for :meth:`_count`)."""
+        self._handed_part = isinstance(global_batch, Part)
+        return shard(global_batch, self.mesh.dp_comm.rank, self.mesh.dp)
 
     def _reduce_grads(self, totals):
         for p in self.params:

@@ -13,7 +13,6 @@ saves is the host's launch of every kernel, which is what a GPU's small step is 
 from __future__ import annotations
 
 from ..comm import collectives
-from ..data.shard import Part, shard
 from ..kernels.graph import Replayed
 from ..nn.layers import dropout_generator
 from .dp import DataParallel
@@ -34,12 +33,8 @@ class CapturedDataParallel(DataParallel):
     def step(self, global_batch) -> dict:
         if not self.syncing or self._pending is not None or self.probes.attached:
             return super().step(global_batch)
-        self._handed_part = isinstance(global_batch, Part)
-        batch = shard(global_batch, self.mesh.dp_comm.rank, self.mesh.dp)
-        scaler = getattr(self.objective, "scaler", None)
         with self.tracer.region("replay", "compute"):  # forward, backward, packing
-            totals = self.replayed(batch if isinstance(batch, tuple) else (batch,),
-                                   (None if scaler is None else scaler.scale,))
+            totals = self.replay(self.replayed, self.my_rows(global_batch))
         handle = collectives.all_reduce_start(self.comm, totals)  # (2,) [Σ Lᵣ, Σ nᵣ]
         for bucket in self.plan.start_all(self.comm):
             bucket.wait()

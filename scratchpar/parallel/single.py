@@ -58,9 +58,7 @@ class SingleDevice(Strategy):
         if self.replayed is None:
             loss, _, scale = self.backward_mean(batch)
         else:
-            scaler = getattr(self.objective, "scaler", None)
-            loss, scale, grads = self.replayed(batch if isinstance(batch, tuple) else (batch,),
-                                               (None if scaler is None else scaler.scale,))
+            loss, scale, grads = self.replay(self.replayed, batch)
             for p, grad in zip(self.params, grads):
                 p.grad = grad  # the captured gradients, rewritten by each replay
         return guarded_step(self.optimizer, self.params, loss * scale, self.grad_clip)

@@ -107,6 +107,14 @@ class Strategy(abc.ABC):
         loss = self.objective.loss(self.model, batch, reduction="sum")
         return loss, self.objective.count(batch)
 
+    def replay(self, replayed, batch):
+        """A captured step, ``replayed`` (:class:`~scratchpar.kernels.graph.Replayed`), on
+        ``batch``: its arrays the graph's inputs, and the loss scale, a number the graph's
+        kernels hold, in its key, so that a new scale captures again."""
+        scaler = getattr(self.objective, "scaler", None)
+        return replayed(batch if isinstance(batch, tuple) else (batch,),
+                        (None if scaler is None else scaler.scale,))
+
     def backward_mean(self, batch):
         """Backpropagate the summed loss on ``batch``, then divide every gradient by N, its
         units, as one device divides by its batch's: ∇L = ∇(Σ losses)/N. Returns Σ losses, N
